@@ -1,0 +1,1 @@
+"""Perfetto traces of device decode against CPU compile, compile-phase counters, A/B trials."""

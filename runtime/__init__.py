@@ -1,0 +1,1 @@
+"""Models, per-capacity static graphs and the ladder runtime."""

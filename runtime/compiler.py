@@ -1,0 +1,73 @@
+"""Compile step graphs for a device, with the precision options applied and time measured."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import openvino as ov
+
+from compile_ahead.errors import CompileAheadError
+
+from . import graphs
+from .precision import OV_TYPES, check_precision, default_inference_precision
+from .sources import ModelSource
+from .step import CompiledStep
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    device: str = "CPU"
+    inference_precision: str | None = None  # None: the device's default
+    kv_precision: str | None = None  # None: follow the inference precision (FACTS: a mismatch
+    # makes the CPU plugin reorder the whole cache input every step)
+    extra_config: dict[str, str] = field(default_factory=dict)
+
+    def resolved(self) -> CompileOptions:
+        inf = self.inference_precision or default_inference_precision(self.device)
+        check_precision(inf, "--inference-precision")
+        kv = check_precision(self.kv_precision or inf, "--kv-precision")
+        return CompileOptions(self.device, inf, kv, dict(self.extra_config))
+
+
+_core: ov.Core | None = None
+
+
+def core() -> ov.Core:
+    global _core
+    if _core is None:
+        _core = ov.Core()
+    return _core
+
+
+def device_config(options: CompileOptions) -> dict[str, object]:
+    cfg: dict[str, object] = dict(options.extra_config)
+    supported = core().get_property(options.device, "SUPPORTED_PROPERTIES")
+    if "INFERENCE_PRECISION_HINT" in supported and options.inference_precision:
+        cfg.setdefault("INFERENCE_PRECISION_HINT", OV_TYPES[options.inference_precision])
+    if "PERFORMANCE_HINT" in supported:
+        cfg.setdefault("PERFORMANCE_HINT", "LATENCY")
+    return cfg
+
+
+@dataclass
+class CompileResult:
+    step: CompiledStep
+    build_s: float  # graph construction on the host
+    compile_s: float  # compile_model wall time
+
+
+def compile_step(source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions) -> CompileResult:
+    options = options.resolved()
+    t0 = time.perf_counter()
+    model = graphs.build_step_model(source.config, source.weights, spec)
+    t1 = time.perf_counter()
+    try:
+        compiled = core().compile_model(model, options.device, device_config(options))
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
+        raise CompileAheadError(
+            f"compiling the C={spec.capacity} {spec.kind} graph for {options.device} failed: {first}"
+        ) from err
+    t2 = time.perf_counter()
+    return CompileResult(CompiledStep(compiled, spec, source.config.num_layers), t1 - t0, t2 - t1)

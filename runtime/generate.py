@@ -1,0 +1,100 @@
+"""Greedy generation on static graphs of one capacity: chunked prefill, then decode steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compile_ahead.errors import CompileAheadError
+
+from . import graphs
+from .compiler import CompileOptions, compile_step
+from .kv_cache import KVCache
+from .sources import ModelSource
+from .step import CompiledStep
+
+
+@dataclass
+class Generation:
+    tokens: list[int]  # generated ids (not the prompt)
+    logits: list[np.ndarray] = field(default_factory=list)  # per generated token, f32 [vocab]
+    stop_reason: str = "max_new_tokens"
+
+
+class StaticDecoder:
+    """Decode and prefill graphs compiled for one capacity, sharing one KV cache."""
+
+    def __init__(self, source: ModelSource, capacity: int, options: CompileOptions,
+                 prefill_chunk: int = 16):
+        if capacity <= 0 or prefill_chunk <= 0:
+            raise CompileAheadError("capacity and prefill chunk must be positive")
+        self.source = source
+        self.options = options.resolved()
+        kv = self.options.kv_precision
+        assert kv is not None
+        self.decode = compile_step(source, graphs.GraphSpec(capacity, 1, kv), self.options).step
+        self.prefill: CompiledStep | None = None
+        if prefill_chunk > 1:
+            spec = graphs.GraphSpec(capacity, prefill_chunk, kv)
+            self.prefill = compile_step(source, spec, self.options).step
+        self.cache = KVCache(source.config, capacity, kv)
+        self.decode.bind(self.cache)
+        if self.prefill is not None:
+            self.prefill.bind(self.cache)
+
+    @property
+    def capacity(self) -> int:
+        return self.cache.capacity
+
+    def _commit(self, out, start: int, n: int) -> None:
+        for i in range(self.source.config.num_layers):
+            self.cache.write(i, start, out.new_keys[i][:, :, :n], out.new_values[i][:, :, :n])
+        self.cache.length = start + n
+
+    def prefill_prompt(self, prompt: list[int]) -> np.ndarray:
+        """Run the prompt in chunks; returns the last token's logits."""
+        if not prompt:
+            raise CompileAheadError("the prompt is empty")
+        if len(prompt) > self.capacity:
+            raise CompileAheadError(
+                f"the prompt ({len(prompt)} tokens) does not fit capacity {self.capacity}"
+            )
+        self.cache.length = 0
+        step = self.prefill or self.decode
+        chunk = step.spec.chunk
+        logits = None
+        for start in range(0, len(prompt), chunk):
+            ids = np.asarray(prompt[start : start + chunk], np.int64)
+            out = step.run(ids, start, last_index=len(ids) - 1)
+            self._commit(out, start, len(ids))
+            logits = out.logits.copy()
+        assert logits is not None
+        return logits
+
+    def step(self, token: int) -> np.ndarray:
+        t = self.cache.length
+        if t >= self.capacity:
+            raise CompileAheadError(f"context reached capacity {self.capacity}")
+        out = self.decode.run(np.asarray([token], np.int64), t)
+        self._commit(out, t, 1)
+        return out.logits.copy()
+
+    def generate(self, prompt: list[int], max_new_tokens: int, stop_at_eos: bool = False) -> Generation:
+        logits = self.prefill_prompt(prompt)
+        result = Generation([])
+        eos = set(self.source.config.eos_token_ids) if stop_at_eos else set()
+        while True:
+            token = int(np.argmax(logits))
+            result.tokens.append(token)
+            result.logits.append(logits)
+            if token in eos:
+                result.stop_reason = "eos"
+                break
+            if len(result.tokens) >= max_new_tokens:
+                break
+            if self.cache.length >= self.capacity:
+                result.stop_reason = "capacity"
+                break
+            logits = self.step(token)
+        return result

@@ -1,0 +1,55 @@
+"""A compiled step graph (decode or prefill chunk) with its infer request bound to a KV cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+
+from . import graphs
+from .kv_cache import KVCache
+
+
+@dataclass
+class StepOutput:
+    logits: np.ndarray  # [vocab] f32
+    new_keys: list[np.ndarray]  # per layer [1, kv, L, hd], views valid until the next call
+    new_values: list[np.ndarray]
+
+
+class CompiledStep:
+    """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers."""
+
+    def __init__(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int):
+        self.compiled = compiled
+        self.spec = spec
+        self.num_layers = num_layers
+        self.request = compiled.create_infer_request()
+        self._ids = np.zeros((1, spec.chunk), np.int64)
+        self._past_len = np.zeros((), np.int64)
+        self._last = np.zeros((), np.int64)
+        self.request.set_tensor(graphs.INPUT_IDS, ov.Tensor(self._ids, shared_memory=True))
+        self.request.set_tensor(graphs.PAST_LENGTH, ov.Tensor(self._past_len, shared_memory=True))
+        if spec.chunk > 1:
+            self.request.set_tensor(graphs.LAST_INDEX, ov.Tensor(self._last, shared_memory=True))
+        self._cache: KVCache | None = None
+
+    def bind(self, cache: KVCache) -> None:
+        keys, values = cache.tensors()
+        for i in range(self.num_layers):
+            self.request.set_tensor(graphs.past_key_name(i), keys[i])
+            self.request.set_tensor(graphs.past_value_name(i), values[i])
+        self._cache = cache  # the bound tensors alias its arrays
+
+    def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
+        self._ids[0, : len(ids)] = ids
+        self._ids[0, len(ids) :] = 0
+        self._past_len[...] = past_length
+        self._last[...] = last_index
+        self.request.infer()
+        out = self.request
+        keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]
+        values = [out.get_tensor(graphs.new_value_name(i)).data for i in range(self.num_layers)]
+        logits = out.get_tensor(graphs.LOGITS).data[0]
+        return StepOutput(logits, keys, values)

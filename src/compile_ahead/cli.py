@@ -1,0 +1,49 @@
+"""`compile-ahead`: one command, a subcommand per capability.
+
+Each capability module exposes ``register(subparsers)`` and sets ``func`` on its parser; the
+function returns the process exit code. Errors meant for the user are CompileAheadError and
+print as one line, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from compile_ahead.errors import CompileAheadError
+
+# Modules that add subcommands, imported lazily so `--help` stays fast.
+SUBCOMMAND_MODULES = ("compile_ahead.runtime.cli_generate",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="compile-ahead",
+        description="Long-context decode on static-shape devices: compile ahead, not up front.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def run_command(args: argparse.Namespace, prog: str) -> int:
+    try:
+        return int(args.func(args) or 0)
+    except CompileAheadError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command(args, "compile-ahead")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
