@@ -57,7 +57,9 @@ class CompileResult:
     compile_s: float  # compile_model wall time
 
 
-def compile_step(source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions) -> CompileResult:
+def compile_step(
+    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
+) -> CompileResult:
     options = options.resolved()
     t0 = time.perf_counter()
     model = graphs.build_step_model(source.config, source.weights, spec)
@@ -67,7 +69,8 @@ def compile_step(source: ModelSource, spec: graphs.GraphSpec, options: CompileOp
     except RuntimeError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
         raise CompileAheadError(
-            f"compiling the C={spec.capacity} {spec.kind} graph for {options.device} failed: {first}"
+            f"compiling the C={spec.capacity} {spec.kind} graph for {options.device} "
+            f"failed: {first}"
         ) from err
     t2 = time.perf_counter()
     return CompileResult(CompiledStep(compiled, spec, source.config.num_layers), t1 - t0, t2 - t1)

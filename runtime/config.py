@@ -87,7 +87,9 @@ class ModelConfig:
                 f"graphs (supported: {', '.join(SUPPORTED_ROPE_TYPES)})"
             )
         if self.rope.rope_type != "default" and not self.rope.factor > 0:
-            raise CompileAheadError(f"config: rope scaling factor must be > 0, got {self.rope.factor}")
+            raise CompileAheadError(
+                f"config: rope scaling factor must be > 0, got {self.rope.factor}"
+            )
         return self
 
 

@@ -25,8 +25,9 @@ class Generation:
 class StaticDecoder:
     """Decode and prefill graphs compiled for one capacity, sharing one KV cache."""
 
-    def __init__(self, source: ModelSource, capacity: int, options: CompileOptions,
-                 prefill_chunk: int = 16):
+    def __init__(
+        self, source: ModelSource, capacity: int, options: CompileOptions, prefill_chunk: int = 16
+    ):
         if capacity <= 0 or prefill_chunk <= 0:
             raise CompileAheadError("capacity and prefill chunk must be positive")
         self.source = source
@@ -80,7 +81,9 @@ class StaticDecoder:
         self._commit(out, t, 1)
         return out.logits.copy()
 
-    def generate(self, prompt: list[int], max_new_tokens: int, stop_at_eos: bool = False) -> Generation:
+    def generate(
+        self, prompt: list[int], max_new_tokens: int, stop_at_eos: bool = False
+    ) -> Generation:
         logits = self.prefill_prompt(prompt)
         result = Generation([])
         eos = set(self.source.config.eos_token_ids) if stop_at_eos else set()

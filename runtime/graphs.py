@@ -150,8 +150,10 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
 
     # RoPE tables for positions t..t+L-1: [1, 1, L, hd]
     positions = ops.convert(
-        ops.add(ops.range(_const(0, np.int64), _const(L, np.int64), _const(1, np.int64),
-                          ov.Type.i64), past_len),
+        ops.add(
+            ops.range(_const(0, np.int64), _const(L, np.int64), _const(1, np.int64), ov.Type.i64),
+            past_len,
+        ),
         ov.Type.f32,
     )
     freqs = ops.multiply(
@@ -222,12 +224,14 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
         h = _rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg.rms_norm_eps)
         gate = _linear(h, w, p + "mlp.gate_proj")
         up = _linear(h, w, p + "mlp.up_proj")
-        x = ops.add(x, _linear(ops.multiply(ops.swish(gate), up).output(0), w,
-                               p + "mlp.down_proj")).output(0)
+        x = ops.add(
+            x, _linear(ops.multiply(ops.swish(gate), up).output(0), w, p + "mlp.down_proj")
+        ).output(0)
 
     x = _rms_norm(x, w("model.norm.weight"), cfg.rms_norm_eps)
-    row = ops.gather(x, last_index if last_index is not None else _const(0, np.int64),
-                     _const(1, np.int64))  # [1, D]
+    row = ops.gather(
+        x, last_index if last_index is not None else _const(0, np.int64), _const(1, np.int64)
+    )  # [1, D]
     head = "model.embed_tokens" if cfg.tie_word_embeddings else "lm_head"
     logits = _linear(row.output(0), w, head)
     results.insert(0, ops.result(logits, name=LOGITS))

@@ -11,7 +11,11 @@ PRECISIONS = ("f32", "f16", "bf16")
 
 OV_TYPES = {"f32": ov.Type.f32, "f16": ov.Type.f16, "bf16": ov.Type.bf16}
 # numpy has no bfloat16: bf16 buffers hold raw uint16 bits.
-STORAGE_DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
+STORAGE_DTYPES = {
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(np.uint16),
+}
 
 
 def check_precision(value: str, what: str) -> str:

@@ -27,7 +27,11 @@ class ModelSource:
     @property
     def label(self) -> str:
         """One line for every output: which model, and whether its weights are real."""
-        kind = "SYNTHETIC weights (seeded random, not a trained model)" if self.synthetic else "real weights"
+        kind = (
+            "SYNTHETIC weights (seeded random, not a trained model)"
+            if self.synthetic
+            else "real weights"
+        )
         return f"{self.name} [{kind}; {self.origin}]"
 
     def describe(self) -> dict:

@@ -119,7 +119,7 @@ class SafetensorsStore(WeightStore):
             size = path.stat().st_size
             mapped = np.memmap(path, dtype=np.uint8, mode="r") if size else None
             for name, info in header.items():
-                begin, end = info["data_offsets"]
+                end = info["data_offsets"][1]
                 if mapped is None or data_start + end > size:
                     raise CompileAheadError(f"{path}: truncated file, tensor {name!r} is cut off")
                 self._index[name] = (mapped, data_start, info)
