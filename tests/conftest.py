@@ -1,0 +1,79 @@
+"""Shared fixtures: tiny real checkpoints written by transformers, the reference for model math."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TINY_SHAPES = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=1000,
+    max_position_embeddings=512,
+)
+
+
+def _save(model_cls, config, path: Path, seed: int) -> Path:
+    import torch
+
+    torch.manual_seed(seed)
+    model = model_cls(config).eval()
+    # Random init leaves norms at 1 and biases at 0; perturb them so the test sees them.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") or name.endswith(".bias"):
+                p.add_(0.1 * torch.randn_like(p))
+    model.save_pretrained(path, safe_serialization=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(tmp_path_factory) -> Path:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(**TINY_SHAPES, rope_theta=10000.0, tie_word_embeddings=False)
+    return _save(Qwen2ForCausalLM, config, tmp_path_factory.mktemp("tiny-qwen2"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        **TINY_SHAPES,
+        tie_word_embeddings=True,
+        # A scaled RoPE exercises the frequency code paths the presets do not.
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+        rope_theta=50000.0,
+    )
+    return _save(LlamaForCausalLM, config, tmp_path_factory.mktemp("tiny-llama"), seed=1)
+
+
+def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
+    """transformers' greedy tokens and per-step logits (f32), the independent reference."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor([prompt]),
+            max_new_tokens=steps,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
+    tokens = out.sequences[0, len(prompt) :].tolist()
+    logits = [step[0].numpy() for step in out.logits]
+    return tokens, logits
