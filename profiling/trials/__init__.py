@@ -1,0 +1,10 @@
+"""A/B trials: counterbalanced designs, fresh-process trial runs, paired statistics, reports.
+
+design   which arm runs when (AB/BA alternation, Williams squares, warm-up)
+stats    paired effects: mean, percent, paired-t CI, exact sign-flip p, wins, geometric ratio
+runner   one fresh subprocess per trial, results appended as they complete
+analysis endpoints pulled from trial results and paired per block against the control arm
+report   markdown table in the seed's shape, JSON; plot: PNG of paired differences with CIs
+compile_ab / compile_worker   `compile-ahead ab compile`: OpenVINO installations side by side
+schedule_ab                   `compile-ahead ab schedule`: the seed's replicated I1-vs-I2 design
+"""

@@ -1,0 +1,104 @@
+"""From trial records to paired comparisons: endpoints per arm per block, each treatment arm
+paired with the control arm (the first) inside the same block."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .design import Plan
+from .runner import TrialRecord
+from .stats import Better, PairedSummary, paired_summary
+
+Getter = Callable[[dict], float | None]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    key: str
+    label: str
+    unit: str  # unit of the values the getter returns: "s", "bytes", "tok/s", ...
+    better: Better
+    get: Getter
+
+    def describe(self) -> dict:
+        return {"key": self.key, "label": self.label, "unit": self.unit, "better": self.better}
+
+
+def result_field(*path: str | int) -> Getter:
+    """Getter for a nested field; None when missing or not a number."""
+
+    def get(result: dict) -> float | None:
+        node: object = result
+        for step in path:
+            try:
+                node = node[step]  # type: ignore[index]
+            except (KeyError, IndexError, TypeError):
+                return None
+        if isinstance(node, bool) or not isinstance(node, int | float):
+            return None
+        return float(node)
+
+    return get
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A count-style row (e.g. boundaries ready, top-1 agreement): text per arm, no test."""
+
+    label: str
+    per_arm: dict[str, str]
+    effect: str = ""
+
+
+@dataclass
+class Analysis:
+    plan: Plan
+    endpoints: list[Endpoint]
+    # endpoint key -> arm -> value per measured block (None where missing)
+    values: dict[str, dict[str, list[float | None]]]
+    # endpoint key -> treatment arm -> paired summary vs the control (None: < 1 complete pair)
+    comparisons: dict[str, dict[str, PairedSummary | None]]
+    tallies: list[Tally] = field(default_factory=list)
+
+    @property
+    def control(self) -> str:
+        return self.plan.arms[0]
+
+    @property
+    def treatments(self) -> tuple[str, ...]:
+        return self.plan.arms[1:]
+
+
+def block_results(records: Sequence[TrialRecord], plan: Plan) -> dict[str, list[dict | None]]:
+    """arm -> result per measured block (None where the trial is missing or failed)."""
+    out: dict[str, list[dict | None]] = {a: [None] * len(plan.blocks) for a in plan.arms}
+    for r in records:
+        if not r.warmup and r.error is None and r.result is not None and r.arm in out:
+            out[r.arm][r.block] = r.result
+    return out
+
+
+def analyse(records: Sequence[TrialRecord], plan: Plan, endpoints: Sequence[Endpoint]) -> Analysis:
+    per_block = block_results(records, plan)
+    values: dict[str, dict[str, list[float | None]]] = {}
+    comparisons: dict[str, dict[str, PairedSummary | None]] = {}
+    control = plan.arms[0]
+    for ep in endpoints:
+        values[ep.key] = {
+            arm: [None if res is None else ep.get(res) for res in per_block[arm]]
+            for arm in plan.arms
+        }
+        comparisons[ep.key] = {}
+        for arm in plan.arms[1:]:
+            pairs = [
+                (a, b)
+                for a, b in zip(values[ep.key][control], values[ep.key][arm], strict=True)
+                if a is not None and b is not None
+            ]
+            comparisons[ep.key][arm] = (
+                paired_summary([a for a, _ in pairs], [b for _, b in pairs], ep.better)
+                if pairs
+                else None
+            )
+    return Analysis(plan, list(endpoints), values, comparisons)

@@ -1,0 +1,159 @@
+"""Markdown table in the seed's shape (Endpoint | A | B | Paired effect) and the JSON record."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .analysis import Analysis
+from .runner import Arm, TrialRecord
+from .stats import PairedSummary
+
+MINUS = "\u2212"
+
+# unit -> (display unit, divisor)
+_DISPLAY = {"bytes": ("MiB", 2**20), "s": ("s", 1.0), "ms": ("ms", 1.0)}
+
+
+def display_unit(unit: str) -> tuple[str, float]:
+    return _DISPLAY.get(unit, (unit, 1.0))
+
+
+def fmt_number(value: float, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "\u2014"
+    text = f"{value:.{digits}f}"
+    return text.replace("-", MINUS)
+
+
+def fmt_value(values: Sequence[float | None], unit: str) -> str:
+    present = [v for v in values if v is not None]
+    if not present:
+        return "\u2014"
+    shown, div = display_unit(unit)
+    return f"{fmt_number(sum(present) / len(present) / div)} {shown}"
+
+
+def fmt_effect(s: PairedSummary | None, unit: str) -> str:
+    if s is None:
+        return "\u2014"
+    shown, div = display_unit(unit)
+    diff = s.mean_diff / div
+    sign = "+" if diff > 0 else ""
+    parts = [f"{sign}{fmt_number(diff)} {shown}"]
+    if s.percent is not None:
+        parts[0] += f" ({'+' if s.percent > 0 else ''}{fmt_number(s.percent)}%)"
+    if s.ci_low is not None and s.ci_high is not None:
+        parts.append(
+            f"{s.ci_level:.0%} CI {fmt_number(s.ci_low / div)} to {fmt_number(s.ci_high / div)}"
+        )
+    parts.append(f"p={s.sign_flip_p:.4g}")
+    if s.wins is not None:
+        parts.append(f"{s.wins}/{s.n} better")
+    if s.geomean_ratio is not None:
+        parts.append(f"ratio {s.geomean_ratio:.3f}")
+    return " · ".join(parts)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def markdown(
+    analysis: Analysis,
+    title: str,
+    context: Mapping[str, str],
+    arm_labels: Mapping[str, str] | None = None,
+) -> str:
+    """The table plus what it rests on: model (synthetic or not), design, verdicts."""
+    labels = dict(arm_labels or {})
+    plan = analysis.plan
+    control = analysis.control
+    lines = [f"### {title}", ""]
+    for key, value in context.items():
+        lines.append(f"- {key}: {value}")
+    design = plan.describe()
+    n_blocks = len(plan.blocks)
+    orders = ", ".join("/".join(b) for b in design["blocks"])
+    lines.append(
+        f"- design: {n_blocks} paired block(s), {design['kind']} order "
+        f"({orders}); "
+        f"position balanced: {'yes' if design['position_balanced'] else 'no'}, "
+        f"carry-over balanced: {'yes' if design['carryover_balanced'] else 'no'}; "
+        f"warm-up {plan.warmup_per_arm} trial(s) per arm, discarded; one fresh process per trial"
+    )
+    lines.append(
+        "- effect = treatment − control per block; CI = paired-t; p = exact two-sided "
+        "sign-flip; ratio = geometric mean of per-pair ratios"
+    )
+    lines.append("")
+    header = ["Endpoint"] + [labels.get(a, a) for a in plan.arms]
+    header += [f"Paired effect ({t} − {control})" for t in analysis.treatments]
+    lines.append(_row(header))
+    lines.append(_row(["---"] * len(header)))
+    for ep in analysis.endpoints:
+        cells = [ep.label] + [fmt_value(analysis.values[ep.key][a], ep.unit) for a in plan.arms]
+        cells += [fmt_effect(analysis.comparisons[ep.key][t], ep.unit) for t in analysis.treatments]
+        lines.append(_row(cells))
+    for tally in analysis.tallies:
+        cells = [tally.label] + [tally.per_arm.get(a, "\u2014") for a in plan.arms]
+        cells += [tally.effect] * len(analysis.treatments)
+        lines.append(_row(cells))
+    lines.append("")
+    lines.append("Verdicts (what the test supports):")
+    for ep in analysis.endpoints:
+        for t in analysis.treatments:
+            s = analysis.comparisons[ep.key][t]
+            if s is not None:
+                lines.append(f"- {ep.label}, {t} vs {control}: {s.verdict()}")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(
+    analysis: Analysis,
+    title: str,
+    context: Mapping[str, object],
+    arms: Sequence[Arm],
+    records: Sequence[TrialRecord],
+) -> dict:
+    return {
+        "title": title,
+        "context": dict(context),
+        "design": analysis.plan.describe(),
+        "arms": [a.describe() for a in arms],
+        "control": analysis.control,
+        "endpoints": [
+            {
+                **ep.describe(),
+                "values": analysis.values[ep.key],
+                "comparisons": {
+                    t: (None if s is None else s.to_dict())
+                    for t, s in analysis.comparisons[ep.key].items()
+                },
+            }
+            for ep in analysis.endpoints
+        ],
+        "tallies": [
+            {"label": t.label, "per_arm": t.per_arm, "effect": t.effect} for t in analysis.tallies
+        ],
+        "trials": [r.to_dict() for r in records],
+    }
+
+
+def write_reports(
+    out_dir: Path,
+    stem: str,
+    analysis: Analysis,
+    title: str,
+    context: Mapping[str, str],
+    arms: Sequence[Arm],
+    records: Sequence[TrialRecord],
+    arm_labels: Mapping[str, str] | None = None,
+) -> tuple[Path, Path]:
+    md_path = out_dir / f"{stem}.md"
+    json_path = out_dir / f"{stem}.json"
+    md_path.write_text(markdown(analysis, title, context, arm_labels))
+    json_path.write_text(json.dumps(to_json(analysis, title, context, arms, records), indent=2))
+    return md_path, json_path
