@@ -139,6 +139,7 @@ def run_one(arm: Arm, slot: TrialSlot, out_dir: Path, timeout_s: float | None) -
     if not isinstance(loaded, dict):
         record.error = f"result {result_path} is not a JSON object"
         return record
+    loaded.setdefault("trial_wall_s", record.wall_s)
     record.result = loaded
     return record
 

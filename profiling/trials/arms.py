@@ -1,0 +1,142 @@
+"""`--arm NAME=SPEC` for OpenVINO installations: which interpreter, which library path, which
+compile configuration.
+
+SPEC is a comma-separated list of items:
+  PATH               a Python interpreter, a venv directory (PATH/bin/python), or a directory
+                     holding an `openvino` package (used as a library path with this interpreter)
+  python=PATH        the interpreter, explicitly;  venv=DIR  a venv;  lib=DIR  a library path
+  current            this interpreter and its OpenVINO (the default)
+  env.VAR=VALUE      an environment variable for the arm's process
+  KEY=VALUE          an OpenVINO compile property (e.g. INFERENCE_PRECISION_HINT=f32)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compile_ahead.errors import CompileAheadError
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    name: str
+    python: str
+    library_path: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)
+    text: str = ""
+
+    def process_env(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """(variables to set, variables to drop): an interpreter arm must not inherit our
+        PYTHONPATH, a library arm puts its directory first."""
+        env = dict(self.env)
+        unset: tuple[str, ...] = ()
+        if self.library_path:
+            env["PYTHONPATH"] = self.library_path
+            libs = Path(self.library_path) / "openvino" / "libs"
+            if libs.is_dir():
+                prior = os.environ.get("LD_LIBRARY_PATH", "")
+                env["LD_LIBRARY_PATH"] = str(libs) + (os.pathsep + prior if prior else "")
+        elif "PYTHONPATH" not in env:
+            unset = ("PYTHONPATH",)
+        return env, unset
+
+
+def _venv_python(directory: Path) -> Path | None:
+    for candidate in (directory / "bin" / "python", directory / "bin" / "python3"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _interpreter(path_text: str, what: str) -> str:
+    path = Path(path_text).expanduser()
+    if path.is_dir():
+        venv = _venv_python(path)
+        if venv is None:
+            raise CompileAheadError(f"{what}: {path} is a directory without bin/python")
+        return str(venv)
+    if not path.exists():
+        raise CompileAheadError(f"{what}: {path} does not exist")
+    if not os.access(path, os.X_OK):
+        raise CompileAheadError(f"{what}: {path} is not executable")
+    return str(path)
+
+
+def parse_arm(text: str) -> ArmSpec:
+    name, sep, spec = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not spec.strip():
+        raise CompileAheadError(
+            f"--arm {text!r}: expected NAME=SPEC, e.g. A=/tmp/ov-a/bin/python or "
+            "B=current,INFERENCE_PRECISION_HINT=f32"
+        )
+    if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise CompileAheadError(f"--arm {text!r}: arm name {name!r} must be alphanumeric")
+    python = sys.executable
+    library: str | None = None
+    env: dict[str, str] = {}
+    config: dict[str, str] = {}
+    what = f"--arm {name}"
+    for raw in spec.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        key, has_eq, value = item.partition("=")
+        if not has_eq:
+            if item == "current":
+                python = sys.executable
+                continue
+            path = Path(item).expanduser()
+            if path.is_dir() and (path / "openvino").is_dir() and _venv_python(path) is None:
+                library = str(path.resolve())
+            else:
+                python = _interpreter(item, what)
+        elif key == "python" or key == "venv":
+            python = _interpreter(value, what)
+        elif key == "lib":
+            lib = Path(value).expanduser()
+            if not (lib / "openvino").is_dir():
+                raise CompileAheadError(f"{what}: {lib} holds no openvino package")
+            library = str(lib.resolve())
+        elif key.startswith("env."):
+            env[key[4:]] = value
+        elif key and value:
+            config[key] = value
+        else:
+            raise CompileAheadError(f"{what}: cannot read item {item!r}")
+    return ArmSpec(name, python, library, env, config, spec)
+
+
+PROBE = (
+    "import json, importlib.util, openvino as ov; "
+    "print(json.dumps({'openvino': ov.get_version(), 'devices': ov.Core().available_devices, "
+    "'compile_ahead': importlib.util.find_spec('compile_ahead') is not None}))"
+)
+
+
+def probe(arm: ArmSpec, timeout_s: float = 120.0) -> dict:
+    """Ask the arm's interpreter which OpenVINO it loads; a clear error if it cannot."""
+    env_set, unset = arm.process_env()
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(env_set)
+    try:
+        proc = subprocess.run(
+            [arm.python, "-s", "-c", PROBE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise CompileAheadError(f"--arm {arm.name}: cannot run {arm.python}: {err}") from err
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CompileAheadError(f"--arm {arm.name}: {arm.python} cannot import openvino: {last}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])

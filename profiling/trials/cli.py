@@ -1,0 +1,276 @@
+"""`compile-ahead ab compile|schedule|baselines`: paired, counterbalanced A/B trials."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from compile_ahead.errors import CompileAheadError
+
+from . import compile_ab, schedule_ab
+from .analysis import Analysis, analyse
+from .arms import parse_arm
+from .design import make_plan
+from .runner import Arm, TrialFailed, TrialRecord, run_plan
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from err
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from err
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _common(p: argparse.ArgumentParser, pairs: int) -> None:
+    p.add_argument(
+        "--pairs",
+        type=_positive,
+        default=pairs,
+        help=f"measured blocks, each running every arm once (default {pairs})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=_non_negative,
+        default=1,
+        help="unmeasured trials per arm before the blocks (default 1)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results directory (default ab-results/KIND-TIMESTAMP)",
+    )
+    p.add_argument("--timeout", type=float, default=None, help="seconds allowed per trial")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG of paired differences")
+    p.add_argument("--quiet", action="store_true", help="no per-trial progress lines")
+
+
+def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> None:
+    s.add_argument("--model", required=True)
+    s.add_argument(
+        "--arms",
+        required=default_arms is None,
+        default=default_arms,
+        help="schedules, comma-separated, e.g. i1,i2; the first is the control",
+    )
+    s.add_argument("--ladder", default=",".join(map(str, compile_ab.DEFAULT_LADDER)))
+    s.add_argument("--prompt-len", type=_positive, default=128)
+    s.add_argument(
+        "--decode-tokens",
+        type=_positive,
+        default=None,
+        help="default: fill the top rung (top capacity minus the prompt)",
+    )
+    s.add_argument(
+        "--command",
+        default=None,
+        help="trial command template instead of `compile-ahead run`; placeholders "
+        + ", ".join("{" + k + "}" for k in schedule_ab.TEMPLATE_KEYS),
+    )
+    _common(s, pairs=5)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    ab = subparsers.add_parser(
+        "ab",
+        help="paired, counterbalanced A/B trials (compile time, schedules)",
+        description="Paired A/B trials: each trial a fresh process, AB/BA or Williams order, "
+        "paired-t 95%% CIs and exact sign-flip p-values.",
+    )
+    kinds = ab.add_subparsers(dest="ab_kind", required=True, metavar="KIND")
+
+    c = kinds.add_parser(
+        "compile",
+        help="full compile wall per rung, OpenVINO installation vs installation",
+        description="Compare OpenVINO installations or configurations on the compile wall of "
+        "each ladder rung. ARM SPEC: an interpreter, a venv, a library dir holding an openvino "
+        "package, or 'current'; plus KEY=VALUE compile properties and env.VAR=VALUE, "
+        "comma-separated. The first arm is the control.",
+    )
+    c.add_argument(
+        "--arm",
+        action="append",
+        required=True,
+        metavar="NAME=SPEC",
+        help="e.g. A=/tmp/ov-a/bin/python; give two or more",
+    )
+    c.add_argument("--model", required=True, help="preset, cached hub id or checkpoint dir")
+    c.add_argument(
+        "--ladder",
+        default=",".join(map(str, compile_ab.DEFAULT_LADDER)),
+        help="rung capacities, ascending (default 1024,2048,4096,8192)",
+    )
+    c.add_argument("--device", default="CPU")
+    c.add_argument(
+        "--pass-profile",
+        action="store_true",
+        help="also time OpenVINO's transformation passes (OV_ENABLE_PROFILE_PASS)",
+    )
+    c.add_argument(
+        "--ir-dir", type=Path, default=None, help="keep (and reuse) the exported rung IR here"
+    )
+    _common(c, pairs=3)
+    c.set_defaults(func=run_compile_ab)
+
+    s = kinds.add_parser(
+        "schedule",
+        help="the seed's replicated schedule experiment (e.g. i1 vs i2)",
+        description="Each trial runs `compile-ahead run --schedule S` in a fresh process; the "
+        "first schedule is the control.",
+    )
+    _schedule_options(s, default_arms=None)
+    s.set_defaults(func=run_schedule_ab)
+
+    b = kinds.add_parser(
+        "baselines",
+        help="OpenVINO's NPU LLM pipeline (pyramid off/on) beside our schedules",
+        description="Upstream B0 (NPUW, pyramid off) and B1 (pyramid on) on CPU, on the same "
+        "weights, in the same table as our schedules: a schedule A/B whose arms include b0/b1.",
+    )
+    _schedule_options(b, default_arms="b0,b1,i2,i3")
+    b.set_defaults(func=run_baselines)
+
+
+def _out_dir(args: argparse.Namespace, kind: str) -> Path:
+    if args.out is not None:
+        return args.out
+    return Path("ab-results") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _progress(quiet: bool):
+    def show(record: TrialRecord, total: int) -> None:
+        if quiet:
+            return
+        where = "warm-up" if record.warmup else f"block {record.block}"
+        status = "ok" if record.error is None else f"FAILED: {record.error}"
+        print(
+            f"[{record.index + 1}/{total}] {record.arm} ({where}): {record.wall_s:.1f} s {status}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return show
+
+
+def _finish(
+    args: argparse.Namespace,
+    out: Path,
+    stem: str,
+    analysis: Analysis,
+    title: str,
+    context: dict[str, str],
+    arms: list[Arm],
+    records: list[TrialRecord],
+    labels: dict[str, str] | None = None,
+) -> None:
+    from .report import markdown, write_reports
+
+    md, js = write_reports(out, stem, analysis, title, context, arms, records, labels)
+    print(markdown(analysis, title, context, labels))
+    print(f"written: {md}, {js}", file=sys.stderr)
+    if not args.no_plot:
+        from .plot import plot_differences
+
+        png = plot_differences(analysis, out / f"{stem}.png", title)
+        print(f"written: {png}", file=sys.stderr)
+
+
+def _run(plan, arms, out: Path, args) -> list[TrialRecord]:
+    try:
+        return run_plan(plan, arms, out, timeout_s=args.timeout, progress=_progress(args.quiet))
+    except TrialFailed as err:
+        completed = sum(1 for r in err.records if r.error is None and not r.warmup)
+        raise CompileAheadError(
+            f"{err} ({completed} measured trial(s) done; last stderr: "
+            f"{(err.records[-1].stderr_tail.splitlines() or ['-'])[-1]})"
+        ) from err
+
+
+def run_compile_ab(args: argparse.Namespace) -> int:
+    specs = [parse_arm(text) for text in args.arm]
+    plan = make_plan([s.name for s in specs], args.pairs, args.warmup)
+    ladder = compile_ab.parse_ladder(args.ladder)
+    out = _out_dir(args, "compile")
+    out.mkdir(parents=True, exist_ok=True)
+    base_config, kv_precision = compile_ab.default_config(args.device)
+    with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
+        print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
+        exported = compile_ab.export_rungs(args.model, ladder, kv_precision, ir_dir)
+        arms, labels = compile_ab.make_arms(
+            specs, exported, args.device, base_config, args.pass_profile, out
+        )
+        records = _run(plan, arms, out, args)
+    analysis = analyse(records, plan, compile_ab.compile_endpoints(ladder, args.pass_profile))
+    config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
+    context = {
+        "model": exported.label,
+        "graphs": f"decode step (chunk 1), ladder {','.join(map(str, ladder))}, "
+        f"KV {kv_precision}",
+        "device": args.device,
+        "arms": "; ".join(
+            f"{a.name} = {a.info['openvino']} via {a.info['python']}"
+            + (f" (lib {a.info['library_path']})" if a.info.get("library_path") else "")
+            for a in arms
+        ),
+        "compile config (control)": config_text,
+        "extension counters": "available" if any(a.info["compile_ahead_importable"] for a in arms)
+        else "unavailable in these arms (compile_ahead not importable there)",
+    }  # fmt: skip
+    title = f"Compile A/B: {' vs '.join(plan.arms)}"
+    _finish(args, out, "compile_ab", analysis, title, context, arms, records, labels)
+    return 0
+
+
+def run_schedule_ab(args: argparse.Namespace) -> int:
+    schedules = schedule_ab.parse_arms(args.arms)
+    ladder = compile_ab.parse_ladder(args.ladder)
+    decode_tokens = args.decode_tokens or ladder[-1] - args.prompt_len
+    if args.prompt_len + decode_tokens > ladder[-1]:
+        raise CompileAheadError(
+            f"--prompt-len {args.prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
+            f"rung {ladder[-1]}"
+        )
+    if decode_tokens < 1:
+        raise CompileAheadError(f"--prompt-len {args.prompt_len} leaves no room to decode")
+    if args.command is None:
+        schedule_ab.check_run_available()
+    plan = make_plan(schedules, args.pairs, args.warmup)
+    ladder_text = ",".join(map(str, ladder))
+    arms = schedule_ab.make_arms(
+        schedules, args.model, ladder_text, args.prompt_len, decode_tokens, args.command
+    )
+    out = _out_dir(args, "schedule")
+    records = _run(plan, arms, out, args)
+    analysis = analyse(records, plan, schedule_ab.schedule_endpoints(ladder))
+    schedule_ab.add_tallies(analysis, records)
+    context = {
+        "model": schedule_ab.model_label(records),
+        "workload": f"prompt {args.prompt_len} tokens, {decode_tokens} decoded tokens, "
+        f"ladder {ladder_text}",
+        "control": schedules[0],
+    }
+    title = f"Schedule A/B: {' vs '.join(schedules)}"
+    _finish(args, out, "schedule_ab", analysis, title, context, arms, records)
+    return 0
+
+
+def run_baselines(args: argparse.Namespace) -> int:
+    from . import baselines
+
+    baselines.require_upstream()
+    return run_schedule_ab(args)

@@ -1,0 +1,192 @@
+"""`compile-ahead ab compile`: full compile wall per rung, OpenVINO installation against
+OpenVINO installation (or configuration against configuration).
+
+The rung graphs are built once here with our builder and saved as IR (weights kept in their
+stored precision). Every trial is one fresh process of the arm's interpreter running the
+standalone compile_worker.py, which reads the IR, re-marks the weight decompression and
+compiles each rung in ladder order.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from compile_ahead.errors import CompileAheadError
+
+from .analysis import Endpoint, result_field
+from .arms import ArmSpec, probe
+from .runner import Arm
+
+WORKER = Path(__file__).with_name("compile_worker.py")
+
+DEFAULT_LADDER = (1024, 2048, 4096, 8192)
+
+
+def parse_ladder(text: str) -> tuple[int, ...]:
+    try:
+        rungs = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError as err:
+        raise CompileAheadError(
+            f"--ladder {text!r}: expected comma-separated capacities, e.g. 1024,2048"
+        ) from err
+    if not rungs or any(c <= 0 for c in rungs):
+        raise CompileAheadError(f"--ladder {text!r}: capacities must be positive integers")
+    if list(rungs) != sorted(set(rungs)):
+        raise CompileAheadError(f"--ladder {text!r}: capacities must be strictly increasing")
+    return rungs
+
+
+@dataclass(frozen=True)
+class ExportedRungs:
+    directory: Path
+    rungs: tuple[int, ...]
+    kv_precision: str
+    model: dict  # ModelSource.describe()
+    label: str
+
+    def manifest(self, device: str, config: dict[str, str], pass_profile: bool) -> dict:
+        return {
+            "device": device,
+            "config": config,
+            "pass_profile": pass_profile,
+            "rungs": [
+                {"capacity": c, "xml": str(self.directory / f"rung-{c}.xml")} for c in self.rungs
+            ],
+        }
+
+
+def export_rungs(
+    model_name: str, ladder: Sequence[int], kv_precision: str, directory: Path
+) -> ExportedRungs:
+    """Build each rung's decode graph once and save it as IR (reused if already there)."""
+    import openvino as ov
+
+    from compile_ahead.runtime.graphs import GraphSpec, build_step_model
+    from compile_ahead.runtime.sources import resolve_model
+
+    source = resolve_model(model_name)
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp_path = directory / "export.json"
+    stamp = {"model": source.describe(), "kv_precision": kv_precision}
+    previous = json.loads(stamp_path.read_text()) if stamp_path.exists() else None
+    for capacity in ladder:
+        xml = directory / f"rung-{capacity}.xml"
+        if previous == stamp and xml.exists() and xml.with_suffix(".bin").exists():
+            continue
+        spec = GraphSpec(capacity=capacity, chunk=1, kv_precision=kv_precision)
+        model = build_step_model(source.config, source.weights, spec)
+        ov.save_model(model, str(xml), compress_to_fp16=False)
+        del model
+    stamp_path.write_text(json.dumps(stamp))
+    return ExportedRungs(directory, tuple(ladder), kv_precision, source.describe(), source.label)
+
+
+def default_config(device: str) -> tuple[dict[str, str], str]:
+    """The compile properties our runtime uses on ``device`` as strings, and the KV precision
+    matching the inference precision (FACTS: a mismatch adds a reorder of the whole cache)."""
+    from compile_ahead.runtime.compiler import CompileOptions, device_config
+    from compile_ahead.runtime.precision import OV_TYPES
+
+    try:
+        options = CompileOptions(device=device).resolved()
+        raw = device_config(options)
+    except RuntimeError as err:
+        raise CompileAheadError(f"--device {device}: {str(err).strip().splitlines()[0]}") from err
+    names = {str(t): n for n, t in OV_TYPES.items()}
+    config = {k: names.get(str(v), str(v)) for k, v in raw.items()}
+    return config, str(options.kv_precision)
+
+
+def make_arms(
+    specs: Sequence[ArmSpec],
+    exported: ExportedRungs,
+    device: str,
+    base_config: dict[str, str],
+    pass_profile: bool,
+    manifest_dir: Path,
+) -> tuple[list[Arm], dict[str, str]]:
+    """Runner arms (one manifest each) and a table label per arm (name + OpenVINO release)."""
+    arms: list[Arm] = []
+    labels: dict[str, str] = {}
+    for spec in specs:
+        info = probe(spec)
+        if device.split(".")[0] not in {d.split(".")[0] for d in info["devices"]}:
+            raise CompileAheadError(
+                f"--arm {spec.name}: device {device} not available to {spec.python} "
+                f"(OpenVINO {info['openvino']}; devices: {', '.join(info['devices']) or 'none'})"
+            )
+        config = {**base_config, **spec.config}
+        manifest = manifest_dir / f"manifest-{spec.name}.json"
+        manifest.write_text(json.dumps(exported.manifest(device, config, pass_profile)))
+        env, unset = spec.process_env()
+        release = str(info["openvino"]).split("-")[0]
+        arms.append(
+            Arm(
+                spec.name,
+                (spec.python, "-s", str(WORKER), str(manifest), "{out}"),
+                env=env,
+                unset_env=unset,
+                info={
+                    "spec": spec.text,
+                    "python": spec.python,
+                    "library_path": spec.library_path,
+                    "openvino": info["openvino"],
+                    "compile_ahead_importable": info["compile_ahead"],
+                    "config": config,
+                },
+            )
+        )
+        extra = ", ".join(f"{k}={v}" for k, v in spec.config.items())
+        labels[spec.name] = f"{spec.name}: OV {release}" + (f", {extra}" if extra else "")
+    return arms, labels
+
+
+def compile_endpoints(ladder: Sequence[int], pass_profile: bool) -> list[Endpoint]:
+    eps = [
+        Endpoint(f"compile_{c}", f"Compile wall C={c}", "s", "lower", _rung_field(i, "compile_s"))
+        for i, c in enumerate(ladder)
+    ]
+    total = result_field("total_compile_s")
+    eps.append(Endpoint("compile_total", "Compile wall, all rungs", "s", "lower", total))
+    read = result_field("total_read_s")
+    eps.append(Endpoint("read_total", "IR read, all rungs", "s", "lower", read))
+    if pass_profile:
+        eps.append(
+            Endpoint(
+                "transformations",
+                "Transformation passes (read + compile)",
+                "s",
+                "lower",
+                result_field("total_transformations_s"),
+            )
+        )
+    rss = result_field("max_rss_bytes")
+    eps.append(Endpoint("max_rss", "Peak RSS of the trial", "bytes", "lower", rss))
+    wall = result_field("trial_wall_s")
+    eps.append(Endpoint("process_wall", "Trial process wall", "s", "lower", wall))
+    return eps
+
+
+def _rung_field(index: int, key: str):
+    return result_field("rungs", index, key)
+
+
+class IRDirectory:
+    """A given directory (kept) or a temporary one (removed on exit unless keep)."""
+
+    def __init__(self, path: Path | None, keep: bool):
+        self.temporary = path is None
+        self.keep = keep or path is not None
+        self.path = path or Path(tempfile.mkdtemp(prefix="compile-ahead-ab-ir-"))
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        if self.temporary and not self.keep:
+            shutil.rmtree(self.path, ignore_errors=True)

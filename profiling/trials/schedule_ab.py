@@ -1,0 +1,243 @@
+"""`compile-ahead ab schedule`: the seed's replicated experiment, any schedules side by side.
+
+Each trial is one fresh `compile-ahead run --schedule S ... --report OUT` process. Endpoints
+come from that report: foreground compile wall, protocol critical path, decode inference,
+boundary waits, migration, time-weighted KV (reserved and committed, never mixed), peak RSS,
+decode tok/s per rung; boundary readiness and top-1 agreement with the control arm (the first)
+are counts, not tested effects.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Sequence
+
+from compile_ahead.errors import CompileAheadError
+
+from .analysis import Analysis, Endpoint, Tally, block_results, result_field
+from .runner import Arm, TrialRecord
+
+SCHEDULE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+# Placeholders a --command template may use; {out} is where the trial writes its JSON report.
+TEMPLATE_KEYS = ("schedule", "model", "ladder", "prompt_len", "decode_tokens", "out")
+
+
+def parse_arms(text: str) -> tuple[str, ...]:
+    arms = tuple(a.strip().lower() for a in text.split(",") if a.strip())
+    if len(arms) < 2:
+        raise CompileAheadError(f"--arms {text!r}: give at least two schedules, e.g. i1,i2")
+    bad = [a for a in arms if not set(a) <= SCHEDULE_NAME_CHARS]
+    if bad:
+        raise CompileAheadError(f"--arms: {', '.join(bad)} is not a schedule name")
+    if len(set(arms)) != len(arms):
+        raise CompileAheadError(f"--arms {text!r}: each schedule may appear once")
+    return arms
+
+
+def run_command(
+    schedule: str,
+    model: str,
+    ladder: str,
+    prompt_len: int,
+    decode_tokens: int,
+    template: str | None = None,
+    extra: Sequence[str] = (),
+) -> tuple[str, ...]:
+    """The trial's command line; ``template`` replaces the default `compile-ahead run`."""
+    values = {
+        "schedule": schedule,
+        "model": model,
+        "ladder": ladder,
+        "prompt_len": str(prompt_len),
+        "decode_tokens": str(decode_tokens),
+    }
+    if template is None:
+        return (
+            sys.executable, "-m", "compile_ahead.cli", "run",
+            "--model", model, "--schedule", schedule, "--ladder", ladder,
+            "--prompt-len", str(prompt_len), "--decode-tokens", str(decode_tokens),
+            "--report", "{out}", *extra,
+        )  # fmt: skip
+    parts = shlex.split(template)
+    if not any("{out}" in p for p in parts):
+        raise CompileAheadError("--command must contain {out}, where the trial writes its report")
+    filled = []
+    for part in parts:
+        for key, value in values.items():
+            part = part.replace("{" + key + "}", value)
+        filled.append(part)
+    return (*filled, *extra)
+
+
+def check_run_available() -> None:
+    """Fail early, in one line, if this build has no `compile-ahead run` yet."""
+    from compile_ahead.cli import build_parser
+
+    try:
+        parser = build_parser()
+    except ImportError as err:
+        raise CompileAheadError(f"the compile-ahead CLI cannot load: {err}") from err
+    sub = next(a for a in parser._actions if a.dest == "command")  # argparse subparsers
+    if "run" not in sub.choices:  # type: ignore[operator]
+        raise CompileAheadError(
+            "`compile-ahead run` (the ladder runtime) is not available in this build; "
+            "pass --command to run another trial command"
+        )
+
+
+def make_arms(
+    schedules: Sequence[str],
+    model: str,
+    ladder: str,
+    prompt_len: int,
+    decode_tokens: int,
+    template: str | None = None,
+    extra: Sequence[str] = (),
+) -> list[Arm]:
+    return [
+        Arm(
+            s,
+            run_command(s, model, ladder, prompt_len, decode_tokens, template, extra),
+            info={"schedule": s},
+        )
+        for s in schedules
+    ]
+
+
+def _boundary_sum(key: str):
+    def get(result: dict) -> float | None:
+        bounds = result.get("boundaries")
+        if not isinstance(bounds, list):
+            return None
+        values = [b.get(key) for b in bounds if isinstance(b, dict)]
+        numbers = [float(v) for v in values if isinstance(v, int | float)]
+        return sum(numbers) if len(numbers) == len(bounds) else None
+
+    return get
+
+
+def _rung_tok_s(capacity: int):
+    def get(result: dict) -> float | None:
+        for rung in result.get("rungs") or []:
+            if isinstance(rung, dict) and rung.get("capacity") == capacity:
+                value = rung.get("tok_s")
+                return float(value) if isinstance(value, int | float) else None
+        return None
+
+    return get
+
+
+def schedule_endpoints(ladder: Sequence[int]) -> list[Endpoint]:
+    f = result_field
+    eps = [
+        Endpoint("foreground_compile", "Foreground compile wall", "s", "lower",
+                 f("foreground_compile_s")),
+        Endpoint("critical_path", "Protocol critical path", "s", "lower", f("critical_path_s")),
+        Endpoint("decode", "Decode inference", "s", "lower", f("decode_s")),
+        Endpoint("boundary_wait", "Boundary wait (sum)", "s", "lower", _boundary_sum("wait_s")),
+        Endpoint("migration", "Boundary migration (sum)", "s", "lower",
+                 _boundary_sum("migration_s")),
+        Endpoint("kv_reserved_avg", "KV reserved, time-weighted avg", "bytes", "lower",
+                 f("kv_reserved_avg_bytes")),
+        Endpoint("kv_committed_avg", "KV committed, time-weighted avg", "bytes", "lower",
+                 f("kv_committed_avg_bytes")),
+        Endpoint("kv_reserved_peak", "KV reserved, peak", "bytes", "lower",
+                 f("kv_reserved_peak_bytes")),
+        Endpoint("peak_rss", "Peak RSS", "bytes", "lower", f("peak_rss_bytes")),
+        Endpoint("graphs_resident", "Compiled graphs resident, max", "graphs", "lower",
+                 f("graphs_resident_max")),
+    ]  # fmt: skip
+    eps += [
+        Endpoint(f"tok_s_{c}", f"Decode tok/s, rung C={c}", "tok/s", "higher", _rung_tok_s(c))
+        for c in ladder
+    ]
+    return eps
+
+
+def _is_ready(boundary: dict) -> bool | None:
+    margin = boundary.get("ready_margin_s")
+    if isinstance(margin, int | float):
+        return margin >= 0
+    wait = boundary.get("wait_s")
+    if isinstance(wait, int | float):
+        return wait <= 0
+    return None
+
+
+def readiness_tally(per_block: dict[str, list[dict | None]]) -> Tally:
+    """Successor deadlines met (ready before its boundary) over all measured trials."""
+    per_arm: dict[str, str] = {}
+    for arm, results in per_block.items():
+        flags = [
+            _is_ready(b)
+            for res in results
+            if res is not None
+            for b in res.get("boundaries") or []
+            if isinstance(b, dict)
+        ]
+        known = [x for x in flags if x is not None]
+        per_arm[arm] = f"{sum(known)} / {len(known)} ready" if known else "\u2014"
+    return Tally("Boundaries ready in time", per_arm)
+
+
+def _boundary_key(b: dict) -> tuple:
+    return (b.get("from"), b.get("to"))
+
+
+def agreement_counts(control: dict, treatment: dict) -> tuple[int, int, int, int, int, int]:
+    """(boundaries agreeing, compared; tokens agreeing, compared; digests equal, compared)."""
+    ref = {_boundary_key(b): b for b in control.get("boundaries") or [] if isinstance(b, dict)}
+    agree = total = tok_agree = tok_total = dig_eq = dig_total = 0
+    for b in treatment.get("boundaries") or []:
+        if not isinstance(b, dict) or _boundary_key(b) not in ref:
+            continue
+        r = ref[_boundary_key(b)]
+        mine, theirs = b.get("top1"), r.get("top1")
+        if isinstance(mine, list) and isinstance(theirs, list):
+            total += 1
+            agree += int(mine == theirs)
+            tok_total += max(len(mine), len(theirs))
+            tok_agree += sum(int(x == y) for x, y in zip(mine, theirs, strict=False))
+        if b.get("logits_digest") is not None and r.get("logits_digest") is not None:
+            dig_total += 1
+            dig_eq += int(b["logits_digest"] == r["logits_digest"])
+    return agree, total, tok_agree, tok_total, dig_eq, dig_total
+
+
+def agreement_tally(per_block: dict[str, list[dict | None]], control: str) -> Tally:
+    per_arm = {control: "control"}
+    for arm, results in per_block.items():
+        if arm == control:
+            continue
+        sums = [0] * 6
+        for ref, res in zip(per_block[control], results, strict=True):
+            if ref is not None and res is not None:
+                sums = [s + c for s, c in zip(sums, agreement_counts(ref, res), strict=True)]
+        a, n, ta, tn, de, dn = sums
+        if n == 0:
+            per_arm[arm] = "\u2014"
+            continue
+        text = f"{a} / {n} boundaries ({ta} / {tn} tokens)"
+        if dn:
+            text += f"; logits digest equal {de} / {dn}"
+        per_arm[arm] = text
+    return Tally(f"Boundary top-1 agreement with {control}", per_arm)
+
+
+def add_tallies(analysis: Analysis, records: Sequence[TrialRecord]) -> None:
+    per_block = block_results(records, analysis.plan)
+    analysis.tallies.append(readiness_tally(per_block))
+    analysis.tallies.append(agreement_tally(per_block, analysis.control))
+
+
+def model_label(records: Sequence[TrialRecord]) -> str:
+    """What the trials ran, synthetic or not, from the reports themselves."""
+    for r in records:
+        res = r.result or {}
+        if "model" in res:
+            synthetic = res.get("synthetic")
+            kind = {True: "SYNTHETIC weights", False: "real weights"}.get(synthetic, "weights ?")
+            return f"{res['model']} [{kind}]; device {res.get('device', '?')}"
+    return "unknown (no trial report)"
