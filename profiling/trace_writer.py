@@ -1,0 +1,352 @@
+"""Streamed Perfetto traces of device decode against CPU compile.
+
+API (thread-safe: a decode thread and background compile threads may emit concurrently)::
+
+    w = TraceWriter(path)                      # streams to path + ".partial", renamed on close()
+    dec = w.device_track("NPU")                # slice track "NPU decode"
+    job = w.compile_job_track("C=2048")        # a new child track of "CPU compile" per job
+    kv = w.counter_track(KV_RESERVED_BYTES)    # counter tracks, idempotent by name
+    w.slice_begin(dec, "decode", ts_ns, args={"token": 17, "rung": 1024})
+    w.slice_end(dec, ts_ns)
+    w.slice(job, "compile C=2048", begin_ns, end_ns, args=..., flows_out=[flow])
+    flow = w.new_flow()                        # compile end -> the switch that consumes it
+    w.slice(dec, "switch 1024->2048", t0, t1, flows_in=[flow])
+    w.counter(kv, ts_ns, value)
+    w.instant(dec, "deadline missed", ts_ns)
+    w.close()
+
+Timestamps are ``time.monotonic_ns()`` values (None means now). The first packet is a clock
+snapshot (monotonic, boottime, realtime) that makes the monotonic clock the trace clock. Every
+packet is flushed as it is written, so a crash leaves a loadable prefix in the ``.partial``
+file and never replaces an earlier good trace. Per track, time must not go back and ends must
+match begins; violations raise TraceWriteError without writing anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+COMPILE_GROUP = "CPU compile"
+KV_RESERVED_BYTES = "KV reserved bytes"
+KV_COMMITTED_BYTES = "KV committed bytes"
+PROCESS_RSS_BYTES = "Process RSS"
+GRAPHS_RESIDENT = "Compiled graphs resident"
+TOKENS_PER_S = "Tokens/s"
+STANDARD_COUNTERS = {
+    KV_RESERVED_BYTES: "bytes",
+    KV_COMMITTED_BYTES: "bytes",
+    PROCESS_RSS_BYTES: "bytes",
+    GRAPHS_RESIDENT: "count",
+    TOKENS_PER_S: "count",
+}
+
+_UNITS = {
+    "bytes": pb.CounterDescriptor.UNIT_SIZE_BYTES,
+    "count": pb.CounterDescriptor.UNIT_COUNT,
+    "ns": pb.CounterDescriptor.UNIT_TIME_NS,
+    "": pb.CounterDescriptor.UNIT_UNSPECIFIED,
+}
+_SEQUENCE_ID = 1
+_MONOTONIC = pb.BUILTIN_CLOCK_MONOTONIC
+ArgValue = int | float | str | bool
+Args = Mapping[str, ArgValue] | None
+
+
+class TraceWriteError(ValueError):
+    """A call that would make the trace structurally invalid; nothing was written for it."""
+
+
+@dataclass(eq=False)
+class Track:
+    uuid: int
+    name: str
+    is_counter: bool = False
+    parent: Track | None = None
+    last_ts: int = 0
+    open_names: list[str] = field(default_factory=list)
+
+
+def _frame(packet: pb.TracePacket) -> bytes:
+    """One packet as a `Trace.packet` field (tag 1, length-delimited): appendable on disk."""
+    body = packet.SerializeToString()
+    size = len(body)
+    varint = bytearray()
+    while True:
+        byte = size & 0x7F
+        size >>= 7
+        varint.append(byte | (0x80 if size else 0))
+        if not size:
+            break
+    return b"\x0a" + bytes(varint) + body
+
+
+def _annotate(event: pb.TrackEvent, args: Args) -> None:
+    for key, value in (args or {}).items():
+        ann = event.debug_annotations.add()
+        ann.name = str(key)
+        if isinstance(value, bool):
+            ann.bool_value = value
+        elif isinstance(value, int):
+            ann.int_value = value
+        elif isinstance(value, float):
+            ann.double_value = value
+        else:
+            ann.string_value = str(value)
+
+
+class TraceWriter:
+    def __init__(self, path: str | os.PathLike[str], process_name: str = "compile-ahead") -> None:
+        self.path = Path(path)
+        self.partial_path = self.path.with_name(self.path.name + ".partial")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.partial_path, "wb")  # noqa: SIM115 - closed in close()
+        self._lock = threading.RLock()
+        self._uuids = itertools.count(0x1000)
+        self._flows = itertools.count(1)
+        self._tracks_by_key: dict[tuple[int, str], Track] = {}
+        self._jobs = itertools.count(1)
+        self._pending_flows: set[int] = set()
+        self._slice_tracks: list[Track] = []
+        self._batch_depth = 0
+        self._closed = False
+        self.counts = {"slices": 0, "counters": 0, "flows": 0, "instants": 0}
+        self._write_clock_snapshot()
+        self.process = Track(next(self._uuids), process_name)
+        desc = pb.TrackDescriptor(uuid=self.process.uuid)
+        desc.process.pid = os.getpid()
+        desc.process.process_name = process_name
+        self._emit_descriptor(desc)
+        self._compile_group: Track | None = None
+
+    # ---- tracks ---------------------------------------------------------------------------
+
+    def track(self, name: str, parent: Track | None = None) -> Track:
+        """A slice track by name under parent (the process by default); same name, same track."""
+        return self._track(name, parent, counter_unit=None)
+
+    def device_track(self, device: str) -> Track:
+        return self.track(f"{device} decode")
+
+    def counter_track(self, name: str, unit: str | None = None) -> Track:
+        """A counter track; unit is "bytes", "count", "ns" or "" (default from the name)."""
+        chosen = unit if unit is not None else STANDARD_COUNTERS.get(name, "")
+        if chosen not in _UNITS:
+            raise TraceWriteError(f"counter unit {chosen!r}: expected one of {sorted(_UNITS)}")
+        return self._track(name, None, counter_unit=chosen)
+
+    def compile_job_track(self, label: str) -> Track:
+        """A fresh track for one compile job under "CPU compile": concurrent jobs never share."""
+        with self._lock:
+            if self._compile_group is None:
+                self._compile_group = self.track(COMPILE_GROUP)
+            number = next(self._jobs)
+            return self._new_track(f"compile job {number}: {label}", self._compile_group, None)
+
+    def _track(self, name: str, parent: Track | None, counter_unit: str | None) -> Track:
+        parent = parent or self.process
+        with self._lock:
+            key = (parent.uuid, name)
+            existing = self._tracks_by_key.get(key)
+            if existing is not None:
+                if existing.is_counter != (counter_unit is not None):
+                    kind = "counter" if existing.is_counter else "slice"
+                    raise TraceWriteError(f"track {name!r} already exists as a {kind} track")
+                return existing
+            made = self._new_track(name, parent, counter_unit)
+            self._tracks_by_key[key] = made
+            return made
+
+    def _new_track(self, name: str, parent: Track, counter_unit: str | None) -> Track:
+        made = Track(next(self._uuids), name, counter_unit is not None, parent)
+        desc = pb.TrackDescriptor(uuid=made.uuid, parent_uuid=parent.uuid, name=name)
+        if counter_unit is not None:
+            desc.counter.unit = _UNITS[counter_unit]
+        else:
+            desc.child_ordering = pb.TrackDescriptor.CHRONOLOGICAL
+            self._slice_tracks.append(made)
+        self._emit_descriptor(desc)
+        return made
+
+    # ---- events ---------------------------------------------------------------------------
+
+    def new_flow(self) -> int:
+        """An id to pass as flows_out on the producer and flows_in on the consumer."""
+        return next(self._flows)
+
+    def slice_begin(
+        self,
+        track: Track,
+        name: str,
+        ts_ns: int | None = None,
+        args: Args = None,
+        flows_in: Iterable[int] = (),
+        flows_out: Iterable[int] = (),
+    ) -> None:
+        with self._lock:
+            ts = self._check_time(track, ts_ns, slice_event=True)
+            event = pb.TrackEvent(type=pb.TrackEvent.TYPE_SLICE_BEGIN, name=name)
+            _annotate(event, args)
+            self._attach_flows(event, flows_in, flows_out)
+            track.open_names.append(name)
+            self._emit_event(track, ts, event)
+
+    def slice_end(
+        self,
+        track: Track,
+        ts_ns: int | None = None,
+        args: Args = None,
+        flows_out: Iterable[int] = (),
+    ) -> None:
+        with self._lock:
+            if not track.open_names:
+                raise TraceWriteError(f"slice_end on {track.name!r}: no slice is open there")
+            ts = self._check_time(track, ts_ns, slice_event=True)
+            event = pb.TrackEvent(type=pb.TrackEvent.TYPE_SLICE_END)
+            _annotate(event, args)
+            self._attach_flows(event, (), flows_out)
+            track.open_names.pop()
+            self.counts["slices"] += 1
+            self._emit_event(track, ts, event)
+
+    def slice(
+        self,
+        track: Track,
+        name: str,
+        begin_ns: int,
+        end_ns: int,
+        args: Args = None,
+        flows_in: Iterable[int] = (),
+        flows_out: Iterable[int] = (),
+    ) -> None:
+        """A complete slice (begin and end known); flows_out leave from its end."""
+        if end_ns < begin_ns:
+            raise TraceWriteError(f"slice {name!r} ends ({end_ns}) before it begins ({begin_ns})")
+        with self._lock, self.batch():
+            self.slice_begin(track, name, begin_ns, args, flows_in=flows_in)
+            self.slice_end(track, end_ns, flows_out=flows_out)
+
+    def instant(self, track: Track, name: str, ts_ns: int | None = None, args: Args = None) -> None:
+        with self._lock:
+            ts = self._check_time(track, ts_ns, slice_event=True)
+            event = pb.TrackEvent(type=pb.TrackEvent.TYPE_INSTANT, name=name)
+            _annotate(event, args)
+            self.counts["instants"] += 1
+            self._emit_event(track, ts, event)
+
+    def counter(self, track: Track, ts_ns: int | None, value: float) -> None:
+        with self._lock:
+            ts = self._check_time(track, ts_ns, slice_event=False)
+            event = pb.TrackEvent(type=pb.TrackEvent.TYPE_COUNTER)
+            if isinstance(value, int):
+                event.counter_value = value
+            else:
+                event.double_counter_value = float(value)
+            self.counts["counters"] += 1
+            self._emit_event(track, ts, event)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Write several events with one flush (bulk emission of recorded phases)."""
+        with self._lock:
+            self._batch_depth += 1
+            try:
+                yield
+            finally:
+                self._batch_depth -= 1
+                if self._batch_depth == 0 and not self._closed:
+                    self._file.flush()
+
+    def close(self) -> Path:
+        """End open slices at the last time on their track, flush, and publish the file."""
+        with self._lock:
+            if self._closed:
+                return self.path
+            for track in self._slice_tracks:
+                while track.open_names:
+                    self.slice_end(track, track.last_ts, args={"closed_by": "writer close"})
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._closed = True
+            os.replace(self.partial_path, self.path)
+            return self.path
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def unconsumed_flows(self) -> set[int]:
+        """Flows started (or ended) with no other end yet."""
+        return set(self._pending_flows)
+
+    # ---- internals ------------------------------------------------------------------------
+
+    def _check_time(self, track: Track, ts_ns: int | None, slice_event: bool) -> int:
+        if self._closed:
+            raise TraceWriteError("the trace is closed")
+        if slice_event and track.is_counter:
+            raise TraceWriteError(f"{track.name!r} is a counter track: slices go elsewhere")
+        if not slice_event and not track.is_counter:
+            raise TraceWriteError(f"{track.name!r} is not a counter track")
+        ts = time.monotonic_ns() if ts_ns is None else int(ts_ns)
+        if ts < track.last_ts:
+            raise TraceWriteError(
+                f"time goes back on {track.name!r}: {ts} < {track.last_ts} (ns, monotonic)"
+            )
+        track.last_ts = ts
+        return ts
+
+    def _attach_flows(
+        self, event: pb.TrackEvent, flows_in: Iterable[int], flows_out: Iterable[int]
+    ) -> None:
+        for flow in flows_out:
+            event.flow_ids.append(flow)
+            self._pending_flows ^= {flow}
+            self.counts["flows"] += 1
+        for flow in flows_in:
+            event.terminating_flow_ids.append(flow)
+            self._pending_flows ^= {flow}
+
+    def _write_clock_snapshot(self) -> None:
+        packet = pb.TracePacket(trusted_packet_sequence_id=_SEQUENCE_ID)
+        packet.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+        snap = packet.clock_snapshot
+        for clock_id, clock in (
+            (pb.BUILTIN_CLOCK_MONOTONIC, time.CLOCK_MONOTONIC),
+            (pb.BUILTIN_CLOCK_BOOTTIME, time.CLOCK_BOOTTIME),
+            (pb.BUILTIN_CLOCK_REALTIME, time.CLOCK_REALTIME),
+        ):
+            snap.clocks.add(clock_id=clock_id, timestamp=time.clock_gettime_ns(clock))
+        snap.primary_trace_clock = _MONOTONIC
+        self._write(packet)
+
+    def _emit_descriptor(self, desc: pb.TrackDescriptor) -> None:
+        packet = pb.TracePacket(trusted_packet_sequence_id=_SEQUENCE_ID)
+        packet.track_descriptor.CopyFrom(desc)
+        self._write(packet)
+
+    def _emit_event(self, track: Track, ts: int, event: pb.TrackEvent) -> None:
+        event.track_uuid = track.uuid
+        packet = pb.TracePacket(
+            timestamp=ts, timestamp_clock_id=_MONOTONIC, trusted_packet_sequence_id=_SEQUENCE_ID
+        )
+        packet.sequence_flags = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+        packet.track_event.CopyFrom(event)
+        self._write(packet)
+
+    def _write(self, packet: pb.TracePacket) -> None:
+        self._file.write(_frame(packet))
+        if self._batch_depth == 0:
+            self._file.flush()
