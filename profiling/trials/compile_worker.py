@@ -50,33 +50,48 @@ def remark_decompression(model, ov) -> int:
     return marked
 
 
+def covered_ns(intervals: list[tuple[int, int]]) -> int:
+    """Length of the union of [start, end) intervals."""
+    total = 0
+    cur_start = cur_end = None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
 def summarise_passes(lines: list[str]) -> dict:
-    """OV_ENABLE_PROFILE_PASS records: time in outermost pass managers, busiest managers."""
-    outer_ns = 0
-    depth = 0
-    start_ns = 0
+    """OV_ENABLE_PROFILE_PASS records: wall time covered by pass managers, busiest managers.
+
+    A manager's m_start/m_end lines are written together when it finishes (inner managers
+    first), so nesting is resolved by the union of their epoch intervals, not by file order.
+    """
+    intervals: list[tuple[int, int]] = []
+    pending: dict[str, int] = {}
     by_manager: dict[str, int] = {}
     n_pass = 0
     for line in lines:
         parts = line.strip().split(";")
-        if not parts or not parts[0]:
-            continue
         kind = parts[0]
         if kind == "t":
             n_pass += 1
-        elif kind == "m" and len(parts) >= 3:
+        elif len(parts) < 3:
+            continue
+        elif kind == "m":
             by_manager[parts[1]] = by_manager.get(parts[1], 0) + int(parts[2])
-        elif kind == "m_start" and len(parts) >= 3:
-            if depth == 0:
-                start_ns = int(parts[2])
-            depth += 1
-        elif kind == "m_end" and len(parts) >= 3 and depth > 0:
-            depth -= 1
-            if depth == 0:
-                outer_ns += int(parts[2]) - start_ns
+        elif kind == "m_start":
+            pending[parts[1]] = int(parts[2])
+        elif kind == "m_end" and parts[1] in pending:
+            intervals.append((pending.pop(parts[1]), int(parts[2])))
     top = sorted(by_manager.items(), key=lambda kv: -kv[1])[:8]
     return {
-        "transformations_s": outer_ns / 1e9,
+        "transformations_s": covered_ns(intervals) / 1e9,
         "pass_records": n_pass,
         "top_managers_s": {name: ns / 1e9 for name, ns in top},
     }

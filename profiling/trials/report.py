@@ -21,9 +21,12 @@ def display_unit(unit: str) -> tuple[str, float]:
     return _DISPLAY.get(unit, (unit, 1.0))
 
 
-def fmt_number(value: float, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def fmt_number(value: float | None, digits: int = 2) -> str:
+    """Two decimals, or three significant digits for magnitudes below 1 (no "0.00 s")."""
+    if value is None or math.isnan(value):
         return "\u2014"
+    if value != 0 and abs(value) < 1:
+        digits = max(digits, 2 - math.floor(math.log10(abs(value))))
     text = f"{value:.{digits}f}"
     return text.replace("-", MINUS)
 

@@ -1,0 +1,186 @@
+"""`compile-ahead ab compile`: arm specs, the standalone worker, a real two-configuration run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.trials import cli as ab_cli
+from compile_ahead.profiling.trials.arms import parse_arm, probe
+from compile_ahead.profiling.trials.compile_ab import WORKER, export_rungs, parse_ladder
+
+
+def ab_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="compile-ahead")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ab_cli.register(sub)
+    return parser
+
+
+def run_ab(argv: list[str]) -> int:
+    args = ab_parser().parse_args(argv)
+    return args.func(args)
+
+
+def test_ab_is_registered_in_the_main_cli() -> None:
+    from compile_ahead.cli import SUBCOMMAND_MODULES
+
+    assert "compile_ahead.profiling.trials.cli" in SUBCOMMAND_MODULES
+
+
+def test_arm_specs(tmp_path: Path) -> None:
+    cur = parse_arm("A=current")
+    assert cur.python == sys.executable and not cur.config and cur.library_path is None
+    cfg = parse_arm("B=current,INFERENCE_PRECISION_HINT=f32,env.FOO=1")
+    assert cfg.config == {"INFERENCE_PRECISION_HINT": "f32"} and cfg.env == {"FOO": "1"}
+    assert cfg.process_env()[1] == ("PYTHONPATH",)  # interpreter arms drop our PYTHONPATH
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert parse_arm(f"V={venv}").python == str(venv / "bin" / "python")
+    lib = tmp_path / "site"
+    (lib / "openvino").mkdir(parents=True)
+    spec = parse_arm(f"L=lib={lib}")
+    assert spec.library_path == str(lib.resolve())
+    assert spec.process_env()[0]["PYTHONPATH"] == str(lib.resolve())
+    assert parse_arm(f"L2={lib}").library_path == str(lib.resolve())
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("A", "expected NAME=SPEC"),
+        ("=current", "expected NAME=SPEC"),
+        ("A b=current", "alphanumeric"),
+        ("A=/no/such/python", "does not exist"),
+        ("A=lib=/no/such/dir", "no openvino package"),
+        ("A=current,=x", "cannot read item"),
+    ],
+)
+def test_bad_arm_specs(text: str, message: str) -> None:
+    with pytest.raises(CompileAheadError, match=message):
+        parse_arm(text)
+
+
+def test_non_executable_interpreter(tmp_path: Path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("")
+    with pytest.raises(CompileAheadError, match="not executable"):
+        parse_arm(f"A={fake}")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CompileAheadError, match="without bin/python"):
+        parse_arm(f"A={tmp_path / 'empty'}")
+
+
+def test_probe_names_the_broken_arm(tmp_path: Path) -> None:
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: openvino' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(CompileAheadError, match=r"--arm X: .* cannot import openvino"):
+        probe(parse_arm(f"X={broken}"))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("1024,abc", "comma-separated"), ("2048,1024", "strictly increasing"), ("0", "positive")],
+)
+def test_bad_ladders(text: str, message: str) -> None:
+    with pytest.raises(CompileAheadError, match=message):
+        parse_ladder(text)
+
+
+def test_worker_remarks_decompression(tmp_path: Path) -> None:
+    exported = export_rungs("tiny", (16,), "f32", tmp_path / "ir")
+    assert "SYNTHETIC" in exported.label
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(exported.manifest("CPU", {}, pass_profile=True)))
+    out = tmp_path / "out.json"
+    env = {k: v for k, v in os.environ.items() if k != "OV_ENABLE_PROFILE_PASS"}
+    subprocess.run([sys.executable, "-s", str(WORKER), str(manifest), str(out)], env=env,
+                   check=True)  # fmt: skip
+    result = json.loads(out.read_text())
+    (rung,) = result["rungs"]
+    assert rung["capacity"] == 16 and rung["compile_s"] > 0
+    # the tiny preset stores f16 weights: every weight Convert must be marked again after IR
+    assert rung["decompression_marked"] > 0
+    assert rung["passes"]["pass_records"] > 0
+    assert result["extension_counters"]["available"] is False
+    assert result["extension_counters"]["reason"]
+
+
+def test_ab_compile_two_configurations_on_tiny(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    code = run_ab(
+        ["ab", "compile", "--arm", "A=current", "--arm", "B=current,INFERENCE_PRECISION_HINT=f32",
+         "--model", "tiny", "--ladder", "16,32", "--pairs", "2", "--warmup", "0",
+         "--out", str(out), "--quiet"]
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads((out / "compile_ab.json").read_text())
+    assert [a["name"] for a in data["arms"]] == ["A", "B"]
+    assert data["arms"][1]["config"]["INFERENCE_PRECISION_HINT"] == "f32"
+    keys = [e["key"] for e in data["endpoints"]]
+    assert keys[:3] == ["compile_16", "compile_32", "compile_total"]
+    total = next(e for e in data["endpoints"] if e["key"] == "compile_total")
+    assert all(v > 0 for v in total["values"]["A"] + total["values"]["B"])
+    assert total["comparisons"]["B"]["n"] == 2
+    trial_configs = {t["result"]["config"]["INFERENCE_PRECISION_HINT"] for t in data["trials"]}
+    assert "f32" in trial_configs
+    md = (out / "compile_ab.md").read_text()
+    assert "SYNTHETIC" in md and "| Compile wall C=16 |" in md
+    assert (out / "compile_ab.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--arm", "A=current"], "at least two arms"),
+        (["--arm", "A=current", "--arm", "A=current"], "distinct"),
+        (["--arm", "A=current", "--arm", "B=/no/python"], "does not exist"),
+        (["--arm", "A=current", "--arm", "B=current", "--ladder", "32,16"], "increasing"),
+        (["--arm", "A=current", "--arm", "B=current", "--model", "no-such-model"], "no-such"),
+    ],
+)
+def test_ab_compile_bad_arguments(tmp_path: Path, argv: list[str], message: str) -> None:
+    base = ["ab", "compile", "--model", "tiny", "--ladder", "16", "--out", str(tmp_path)]
+    args = ab_parser().parse_args(base + argv)  # later --model/--ladder override
+    with pytest.raises(CompileAheadError, match=message):
+        args.func(args)
+
+
+def test_pairs_must_be_positive() -> None:
+    with pytest.raises(SystemExit):
+        ab_parser().parse_args(["ab", "compile", "--arm", "A=current", "--model", "tiny",
+                                "--pairs", "0"])  # fmt: skip
+
+
+def test_pass_profile_summary_resolves_nesting_written_out_of_order() -> None:
+    sys.path.insert(0, str(WORKER.parent))
+    try:
+        import compile_worker
+    finally:
+        sys.path.remove(str(WORKER.parent))
+    # inner manager finished (and was written) before the outer one that encloses it
+    lines = [
+        "t;PassA;Inner;400;1",
+        "m;Inner;500;1",
+        "m_start;Inner;1200",
+        "m_end;Inner;1700",
+        "m;Outer;2000;1",
+        "m_start;Outer;1000",
+        "m_end;Outer;3000",
+        "m;Later;1000;0",
+        "m_start;Later;5000",
+        "m_end;Later;6000",
+    ]
+    summary = compile_worker.summarise_passes(lines)
+    assert summary["transformations_s"] == pytest.approx(3000 / 1e9)
+    assert summary["pass_records"] == 1
+    assert list(summary["top_managers_s"]) == ["Outer", "Later", "Inner"]

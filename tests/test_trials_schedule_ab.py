@@ -1,0 +1,125 @@
+"""`compile-ahead ab schedule` with a fake `run` command that writes the runtime's report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.trials import cli as ab_cli
+from compile_ahead.profiling.trials import schedule_ab
+
+# A stand-in for `compile-ahead run --report OUT`: the eager schedule (i1) compiles every rung
+# in the foreground, the one-ahead schedule (i2) only the first; "bad" flips one boundary token.
+FAKE_RUN = """
+import json, os, random, sys
+schedule, ladder, out = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], sys.argv[3]
+rng = random.Random(int(os.environ["CA_TRIAL_INDEX"]))
+fg = (8.0 if schedule == "i2" else 8.0 * len(ladder)) + rng.gauss(0, 0.1)
+decode = 20.0 + rng.gauss(0, 0.1)
+bounds = []
+for i, (a, b) in enumerate(zip(ladder, ladder[1:])):
+    top1 = [11 * (i + 1) + j for j in range(4)]
+    if schedule == "bad" and i == 0:
+        top1[1] += 1
+    bounds.append({"from": a, "to": b, "compile_s": 7.0, "decode_left_s": 9.0,
+                   "ready_margin_s": 2.0 if schedule != "late" else -0.5,
+                   "wait_s": 0.0 if schedule != "late" else 0.5, "migration_s": 0.01,
+                   "bytes_copied": 0, "top1": top1, "logits_digest": f"d{i}"})
+report = {"model": "tiny", "synthetic": True, "device": "CPU", "schedule": schedule,
+          "ladder": ladder, "foreground_compile_s": fg, "critical_path_s": fg + decode,
+          "decode_s": decode,
+          "rungs": [{"capacity": c, "tokens": 10, "decode_s": 1.0, "tok_s": 10.0 + rng.random()}
+                    for c in ladder],
+          "boundaries": bounds, "kv_reserved_avg_bytes": 1 << 20,
+          "kv_reserved_peak_bytes": 2 << 20, "kv_committed_avg_bytes": 1 << 19,
+          "graphs_resident_max": 2, "peak_rss_bytes": 100 << 20}
+with open(out, "w") as fh:
+    json.dump(report, fh)
+"""
+
+
+@pytest.fixture
+def command(tmp_path: Path) -> str:
+    script = tmp_path / "fake_run.py"
+    script.write_text(FAKE_RUN)
+    return f"{sys.executable} {script} {{schedule}} {{ladder}} {{out}}"
+
+
+def run_ab(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="compile-ahead")
+    ab_cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_schedule_ab_with_fake_runs(tmp_path: Path, command: str) -> None:
+    out = tmp_path / "res"
+    code = run_ab(
+        ["ab", "schedule", "--model", "tiny", "--arms", "i1,i2,bad", "--ladder", "64,128,256",
+         "--prompt-len", "16", "--pairs", "6", "--warmup", "0", "--command", command,
+         "--out", str(out), "--quiet", "--no-plot"]
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads((out / "schedule_ab.json").read_text())
+    assert data["design"]["kind"] == "Williams" and data["design"]["carryover_balanced"]
+    fg = next(e for e in data["endpoints"] if e["key"] == "foreground_compile")
+    i2 = fg["comparisons"]["i2"]
+    assert i2["mean_diff"] == pytest.approx(-16.0, abs=0.5) and i2["wins"] == 6
+    tallies = {t["label"]: t["per_arm"] for t in data["tallies"]}
+    assert tallies["Boundaries ready in time"]["i2"] == "12 / 12 ready"
+    agreement = tallies["Boundary top-1 agreement with i1"]
+    assert agreement["i2"].startswith("12 / 12 boundaries (48 / 48 tokens)")
+    assert agreement["bad"].startswith("6 / 12 boundaries (42 / 48 tokens)")
+    keys = {e["key"] for e in data["endpoints"]}
+    assert {"tok_s_64", "tok_s_256", "kv_reserved_avg", "kv_committed_avg", "peak_rss"} <= keys
+    md = (out / "schedule_ab.md").read_text()
+    assert "tiny [SYNTHETIC weights]" in md
+    assert "| Foreground compile wall |" in md and "Paired effect (i2 − i1)" in md
+
+
+def test_readiness_counts_late_successors(tmp_path: Path, command: str) -> None:
+    out = tmp_path / "res"
+    run_ab(["ab", "schedule", "--model", "tiny", "--arms", "i2,late", "--ladder", "64,128",
+            "--prompt-len", "8", "--pairs", "2", "--warmup", "0", "--command", command,
+            "--out", str(out), "--quiet", "--no-plot"])  # fmt: skip
+    data = json.loads((out / "schedule_ab.json").read_text())
+    ready = next(t for t in data["tallies"] if t["label"] == "Boundaries ready in time")
+    assert ready["per_arm"] == {"i2": "2 / 2 ready", "late": "0 / 2 ready"}
+    wait = next(e for e in data["endpoints"] if e["key"] == "boundary_wait")
+    assert wait["comparisons"]["late"]["mean_diff"] == pytest.approx(0.5)
+
+
+def test_default_command_runs_compile_ahead_run() -> None:
+    cmd = schedule_ab.run_command("i2", "qwen2.5-0.5b", "1024,2048", 128, 1920)
+    assert cmd[1:4] == ("-m", "compile_ahead.cli", "run")
+    assert cmd[cmd.index("--schedule") + 1] == "i2" and cmd[cmd.index("--report") + 1] == "{out}"
+    assert cmd[cmd.index("--decode-tokens") + 1] == "1920"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--arms", "i1"], "at least two schedules"),
+        (["--arms", "i1,i1"], "once"),
+        (["--arms", "i1,I 2"], "not a schedule name"),
+        (["--arms", "i1,i2", "--prompt-len", "100", "--decode-tokens", "50"], "exceeds"),
+        (["--arms", "i1,i2", "--prompt-len", "8", "--command", "true"], "must contain {out}"),
+        (["--arms", "i1,i2"], "leaves no room"),
+    ],
+)
+def test_bad_schedule_arguments(argv: list[str], message: str) -> None:
+    with pytest.raises(CompileAheadError, match=message):
+        run_ab(["ab", "schedule", "--model", "tiny", "--ladder", "64,128", *argv])
+
+
+def test_baselines_need_the_upstream_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compile_ahead.profiling.trials import baselines
+
+    monkeypatch.setattr(baselines, "UPSTREAM_MODULE", "compile_ahead.runtime.no_such_module")
+    with pytest.raises(CompileAheadError, match="upstream baselines need"):
+        run_ab(["ab", "baselines", "--model", "tiny"])
