@@ -1,0 +1,322 @@
+"""Upstream baselines on the stateful model: plain CPU with dynamic shapes, and OpenVINO's NPU
+LLM pipeline (NPUW) run on CPU with the generate pyramid off (seed B0) or on (seed B1).
+
+Both run the model of runtime/stateful.py, built from the same weight store as our static
+graphs, and feed it the way optimum / OpenVINO GenAI do: the whole prompt in one call
+(input_ids, attention_mask of ones, position_ids 0..P-1), then one call per token with an
+attention_mask covering the past plus the new token. NPUW turns that stateful model into static
+prefill and generate graphs itself (every pyramid variant compiled inside compile_model), keeps
+the KV cache in f16 by default and reads the past length from the attention mask's length.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compile_ahead.errors import CompileAheadError
+
+from .compiler import core
+from .precision import OV_TYPES, check_precision
+from .sources import ModelSource
+from .stateful import (
+    ATTENTION_MASK,
+    BEAM_IDX,
+    INPUT_IDS,
+    LOGITS,
+    POSITION_IDS,
+    build_stateful_model,
+)
+
+# NPUW aligns both lengths up to a multiple of this (llm_compiled_model.cpp, align_to(.., 64)).
+NPUW_ALIGN = 64
+# Pyramid variants are 1024 + R, 2048 + R, ... up to P + R (all aligned as above).
+NPUW_PYRAMID_BASE = 1024
+
+
+def _align(n: int) -> int:
+    return -(-n // NPUW_ALIGN) * NPUW_ALIGN
+
+
+def npuw_generate_sizes(max_prompt_len: int, min_response_len: int, pyramid: bool) -> list[int]:
+    """KV sizes of the generate graphs NPUW compiles, as its LLM compiled model derives them."""
+    prompt, response = _align(max_prompt_len), _align(min_response_len)
+    total = prompt + response
+    if not pyramid:
+        return [total]
+    sizes = []
+    base = NPUW_PYRAMID_BASE
+    while base + response <= total:
+        sizes.append(base + response)
+        base *= 2
+    if not sizes or sizes[-1] < total:
+        sizes.append(total)
+    return sizes
+
+
+def npuw_config(
+    max_prompt_len: int,
+    min_response_len: int,
+    pyramid: bool,
+    inference_precision: str | None = None,
+    kv_cache_precision: str | None = None,
+    extra: dict[str, object] | None = None,
+) -> dict[str, object]:
+    """compile_model properties for NPUW's LLM pipeline with CPU as its only device.
+
+    inference_precision (e.g. "f32") reaches the CPU sub-compiles; None keeps the CPU default
+    (bf16 on AMX). kv_cache_precision None keeps NPUW's default f16 KV cache. Everything else is
+    NPUW's default LLM config, which is what the seed's baselines are.
+    """
+    cfg: dict[str, object] = {
+        "NPU_USE_NPUW": "YES",
+        "NPUW_DEVICES": "CPU",
+        "NPUW_LLM": "YES",
+        "NPUW_LLM_MAX_PROMPT_LEN": int(max_prompt_len),
+        "NPUW_LLM_MIN_RESPONSE_LEN": int(min_response_len),
+        "NPUW_LLM_GENERATE_PYRAMID": "YES" if pyramid else "NO",
+    }
+    if inference_precision is not None:
+        cfg["INFERENCE_PRECISION_HINT"] = OV_TYPES[check_precision(inference_precision, "hint")]
+    if kv_cache_precision is not None:
+        cfg["KV_CACHE_PRECISION"] = OV_TYPES[check_precision(kv_cache_precision, "KV")]
+    cfg.update(extra or {})
+    return cfg
+
+
+def cpu_config(
+    inference_precision: str | None = None,
+    kv_cache_precision: str | None = None,
+    extra: dict[str, object] | None = None,
+) -> dict[str, object]:
+    """compile_model properties for the plain-CPU dynamic-shape run (LATENCY, as a chat app)."""
+    cfg: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
+    if inference_precision is not None:
+        cfg["INFERENCE_PRECISION_HINT"] = OV_TYPES[check_precision(inference_precision, "hint")]
+    if kv_cache_precision is not None:
+        cfg["KV_CACHE_PRECISION"] = OV_TYPES[check_precision(kv_cache_precision, "KV")]
+    cfg.update(extra or {})
+    return cfg
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def current_rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+@dataclass
+class BaselineResult:
+    """One run: tokens, optional logits, and where the time went."""
+
+    name: str
+    prompt_len: int
+    tokens: list[int]  # the greedy (argmax) token after the prompt and after each decode step
+    logits: list[np.ndarray]  # matching f32 [vocab] rows, if kept
+    compile_s: float  # compile_model wall time (for NPUW: every variant, up front)
+    build_s: float  # building the ov.Model on the host
+    prefill_s: float
+    step_times_s: list[float] = field(default_factory=list)  # decode step i wall time
+    # Context length (tokens already in the KV cache) when decode step i ran.
+    step_context: list[int] = field(default_factory=list)
+    rss_after_compile_bytes: int = 0
+    peak_rss_bytes: int = 0  # process peak so far, so it includes anything run before
+    config: dict[str, object] = field(default_factory=dict)
+
+    def ms_per_token(self, lo: int, hi: int) -> float | None:
+        """Mean decode step time for steps whose context is in [lo, hi), or None if none."""
+        times = [
+            t for t, c in zip(self.step_times_s, self.step_context, strict=True) if lo <= c < hi
+        ]
+        return 1e3 * float(np.mean(times)) if times else None
+
+    def summary(self) -> dict[str, object]:
+        """JSON-ready numbers (no tokens or logits)."""
+        return {
+            "name": self.name,
+            "prompt_len": self.prompt_len,
+            "decode_steps": len(self.step_times_s),
+            "build_s": self.build_s,
+            "compile_s": self.compile_s,
+            "prefill_s": self.prefill_s,
+            "decode_ms_per_token": 1e3 * float(np.mean(self.step_times_s))
+            if self.step_times_s
+            else None,
+            "rss_after_compile_bytes": self.rss_after_compile_bytes,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "config": {k: str(v) for k, v in self.config.items()},
+        }
+
+
+class StatefulRunner:
+    """A compiled stateful model and one infer request, fed one sequence at a time.
+
+    The source is held because the model's weight constants alias its store's arrays.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        source: ModelSource,
+        device: str,
+        config: dict[str, object],
+        kv_precision: str = "f32",
+    ):
+        self.name = name
+        self.source = source
+        self.config = dict(config)
+        t0 = time.perf_counter()
+        model = build_stateful_model(source.config, source.weights, kv_precision)
+        t1 = time.perf_counter()
+        try:
+            self.compiled = core().compile_model(model, device, self.config)
+        except RuntimeError as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
+            raise CompileAheadError(f"{name}: compile_model on {device} failed: {first}") from err
+        t2 = time.perf_counter()
+        self.build_s, self.compile_s = t1 - t0, t2 - t1
+        self.rss_after_compile = current_rss_bytes()
+        self.request = self.compiled.create_infer_request()
+        self._beam = np.zeros(1, np.int32)
+
+    def _infer(self, ids: list[int], past: int) -> np.ndarray:
+        n = len(ids)
+        self.request.infer(
+            {
+                INPUT_IDS: np.asarray([ids], np.int64),
+                ATTENTION_MASK: np.ones((1, past + n), np.int64),
+                POSITION_IDS: np.arange(past, past + n, dtype=np.int64)[None],
+                BEAM_IDX: self._beam,
+            }
+        )
+        # The plugin reuses the output buffer: copy the last row out before the next call.
+        return np.array(self.request.get_tensor(LOGITS).data[0, -1], np.float32)
+
+    def _reset(self) -> None:
+        # A fresh request is the one reset both plugins honour (NPUW keeps its own KV and
+        # first-position bookkeeping outside the variable states).
+        self.request = self.compiled.create_infer_request()
+
+    def run(
+        self,
+        prompt: list[int],
+        decode_tokens: int,
+        forced: list[int] | None = None,
+        keep_logits: bool = True,
+    ) -> BaselineResult:
+        """Prefill the prompt, then decode_tokens steps.
+
+        Greedy by default (each step feeds the previous argmax); with `forced`, step i feeds
+        forced[i] (the teacher-forced protocol) and `tokens` still records the argmaxes.
+        tokens/logits have decode_tokens + 1 entries: after the prompt and after each step.
+        """
+        if not prompt:
+            raise CompileAheadError("the prompt is empty")
+        if forced is not None and len(forced) < decode_tokens:
+            raise CompileAheadError(f"{len(forced)} forced tokens for {decode_tokens} steps")
+        self._reset()
+        t0 = time.perf_counter()
+        logits = self._infer(list(prompt), 0)
+        prefill_s = time.perf_counter() - t0
+        result = BaselineResult(
+            self.name,
+            len(prompt),
+            [int(np.argmax(logits))],
+            [logits] if keep_logits else [],
+            self.compile_s,
+            self.build_s,
+            prefill_s,
+            rss_after_compile_bytes=self.rss_after_compile,
+            config=self.config,
+        )
+        past = len(prompt)
+        for step in range(decode_tokens):
+            token = forced[step] if forced is not None else result.tokens[-1]
+            t0 = time.perf_counter()
+            logits = self._infer([token], past)
+            result.step_times_s.append(time.perf_counter() - t0)
+            result.step_context.append(past)
+            past += 1
+            result.tokens.append(int(np.argmax(logits)))
+            if keep_logits:
+                result.logits.append(logits)
+        result.peak_rss_bytes = peak_rss_bytes()
+        return result
+
+
+def compile_npuw(
+    source: ModelSource,
+    max_prompt_len: int,
+    min_response_len: int,
+    pyramid: bool = True,
+    inference_precision: str | None = None,
+    kv_cache_precision: str | None = None,
+    extra: dict[str, object] | None = None,
+) -> StatefulRunner:
+    """NPUW's LLM pipeline on CPU: B1 with pyramid=True, B0 with pyramid=False."""
+    cfg = npuw_config(
+        max_prompt_len, min_response_len, pyramid, inference_precision, kv_cache_precision, extra
+    )
+    name = "npuw-pyramid" if pyramid else "npuw"
+    return StatefulRunner(name, source, "NPU", cfg)
+
+
+def compile_dynamic_cpu(
+    source: ModelSource,
+    inference_precision: str | None = None,
+    kv_cache_precision: str | None = None,
+    extra: dict[str, object] | None = None,
+) -> StatefulRunner:
+    """The stateful model on the CPU plugin, dynamic shapes, fused stateful attention."""
+    cfg = cpu_config(inference_precision, kv_cache_precision, extra)
+    return StatefulRunner("cpu-dynamic", source, "CPU", cfg)
+
+
+def run_npuw(
+    source: ModelSource,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    pyramid: bool = True,
+    max_prompt_len: int = 1024,
+    min_response_len: int = 128,
+    forced: list[int] | None = None,
+    inference_precision: str | None = None,
+    kv_cache_precision: str | None = None,
+    keep_logits: bool = True,
+) -> BaselineResult:
+    """Compile (timed) and run once. max_new_tokens counts decode steps after the prompt."""
+    if len(prompt_ids) > _align(max_prompt_len):
+        raise CompileAheadError(
+            f"the prompt ({len(prompt_ids)} tokens) exceeds "
+            f"NPUW_LLM_MAX_PROMPT_LEN {max_prompt_len}"
+        )
+    total = _align(max_prompt_len) + _align(min_response_len)
+    if len(prompt_ids) + max_new_tokens > total:
+        raise CompileAheadError(
+            f"prompt + {max_new_tokens} steps exceed NPUW's KV size {total} "
+            f"(MAX_PROMPT_LEN + MIN_RESPONSE_LEN, each aligned to {NPUW_ALIGN})"
+        )
+    runner = compile_npuw(
+        source, max_prompt_len, min_response_len, pyramid, inference_precision, kv_cache_precision
+    )
+    return runner.run(prompt_ids, max_new_tokens, forced, keep_logits)
+
+
+def run_dynamic_cpu(
+    source: ModelSource,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    forced: list[int] | None = None,
+    inference_precision: str | None = None,
+    kv_cache_precision: str | None = None,
+    keep_logits: bool = True,
+) -> BaselineResult:
+    runner = compile_dynamic_cpu(source, inference_precision, kv_cache_precision)
+    return runner.run(prompt_ids, max_new_tokens, forced, keep_logits)
