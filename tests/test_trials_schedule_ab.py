@@ -21,21 +21,24 @@ schedule, ladder, out = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], s
 rng = random.Random(int(os.environ["CA_TRIAL_INDEX"]))
 fg = (8.0 if schedule == "i2" else 8.0 * len(ladder)) + rng.gauss(0, 0.1)
 decode = 20.0 + rng.gauss(0, 0.1)
-bounds = []
+bounds, window = [], []
+late = schedule == "late"
 for i, (a, b) in enumerate(zip(ladder, ladder[1:])):
-    top1 = [11 * (i + 1) + j for j in range(4)]
-    if schedule == "bad" and i == 0:
-        top1[1] += 1
     bounds.append({"from": a, "to": b, "compile_s": 7.0, "decode_left_s": 9.0,
-                   "ready_margin_s": 2.0 if schedule != "late" else -0.5,
-                   "wait_s": 0.0 if schedule != "late" else 0.5, "migration_s": 0.01,
-                   "bytes_copied": 0, "top1": top1, "logits_digest": f"d{i}"})
+                   "ready": not late, "ready_margin_s": -0.5 if late else 2.0,
+                   "wait_s": 0.5 if late else 0.0, "migration_s": 0.01,
+                   "bytes_copied": 0})
+    for j in range(4):  # two steps either side of the boundary at context a
+        top1 = 11 * (i + 1) + j + (1 if schedule == "bad" and i == 0 and j == 1 else 0)
+        window.append({"step": a + j - 2, "context": a + j - 2, "rung": a, "top1": top1,
+                       "logits_digest": f"d{i}{j}"})
 report = {"model": "tiny", "synthetic": True, "device": "CPU", "schedule": schedule,
           "ladder": ladder, "foreground_compile_s": fg, "critical_path_s": fg + decode,
           "decode_s": decode,
           "rungs": [{"capacity": c, "tokens": 10, "decode_s": 1.0, "tok_s": 10.0 + rng.random()}
                     for c in ladder],
-          "boundaries": bounds, "kv_reserved_avg_bytes": 1 << 20,
+          "boundaries": bounds, "boundary_tokens": window,
+          "kv_reserved_avg_bytes": 1 << 20,
           "kv_reserved_peak_bytes": 2 << 20, "kv_committed_avg_bytes": 1 << 19,
           "graphs_resident_max": 2, "peak_rss_bytes": 100 << 20}
 with open(out, "w") as fh:
@@ -73,8 +76,8 @@ def test_schedule_ab_with_fake_runs(tmp_path: Path, command: str) -> None:
     tallies = {t["label"]: t["per_arm"] for t in data["tallies"]}
     assert tallies["Boundaries ready in time"]["i2"] == "12 / 12 ready"
     agreement = tallies["Boundary top-1 agreement with i1"]
-    assert agreement["i2"].startswith("12 / 12 boundaries (48 / 48 tokens)")
-    assert agreement["bad"].startswith("6 / 12 boundaries (42 / 48 tokens)")
+    assert agreement["i2"].startswith("12 / 12 boundaries (48 / 48 steps top-1 equal)")
+    assert agreement["bad"].startswith("6 / 12 boundaries (42 / 48 steps top-1 equal)")
     keys = {e["key"] for e in data["endpoints"]}
     assert {"tok_s_64", "tok_s_256", "kv_reserved_avg", "kv_committed_avg", "peak_rss"} <= keys
     md = (out / "schedule_ab.md").read_text()
@@ -123,3 +126,18 @@ def test_baselines_need_the_upstream_runtime(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(baselines, "UPSTREAM_MODULE", "compile_ahead.runtime.no_such_module")
     with pytest.raises(CompileAheadError, match="upstream baselines need"):
         run_ab(["ab", "baselines", "--model", "tiny"])
+
+
+def test_agreement_from_boundary_records_with_top1_lists() -> None:
+    control = {"boundaries": [{"from": 1, "to": 2, "top1": [5, 6, 7], "logits_digest": "x"}]}
+    same = {"boundaries": [{"from": 1, "to": 2, "top1": [5, 6, 7], "logits_digest": "x"}]}
+    other = {"boundaries": [{"from": 1, "to": 2, "top1": [5, 9, 7], "logits_digest": "y"}]}
+    assert schedule_ab.agreement_counts(control, same) == (1, 1, 3, 3, 1, 1)
+    assert schedule_ab.agreement_counts(control, other) == (0, 1, 2, 3, 0, 1)
+    assert schedule_ab.agreement_counts(control, {}) == (0, 0, 0, 0, 0, 0)
+
+
+def test_eager_boundaries_have_no_deadline() -> None:
+    assert schedule_ab._is_ready({"ready_margin_s": None, "wait_s": 0.0}) is None
+    assert schedule_ab._is_ready({"ready": False, "ready_margin_s": 1.0}) is False
+    assert schedule_ab._is_ready({"ready_margin_s": -0.1}) is False

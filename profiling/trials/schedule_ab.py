@@ -157,12 +157,14 @@ def schedule_endpoints(ladder: Sequence[int]) -> list[Endpoint]:
 
 
 def _is_ready(boundary: dict) -> bool | None:
+    """Was the successor compiled before its boundary? None where no deadline applies (an
+    eager schedule compiles everything before decoding)."""
+    ready = boundary.get("ready")
+    if isinstance(ready, bool):
+        return ready
     margin = boundary.get("ready_margin_s")
     if isinstance(margin, int | float):
         return margin >= 0
-    wait = boundary.get("wait_s")
-    if isinstance(wait, int | float):
-        return wait <= 0
     return None
 
 
@@ -182,27 +184,65 @@ def readiness_tally(per_block: dict[str, list[dict | None]]) -> Tally:
     return Tally("Boundaries ready in time", per_arm)
 
 
-def _boundary_key(b: dict) -> tuple:
-    return (b.get("from"), b.get("to"))
+Window = dict[object, list[tuple[int, object, object]]]  # boundary -> [(step, top1, digest)]
+
+
+def boundary_windows(result: dict) -> Window:
+    """Top-1 ids (and logits digests) around each boundary, keyed by the boundary.
+
+    The runtime's report lists per-step entries in ``boundary_tokens`` ({step, context, top1,
+    logits_digest}); each is assigned to the nearest ladder capacity. A report may instead put
+    ``top1`` lists (and a ``logits_digest``) in its ``boundaries`` records.
+    """
+    windows: Window = {}
+    entries = [e for e in result.get("boundary_tokens") or [] if isinstance(e, dict)]
+    ladder = [c for c in result.get("ladder") or [] if isinstance(c, int)]
+    if entries and ladder:
+        for e in entries:
+            context = e.get("context")
+            if not isinstance(context, int) or not isinstance(e.get("step"), int):
+                continue
+            nearest = min(ladder, key=lambda c, t=context: abs(t - c))
+            windows.setdefault(nearest, []).append(
+                (e["step"], e.get("top1"), e.get("logits_digest"))
+            )
+        return windows
+    for b in result.get("boundaries") or []:
+        if isinstance(b, dict) and isinstance(b.get("top1"), list):
+            key = (b.get("from"), b.get("to"))
+            ids = b["top1"]
+            windows[key] = [(i, tok, None) for i, tok in enumerate(ids)]
+            if b.get("logits_digest") is not None:
+                windows[key].append((-1, None, b["logits_digest"]))
+    return windows
 
 
 def agreement_counts(control: dict, treatment: dict) -> tuple[int, int, int, int, int, int]:
-    """(boundaries agreeing, compared; tokens agreeing, compared; digests equal, compared)."""
-    ref = {_boundary_key(b): b for b in control.get("boundaries") or [] if isinstance(b, dict)}
+    """(boundaries whose every top-1 agrees, boundaries compared; steps agreeing, steps
+    compared; logits digests equal, digests compared) between two runs."""
+    ref = boundary_windows(control)
     agree = total = tok_agree = tok_total = dig_eq = dig_total = 0
-    for b in treatment.get("boundaries") or []:
-        if not isinstance(b, dict) or _boundary_key(b) not in ref:
+    for key, steps in boundary_windows(treatment).items():
+        if key not in ref:
             continue
-        r = ref[_boundary_key(b)]
-        mine, theirs = b.get("top1"), r.get("top1")
-        if isinstance(mine, list) and isinstance(theirs, list):
+        theirs = {step: (tok, dig) for step, tok, dig in ref[key]}
+        all_equal, compared = True, 0
+        for step, tok, dig in steps:
+            if step not in theirs:
+                continue
+            ref_tok, ref_dig = theirs[step]
+            if tok is not None and ref_tok is not None:
+                compared += 1
+                tok_agree += int(tok == ref_tok)
+                all_equal = all_equal and tok == ref_tok
+            if dig is not None and ref_dig is not None:
+                dig_total += 1
+                dig_eq += int(dig == ref_dig)
+        missing = len({s for s, t, _ in ref[key] if t is not None} - {s for s, *_ in steps})
+        tok_total += compared + missing
+        if compared or missing:
             total += 1
-            agree += int(mine == theirs)
-            tok_total += max(len(mine), len(theirs))
-            tok_agree += sum(int(x == y) for x, y in zip(mine, theirs, strict=False))
-        if b.get("logits_digest") is not None and r.get("logits_digest") is not None:
-            dig_total += 1
-            dig_eq += int(b["logits_digest"] == r["logits_digest"])
+            agree += int(all_equal and not missing)
     return agree, total, tok_agree, tok_total, dig_eq, dig_total
 
 
@@ -219,7 +259,7 @@ def agreement_tally(per_block: dict[str, list[dict | None]], control: str) -> Ta
         if n == 0:
             per_arm[arm] = "\u2014"
             continue
-        text = f"{a} / {n} boundaries ({ta} / {tn} tokens)"
+        text = f"{a} / {n} boundaries ({ta} / {tn} steps top-1 equal)"
         if dn:
             text += f"; logits digest equal {de} / {dn}"
         per_arm[arm] = text
