@@ -10,7 +10,7 @@ from compile_ahead.errors import CompileAheadError
 
 from . import graphs
 from .compiler import CompileOptions, compile_step
-from .kv_cache import KVCache
+from .kv_store import KVArena
 from .sources import ModelSource
 from .step import CompiledStep
 
@@ -39,7 +39,8 @@ class StaticDecoder:
         if prefill_chunk > 1:
             spec = graphs.GraphSpec(capacity, prefill_chunk, kv)
             self.prefill = compile_step(source, spec, self.options).step
-        self.cache = KVCache(source.config, capacity, kv)
+        self.cache = KVArena(source.config, capacity, kv)
+        self.length = 0
         self.decode.bind(self.cache)
         if self.prefill is not None:
             self.prefill.bind(self.cache)
@@ -51,7 +52,7 @@ class StaticDecoder:
     def _commit(self, out, start: int, n: int) -> None:
         for i in range(self.source.config.num_layers):
             self.cache.write(i, start, out.new_keys[i][:, :, :n], out.new_values[i][:, :, :n])
-        self.cache.length = start + n
+        self.length = start + n
 
     def prefill_prompt(self, prompt: list[int]) -> np.ndarray:
         """Run the prompt in chunks; returns the last token's logits."""
@@ -61,7 +62,7 @@ class StaticDecoder:
             raise CompileAheadError(
                 f"the prompt ({len(prompt)} tokens) does not fit capacity {self.capacity}"
             )
-        self.cache.length = 0
+        self.length = 0
         step = self.prefill or self.decode
         chunk = step.spec.chunk
         logits = None
@@ -74,7 +75,7 @@ class StaticDecoder:
         return logits
 
     def step(self, token: int) -> np.ndarray:
-        t = self.cache.length
+        t = self.length
         if t >= self.capacity:
             raise CompileAheadError(f"context reached capacity {self.capacity}")
         out = self.decode.run(np.asarray([token], np.int64), t)
@@ -96,7 +97,7 @@ class StaticDecoder:
                 break
             if len(result.tokens) >= max_new_tokens:
                 break
-            if self.cache.length >= self.capacity:
+            if self.length >= self.capacity:
                 result.stop_reason = "capacity"
                 break
             logits = self.step(token)

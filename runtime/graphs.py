@@ -118,6 +118,13 @@ class GraphSpec:
     capacity: int  # C: past KV slots the graph reads
     chunk: int = 1  # L: tokens per call (1 = decode step)
     kv_precision: str = "f32"
+    # Slots of the bound KV buffer when larger than ``capacity``: the graph then reads the
+    # buffer's first ``capacity`` slots (a shared top-capacity reservation, b1/i3).
+    buffer_capacity: int | None = None
+
+    @property
+    def input_capacity(self) -> int:
+        return max(self.capacity, self.buffer_capacity or 0)
 
     @property
     def kind(self) -> str:
@@ -193,11 +200,28 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
         results.append(ops.result(new_k, name=new_key_name(i)))
         results.append(ops.result(new_v, name=new_value_name(i)))
 
-        past_k = ops.parameter([1, kv_heads, C, hd], kv_type, name=past_key_name(i))
-        past_v = ops.parameter([1, kv_heads, C, hd], kv_type, name=past_value_name(i))
+        past_k = ops.parameter(
+            [1, kv_heads, spec.input_capacity, hd], kv_type, name=past_key_name(i)
+        )
+        past_v = ops.parameter(
+            [1, kv_heads, spec.input_capacity, hd], kv_type, name=past_value_name(i)
+        )
         params += [past_k, past_v]
-        pk = ops.convert(past_k, ov.Type.f32) if kv_type != ov.Type.f32 else past_k
-        pv = ops.convert(past_v, ov.Type.f32) if kv_type != ov.Type.f32 else past_v
+        pk, pv = past_k.output(0), past_v.output(0)
+        if spec.input_capacity > C:
+            # Only the first C slots: the Slice copies that prefix, never the whole buffer.
+            pk, pv = (
+                ops.slice(
+                    t,
+                    _const([0], np.int64),
+                    _const([C], np.int64),
+                    _const([1], np.int64),
+                    _const([2], np.int64),
+                ).output(0)
+                for t in (pk, pv)
+            )
+        if kv_type != ov.Type.f32:
+            pk, pv = ops.convert(pk, ov.Type.f32).output(0), ops.convert(pv, ov.Type.f32).output(0)
         if kv_type != ov.Type.f32:
             # Round the chunk's own K/V as the cache will hold them, so a token attends to
             # itself exactly as later tokens will see it.
@@ -238,4 +262,4 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
 
     for node in params + results:
         node.output(0).get_tensor().set_names({node.get_friendly_name()})
-    return ov.Model(results, params, f"{spec.kind}_C{C}_L{L}")
+    return ov.Model(results, params, f"{spec.kind}_C{C}_L{L}_B{spec.input_capacity}")

@@ -1,4 +1,4 @@
-"""A compiled step graph (decode or prefill chunk) with its infer request bound to a KV cache."""
+"""A compiled step graph (decode or prefill chunk) with its infer request bound to KV memory."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import openvino as ov
 
 from . import graphs
-from .kv_cache import KVCache
+from .kv_store import KVArena
 
 
 @dataclass
@@ -33,14 +33,15 @@ class CompiledStep:
         self.request.set_tensor(graphs.PAST_LENGTH, ov.Tensor(self._past_len, shared_memory=True))
         if spec.chunk > 1:
             self.request.set_tensor(graphs.LAST_INDEX, ov.Tensor(self._last, shared_memory=True))
-        self._cache: KVCache | None = None
+        self.bound: KVArena | None = None
 
-    def bind(self, cache: KVCache) -> None:
-        keys, values = cache.tensors()
+    def bind(self, arena: KVArena) -> None:
+        """Point the past-KV inputs at an arena's buffers (no copy, now or per step)."""
+        keys, values = arena.tensors()
         for i in range(self.num_layers):
             self.request.set_tensor(graphs.past_key_name(i), keys[i])
             self.request.set_tensor(graphs.past_value_name(i), values[i])
-        self._cache = cache  # the bound tensors alias its arrays
+        self.bound = arena  # the tensors alias its memory: keep it referenced
 
     def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
         self._ids[0, : len(ids)] = ids

@@ -15,7 +15,11 @@ from collections.abc import Sequence
 from compile_ahead.errors import CompileAheadError
 
 # Modules that add subcommands, imported lazily so `--help` stays fast.
-SUBCOMMAND_MODULES = ("compile_ahead.runtime.cli_generate", "compile_ahead.profiling.trials.cli")
+SUBCOMMAND_MODULES = (
+    "compile_ahead.runtime.cli_generate",
+    "compile_ahead.runtime.cli_run",
+    "compile_ahead.profiling.trials.cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,213 @@
+"""KV memory for the static graphs, and the three ways the ladder holds it.
+
+Every buffer is per layer K and V of shape [1, kv_heads, capacity, head_dim] (head-major),
+carved page-aligned out of one anonymous mmap. Pages of an anonymous mapping are committed only
+when written, so "reserved" (the allocation size: what a device driver would pin) and
+"committed" (pages backing written slots) are both exact, and reported separately:
+
+- SharedMaxKV (b0, b1): one allocation at the top capacity from the start.
+- GrowingKV (i1, i2): an allocation at the active rung's capacity; a boundary allocates the
+  next capacity, copies the live slots and frees the old allocation (both coexist meanwhile).
+- ReservedKV (i3): address space reserved once for the top capacity, pages committed as tokens
+  are written; rung graphs read a prefix of it, so a boundary copies nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+
+from compile_ahead.errors import CompileAheadError
+
+from .config import ModelConfig
+from .precision import OV_TYPES, STORAGE_DTYPES
+
+PAGE = mmap.PAGESIZE
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+class KVArena:
+    """Per-layer K/V arrays of one capacity over one anonymous mapping."""
+
+    def __init__(self, cfg: ModelConfig, capacity: int, precision: str):
+        self.cfg = cfg
+        self.capacity = capacity
+        self.precision = precision
+        dtype = STORAGE_DTYPES[precision]
+        self.shape = (1, cfg.num_kv_heads, capacity, cfg.head_dim)
+        self.row_bytes = cfg.head_dim * dtype.itemsize  # one slot of one head
+        tensor_bytes = cfg.num_kv_heads * capacity * self.row_bytes
+        self.stride = _round_up(tensor_bytes, PAGE)  # page-aligned start per tensor
+        self.nbytes = 2 * cfg.num_layers * self.stride
+        try:
+            self._map = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except (OSError, OverflowError, MemoryError) as err:
+            raise CompileAheadError(
+                f"out of memory reserving {self.nbytes / 2**20:.1f} MiB of KV for capacity "
+                f"{capacity} ({err})"
+            ) from None
+        flat = np.frombuffer(self._map, dtype=np.uint8)
+        n_elems = tensor_bytes // dtype.itemsize
+        views = [
+            flat[i * self.stride : i * self.stride + tensor_bytes].view(dtype)[:n_elems]
+            for i in range(2 * cfg.num_layers)
+        ]
+        self.keys = [v.reshape(self.shape) for v in views[0::2]]
+        self.values = [v.reshape(self.shape) for v in views[1::2]]
+
+    def tensors(self) -> tuple[list[ov.Tensor], list[ov.Tensor]]:
+        """Tensors aliasing the arrays (no copy); valid only while this arena is open."""
+        t = OV_TYPES[self.precision]
+        return (
+            [ov.Tensor(a, list(a.shape), t) for a in self.keys],
+            [ov.Tensor(a, list(a.shape), t) for a in self.values],
+        )
+
+    def committed_bytes(self, length: int) -> int:
+        """Bytes of the pages that writing slots [0, length) of every head has touched."""
+        if length <= 0:
+            return 0
+        head_bytes = self.capacity * self.row_bytes
+        pages, prev_last = 0, -1
+        # Heads are laid out back to back; neighbouring heads can share a page.
+        for h in range(self.cfg.num_kv_heads):
+            first = h * head_bytes // PAGE
+            last = (h * head_bytes + length * self.row_bytes - 1) // PAGE
+            pages += last - max(first, prev_last + 1) + 1
+            prev_last = last
+        return pages * PAGE * 2 * self.cfg.num_layers
+
+    def write(self, layer: int, start: int, new_k: np.ndarray, new_v: np.ndarray) -> None:
+        n = new_k.shape[2]
+        self.keys[layer][:, :, start : start + n] = new_k.view(self.keys[layer].dtype)
+        self.values[layer][:, :, start : start + n] = new_v.view(self.values[layer].dtype)
+
+    def copy_prefix_from(self, other: KVArena, length: int) -> int:
+        for dst, src in zip(self.keys + self.values, other.keys + other.values, strict=True):
+            dst[:, :, :length] = src[:, :, :length]
+        return 2 * self.cfg.num_layers * self.cfg.num_kv_heads * length * self.row_bytes
+
+    def close(self) -> None:
+        """Unmap now. Every bound request must have been rebound or released first."""
+        self.keys.clear()
+        self.values.clear()
+        # A view still alive elsewhere keeps the mapping; it goes when that view does.
+        with contextlib.suppress(BufferError):
+            self._map.close()
+
+
+@dataclass(frozen=True)
+class Migration:
+    seconds: float
+    bytes_copied: int
+    peak_reserved_bytes: int = 0  # old and new allocations coexisting during the copy
+
+
+class KVStore:
+    """What the ladder runner needs from a KV policy."""
+
+    kind: str
+    # Whether rung graphs below the top read a prefix of a larger buffer (built with
+    # GraphSpec.buffer_capacity) rather than a buffer of their own capacity.
+    shared_buffer: bool
+
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str):
+        self.cfg = cfg
+        self.ladder = ladder
+        self.precision = precision
+        self.length = 0
+
+    @property
+    def arena(self) -> KVArena:
+        raise NotImplementedError
+
+    def reserved_bytes(self) -> int:
+        raise NotImplementedError
+
+    def committed_bytes(self) -> int:
+        return self.arena.committed_bytes(self.length)
+
+    def grow_to(self, capacity: int) -> Migration:
+        """Make the store hold ``capacity`` slots (called at a boundary)."""
+        raise NotImplementedError
+
+    def write(self, layer: int, start: int, new_k: np.ndarray, new_v: np.ndarray) -> None:
+        self.arena.write(layer, start, new_k, new_v)
+
+    def bind_on_compile(self, step) -> None:
+        """Bind a freshly compiled graph to the shared buffer, off the critical path."""
+        step.bind(self.arena)
+
+    def close(self) -> None:
+        self.arena.close()
+
+    def release_retired(self) -> None:
+        """Free memory a boundary left behind, once no request is bound to it."""
+
+
+class SharedMaxKV(KVStore):
+    kind = "shared-max"
+    shared_buffer = True
+
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str):
+        super().__init__(cfg, ladder, precision)
+        self._arena = KVArena(cfg, ladder[-1], precision)
+
+    @property
+    def arena(self) -> KVArena:
+        return self._arena
+
+    def reserved_bytes(self) -> int:
+        return self._arena.nbytes
+
+    def grow_to(self, capacity: int) -> Migration:
+        return Migration(0.0, 0)
+
+
+class ReservedKV(SharedMaxKV):
+    """Same memory layout as SharedMaxKV; differs in what it claims: only address space is
+    reserved up front, and the memory it accounts for is the committed pages."""
+
+    kind = "reserve-commit"
+
+
+class GrowingKV(KVStore):
+    kind = "copy-grow"
+    shared_buffer = False
+
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, first: int):
+        super().__init__(cfg, ladder, precision)
+        self._arena = KVArena(cfg, first, precision)
+        self._retired: KVArena | None = None
+
+    @property
+    def arena(self) -> KVArena:
+        return self._arena
+
+    def reserved_bytes(self) -> int:
+        retired = self._retired.nbytes if self._retired is not None else 0
+        return self._arena.nbytes + retired
+
+    def grow_to(self, capacity: int) -> Migration:
+        if capacity <= self._arena.capacity:
+            return Migration(0.0, 0)
+        t0 = time.perf_counter()
+        old = self._arena
+        new = KVArena(self.cfg, capacity, self.precision)
+        copied = new.copy_prefix_from(old, self.length)
+        self._arena = new
+        self._retired = old  # closed by release_retired() once requests are rebound
+        return Migration(time.perf_counter() - t0, copied, old.nbytes + new.nbytes)
+
+    def release_retired(self) -> None:
+        if self._retired is not None:
+            self._retired.close()
+            self._retired = None

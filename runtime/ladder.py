@@ -1,0 +1,71 @@
+"""The capacity ladder: which static graphs exist, and which one holds a given context."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from compile_ahead.errors import CompileAheadError
+
+# NPU compilers tile the sequence dimension; rung capacities stay multiples of this.
+LADDER_ALIGNMENT = 16
+
+DEFAULT_LADDER = (1024, 2048, 4096, 8192)
+# Scaled ladders keep the seed's shape (doubling rungs, prompt 1/8 of the first rung) for
+# quick runs: "scaled" is 1/16 of the default.
+NAMED_LADDERS = {
+    "default": DEFAULT_LADDER,
+    "scaled": (64, 128, 256, 512),
+    "tiny": (16, 32, 64, 128),
+}
+
+
+@dataclass(frozen=True)
+class Ladder:
+    rungs: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, text: str | tuple[int, ...] | list[int]) -> Ladder:
+        """From "1024,2048,..." or a named ladder (default, scaled, tiny)."""
+        if isinstance(text, str):
+            if text in NAMED_LADDERS:
+                return cls(NAMED_LADDERS[text]).validate()
+            try:
+                rungs = tuple(int(p) for p in text.split(",") if p.strip())
+            except ValueError:
+                raise CompileAheadError(
+                    f"--ladder must be comma-separated integers or one of "
+                    f"{', '.join(NAMED_LADDERS)}, got {text!r}"
+                ) from None
+        else:
+            rungs = tuple(int(r) for r in text)
+        return cls(rungs).validate()
+
+    def validate(self) -> Ladder:
+        if not self.rungs:
+            raise CompileAheadError("the ladder has no rungs")
+        for r in self.rungs:
+            if r <= 0:
+                raise CompileAheadError(f"ladder rung {r} is not positive")
+            if r % LADDER_ALIGNMENT:
+                raise CompileAheadError(
+                    f"ladder rung {r} is not a multiple of {LADDER_ALIGNMENT} (graph alignment)"
+                )
+        if any(b <= a for a, b in zip(self.rungs, self.rungs[1:], strict=False)):
+            raise CompileAheadError(f"ladder rungs must be strictly increasing: {list(self.rungs)}")
+        return self
+
+    @property
+    def top(self) -> int:
+        return self.rungs[-1]
+
+    def index_for(self, slots: int) -> int:
+        """The smallest rung holding ``slots`` KV slots; -1 past the top."""
+        i = bisect.bisect_left(self.rungs, slots)
+        return i if i < len(self.rungs) else -1
+
+    def __len__(self) -> int:
+        return len(self.rungs)
+
+    def __str__(self) -> str:
+        return ",".join(str(r) for r in self.rungs)
