@@ -179,3 +179,32 @@ def totals_by_name(evs: Iterable[IttEvent]) -> dict[tuple[str, str], PhaseAggreg
         a[1] += e.dur_ns
         a[2] = max(a[2], e.dur_ns)
     return {k: PhaseAggregate(k[0], k[1], *v) for k, v in acc.items()}
+
+
+@dataclass(frozen=True)
+class DepsortReading:
+    """Counters of a patched NPU compiler (dependency-sort cache), when one is loaded here."""
+
+    available: bool
+    reason: str  # why unavailable, or where the values came from
+    values: dict[str, int] | None  # None when unavailable: never reported as zeros
+
+    def to_json(self) -> dict:
+        return {"available": self.available, "reason": self.reason, "values": self.values}
+
+
+def depsort_counters() -> DepsortReading:
+    """Read the patched NPU compiler's counters from whichever loaded library exports them."""
+    try:
+        from compile_ahead import _depsort
+    except ImportError:
+        return DepsortReading(False, "the compile_ahead._depsort module is not built", None)
+    loaded = _depsort.read_loaded_counters()
+    if loaded is None:
+        return DepsortReading(
+            False,
+            "no patched NPU compiler (dependency-sort counters) is loaded in this process",
+            None,
+        )
+    values = {k: v for k, v in dict(loaded).items() if k != "library"}
+    return DepsortReading(True, f"read from {loaded['library']}", values)

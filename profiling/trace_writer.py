@@ -104,13 +104,24 @@ def _annotate(event: pb.TrackEvent, args: Args) -> None:
 
 
 class TraceWriter:
-    def __init__(self, path: str | os.PathLike[str], process_name: str = "compile-ahead") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        process_name: str = "compile-ahead",
+        append: bool = False,
+        pid: int | None = None,
+    ) -> None:
+        """``append=True`` continues a finished trace (e.g. adding py-spy samples after the
+        traced process exited) on a second packet sequence with its own track ids."""
         self.path = Path(path)
         self.partial_path = self.path.with_name(self.path.name + ".partial")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.partial_path, "wb")  # noqa: SIM115 - closed in close()
+        if append:
+            self._file.write(self.path.read_bytes())
+        self._sequence_id = _SEQUENCE_ID + (1 if append else 0)
         self._lock = threading.RLock()
-        self._uuids = itertools.count(0x1000)
+        self._uuids = itertools.count(0x10000000 if append else 0x1000)
         self._flows = itertools.count(1)
         self._tracks_by_key: dict[tuple[int, str], Track] = {}
         self._jobs = itertools.count(1)
@@ -122,7 +133,7 @@ class TraceWriter:
         self._write_clock_snapshot()
         self.process = Track(next(self._uuids), process_name)
         desc = pb.TrackDescriptor(uuid=self.process.uuid)
-        desc.process.pid = os.getpid()
+        desc.process.pid = pid if pid is not None else os.getpid()
         desc.process.process_name = process_name
         self._emit_descriptor(desc)
         self._compile_group: Track | None = None
@@ -320,7 +331,7 @@ class TraceWriter:
             self._pending_flows ^= {flow}
 
     def _write_clock_snapshot(self) -> None:
-        packet = pb.TracePacket(trusted_packet_sequence_id=_SEQUENCE_ID)
+        packet = pb.TracePacket(trusted_packet_sequence_id=self._sequence_id)
         packet.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
         snap = packet.clock_snapshot
         for clock_id, clock in (
@@ -333,14 +344,16 @@ class TraceWriter:
         self._write(packet)
 
     def _emit_descriptor(self, desc: pb.TrackDescriptor) -> None:
-        packet = pb.TracePacket(trusted_packet_sequence_id=_SEQUENCE_ID)
+        packet = pb.TracePacket(trusted_packet_sequence_id=self._sequence_id)
         packet.track_descriptor.CopyFrom(desc)
         self._write(packet)
 
     def _emit_event(self, track: Track, ts: int, event: pb.TrackEvent) -> None:
         event.track_uuid = track.uuid
         packet = pb.TracePacket(
-            timestamp=ts, timestamp_clock_id=_MONOTONIC, trusted_packet_sequence_id=_SEQUENCE_ID
+            timestamp=ts,
+            timestamp_clock_id=_MONOTONIC,
+            trusted_packet_sequence_id=self._sequence_id,
         )
         packet.sequence_flags = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
         packet.track_event.CopyFrom(event)

@@ -1,0 +1,58 @@
+"""Process resident memory, sampled on a background thread on the monotonic clock."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def current_rss_bytes() -> int:
+    """Resident set size of this process now (from /proc/self/statm)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * _PAGE
+
+
+class RssSampler:
+    """Samples RSS every ``interval_s`` until stopped; ``on_sample(ts_ns, bytes)`` is called from
+    the sampling thread (e.g. to put the value on a trace counter track)."""
+
+    def __init__(
+        self, interval_s: float = 0.05, on_sample: Callable[[int, int], None] | None = None
+    ) -> None:
+        self.interval_s = interval_s
+        self.on_sample = on_sample
+        self.samples: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def start(self) -> RssSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def sample(self) -> int:
+        ts, value = time.monotonic_ns(), current_rss_bytes()
+        with self._lock:
+            self.samples.append((ts, value))
+            if self.on_sample is not None:
+                self.on_sample(ts, value)
+        return value
+
+    def peak_between(self, begin_ns: int, end_ns: int) -> int | None:
+        with self._lock:
+            inside = [v for ts, v in self.samples if begin_ns <= ts <= end_ns]
+        return max(inside) if inside else None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
