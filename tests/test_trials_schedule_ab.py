@@ -120,7 +120,7 @@ def test_bad_schedule_arguments(argv: list[str], message: str) -> None:
         run_ab(["ab", "schedule", "--model", "tiny", "--ladder", "64,128", *argv])
 
 
-def test_baselines_need_the_upstream_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_npuw_arms_need_the_upstream_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     from compile_ahead.profiling.trials import baselines
 
     monkeypatch.setattr(baselines, "UPSTREAM_MODULE", "compile_ahead.runtime.no_such_module")

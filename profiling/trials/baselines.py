@@ -1,11 +1,13 @@
-"""Hook for the upstream baselines beside our schedules (`compile-ahead ab baselines`).
+"""Upstream baselines beside our schedules (`compile-ahead ab baselines`).
 
-B0 and B1 are OpenVINO's NPU LLM pipeline (NPUW) run on CPU with the generate pyramid off and
-on, on the same weights as our static graphs (the stateful model of runtime/stateful.py). They
-enter the trial engine as two more schedules: a trial is `compile-ahead run --schedule b0|b1`,
-which the runtime serves through runtime/upstream.py with the same report keys as i1/i2/i3
-(foreground compile wall = compile_model with all variants, decode tok/s per rung range,
-KV and RSS). Everything else (design, statistics, table, plot) is the schedule A/B's.
+The seed's B0 and B1 as OpenVINO ships them: its NPU LLM pipeline (NPUW) run on CPU with the
+generate pyramid off (arm npuw-b0) and on (npuw-b1), on the same weights as our static graphs
+(the stateful model of runtime/stateful.py, run by runtime/upstream.py). Each such trial is
+upstream_trial.py in a fresh process, writing the keys of `compile-ahead run --report`
+(foreground compile = build + compile_model with every variant, decode tok/s per rung range,
+reserved KV, peak RSS, top-1 around the boundaries), so design, statistics, table and plot are
+the schedule A/B's. (b0/b1 without the prefix are the ladder runtime's own static-graph
+versions of the same two designs.)
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import importlib
 from compile_ahead.errors import CompileAheadError
 
 BASELINES = {
-    "b0": "OpenVINO NPUW LLM pipeline on CPU, pyramid off (one max-size generate graph)",
-    "b1": "OpenVINO NPUW LLM pipeline on CPU, pyramid on (all variants compiled up front)",
+    "npuw-b0": "OpenVINO NPUW LLM pipeline on CPU, pyramid off (one max-size generate graph)",
+    "npuw-b1": "OpenVINO NPUW LLM pipeline on CPU, pyramid on (all variants compiled up front)",
 }
 UPSTREAM_MODULE = "compile_ahead.runtime.upstream"
 
@@ -27,8 +29,8 @@ def require_upstream() -> None:
         importlib.import_module(UPSTREAM_MODULE)
     except ImportError as err:
         raise CompileAheadError(
-            f"upstream baselines need {UPSTREAM_MODULE} (NPUW pyramid off/on as schedules "
-            f"b0/b1), which this build lacks: {err}"
+            f"upstream baselines need {UPSTREAM_MODULE} (NPUW pyramid off/on), which this "
+            f"build lacks: {err}"
         ) from err
 
 

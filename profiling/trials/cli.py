@@ -142,7 +142,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Upstream B0 (NPUW, pyramid off) and B1 (pyramid on) on CPU, on the same "
         "weights, in the same table as our schedules: a schedule A/B whose arms include b0/b1.",
     )
-    _schedule_options(b, default_arms="b0,b1,i2,i3")
+    _schedule_options(b, default_arms="npuw-b1,npuw-b0,i2,i3")
     b.set_defaults(func=run_baselines)
 
 
@@ -247,7 +247,11 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         )
     if decode_tokens < 1:
         raise CompileAheadError(f"--prompt-len {args.prompt_len} leaves no room to decode")
-    if args.command is None:
+    from . import baselines
+
+    if any(a in baselines.BASELINES for a in schedules):
+        baselines.require_upstream()
+    if args.command is None and any(a not in baselines.BASELINES for a in schedules):
         schedule_ab.check_run_available()
     plan = make_plan(schedules, args.pairs, args.warmup)
     ladder_text = ",".join(map(str, ladder))
@@ -260,17 +264,17 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     schedule_ab.add_tallies(analysis, records)
     context = {
         "model": schedule_ab.model_label(records),
+        "devices": schedule_ab.devices(records),
         "workload": f"prompt {args.prompt_len} tokens, {decode_tokens} decoded tokens, "
         f"ladder {ladder_text}",
         "control": schedules[0],
     }
+    for arm, text in baselines.describe(schedules).items():
+        context[arm] = text
     title = f"Schedule A/B: {' vs '.join(schedules)}"
     _finish(args, out, "schedule_ab", analysis, title, context, arms, records)
     return 0
 
 
 def run_baselines(args: argparse.Namespace) -> int:
-    from . import baselines
-
-    baselines.require_upstream()
     return run_schedule_ab(args)

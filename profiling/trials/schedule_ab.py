@@ -96,14 +96,33 @@ def make_arms(
     template: str | None = None,
     extra: Sequence[str] = (),
 ) -> list[Arm]:
-    return [
-        Arm(
-            s,
-            run_command(s, model, ladder, prompt_len, decode_tokens, template, extra),
-            info={"schedule": s},
-        )
-        for s in schedules
-    ]
+    """Our schedules run `compile-ahead run`; npuw-b0/npuw-b1 run the upstream baseline trial
+    (OpenVINO's NPU LLM pipeline on CPU, pyramid off/on) with the same protocol."""
+    from .upstream_trial import ARMS as UPSTREAM_ARMS
+
+    arms = []
+    for s in schedules:
+        if s in UPSTREAM_ARMS:
+            command = upstream_command(s, model, ladder, prompt_len, decode_tokens)
+            info = {"schedule": s, "upstream": True}
+        else:
+            command = run_command(s, model, ladder, prompt_len, decode_tokens, template, extra)
+            info = {"schedule": s}
+        arms.append(Arm(s, command, info=info))
+    return arms
+
+
+def upstream_command(
+    arm: str, model: str, ladder: str, prompt_len: int, decode_tokens: int
+) -> tuple[str, ...]:
+    from .upstream_trial import ARMS as UPSTREAM_ARMS
+
+    return (
+        sys.executable, "-m", "compile_ahead.profiling.trials.upstream_trial",
+        "--model", model, "--pyramid", "on" if UPSTREAM_ARMS[arm] else "off",
+        "--ladder", ladder, "--prompt-len", str(prompt_len),
+        "--decode-tokens", str(decode_tokens), "--report", "{out}",
+    )  # fmt: skip
 
 
 def _boundary_sum(key: str):
@@ -113,7 +132,9 @@ def _boundary_sum(key: str):
             return None
         values = [b.get(key) for b in bounds if isinstance(b, dict)]
         numbers = [float(v) for v in values if isinstance(v, int | float)]
-        return sum(numbers) if len(numbers) == len(bounds) else None
+        # no boundary records (one rung, or an upstream pipeline that switches internally):
+        # nothing was measured, which is not the same as zero
+        return sum(numbers) if numbers and len(numbers) == len(bounds) else None
 
     return get
 
@@ -279,5 +300,14 @@ def model_label(records: Sequence[TrialRecord]) -> str:
         if "model" in res:
             synthetic = res.get("synthetic")
             kind = {True: "SYNTHETIC weights", False: "real weights"}.get(synthetic, "weights ?")
-            return f"{res['model']} [{kind}]; device {res.get('device', '?')}"
+            return f"{res['model']} [{kind}]"
     return "unknown (no trial report)"
+
+
+def devices(records: Sequence[TrialRecord]) -> str:
+    """Device per arm as the trial reports name it."""
+    seen: dict[str, str] = {}
+    for r in records:
+        if r.result is not None and r.arm not in seen:
+            seen[r.arm] = str(r.result.get("device", "?"))
+    return "; ".join(f"{arm}: {dev}" for arm, dev in seen.items()) or "unknown"

@@ -1,0 +1,133 @@
+"""One upstream-baseline trial: OpenVINO's NPU LLM pipeline (NPUW) on CPU, pyramid off (seed
+B0) or on (seed B1), on the stateful model built from the same weights as our static graphs;
+writes a report with the keys of `compile-ahead run --report`, so `ab schedule` puts it in the
+same table as i1/i2/i3.
+
+    python -m compile_ahead.profiling.trials.upstream_trial --model M --pyramid on \
+        --ladder 1024,2048,4096,8192 --prompt-len 128 --decode-tokens 8064 --report OUT
+
+NPUW is configured as OpenVINO ships it for this context: MIN_RESPONSE_LEN 64 and
+MAX_PROMPT_LEN = top rung - 64, so its largest generate graph holds the top rung's KV; with the
+pyramid it also compiles 1024+64, 2048+64, ... variants, all inside compile_model (up front).
+Its KV cache is one allocation of the largest size shared by every variant (f16 by default), so
+reserved KV = that size from startup; committed host pages are not observable there (None).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+NPUW_RESPONSE = 64
+ARMS = {"npuw-b0": False, "npuw-b1": True}  # arm name -> pyramid
+
+
+def npuw_kv_bytes(cfg, total_slots: int, bytes_per_value: int = 2) -> int:
+    """K and V of every layer for ``total_slots`` positions (NPUW's default f16 KV)."""
+    per_slot = cfg.num_layers * 2 * cfg.num_kv_heads * cfg.head_dim * bytes_per_value
+    return per_slot * total_slots
+
+
+def per_rung_rates(contexts: list[int], times: list[float], ladder: list[int]) -> list[dict]:
+    """Decode steps grouped like the ladder runtime's rungs: rung C takes contexts below C that
+    the previous rung does not."""
+    out = []
+    lo = 0
+    for cap in ladder:
+        sel = [t for c, t in zip(contexts, times, strict=True) if lo <= c < cap]
+        total = sum(sel)
+        out.append(
+            {
+                "capacity": cap,
+                "tokens": len(sel),
+                "decode_s": total,
+                "tok_s": len(sel) / total if total else None,
+            }
+        )
+        lo = cap
+    return out
+
+
+def boundary_tokens(
+    prompt_len: int, tokens: list[int], ladder: list[int], window: int
+) -> list[dict]:
+    """Top-1 ids around each boundary, keyed like the runtime's report (step, context)."""
+    out = []
+    for step in range(len(tokens) - 1):
+        context = prompt_len + step
+        rung = next((c for c in ladder if c > context), ladder[-1])
+        if any(-window <= context - c < window for c in ladder):
+            out.append({"step": step, "context": context, "rung": rung, "top1": tokens[step + 1]})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="upstream_trial", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--pyramid", choices=("on", "off"), required=True)
+    p.add_argument("--ladder", required=True)
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--decode-tokens", type=int, required=True)
+    p.add_argument("--boundary-window", type=int, default=3)
+    p.add_argument("--report", type=Path, required=True)
+    args = p.parse_args(argv)
+
+    from compile_ahead.runtime.protocol import teacher_forced
+    from compile_ahead.runtime.sources import resolve_model
+    from compile_ahead.runtime.upstream import compile_npuw, npuw_generate_sizes
+
+    from .compile_ab import parse_ladder
+
+    ladder = list(parse_ladder(args.ladder))
+    pyramid = args.pyramid == "on"
+    t_start = time.perf_counter()
+    source = resolve_model(args.model)
+    proto = teacher_forced(source.config.vocab_size, args.prompt_len, args.decode_tokens)
+    max_prompt = ladder[-1] - NPUW_RESPONSE
+    runner = compile_npuw(source, max_prompt, NPUW_RESPONSE, pyramid)
+    result = runner.run(list(proto.prompt), args.decode_tokens, list(proto.forced), False)
+    end = time.perf_counter()
+    sizes = npuw_generate_sizes(max_prompt, NPUW_RESPONSE, pyramid)
+    kv = npuw_kv_bytes(source.config, sizes[-1])
+    name = "npuw-b1" if pyramid else "npuw-b0"
+    report = {
+        **source.describe(),
+        "device": "NPU (NPUW, NPUW_DEVICES=CPU)",
+        "schedule": name,
+        "schedule_title": "OpenVINO NPUW LLM pipeline, generate pyramid " + args.pyramid,
+        "ladder": ladder,
+        "npuw_generate_sizes": sizes,
+        "npuw_max_prompt_len": max_prompt,
+        "npuw_min_response_len": NPUW_RESPONSE,
+        "prompt_len": args.prompt_len,
+        "decode_tokens": args.decode_tokens,
+        "tokens_decoded": len(result.step_times_s),
+        "build_s": result.build_s,
+        "foreground_compile_s": result.build_s + result.compile_s,
+        "compile_model_s": result.compile_s,
+        "background_compile_s": 0.0,
+        "prefill_s": result.prefill_s,
+        "decode_s": sum(result.step_times_s),
+        "critical_path_s": end - t_start,
+        "rungs": per_rung_rates(result.step_context, result.step_times_s, ladder),
+        "boundaries": [],
+        "boundary_tokens": boundary_tokens(
+            args.prompt_len, result.tokens, ladder, args.boundary_window
+        ),
+        "kv_reserved_avg_bytes": kv,
+        "kv_reserved_peak_bytes": kv,
+        "kv_committed_avg_bytes": None,
+        "kv_bytes_definition": "reserved: NPUW's shared largest-size KV (f16), from startup",
+        "graphs_resident_max": len(sizes) + 1,  # generate variants + the prefill graph
+        "peak_rss_bytes": result.peak_rss_bytes,
+        "config": {k: str(v) for k, v in runner.config.items()},
+    }
+    args.report.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
