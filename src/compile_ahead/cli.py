@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = (
     "compile_ahead.runtime.cli_generate",
     "compile_ahead.runtime.cli_run",
     "compile_ahead.profiling.trials.cli",
+    "compile_ahead.patches_check",
 )
 
 
