@@ -58,7 +58,7 @@ def run_command(
             sys.executable, "-m", "compile_ahead.cli", "run",
             "--model", model, "--schedule", schedule, "--ladder", ladder,
             "--prompt-len", str(prompt_len), "--decode-tokens", str(decode_tokens),
-            "--report", "{out}", *extra,
+            "--report", "{out}", "--no-progress", *extra,
         )  # fmt: skip
     parts = shlex.split(template)
     if not any("{out}" in p for p in parts):
