@@ -100,8 +100,9 @@ def _module() -> ModuleType | None:
 def collector_status() -> CollectorStatus:
     itt = _module()
     bound = tuple(itt.bound_libraries()) if itt is not None else ()
+    own = itt is not None and compile_ahead._ITT_COLLECTOR_PATH is not None
     return CollectorStatus(
-        path=compile_ahead._ITT_COLLECTOR_PATH if itt is not None else None,
+        path=itt.__file__ if own else None,
         env_value=os.environ.get(compile_ahead.ITT_ENV),
         openvino_loaded_first=compile_ahead._OPENVINO_LOADED_BEFORE_ITT,
         bound_libraries=bound,

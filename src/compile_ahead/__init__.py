@@ -6,8 +6,9 @@ cheap and must not import openvino: the compile-phase collector has to be announ
 OpenVINO before its library loads.
 
 On import, ``INTEL_LIBITTNOTIFY64`` is pointed at the package's ITT collector
-(``compile_ahead._itt``) unless it is already set (e.g. to VTune's collector). Whether that came
-in time is recorded: see :func:`compile_ahead.profiling.counters.collector_status`.
+(``compile_ahead._itt``) unless it is already set (e.g. to VTune's collector) or
+``COMPILE_AHEAD_ITT=0`` opts out. Whether that came in time is recorded: see
+:func:`compile_ahead.profiling.counters.collector_status`.
 """
 
 import importlib.util as _importlib_util
@@ -17,6 +18,7 @@ import sys as _sys
 __version__ = "0.1.0"
 
 ITT_ENV = "INTEL_LIBITTNOTIFY64"
+ITT_OPT_OUT_ENV = "COMPILE_AHEAD_ITT"  # "0": leave OpenVINO without a collector
 
 
 def _libopenvino_mapped() -> bool:
@@ -35,6 +37,8 @@ def _announce_itt_collector() -> tuple[str | None, bool, bool]:
     early = _libopenvino_mapped()
     if _os.environ.get(ITT_ENV):
         return _os.environ[ITT_ENV], True, early
+    if _os.environ.get(ITT_OPT_OUT_ENV) == "0":
+        return None, False, early
     spec = _importlib_util.find_spec("compile_ahead._itt")
     if spec is None or not spec.origin:
         return None, False, early

@@ -1,0 +1,181 @@
+"""The ITT collector observes a real OpenVINO compile in a fresh process (the collector must be
+announced before libopenvino loads, so each case runs in its own interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+OBSERVE_COMPILE = textwrap.dedent(
+    """
+    import json, time
+    import compile_ahead
+    from compile_ahead.profiling import counters
+    from compile_ahead.runtime.compiler import CompileOptions, compile_step
+    from compile_ahead.runtime.graphs import GraphSpec
+    from compile_ahead.runtime.sources import resolve_model
+
+    source = resolve_model("tiny")
+    spec = GraphSpec(capacity=128, chunk=1, kv_precision="bf16")
+    t0 = time.monotonic_ns()
+    compile_step(source, spec, CompileOptions(device="CPU"))
+    t1 = time.monotonic_ns()
+    first = [e.__dict__ for e in counters.events()]
+    aggs = [a.__dict__ for a in counters.aggregates()]
+    stats = counters.stats()
+    counters.reset()
+    after_reset = (len(counters.events()), len(counters.aggregates()), counters.stats())
+    compile_step(source, GraphSpec(capacity=256, chunk=1, kv_precision="bf16"),
+                 CompileOptions(device="CPU"))
+    second = [e.__dict__ for e in counters.events()]
+    status = counters.collector_status()
+    print(json.dumps({
+        "window": [t0, t1], "events": first, "aggregates": aggs, "stats": stats,
+        "after_reset": after_reset, "second": second,
+        "bound": list(status.bound_libraries), "problem": status.problem(),
+        "names": {str(k): v for k, v in counters.thread_names().items()},
+    }))
+    """
+)
+
+
+def run_python(code: str, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a process that has not been told about any collector yet."""
+    env = {k: v for k, v in os.environ.items() if k not in ("INTEL_LIBITTNOTIFY64",)}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def observed() -> dict:
+    out = run_python(OBSERVE_COMPILE, clean_env())
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_compile_model_is_observed_once_inside_the_call(observed):
+    regions = [
+        e
+        for e in observed["events"]
+        if e["domain"] == "ov::phases" and e["name"] == "Compile model"
+    ]
+    assert len(regions) == 1
+    t0, t1 = observed["window"]
+    assert t0 <= regions[0]["begin_ns"] < regions[0]["end_ns"] <= t1
+    assert any("libopenvino.so" in lib for lib in observed["bound"])
+    assert any("intel_cpu_plugin" in lib for lib in observed["bound"])
+    assert observed["problem"] is None
+
+
+def test_spans_nest_inside_their_parents_on_each_thread(observed):
+    spans = [e for e in observed["events"] if e["kind"] in ("task", "region", "frame")]
+    region = next(e for e in spans if e["name"] == "Compile model")
+    inside = [e for e in spans if e is not region]
+    assert inside, "expected plugin tasks during compile_model"
+    # The plugin's work (oneDNN primitive creation) happens within the compile region.
+    creates = [e for e in inside if e["domain"] == "dnnl::primitive::create"]
+    assert creates
+    assert all(
+        region["begin_ns"] <= e["begin_ns"] <= e["end_ns"] <= region["end_ns"] for e in creates
+    )
+    # Every span at depth d > 0 lies inside a span at depth d - 1 on its own thread.
+    for e in spans:
+        if e["depth"] == 0 or e["kind"] == "region":
+            continue
+        parents = [
+            p
+            for p in spans
+            if p["tid"] == e["tid"]
+            and p["depth"] == e["depth"] - 1
+            and p["begin_ns"] <= e["begin_ns"]
+            and e["end_ns"] <= p["end_ns"]
+        ]
+        assert parents, e
+
+
+def test_aggregates_agree_with_the_events(observed):
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for e in observed["events"]:
+        if e["kind"] in ("task", "region", "frame"):
+            by_key.setdefault((e["domain"], e["name"]), []).append(e["end_ns"] - e["begin_ns"])
+    aggs = {(a["domain"], a["name"]): a for a in observed["aggregates"]}
+    assert set(aggs) == set(by_key)
+    for key, durations in by_key.items():
+        assert aggs[key]["count"] == len(durations)
+        assert aggs[key]["total_ns"] == sum(durations)
+        assert aggs[key]["max_ns"] == max(durations)
+
+
+def test_reset_forgets_and_recording_continues(observed):
+    n_events, n_aggs, stats = observed["after_reset"]
+    assert (n_events, n_aggs, stats["recorded"]) == (0, 0, 0)
+    assert any(e["name"] == "Compile model" for e in observed["second"])
+    assert observed["stats"]["recorded"] == len(observed["events"]) + observed["stats"]["dropped"]
+
+
+def test_threads_named_through_itt(observed):
+    names = set(observed["names"].values())
+    assert any("Executor" in n for n in names), names
+
+
+def test_openvino_imported_first_is_reported():
+    code = (
+        "import openvino\n"
+        "import compile_ahead\n"
+        "from compile_ahead.profiling import counters\n"
+        "print(counters.collector_status().problem())\n"
+    )
+    out = run_python(code, clean_env())
+    assert "openvino was loaded before compile_ahead" in out
+
+
+def test_another_collector_is_left_alone():
+    code = (
+        "import compile_ahead, os\n"
+        "from compile_ahead.profiling import counters\n"
+        "print(os.environ['INTEL_LIBITTNOTIFY64'], counters.collector_status().problem())\n"
+    )
+    out = run_python(code, clean_env(INTEL_LIBITTNOTIFY64="/opt/vtune/libittnotify_collector.so"))
+    assert out.startswith("/opt/vtune/libittnotify_collector.so ")
+    assert "another collector" in out
+
+
+def test_python_annotations_nest_and_reset_keeps_open_spans():
+    # The module records without OpenVINO: annotations go through the same thread stacks.
+    from compile_ahead import _itt
+
+    _itt.reset()
+    _itt.span_begin("test", "outer")
+    _itt.span_begin("test", "inner")
+    _itt.span_end("test")
+    _itt.reset()  # "outer" stays open across the reset
+    _itt.span_end("test")
+    events = [e for e in _itt.events() if e[5] == "test"]
+    assert [(e[0], e[6], e[4]) for e in events] == [("task", "outer", 0)]
+    aggs = [a for a in _itt.aggregates() if a[0] == "test"]
+    assert aggs == [("test", "outer", 1, events[0][2] - events[0][1], events[0][2] - events[0][1])]
+    _itt.span_end("test")  # nothing open: counted, not recorded
+    assert _itt.stats()["unmatched"] == 1
+    _itt.reset()
+
+
+def test_depsort_counters_unavailable_is_not_zero():
+    from compile_ahead.profiling.counters import depsort_counters
+
+    reading = depsort_counters()
+    # No patched NPU compiler is loaded in the test process.
+    assert reading.available is False
+    assert reading.values is None
+    assert reading.reason
