@@ -111,8 +111,7 @@ def test_worker_remarks_decompression(tmp_path: Path) -> None:
     # the tiny preset stores f16 weights: every weight Convert must be marked again after IR
     assert rung["decompression_marked"] > 0
     assert rung["passes"]["pass_records"] > 0
-    assert result["extension_counters"]["available"] is False
-    assert result["extension_counters"]["reason"]
+    assert result["extension_counters"] == {"available": False, "reason": "not requested"}
 
 
 def test_ab_compile_two_configurations_on_tiny(tmp_path: Path) -> None:
@@ -184,3 +183,42 @@ def test_pass_profile_summary_resolves_nesting_written_out_of_order() -> None:
     assert summary["transformations_s"] == pytest.approx(3000 / 1e9)
     assert summary["pass_records"] == 1
     assert list(summary["top_managers_s"]) == ["Outer", "Later", "Inner"]
+
+
+def test_ab_compile_with_extension_counters(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    code = run_ab(
+        ["ab", "compile", "--arm", "A=current", "--arm", "B=current", "--model", "tiny",
+         "--ladder", "16", "--pairs", "1", "--warmup", "0", "--counters", "--out", str(out),
+         "--quiet", "--no-plot"]
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads((out / "compile_ab.json").read_text())
+    for trial in data["trials"]:
+        status = trial["result"]["extension_counters"]
+        assert status["available"] is True
+        counters = trial["result"]["rungs"][0]["extension_counters"]
+        assert counters["depsort"]["available"] is False  # no patched NPU compiler here
+        assert counters["depsort"]["values"] is None  # unavailable is never reported as zeros
+        if status["itt_problem"] is None:
+            assert counters["itt_compile_model_s"] > 0
+        else:
+            assert counters["itt_unavailable"] == status["itt_problem"]
+    assert "itt_compile" in [e["key"] for e in data["endpoints"]]
+
+
+def test_arms_do_not_inherit_our_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compile_ahead
+    from compile_ahead.profiling.trials.compile_ab import symmetric_collector_env
+
+    monkeypatch.setattr(compile_ahead, "_ITT_COLLECTOR_PATH", "/x/_itt.so")
+    monkeypatch.setattr(compile_ahead, "_ITT_ENV_PRESET", False)
+    monkeypatch.setenv(compile_ahead.ITT_ENV, "/x/_itt.so")
+    env, unset = symmetric_collector_env({}, ("PYTHONPATH",), counters=False)
+    assert compile_ahead.ITT_ENV in unset and env[compile_ahead.ITT_OPT_OUT_ENV] == "0"
+    env, unset = symmetric_collector_env({}, (), counters=True)
+    assert compile_ahead.ITT_ENV in unset and compile_ahead.ITT_OPT_OUT_ENV not in env
+    monkeypatch.setattr(compile_ahead, "_ITT_ENV_PRESET", True)  # the user's own collector
+    monkeypatch.setenv(compile_ahead.ITT_ENV, "/opt/vtune/libittnotify.so")
+    env, unset = symmetric_collector_env({}, (), counters=False)
+    assert compile_ahead.ITT_ENV not in unset

@@ -122,6 +122,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also time OpenVINO's transformation passes (OV_ENABLE_PROFILE_PASS)",
     )
     c.add_argument(
+        "--counters",
+        action="store_true",
+        help="read compile_ahead's counters (ITT phases; dependency-sort counters of a patched "
+        "NPU compiler) in arms where compile_ahead imports; others report them unavailable",
+    )
+    c.add_argument(
         "--ir-dir", type=Path, default=None, help="keep (and reuse) the exported rung IR here"
     )
     _common(c, pairs=3)
@@ -212,10 +218,11 @@ def run_compile_ab(args: argparse.Namespace) -> int:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
         exported = compile_ab.export_rungs(args.model, ladder, kv_precision, ir_dir)
         arms, labels = compile_ab.make_arms(
-            specs, exported, args.device, base_config, args.pass_profile, out
+            specs, exported, args.device, base_config, args.pass_profile, out, args.counters
         )
         records = _run(plan, arms, out, args)
-    analysis = analyse(records, plan, compile_ab.compile_endpoints(ladder, args.pass_profile))
+    endpoints = compile_ab.compile_endpoints(ladder, args.pass_profile, args.counters)
+    analysis = analyse(records, plan, endpoints)
     config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
     context = {
         "model": exported.label,
@@ -228,12 +235,21 @@ def run_compile_ab(args: argparse.Namespace) -> int:
             for a in arms
         ),
         "compile config (control)": config_text,
-        "extension counters": "available" if any(a.info["compile_ahead_importable"] for a in arms)
-        else "unavailable in these arms (compile_ahead not importable there)",
+        "extension counters": _counters_text(args.counters, arms),
     }  # fmt: skip
     title = f"Compile A/B: {' vs '.join(plan.arms)}"
     _finish(args, out, "compile_ab", analysis, title, context, arms, records, labels)
     return 0
+
+
+def _counters_text(requested: bool, arms: list[Arm]) -> str:
+    if not requested:
+        return "not requested (--counters)"
+    return "; ".join(
+        f"{a.name}: {'read' if a.info['compile_ahead_importable'] else 'unavailable'}"
+        + ("" if a.info["compile_ahead_importable"] else " (compile_ahead not importable there)")
+        for a in arms
+    )
 
 
 def run_schedule_ab(args: argparse.Namespace) -> int:

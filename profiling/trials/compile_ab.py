@@ -10,6 +10,7 @@ compiles each rung in ladder order.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -49,11 +50,14 @@ class ExportedRungs:
     model: dict  # ModelSource.describe()
     label: str
 
-    def manifest(self, device: str, config: dict[str, str], pass_profile: bool) -> dict:
+    def manifest(
+        self, device: str, config: dict[str, str], pass_profile: bool, counters: bool = False
+    ) -> dict:
         return {
             "device": device,
             "config": config,
             "pass_profile": pass_profile,
+            "extension_counters": counters,
             "rungs": [
                 {"capacity": c, "xml": str(self.directory / f"rung-{c}.xml")} for c in self.rungs
             ],
@@ -109,6 +113,7 @@ def make_arms(
     base_config: dict[str, str],
     pass_profile: bool,
     manifest_dir: Path,
+    counters: bool = False,
 ) -> tuple[list[Arm], dict[str, str]]:
     """Runner arms (one manifest each) and a table label per arm (name + OpenVINO release)."""
     arms: list[Arm] = []
@@ -122,8 +127,9 @@ def make_arms(
             )
         config = {**base_config, **spec.config}
         manifest = manifest_dir / f"manifest-{spec.name}.json"
-        manifest.write_text(json.dumps(exported.manifest(device, config, pass_profile)))
+        manifest.write_text(json.dumps(exported.manifest(device, config, pass_profile, counters)))
         env, unset = spec.process_env()
+        env, unset = symmetric_collector_env(env, unset, counters)
         release = str(info["openvino"]).split("-")[0]
         arms.append(
             Arm(
@@ -146,7 +152,40 @@ def make_arms(
     return arms, labels
 
 
-def compile_endpoints(ladder: Sequence[int], pass_profile: bool) -> list[Endpoint]:
+def symmetric_collector_env(
+    env: dict[str, str], unset: tuple[str, ...], counters: bool
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Keep our ITT collector out of the arms unless counters are asked for.
+
+    Importing compile_ahead here pointed INTEL_LIBITTNOTIFY64 at our collector; inherited, it
+    would load into every arm's OpenVINO (other releases included) and cost time in some arms
+    and not others. A collector the user set (e.g. VTune's) is left alone.
+    """
+    import compile_ahead
+
+    env = dict(env)
+    ours = compile_ahead._ITT_COLLECTOR_PATH if not compile_ahead._ITT_ENV_PRESET else None
+    if ours is not None and os.environ.get(compile_ahead.ITT_ENV) == ours:
+        unset = (*unset, compile_ahead.ITT_ENV)
+    if not counters:
+        env.setdefault(compile_ahead.ITT_OPT_OUT_ENV, "0")
+    return env, unset
+
+
+def _sum_rungs(*path: str):
+    def get(result: dict) -> float | None:
+        rungs = result.get("rungs")
+        if not isinstance(rungs, list) or not rungs:
+            return None
+        values = [result_field(*path)(r) for r in rungs]
+        return None if any(v is None for v in values) else sum(values)  # type: ignore[misc]
+
+    return get
+
+
+def compile_endpoints(
+    ladder: Sequence[int], pass_profile: bool, counters: bool = False
+) -> list[Endpoint]:
     eps = [
         Endpoint(f"compile_{c}", f"Compile wall C={c}", "s", "lower", _rung_field(i, "compile_s"))
         for i, c in enumerate(ladder)
@@ -165,6 +204,9 @@ def compile_endpoints(ladder: Sequence[int], pass_profile: bool) -> list[Endpoin
                 result_field("total_transformations_s"),
             )
         )
+    if counters:
+        itt = _sum_rungs("extension_counters", "itt_compile_model_s")
+        eps.append(Endpoint("itt_compile", "ITT 'Compile model' region", "s", "lower", itt))
     rss = result_field("max_rss_bytes")
     eps.append(Endpoint("max_rss", "Peak RSS of the trial", "bytes", "lower", rss))
     wall = result_field("trial_wall_s")

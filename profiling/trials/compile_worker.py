@@ -6,18 +6,21 @@ the standard library, openvino and numpy, and is executed by path:
     python compile_worker.py MANIFEST.json OUT.json
 
 MANIFEST: {"device": "CPU", "config": {"KEY": "VALUE"}, "pass_profile": false,
+           "extension_counters": false,
            "rungs": [{"capacity": 1024, "xml": "/tmp/.../rung-1024.xml"}, ...]}
 
 The f16/bf16 weight Converts are re-marked as decompression after reading (rt_info
 "decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the
 weights to f32). With "pass_profile", OpenVINO's per-transformation timing
-(OV_ENABLE_PROFILE_PASS) is switched on and summarised per rung. Counters of the compile_ahead
-extension are used when that package is importable in the arm, else reported unavailable.
+(OV_ENABLE_PROFILE_PASS) is switched on and summarised per rung. With "extension_counters", the
+compile_ahead package is imported before openvino (so its ITT collector is announced) and its
+counters are read per rung: ITT phase totals and, when a patched NPU compiler is loaded, the
+dependency-sort cache counters. An arm where compile_ahead does not import reports them
+unavailable, never as zeros.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import resource
@@ -25,7 +28,6 @@ import sys
 import time
 
 DECOMPRESSION_KEY = "decompression_0"
-EXTENSION_COUNTERS_MODULE = "compile_ahead.profiling.compile_counters"
 
 
 def _max_rss_bytes() -> int:
@@ -97,16 +99,41 @@ def summarise_passes(lines: list[str]) -> dict:
     }
 
 
-def _extension_counters():
-    """The compile_ahead counters hook, or (None, reason)."""
+class ExtensionCounters:
+    """compile_ahead's counters around one compile (import before openvino)."""
+
+    def __init__(self) -> None:
+        import compile_ahead  # noqa: F401  (announces the ITT collector to OpenVINO)
+        from compile_ahead.profiling import counters
+
+        self._counters = counters
+        self.problem = counters.collector_status().problem()
+
+    def begin(self) -> None:
+        if self.problem is None:
+            self._counters.reset()
+
+    def end(self, top: int = 8) -> dict:
+        out: dict = {"depsort": self._counters.depsort_counters().to_json()}
+        if self.problem is None:
+            phases = self._counters.aggregates()
+            out["itt_phases_s"] = {f"{a.domain}/{a.name}": a.total_ns / 1e9 for a in phases[:top]}
+            out["itt_compile_model_s"] = next(
+                (a.total_ns / 1e9 for a in phases if a.name == "Compile model"), None
+            )
+        else:
+            out["itt_unavailable"] = self.problem
+        return out
+
+
+def _extension_counters(wanted: bool):
+    """(ExtensionCounters or None, reason when None)."""
+    if not wanted:
+        return None, "not requested"
     try:
-        module = importlib.import_module(EXTENSION_COUNTERS_MODULE)
+        return ExtensionCounters(), ""
     except ImportError as err:
-        return None, f"{EXTENSION_COUNTERS_MODULE} not importable in this arm ({err})"
-    measure = getattr(module, "measure_compile", None)
-    if measure is None:
-        return None, f"{EXTENSION_COUNTERS_MODULE} has no measure_compile(fn)"
-    return measure, ""
+        return None, f"compile_ahead not importable in this arm ({err})"
 
 
 def main(argv: list[str]) -> int:
@@ -122,13 +149,13 @@ def main(argv: list[str]) -> int:
         if os.path.exists(pass_file):
             os.remove(pass_file)
         os.environ["OV_ENABLE_PROFILE_PASS"] = pass_file  # before openvino is loaded
+    ext, reason = _extension_counters(bool(manifest.get("extension_counters")))
     import openvino as ov
 
     t_import = time.perf_counter()
     core = ov.Core()
     device = manifest["device"]
     config = dict(manifest.get("config", {}))
-    measure, reason = _extension_counters()
     rungs = []
     pass_offset = 0
     for rung in manifest["rungs"]:
@@ -137,12 +164,11 @@ def main(argv: list[str]) -> int:
         t1 = time.perf_counter()
         marked = remark_decompression(model, ov)
         t2 = time.perf_counter()
-        counters = None
-        if measure is not None:
-            compiled, counters = measure(lambda m=model: core.compile_model(m, device, config))
-        else:
-            compiled = core.compile_model(model, device, config)
+        if ext is not None:
+            ext.begin()
+        compiled = core.compile_model(model, device, config)
         t3 = time.perf_counter()
+        counters = ext.end() if ext is not None else None
         entry = {
             "capacity": rung["capacity"],
             "read_s": t1 - t0,
@@ -173,8 +199,8 @@ def main(argv: list[str]) -> int:
         "total_read_s": sum(r["read_s"] for r in rungs),
         "max_rss_bytes": _max_rss_bytes(),
         "extension_counters": (
-            {"available": True, "module": EXTENSION_COUNTERS_MODULE}
-            if measure is not None
+            {"available": True, "itt_problem": ext.problem}
+            if ext is not None
             else {"available": False, "reason": reason}
         ),
         "pass_profile": bool(manifest.get("pass_profile")),
