@@ -76,7 +76,9 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        return self.upstream_cache is None and (self.already_applied or self.applies)
+        if self.upstream_cache is not None:
+            return False
+        return self.already_applied or (self.applies and self.at_pin)
 
 
 def default_patches_dir() -> Path:
@@ -89,7 +91,8 @@ def default_patches_dir() -> Path:
         if (candidate / "pin.toml").is_file():
             return candidate
     raise CompileAheadError(
-        "cannot find patches/npu_compiler (run from the compile-ahead source tree or pass --patches)"
+        "cannot find patches/npu_compiler "
+        "(run from the compile-ahead source tree or pass --patches)"
     )
 
 
@@ -121,7 +124,9 @@ def _find_upstream_cache(root: Path) -> str | None:
         for marker in UPSTREAM_CACHE_MARKERS:
             found = marker.search(text)
             if found:
-                return f"{rel}: {found.group(0).strip()}"
+                start = text.rfind("\n", 0, found.start()) + 1
+                end = text.find("\n", found.end())
+                return f"{rel}: {text[start : end if end >= 0 else None].strip()}"
     return None
 
 
@@ -135,7 +140,8 @@ def check_checkout(checkout: Path, pin: Pin) -> CheckResult:
         raise CompileAheadError(f"{root} has no commit checked out ({head.stderr.strip()})")
     result = CheckResult(head=head.stdout.strip(), at_pin=head.stdout.strip() == pin.commit)
     if not result.at_pin:
-        result.based_on_pin = _git(root, "merge-base", "--is-ancestor", pin.commit, "HEAD").returncode == 0
+        ancestry = _git(root, "merge-base", "--is-ancestor", pin.commit, "HEAD")
+        result.based_on_pin = ancestry.returncode == 0
     touched = [*pin.modified, *pin.added]
     status = _git(root, "status", "--porcelain", "--", *touched)
     result.dirty = [line[3:] for line in status.stdout.splitlines() if line.strip()]
@@ -163,7 +169,10 @@ def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
     elif result.based_on_pin:
         lines.append("  commit: descends from the pin")
     else:
-        lines.append("  commit: NOT the pinned commit (the series was written and checked there)")
+        lines.append(
+            "  commit: NOT the pinned commit (the series was written and checked there;"
+            f" git -C {checkout} checkout {pin.commit})"
+        )
     for path in result.dirty:
         lines.append(f"  local changes in {path}")
     if result.upstream_cache:
@@ -228,7 +237,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check = commands.add_parser(
         "check",
         help="check an npu_compiler checkout against the pinned commit and the series",
-        description="Exit 0 when the series applies (or is applied); 1 when it cannot be.",
+        description="Exit 0 when the checkout is at the pin and the series applies (or is "
+        "already applied); 1 otherwise.",
     )
     check.add_argument("--npu-compiler", type=Path, required=True, metavar="PATH")
     check.add_argument(
