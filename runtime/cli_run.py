@@ -51,8 +51,9 @@ def add_ladder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prefill-chunk",
         type=int,
-        default=16,
-        help="tokens per prefill call; 1 prefills on the decode graph (default 16)",
+        default=1,
+        help="tokens per prefill call; 1 (default) prefills on the first decode graph, larger "
+        "values compile a prefill graph in the foreground",
     )
     p.add_argument(
         "--boundary-window",

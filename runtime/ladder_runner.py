@@ -33,7 +33,9 @@ class RunSettings:
     schedule: Schedule
     ladder: Ladder
     protocol: Protocol
-    prefill_chunk: int = 16  # 1: prefill token by token on the decode graph, no extra compile
+    # 1 (default): prefill token by token on the first rung's decode graph, so no schedule
+    # pays a prefill-graph compile; >1: a chunked prefill graph, compiled in the foreground.
+    prefill_chunk: int = 1
     boundary_window: int = 3  # steps recorded on each side of a boundary
     keep_logits: bool = False  # keep every step's logits (tests on tiny models)
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
@@ -46,6 +48,8 @@ class RunResult:
     predicted: list[int]  # top-1 after each decode step
     logits: list[np.ndarray]  # every step's logits when keep_logits, else empty
     error: BaseException | None = None
+    step_ns: list[int] = field(default_factory=list)  # wall time of decode step i
+    step_context: list[int] = field(default_factory=list)  # KV slots filled before step i
 
 
 def logits_digest(logits: np.ndarray) -> str:
@@ -122,6 +126,8 @@ class LadderRunner:
         boundaries: list[dict[str, Any]] = []
         window: list[dict[str, Any]] = []
         predicted: list[int] = []
+        step_ns: list[int] = []
+        step_context: list[int] = []
         kept: list[np.ndarray] = []
         fg_compile_ns = 0
         decode_ns = 0
@@ -129,6 +135,8 @@ class LadderRunner:
         stop = "completed"
         error: BaseException | None = None
         active: CompiledRung | None = None
+        first_compile_s = 0.0
+        prefill_compile_s = 0.0
 
         def account(ts: int) -> None:
             reserved.set(ts, self.store.reserved_bytes())
@@ -141,11 +149,15 @@ class LadderRunner:
             for capacity in eager:
                 self.compiler.compile(capacity, background=False, length=0)
             active = self.compiler.get(self.first)
+            first_compile_s = active.compile_s
             if not self.store.shared_buffer:
                 active.step.bind(self.store.arena)
             prefill_step = active.step
             if s.prefill_chunk > 1:
-                prefill_step = self.compiler.compile(self.first, False, 0, s.prefill_chunk).step
+                prefill = self.compiler.compile(self.first, False, 0, s.prefill_chunk)
+                prefill_compile_s = prefill.compile_s
+                prefill_step = prefill.step
+                del prefill
                 if not self.store.shared_buffer:
                     prefill_step.bind(self.store.arena)
             fg_compile_ns += now_ns() - t0
@@ -183,6 +195,8 @@ class LadderRunner:
                 self.store.length = t + 1
                 b = now_ns()
                 decode_ns += b - a
+                step_ns.append(b - a)
+                step_context.append(t)
                 last = int(np.argmax(out.logits))
                 predicted.append(last)
                 st = rung_stats.setdefault(active.capacity, {"tokens": 0, "decode_ns": 0})
@@ -222,6 +236,8 @@ class LadderRunner:
             "context_final": self.store.length,
             "stop_reason": stop,
             "foreground_compile_s": fg_compile_ns / 1e9,
+            "first_rung_compile_s": first_compile_s,
+            "prefill_compile_s": prefill_compile_s,
             "background_compile_s": self._background_compile_s(boundaries),
             "prefill_s": prefill_ns / 1e9,
             "decode_s": decode_ns / 1e9,
@@ -251,7 +267,7 @@ class LadderRunner:
         }
         if error is not None:
             report["error"] = f"{type(error).__name__}: {error}"
-        return RunResult(report, predicted, kept, error)
+        return RunResult(report, predicted, kept, error, step_ns, step_context)
 
     # -- pieces of the run ---------------------------------------------------------------
     def _prefill(self, step, prompt: tuple[int, ...]) -> np.ndarray:
