@@ -90,7 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ab",
         help="paired, counterbalanced A/B trials (compile time, schedules)",
         description="Paired A/B trials: each trial a fresh process, AB/BA or Williams order, "
-        "paired-t 95%% CIs and exact sign-flip p-values.",
+        "paired-t 95% CIs and exact sign-flip p-values.",
     )
     kinds = ab.add_subparsers(dest="ab_kind", required=True, metavar="KIND")
 
@@ -288,7 +288,8 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     for arm, text in baselines.describe(schedules).items():
         context[arm] = text
     title = f"Schedule A/B: {' vs '.join(schedules)}"
-    _finish(args, out, "schedule_ab", analysis, title, context, arms, records)
+    labels = schedule_ab.arm_labels(records)
+    _finish(args, out, "schedule_ab", analysis, title, context, arms, records, labels)
     return 0
 
 

@@ -311,3 +311,13 @@ def devices(records: Sequence[TrialRecord]) -> str:
         if r.result is not None and r.arm not in seen:
             seen[r.arm] = str(r.result.get("device", "?"))
     return "; ".join(f"{arm}: {dev}" for arm, dev in seen.items()) or "unknown"
+
+
+def arm_labels(records: Sequence[TrialRecord]) -> dict[str, str]:
+    """Column heads: the arm plus the short name of its schedule (as its report gives it)."""
+    labels: dict[str, str] = {}
+    for r in records:
+        title = (r.result or {}).get("schedule_title")
+        if r.arm not in labels and isinstance(title, str) and title:
+            labels[r.arm] = f"{r.arm} {title.split(':')[0].split(',')[0]}"
+    return labels

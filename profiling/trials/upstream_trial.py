@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         **source.describe(),
         "device": "NPU (NPUW, NPUW_DEVICES=CPU)",
         "schedule": name,
-        "schedule_title": "OpenVINO NPUW LLM pipeline, generate pyramid " + args.pyramid,
+        "schedule_title": f"NPUW pyramid {args.pyramid}: OpenVINO's NPU LLM pipeline on CPU",
         "ladder": ladder,
         "npuw_generate_sizes": sizes,
         "npuw_max_prompt_len": max_prompt,
