@@ -121,3 +121,19 @@ def test_cpu_plugin_fuses_attention_with_the_kv_state(tiny_qwen2_dir):
     for node in states:
         users = {kind(i.get_node()) for i in node.output(0).get_target_inputs()}
         assert users == {"ScaledDotProductAttention"}
+
+
+def test_ir_round_trip_keeps_weights_compressed(tmp_path):
+    """The decompression mark is lost by save_model; through_ir restores it on every weight,
+    or the CPU plugin would fold the f16 weights to f32 (twice the memory)."""
+    from compile_ahead.runtime.weights import expected_shapes
+
+    source = resolve_model("tiny")  # synthetic f16 weights
+    model = stateful.build_stateful_model(source.config, source.weights)
+    reloaded = upstream.through_ir(model, tmp_path)
+    marked = [
+        op
+        for op in reloaded.get_ops()
+        if op.get_type_name() == "Convert" and "decompression_0" in op.get_rt_info()
+    ]
+    assert len(marked) == len(expected_shapes(source.config))
