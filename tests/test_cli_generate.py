@@ -57,3 +57,34 @@ def test_generate_bad_input(argv, message, capsys):
 def test_generate_text_prompt_needs_both_or_neither(capsys):
     with pytest.raises(SystemExit):
         main(["generate", "--model", "tiny", "--prompt", "a", "--prompt-ids", "1"])
+
+
+def test_generate_from_text_with_the_checkpoint_tokenizer(tiny_qwen2_dir, tmp_path, capsys):
+    import shutil
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    model_dir = tmp_path / "with-tokenizer"
+    shutil.copytree(tiny_qwen2_dir, model_dir)
+    words = [f"w{i}" for i in range(1000)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(model_dir / "tokenizer.json"))
+    code = main(
+        [
+            "generate",
+            "--model",
+            str(model_dir),
+            "--prompt",
+            "w5 w17 w99",
+            "--max-new-tokens",
+            "4",
+            "--inference-precision",
+            "f32",
+            "--json",
+        ]
+    )
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens"] == reference_greedy(tiny_qwen2_dir, [5, 17, 99], 4)[0]
+    assert out["text"].split() == [f"w{t}" for t in out["tokens"]]
