@@ -55,8 +55,8 @@ def test_npuw_baseline_beside_a_schedule_on_tiny(tmp_path: Path) -> None:
     ab_cli.register(parser.add_subparsers(dest="command", required=True))
     out = tmp_path / "res"
     args = parser.parse_args(
-        ["ab", "baselines", "--model", "tiny", "--arms", "npuw-b1,i2", "--ladder", "128,256",
-         "--prompt-len", "16", "--decode-tokens", "150", "--pairs", "1", "--warmup", "0",
+        ["ab", "baselines", "--model", "tiny", "--arms", "npuw-b1,i2", "--ladder", "64,128",
+         "--prompt-len", "16", "--decode-tokens", "100", "--pairs", "1", "--warmup", "0",
          "--out", str(out), "--quiet", "--no-plot"]
     )  # fmt: skip
     assert args.func(args) == 0

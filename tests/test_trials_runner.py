@@ -62,7 +62,7 @@ def test_runner_detects_injected_effect(tmp_path: Path, fake_script: Path) -> No
 
 
 def test_identical_arms_show_no_systematic_difference(tmp_path: Path, fake_script: Path) -> None:
-    plan = make_plan(["A", "B"], 6, warmup_per_arm=0)
+    plan = make_plan(["A", "B"], 4, warmup_per_arm=0)
     arms = [arm("A", fake_script, 0.0), arm("B", fake_script, 0.0)]
     analysis = analyse(run_plan(plan, arms, tmp_path / "out"), plan, ENDPOINTS)
     s = analysis.comparisons["value"]["B"]
@@ -70,7 +70,7 @@ def test_identical_arms_show_no_systematic_difference(tmp_path: Path, fake_scrip
 
 
 def test_three_arms_pair_each_treatment_with_the_control(tmp_path: Path, fake_script: Path):
-    plan = make_plan(["c", "t1", "t2"], 6, warmup_per_arm=0)
+    plan = make_plan(["c", "t1", "t2"], 3, warmup_per_arm=0)
     arms = [arm("c", fake_script, 0.0), arm("t1", fake_script, 0.5), arm("t2", fake_script, 2.0)]
     analysis = analyse(run_plan(plan, arms, tmp_path / "out"), plan, ENDPOINTS)
     assert analysis.comparisons["value"]["t1"].mean_diff == pytest.approx(0.5, abs=0.15)

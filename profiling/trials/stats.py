@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -50,6 +51,7 @@ def t_cdf(t: float, df: int) -> float:
     return 0.5 + 0.5 * central if t >= 0 else 0.5 - 0.5 * central
 
 
+@lru_cache(maxsize=256)
 def t_quantile(q: float, df: int) -> float:
     """Inverse of t_cdf by bisection (monotone, so this is exact to float precision)."""
     if not 0.0 < q < 1.0:
