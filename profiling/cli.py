@@ -200,12 +200,12 @@ def _arm_pass_profile(out: Path, enabled: bool) -> Path | None:
 
 
 def _decode_on_rung(
-    writer, device_track, tokens_track, step, capacity: int, args, flow: int, ready_ns: int
+    writer, device_track, slicer, step, capacity: int, tokens: int, flow: int, ready_ns: int
 ) -> dict:
     """Time decode steps of a freshly compiled rung (KV inputs left at their defaults)."""
     import numpy as np
 
-    count = min(args.decode_tokens, capacity)
+    count = min(tokens, capacity)
     ids = np.array([1], dtype=np.int64)
     first = time.monotonic_ns()
     writer.slice(
@@ -217,25 +217,24 @@ def _decode_on_rung(
         flows_in=[flow],
     )
     total_ns = 0
-    group_begin = time.monotonic_ns()
     for i in range(count):
         t0 = time.monotonic_ns()
         step.run(ids, past_length=i)
         t1 = time.monotonic_ns()
         total_ns += t1 - t0
-        if (i + 1) % args.steps_per_slice == 0 or i + 1 == count:
-            first_token = i + 1 - ((i % args.steps_per_slice) + 1)
-            n = i + 1 - first_token
-            writer.slice(
-                device_track,
-                "decode" if n == 1 else f"decode x{n}",
-                group_begin,
-                t1,
-                args={"rung": capacity, "token": first_token, "steps": n},
-            )
-            writer.counter(tokens_track, t1, n / max(1e-9, (t1 - group_begin) / 1e9))
-            group_begin = time.monotonic_ns()
+        slicer.step(i, t0, t1, capacity)
+    slicer.flush()
     return {"steps": count, "mean_step_ms": (total_ns / count / 1e6) if count else None}
+
+
+def _explain(err: CompileAheadError) -> str:
+    """OpenVINO's exceptions open with "Exception from <file>:<line>:" lines: show the cause."""
+    cause = str(err.__cause__ or "")
+    lines = [ln.strip() for ln in cause.splitlines() if ln.strip()]
+    meaningful = [ln for ln in lines if not ln.startswith("Exception from ")]
+    if not meaningful or not str(err).rstrip().endswith(":"):
+        return str(err)
+    return f"{str(err).rstrip()} {meaningful[0]}"
 
 
 def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
@@ -248,6 +247,7 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     from .progress_line import ProgressLine
     from .rss import RssSampler
     from .trace_compile import begin_job, end_job
+    from .trace_decode import StepSlicer
     from .trace_validate import validate_trace
     from .trace_writer import GRAPHS_RESIDENT, PROCESS_RSS_BYTES, TOKENS_PER_S, TraceWriter
 
@@ -292,6 +292,7 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     graphs_track = writer.counter_track(GRAPHS_RESIDENT)
     device_track = writer.device_track(options.device)
     tokens_track = writer.counter_track(TOKENS_PER_S)
+    slicer = StepSlicer(writer, device_track, args.steps_per_slice, tokens_track)
     sampler = RssSampler(0.05, on_sample=lambda ts, v: writer.counter(rss_track, ts, v)).start()
     writer.counter(graphs_track, None, 0)
     resident = 0
@@ -312,8 +313,9 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
                         sampler,
                     )
             except CompileAheadError as err:
-                writer.slice_end(job, None, args={"error": str(err)})
-                raise
+                message = _explain(err)
+                writer.slice_end(job, None, args={"error": message})
+                raise CompileAheadError(message) from err
             flow = writer.new_flow()
             names = counters.thread_names({e.tid for e in profile.spans})
             end_job(writer, job, profile, names, flows_out=[flow] if args.decode_tokens else ())
@@ -327,10 +329,10 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
                         **_decode_on_rung(
                             writer,
                             device_track,
-                            tokens_track,
+                            slicer,
                             result.step,
                             capacity,
-                            args,
+                            args.decode_tokens,
                             flow,
                             profile.end_ns,
                         ),
@@ -439,17 +441,18 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "rate_hz": args.py_spy_rate,
         "spans": spans,
         "offset_ns": samples.offset_ns,
-        "offset_check_ns": samples.offset_check_ns,
+        "spread_ns": samples.spread_ns,
         "accuracy_note": f"slice edges late by up to one sample period ({period_ms:.0f} ms); "
-        "offset uncertain by about one period",
+        "offset uncertain by about one period plus half the spread",
     }
     report["trace"]["valid"] = validation.ok
     report["trace"]["errors"] = validation.errors
     write_json_atomic(report_path, report)
-    drift_ms = abs(samples.offset_ns - samples.offset_check_ns) / 1e6
+    spread_ms = abs(samples.spread_ns) / 1e6
     print(
-        f"py-spy: {spans} sampled frames on the trace; alignment check {drift_ms:.1f} ms "
-        f"(sample period {period_ms:.0f} ms)"
+        f"py-spy: {spans} sampled frames on the trace; alignment within about "
+        f"{period_ms + spread_ms / 2:.0f} ms (period {period_ms:.0f} ms, edge spread "
+        f"{spread_ms:.1f} ms)"
     )
     if not validation.ok:
         raise CompileAheadError(f"the trace failed validation: {validation.errors[0]}")

@@ -2,11 +2,14 @@
 
 ``profile-compile --py-spy`` re-runs itself under ``py-spy record --format chrometrace``. The
 child spins in :func:`clock_marker` for a known monotonic interval at start; py-spy's
-chrometrace times are microseconds from its own start, so the marker's first sample fixes the
-offset to the monotonic clock. Accuracy: samples are attributed to the sampling instant, so a
-sample-derived slice edge is late by up to one sample period, and the offset itself is uncertain
-by about one period; allow one to two periods (10-20 ms at the default 100 Hz). The report
-records the offset measured at both ends of the marker as a check.
+chrometrace times are microseconds from its own start, so the marker's sampled span fixes the
+offset to the monotonic clock: each of its edges gives an offset, biased by how late the first
+sample inside (and the first sample after) the marker came, and the two are averaged.
+
+Accuracy: a sample-derived slice edge is late by up to one sample period (more when the
+machine is loaded and sampling slips), and the offset is uncertain by about one period plus
+half the disagreement of the two edge offsets (``spread_ns``, recorded in the report). Expect
+10-20 ms at the default 100 Hz on an idle machine.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def clock_marker(seconds: float = MARKER_SECONDS) -> tuple[int, int]:
 class PySpySamples:
     spans_by_thread: dict[int, list[Span]]
     offset_ns: int  # add to py-spy time (ns) to get monotonic ns
-    offset_check_ns: int  # the same offset measured at the marker's end: their gap ~ accuracy
+    spread_ns: int  # begin-edge offset minus end-edge offset: how well the two edges agree
 
 
 def _spans(events: list[dict]) -> dict[int, list[Span]]:
@@ -70,7 +73,8 @@ def load_samples(path: Path, marker: tuple[int, int]) -> PySpySamples:
         )
     first = min(s.begin_ns for s in marks)
     last = max(s.end_ns for s in marks)
-    return PySpySamples(spans, marker[0] - first, marker[1] - last)
+    from_begin, from_end = marker[0] - first, marker[1] - last
+    return PySpySamples(spans, (from_begin + from_end) // 2, from_begin - from_end)
 
 
 def emit_samples(writer: TraceWriter, samples: PySpySamples) -> int:
