@@ -18,6 +18,8 @@ from compile_ahead.profiling.trials import schedule_ab
 FAKE_RUN = """
 import json, os, random, sys
 schedule, ladder, out = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], sys.argv[3]
+if os.environ.get("FAIL_AT") == os.environ["CA_TRIAL_INDEX"]:
+    sys.exit("fake run: injected failure")
 rng = random.Random(int(os.environ["CA_TRIAL_INDEX"]))
 fg = (8.0 if schedule == "i2" else 8.0 * len(ladder)) + rng.gauss(0, 0.1)
 decode = 20.0 + rng.gauss(0, 0.1)
@@ -141,3 +143,16 @@ def test_eager_boundaries_have_no_deadline() -> None:
     assert schedule_ab._is_ready({"ready_margin_s": None, "wait_s": 0.0}) is None
     assert schedule_ab._is_ready({"ready": False, "ready_margin_s": 1.0}) is False
     assert schedule_ab._is_ready({"ready_margin_s": -0.1}) is False
+
+
+def test_failed_trial_leaves_a_partial_report(tmp_path: Path, command: str) -> None:
+    out = tmp_path / "res"
+    with pytest.raises(CompileAheadError, match="partial report") as info:
+        run_ab(["ab", "schedule", "--model", "tiny", "--arms", "i1,i2", "--ladder", "64,128",
+                "--prompt-len", "8", "--pairs", "3", "--warmup", "0", "--out", str(out),
+                "--command", f"env FAIL_AT=3 {command}", "--quiet", "--no-plot"])  # fmt: skip
+    assert "injected failure" in str(info.value)
+    assert (out / "trials.jsonl").read_text().count("\n") == 4
+    partial = (out / "partial.md").read_text()
+    assert "PARTIAL" in partial and "| Foreground compile wall |" in partial
+    assert not (out / "schedule_ab.md").exists()

@@ -10,9 +10,9 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 
 from . import compile_ab, schedule_ab
-from .analysis import Analysis, analyse
+from .analysis import Analysis, Endpoint, analyse
 from .arms import parse_arm
-from .design import make_plan
+from .design import Plan, make_plan
 from .runner import Arm, TrialFailed, TrialRecord, run_plan
 
 
@@ -196,13 +196,26 @@ def _finish(
         print(f"written: {png}", file=sys.stderr)
 
 
-def _run(plan, arms, out: Path, args) -> list[TrialRecord]:
+def _run(
+    plan: Plan, arms: list[Arm], out: Path, args: argparse.Namespace, endpoints: list[Endpoint]
+) -> list[TrialRecord]:
+    """Run the plan; on a failed trial, analyse the complete blocks into a *_partial report
+    (clearly named) next to trials.jsonl, then fail with one line."""
     try:
         return run_plan(plan, arms, out, timeout_s=args.timeout, progress=_progress(args.quiet))
     except TrialFailed as err:
         completed = sum(1 for r in err.records if r.error is None and not r.warmup)
+        partial = ""
+        if completed:
+            from .report import write_reports
+
+            analysis = analyse(err.records, plan, endpoints)
+            context = {"status": f"PARTIAL: stopped by a failed trial ({err.records[-1].error})"}
+            md, _ = write_reports(out, "partial", analysis, "A/B (partial)", context, arms,
+                                  err.records)  # fmt: skip
+            partial = f"; partial report {md}"
         raise CompileAheadError(
-            f"{err} ({completed} measured trial(s) done; last stderr: "
+            f"{err} ({completed} measured trial(s) done{partial}; last stderr: "
             f"{(err.records[-1].stderr_tail.splitlines() or ['-'])[-1]})"
         ) from err
 
@@ -214,14 +227,14 @@ def run_compile_ab(args: argparse.Namespace) -> int:
     out = _out_dir(args, "compile")
     out.mkdir(parents=True, exist_ok=True)
     base_config, kv_precision = compile_ab.default_config(args.device)
+    endpoints = compile_ab.compile_endpoints(ladder, args.pass_profile, args.counters)
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
         exported = compile_ab.export_rungs(args.model, ladder, kv_precision, ir_dir)
         arms, labels = compile_ab.make_arms(
             specs, exported, args.device, base_config, args.pass_profile, out, args.counters
         )
-        records = _run(plan, arms, out, args)
-    endpoints = compile_ab.compile_endpoints(ladder, args.pass_profile, args.counters)
+        records = _run(plan, arms, out, args, endpoints)
     analysis = analyse(records, plan, endpoints)
     config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
     context = {
@@ -275,8 +288,9 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         schedules, args.model, ladder_text, args.prompt_len, decode_tokens, args.command
     )
     out = _out_dir(args, "schedule")
-    records = _run(plan, arms, out, args)
-    analysis = analyse(records, plan, schedule_ab.schedule_endpoints(ladder))
+    endpoints = schedule_ab.schedule_endpoints(ladder)
+    records = _run(plan, arms, out, args, endpoints)
+    analysis = analyse(records, plan, endpoints)
     schedule_ab.add_tallies(analysis, records)
     context = {
         "model": schedule_ab.model_label(records),
