@@ -12,14 +12,14 @@ namespace compile_ahead::depsort {
 
 uint64_t Trace::count(EventKind kind) const {
     return static_cast<uint64_t>(
-            std::count_if(events.begin(), events.end(), [kind](const Event& e) { return e.kind == kind; }));
+            std::count_if(events.begin(), events.end(), [kind](const Event& e) { return e.kind() == kind; }));
 }
 
 namespace {
 
 uint32_t narrow(size_t value) {
-    if (value > std::numeric_limits<uint32_t>::max()) {
-        throw std::length_error("trace index does not fit 32 bits");
+    if (value >= (size_t{1} << Event::kBBits)) {
+        throw std::length_error("trace index does not fit " + std::to_string(Event::kBBits) + " bits");
     }
     return static_cast<uint32_t>(value);
 }
@@ -31,28 +31,28 @@ public:
     }
 
     DepsModel::Vec deps(size_t op) {
-        _trace.events.push_back({EventKind::QueryDeps, narrow(op), 0});
+        _trace.events.emplace_back(EventKind::QueryDeps, narrow(op));
         return _model.opDeps(op);
     }
     DepsModel::Vec consumers(size_t op) {
-        _trace.events.push_back({EventKind::QueryConsumers, narrow(op), 0});
+        _trace.events.emplace_back(EventKind::QueryConsumers, narrow(op));
         return _model.consumerOps(op);
     }
     void addDependency(size_t from, size_t to) {
-        _trace.events.push_back({EventKind::AddDependency, narrow(from), narrow(to)});
+        _trace.events.emplace_back(EventKind::AddDependency, narrow(from), narrow(to));
         _model.addDependency(from, to);
     }
     size_t insertOp(const std::vector<size_t>& deps) {
-        _trace.events.push_back({EventKind::InsertOp, narrow(_trace.insertDeps.size()), narrow(deps.size())});
+        _trace.events.emplace_back(EventKind::InsertOp, narrow(_trace.insertDeps.size()), narrow(deps.size()));
         _trace.insertDeps.insert(_trace.insertDeps.end(), deps.begin(), deps.end());
         return _model.insertOp(deps);
     }
     void buildConsumers() {
-        _trace.events.push_back({EventKind::BuildConsumers, 0, 0});
+        _trace.events.emplace_back(EventKind::BuildConsumers, 0);
         _model.buildConsumers();
     }
     void optimize() {
-        _trace.events.push_back({EventKind::Optimize, 0, 0});
+        _trace.events.emplace_back(EventKind::Optimize, 0);
         _model.optimize();
     }
     DepsModel& model() {
@@ -422,7 +422,8 @@ ReplayResult replay(const Trace& trace, QueryPath path, Mode mode) {
     auto runStart = Clock::now();
     bool inRun = false;
     for (const Event& event : trace.events) {
-        const bool isQuery = event.kind == EventKind::QueryDeps || event.kind == EventKind::QueryConsumers;
+        const EventKind kind = event.kind();
+        const bool isQuery = kind == EventKind::QueryDeps || kind == EventKind::QueryConsumers;
         if (isQuery && !inRun) {
             runStart = Clock::now();
             inRun = true;
@@ -431,7 +432,7 @@ ReplayResult replay(const Trace& trace, QueryPath path, Mode mode) {
                     std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - runStart).count());
             inRun = false;
         }
-        switch (event.kind) {
+        switch (kind) {
         case EventKind::QueryDeps: {
             const DepsModel::Vec answer = model.opDeps(event.a);
             result.elementsReturned += answer.size();
@@ -445,10 +446,10 @@ ReplayResult replay(const Trace& trace, QueryPath path, Mode mode) {
             break;
         }
         case EventKind::AddDependency:
-            model.addDependency(event.a, event.b);
+            model.addDependency(event.a, event.b());
             break;
         case EventKind::InsertOp:
-            insertBuffer.assign(trace.insertDeps.begin() + event.a, trace.insertDeps.begin() + event.a + event.b);
+            insertBuffer.assign(trace.insertDeps.begin() + event.a, trace.insertDeps.begin() + event.a + event.b());
             model.insertOp(insertBuffer);
             break;
         case EventKind::PreAllocate:

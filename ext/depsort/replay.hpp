@@ -25,10 +25,22 @@ enum class EventKind : uint32_t {
     Optimize,
 };
 
+// 8 bytes: a trace of a compile holds tens of millions of these.
 struct Event {
-    EventKind kind;
-    uint32_t a;  // op index; InsertOp: offset into Trace::insertDeps; PreAllocate: count
-    uint32_t b;  // AddDependency: `to`; InsertOp: number of deps
+    static constexpr uint32_t kBBits = 28;
+
+    Event(EventKind eventKind, uint32_t first, uint32_t second = 0)
+            : a(first), kindAndB((static_cast<uint32_t>(eventKind) << kBBits) | second) {
+    }
+    EventKind kind() const {
+        return static_cast<EventKind>(kindAndB >> kBBits);
+    }
+    uint32_t b() const {
+        return kindAndB & ((uint32_t{1} << kBBits) - 1);
+    }
+
+    uint32_t a;         // op index; InsertOp: offset into Trace::insertDeps; PreAllocate: count
+    uint32_t kindAndB;  // kind in the top 4 bits; AddDependency: `to`; InsertOp: number of deps
 };
 
 struct Trace {
