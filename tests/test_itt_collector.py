@@ -179,3 +179,16 @@ def test_depsort_counters_unavailable_is_not_zero():
     assert reading.available is False
     assert reading.values is None
     assert reading.reason
+
+
+def test_module_is_a_loadable_collector_library():
+    # What OpenVINO's ittnotify copies dlopen and look up: the v2 entry point, exported.
+    import ctypes
+
+    import compile_ahead
+    from compile_ahead import _itt
+
+    lib = ctypes.CDLL(_itt.__file__)
+    assert lib.__itt_api_init is not None
+    # Announced on import (unless the environment named another collector beforehand).
+    assert os.environ["INTEL_LIBITTNOTIFY64"] == compile_ahead._ITT_COLLECTOR_PATH

@@ -160,6 +160,11 @@ def test_trace_processor_sees_jobs_phases_decode_and_flows(tiny_run):
         }
         assert {"Process RSS", "Compiled graphs resident", "Tokens/s"} <= counter_tracks
         assert tp.scalar("select count(*) from slice where name like 'manager %'") > 0
+        # The trace processor and our validator count the same things.
+        ours = validate_trace(out / "trace.pftrace")
+        assert tp.scalar("select count(*) from slice") == ours.slices
+        assert tp.scalar("select count(*) from counter") == ours.counter_values
+        assert tp.scalar("select count(*) from flow") == ours.flows == 2
 
 
 @pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed")
