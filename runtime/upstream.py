@@ -37,20 +37,48 @@ from .stateful import (
 
 # NPUW aligns both lengths up to a multiple of this (llm_compiled_model.cpp, align_to(.., 64)).
 NPUW_ALIGN = 64
-# Pyramid variants are 1024 + R, 2048 + R, ... up to P + R (all aligned as above).
+# Pyramid variants are 1024 + R, 2048 + R, ... up to the total KV size.
 NPUW_PYRAMID_BASE = 1024
+# NPUW_LLM_PREFILL_CHUNK_SIZE default (prefill hint DYNAMIC): a prompt capacity above it is
+# aligned up to a multiple of it, so MAX_PROMPT_LEN 8128 holds 8192 prompt tokens.
+NPUW_PREFILL_CHUNK = 1024
 
 
-def _align(n: int) -> int:
-    return -(-n // NPUW_ALIGN) * NPUW_ALIGN
+def _align(n: int, to: int = NPUW_ALIGN) -> int:
+    return -(-n // to) * to
 
 
-def npuw_generate_sizes(max_prompt_len: int, min_response_len: int, pyramid: bool) -> list[int]:
+def npuw_prompt_capacity(max_prompt_len: int, prefill_chunk: int = NPUW_PREFILL_CHUNK) -> int:
+    """The prompt length NPUW's prefill accepts for a given NPUW_LLM_MAX_PROMPT_LEN."""
+    prompt = _align(max_prompt_len)
+    if 0 < prefill_chunk < prompt:
+        prompt = _align(prompt, prefill_chunk)
+    return prompt
+
+
+def npuw_kv_size(
+    max_prompt_len: int, min_response_len: int, prefill_chunk: int = NPUW_PREFILL_CHUNK
+) -> int:
+    """Total KV slots of NPUW's largest generate graph (prompt capacity + aligned response).
+
+    Measured on CPU: the context can grow to this size minus one (the generate graph's past
+    input holds size - 1 slots, the new token the last), e.g. MAX_PROMPT_LEN 1100 with
+    MIN_RESPONSE_LEN 64 stops at 2111 stored tokens.
+    """
+    return npuw_prompt_capacity(max_prompt_len, prefill_chunk) + _align(min_response_len)
+
+
+def npuw_generate_sizes(
+    max_prompt_len: int,
+    min_response_len: int,
+    pyramid: bool,
+    prefill_chunk: int = NPUW_PREFILL_CHUNK,
+) -> list[int]:
     """KV sizes of the generate graphs NPUW compiles, as its LLM compiled model derives them."""
-    prompt, response = _align(max_prompt_len), _align(min_response_len)
-    total = prompt + response
+    total = npuw_kv_size(max_prompt_len, min_response_len, prefill_chunk)
     if not pyramid:
         return [total]
+    response = _align(min_response_len)
     sizes = []
     base = NPUW_PYRAMID_BASE
     while base + response <= total:
@@ -130,6 +158,7 @@ class BaselineResult:
     step_times_s: list[float] = field(default_factory=list)  # decode step i wall time
     # Context length (tokens already in the KV cache) when decode step i ran.
     step_context: list[int] = field(default_factory=list)
+    rss_before_compile_bytes: int = 0  # after building the model (and the IR round trip)
     rss_after_compile_bytes: int = 0
     peak_rss_bytes: int = 0  # process peak so far, so it includes anything run before
     config: dict[str, object] = field(default_factory=dict)
@@ -153,6 +182,7 @@ class BaselineResult:
             "decode_ms_per_token": 1e3 * float(np.mean(self.step_times_s))
             if self.step_times_s
             else None,
+            "rss_before_compile_bytes": self.rss_before_compile_bytes,
             "rss_after_compile_bytes": self.rss_after_compile_bytes,
             "peak_rss_bytes": self.peak_rss_bytes,
             "config": {k: str(v) for k, v in self.config.items()},
@@ -215,6 +245,7 @@ class StatefulRunner:
         model = build_stateful_model(source.config, source.weights, kv_precision)
         if self._ir_dir is not None:
             model = through_ir(model, Path(self._ir_dir.name))
+        self.rss_before_compile = current_rss_bytes()
         t1 = time.perf_counter()
         try:
             self.compiled = core().compile_model(model, device, self.config)
@@ -274,6 +305,7 @@ class StatefulRunner:
             self.compile_s,
             self.build_s,
             prefill_s,
+            rss_before_compile_bytes=self.rss_before_compile,
             rss_after_compile_bytes=self.rss_after_compile,
             config=self.config,
         )
@@ -338,17 +370,21 @@ def run_npuw(
     kv_cache_precision: str | None = None,
     keep_logits: bool = True,
 ) -> BaselineResult:
-    """Compile (timed) and run once. max_new_tokens counts decode steps after the prompt."""
-    if len(prompt_ids) > _align(max_prompt_len):
+    """Compile (timed) and run once with NPUW's default prefill chunking.
+
+    max_new_tokens counts decode steps after the prompt.
+    """
+    capacity = npuw_prompt_capacity(max_prompt_len)
+    if len(prompt_ids) > capacity:
         raise CompileAheadError(
-            f"the prompt ({len(prompt_ids)} tokens) exceeds "
-            f"NPUW_LLM_MAX_PROMPT_LEN {max_prompt_len}"
+            f"the prompt ({len(prompt_ids)} tokens) exceeds NPUW's prompt capacity {capacity} "
+            f"(NPUW_LLM_MAX_PROMPT_LEN {max_prompt_len})"
         )
-    total = _align(max_prompt_len) + _align(min_response_len)
-    if len(prompt_ids) + max_new_tokens > total:
+    total = npuw_kv_size(max_prompt_len, min_response_len)
+    if len(prompt_ids) + max_new_tokens > total - 1:
         raise CompileAheadError(
-            f"prompt + {max_new_tokens} steps exceed NPUW's KV size {total} "
-            f"(MAX_PROMPT_LEN + MIN_RESPONSE_LEN, each aligned to {NPUW_ALIGN})"
+            f"prompt + {max_new_tokens} steps exceed NPUW's KV size {total} minus one "
+            f"(MAX_PROMPT_LEN + MIN_RESPONSE_LEN after NPUW's alignment)"
         )
     runner = compile_npuw(
         source, max_prompt_len, min_response_len, pyramid, inference_precision, kv_cache_precision

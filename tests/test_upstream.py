@@ -144,14 +144,28 @@ def test_run_npuw_refuses_what_does_not_fit(tiny_qwen2_dir):
     from compile_ahead.errors import CompileAheadError
 
     source = resolve_model(str(tiny_qwen2_dir))
-    with pytest.raises(CompileAheadError, match="MAX_PROMPT_LEN"):
+    with pytest.raises(CompileAheadError, match="prompt capacity 64"):
         upstream.run_npuw(source, [1] * 65, 4, max_prompt_len=64, min_response_len=64)
     with pytest.raises(CompileAheadError, match="KV size 128"):
-        upstream.run_npuw(source, [1] * 60, 69, max_prompt_len=64, min_response_len=64)
+        upstream.run_npuw(source, [1] * 60, 68, max_prompt_len=64, min_response_len=64)
 
 
 def test_generate_sizes_follow_npuw_rule():
-    # 8128 + 64 aligned: 1K+R, 2K+R, 4K+R, then the total (FACTS.md: 4 variants at 8K).
-    assert upstream.npuw_generate_sizes(8128, 64, pyramid=True) == [1088, 2112, 4160, 8192]
-    assert upstream.npuw_generate_sizes(8128, 64, pyramid=False) == [8192]
+    # The prompt capacity is aligned to 64, then (above one prefill chunk) to the chunk: 8128
+    # holds 8192, so the KV is 8192 + 64. Pyramid: 1K+R, 2K+R, 4K+R, then the total.
+    assert upstream.npuw_generate_sizes(8128, 64, pyramid=True) == [1088, 2112, 4160, 8256]
+    assert upstream.npuw_generate_sizes(8128, 64, pyramid=False) == [8256]
+    assert upstream.npuw_generate_sizes(8128, 64, False, prefill_chunk=0) == [8192]
     assert upstream.npuw_generate_sizes(100, 10, pyramid=True) == [192]
+
+
+def test_kv_size_is_what_npuw_enforces(f16_dirs):
+    """MAX_PROMPT_LEN 1100 (chunk-aligned to 2048) + 64: the context can reach 2111 tokens,
+    and the next token is refused, as npuw_kv_size says."""
+    source = resolve_model(str(f16_dirs["qwen2"]))
+    assert upstream.npuw_kv_size(1100, 64) == 2112
+    runner = upstream.compile_npuw(source, 1100, 64, pyramid=False)
+    prompt = [int(x) for x in np.random.default_rng(2).integers(3, 1000, size=1100)]
+    runner.run(prompt, 2111 - 1100, keep_logits=False)
+    with pytest.raises(RuntimeError, match="KV-Cache is full"):
+        runner.run(prompt, 2112 - 1100, keep_logits=False)
