@@ -257,9 +257,15 @@ class StatefulRunner:
         self.rss_after_compile = current_rss_bytes()
         self.request = self.compiled.create_infer_request()
         self._beam = np.zeros(1, np.int32)
+        self._context = 0
 
-    def _infer(self, ids: list[int], past: int) -> np.ndarray:
-        n = len(ids)
+    @property
+    def context(self) -> int:
+        """Tokens in the KV cache of the current sequence."""
+        return self._context
+
+    def _infer(self, ids: list[int]) -> np.ndarray:
+        past, n = self._context, len(ids)
         self.request.infer(
             {
                 INPUT_IDS: np.asarray([ids], np.int64),
@@ -268,13 +274,25 @@ class StatefulRunner:
                 BEAM_IDX: self._beam,
             }
         )
+        self._context += n
         # The plugin reuses the output buffer: copy the last row out before the next call.
         return np.array(self.request.get_tensor(LOGITS).data[0, -1], np.float32)
 
-    def _reset(self) -> None:
+    def prefill(self, prompt: list[int]) -> np.ndarray:
+        """Start a new sequence with the whole prompt in one call; the last row's logits."""
+        if not prompt:
+            raise CompileAheadError("the prompt is empty")
         # A fresh request is the one reset both plugins honour (NPUW keeps its own KV and
         # first-position bookkeeping outside the variable states).
         self.request = self.compiled.create_infer_request()
+        self._context = 0
+        return self._infer(list(prompt))
+
+    def step(self, token: int) -> np.ndarray:
+        """Append one token to the current sequence; its logits. Untimed: time around it."""
+        if self._context == 0:
+            raise CompileAheadError("step() before prefill()")
+        return self._infer([int(token)])
 
     def run(
         self,
@@ -289,13 +307,10 @@ class StatefulRunner:
         forced[i] (the teacher-forced protocol) and `tokens` still records the argmaxes.
         tokens/logits have decode_tokens + 1 entries: after the prompt and after each step.
         """
-        if not prompt:
-            raise CompileAheadError("the prompt is empty")
         if forced is not None and len(forced) < decode_tokens:
             raise CompileAheadError(f"{len(forced)} forced tokens for {decode_tokens} steps")
-        self._reset()
         t0 = time.perf_counter()
-        logits = self._infer(list(prompt), 0)
+        logits = self.prefill(prompt)
         prefill_s = time.perf_counter() - t0
         result = BaselineResult(
             self.name,
@@ -309,14 +324,13 @@ class StatefulRunner:
             rss_after_compile_bytes=self.rss_after_compile,
             config=self.config,
         )
-        past = len(prompt)
-        for step in range(decode_tokens):
-            token = forced[step] if forced is not None else result.tokens[-1]
+        for i in range(decode_tokens):
+            token = forced[i] if forced is not None else result.tokens[-1]
+            context = self._context
             t0 = time.perf_counter()
-            logits = self._infer([token], past)
+            logits = self.step(token)
             result.step_times_s.append(time.perf_counter() - t0)
-            result.step_context.append(past)
-            past += 1
+            result.step_context.append(context)
             result.tokens.append(int(np.argmax(logits)))
             if keep_logits:
                 result.logits.append(logits)
