@@ -6,7 +6,7 @@ every answer must equal sorting the set as stored (the uncached behaviour).
 
 from __future__ import annotations
 
-import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -272,13 +272,24 @@ def test_no_loaded_counters_without_a_patched_library():
 
 
 def test_counters_of_a_library_loaded_rtld_local_are_found_and_reset():
-    lib = ctypes.CDLL(str(probe_library()), mode=os.RTLD_LOCAL)
-    assert depsort.reset_loaded_counters()
-    assert lib.compile_ahead_depsort_probe_run(4) == 4 * (0 + 0 + 1)
-    counters = depsort.read_loaded_counters()
-    assert counters is not None
-    assert Path(counters.library).resolve() == probe_library().resolve()
-    assert (counters.requests, counters.hits, counters.misses) == (12, 9, 3)
-    assert counters.hit_rate == pytest.approx(0.75)
-    assert depsort.reset_loaded_counters()
-    assert depsort.read_loaded_counters().requests == 0
+    # In a child process: once loaded, the stand-in library would stay visible to every later
+    # test in this process that expects no patched compiler.
+    code = f"""
+        import ctypes, json, os
+        from compile_ahead import depsort
+        lib = ctypes.CDLL({str(probe_library())!r}, mode=os.RTLD_LOCAL)
+        assert depsort.reset_loaded_counters()
+        checksum = lib.compile_ahead_depsort_probe_run(4)
+        first = depsort.read_loaded_counters()
+        reset = depsort.reset_loaded_counters()
+        after = depsort.read_loaded_counters()
+        print(json.dumps([checksum, first.__dict__, first.hit_rate, reset, after.requests]))
+    """
+    done = _run_python(code)
+    assert done.returncode == 0, done.stderr
+    checksum, first, hit_rate, reset, after = json.loads(done.stdout)
+    assert checksum == 4 * (0 + 0 + 1)
+    assert Path(first["library"]).resolve() == probe_library().resolve()
+    assert (first["requests"], first["hits"], first["misses"]) == (12, 9, 3)
+    assert hit_rate == pytest.approx(0.75)
+    assert reset and after == 0
