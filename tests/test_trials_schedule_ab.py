@@ -141,6 +141,8 @@ def test_agreement_from_boundary_records_with_top1_lists() -> None:
 
 def test_eager_boundaries_have_no_deadline() -> None:
     assert schedule_ab._is_ready({"ready_margin_s": None, "wait_s": 0.0}) is None
+    eager = {"ready": True, "wait_s": 0.0, "decode_left_s": None, "ready_margin_s": None}
+    assert schedule_ab._is_ready(eager) is None  # compiled up front: no deadline to meet
     assert schedule_ab._is_ready({"ready": False, "ready_margin_s": 1.0}) is False
     assert schedule_ab._is_ready({"ready_margin_s": -0.1}) is False
 

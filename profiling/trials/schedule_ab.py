@@ -180,13 +180,16 @@ def schedule_endpoints(ladder: Sequence[int]) -> list[Endpoint]:
 def _is_ready(boundary: dict) -> bool | None:
     """Was the successor compiled before its boundary? None where no deadline applies (an
     eager schedule compiles everything before decoding)."""
+    margin = boundary.get("ready_margin_s")
+    has_deadline = isinstance(margin, int | float) or isinstance(
+        boundary.get("decode_left_s"), int | float
+    )
+    if not has_deadline:
+        return None
     ready = boundary.get("ready")
     if isinstance(ready, bool):
         return ready
-    margin = boundary.get("ready_margin_s")
-    if isinstance(margin, int | float):
-        return margin >= 0
-    return None
+    return isinstance(margin, int | float) and margin >= 0
 
 
 def readiness_tally(per_block: dict[str, list[dict | None]]) -> Tally:
