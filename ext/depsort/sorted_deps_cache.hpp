@@ -48,6 +48,8 @@
 extern "C" {
 
 // Process-wide totals of every SortedDepsCache in the library that defines the C API.
+// Layout version 1 is frozen: the getter writes exactly this struct. New fields would come with
+// a new struct and a new getter name, never by growing this one.
 struct compile_ahead_depsort_stats {
     uint32_t version;          // COMPILE_AHEAD_DEPSORT_STATS_VERSION
     uint32_t struct_size;      // sizeof(struct compile_ahead_depsort_stats) of the writer
