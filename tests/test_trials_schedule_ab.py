@@ -155,6 +155,23 @@ def test_failed_trial_leaves_a_partial_report(tmp_path: Path, command: str) -> N
                 "--command", f"env FAIL_AT=3 {command}", "--quiet", "--no-plot"])  # fmt: skip
     assert "injected failure" in str(info.value)
     assert (out / "trials.jsonl").read_text().count("\n") == 4
-    partial = (out / "partial.md").read_text()
+    partial = (out / "schedule_ab_partial.md").read_text()
     assert "PARTIAL" in partial and "| Foreground compile wall |" in partial
     assert not (out / "schedule_ab.md").exists()
+    (out / "schedule_ab_partial.md").unlink()
+    assert run_ab(["ab", "report", str(out), "--no-plot"]) == 0
+    assert "PARTIAL: 3 of 6 trials completed" in (out / "schedule_ab_partial.md").read_text()
+
+
+def test_report_rebuilds_the_same_analysis(tmp_path: Path, command: str) -> None:
+    out = tmp_path / "res"
+    run_ab(["ab", "schedule", "--model", "tiny", "--arms", "i1,i2", "--ladder", "64,128",
+            "--prompt-len", "8", "--pairs", "2", "--warmup", "0", "--command", command,
+            "--out", str(out), "--quiet", "--no-plot"])  # fmt: skip
+    first = json.loads((out / "schedule_ab.json").read_text())
+    (out / "schedule_ab.json").unlink()
+    assert run_ab(["ab", "report", str(out), "--no-plot"]) == 0
+    again = json.loads((out / "schedule_ab.json").read_text())
+    assert again["endpoints"] == first["endpoints"] and again["tallies"] == first["tallies"]
+    with pytest.raises(CompileAheadError, match="not an `ab` results dir"):
+        run_ab(["ab", "report", str(tmp_path)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -10,10 +11,10 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 
 from . import compile_ab, schedule_ab
-from .analysis import Analysis, Endpoint, analyse
+from .analysis import Analysis, analyse
 from .arms import parse_arm
 from .design import Plan, make_plan
-from .runner import Arm, TrialFailed, TrialRecord, run_plan
+from .runner import Arm, TrialFailed, TrialRecord, load_records, run_plan
 
 
 def _positive(text: str) -> int:
@@ -151,6 +152,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _schedule_options(b, default_arms="npuw-b1,npuw-b0,i2,i3")
     b.set_defaults(func=run_baselines)
 
+    r = kinds.add_parser(
+        "report",
+        help="re-analyse a results directory (trials.jsonl + experiment.json)",
+        description="Rebuild the table, JSON and plot of an `ab` run from its directory, e.g. "
+        "after a failed or interrupted run (complete pairs only; marked PARTIAL).",
+    )
+    r.add_argument("directory", type=Path)
+    r.add_argument("--no-plot", action="store_true")
+    r.set_defaults(func=run_report)
+
 
 def _out_dir(args: argparse.Namespace, kind: str) -> Path:
     if args.out is not None:
@@ -173,8 +184,11 @@ def _progress(quiet: bool):
     return show
 
 
+EXPERIMENT = "experiment.json"
+
+
 def _finish(
-    args: argparse.Namespace,
+    no_plot: bool,
     out: Path,
     stem: str,
     analysis: Analysis,
@@ -183,36 +197,85 @@ def _finish(
     arms: list[Arm],
     records: list[TrialRecord],
     labels: dict[str, str] | None = None,
-) -> None:
+    echo: bool = True,
+) -> Path:
     from .report import markdown, write_reports
 
     md, js = write_reports(out, stem, analysis, title, context, arms, records, labels)
-    print(markdown(analysis, title, context, labels))
+    if echo:
+        print(markdown(analysis, title, context, labels))
     print(f"written: {md}, {js}", file=sys.stderr)
-    if not args.no_plot:
+    if not no_plot:
         from .plot import plot_differences
 
         png = plot_differences(analysis, out / f"{stem}.png", title)
         print(f"written: {png}", file=sys.stderr)
+    return md
 
 
-def _run(
-    plan: Plan, arms: list[Arm], out: Path, args: argparse.Namespace, endpoints: list[Endpoint]
-) -> list[TrialRecord]:
-    """Run the plan; on a failed trial, analyse the complete blocks into a *_partial report
-    (clearly named) next to trials.jsonl, then fail with one line."""
+def _arms_from(exp: dict) -> list[Arm]:
+    fixed = ("name", "command", "env", "unset_env")
+    return [
+        Arm(
+            d["name"],
+            tuple(d["command"]),
+            dict(d.get("env", {})),
+            tuple(d.get("unset_env", ())),
+            info={k: v for k, v in d.items() if k not in fixed},
+        )
+        for d in exp["arms"]
+    ]
+
+
+def report_experiment(
+    out: Path, exp: dict, records: list[TrialRecord], *, no_plot: bool, status: str | None = None
+) -> Path:
+    """Tables, JSON and plot of an experiment from its saved description and trial records;
+    ``status`` marks a partial analysis (written as *_partial, never as the final report)."""
+    plan = make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"])
+    arms = _arms_from(exp)
+    ladder = tuple(exp["ladder"])
+    if exp["kind"] == "compile":
+        endpoints = compile_ab.compile_endpoints(ladder, exp["pass_profile"], exp["counters"])
+        analysis = analyse(records, plan, endpoints)
+        context = dict(exp["context"])
+        labels = dict(exp["labels"])
+        stem, title = "compile_ab", f"Compile A/B: {' vs '.join(plan.arms)}"
+    else:
+        from . import baselines
+
+        analysis = analyse(records, plan, schedule_ab.schedule_endpoints(ladder))
+        schedule_ab.add_tallies(analysis, records)
+        context = {
+            "model": schedule_ab.model_label(records),
+            "devices": schedule_ab.devices(records),
+            "workload": f"prompt {exp['prompt_len']} tokens, {exp['decode_tokens']} decoded "
+            f"tokens, ladder {','.join(map(str, ladder))}",
+            "control": plan.arms[0],
+            **baselines.describe(plan.arms),
+        }
+        labels = schedule_ab.arm_labels(records)
+        stem, title = "schedule_ab", f"Schedule A/B: {' vs '.join(plan.arms)}"
+    if status is not None:
+        context = {"status": status, **context}
+        stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
+    return _finish(
+        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None
+    )
+
+
+def _run(plan: Plan, arms: list[Arm], out: Path, args: argparse.Namespace, exp: dict):
+    """Save the experiment, run the plan; on a failed trial, analyse what completed into a
+    *_partial report beside trials.jsonl, then fail with one line."""
+    (out / EXPERIMENT).write_text(json.dumps(exp, indent=1))
     try:
         return run_plan(plan, arms, out, timeout_s=args.timeout, progress=_progress(args.quiet))
     except TrialFailed as err:
         completed = sum(1 for r in err.records if r.error is None and not r.warmup)
         partial = ""
         if completed:
-            from .report import write_reports
-
-            analysis = analyse(err.records, plan, endpoints)
-            context = {"status": f"PARTIAL: stopped by a failed trial ({err.records[-1].error})"}
-            md, _ = write_reports(out, "partial", analysis, "A/B (partial)", context, arms,
-                                  err.records)  # fmt: skip
+            status = f"PARTIAL: stopped by a failed trial ({err.records[-1].error})"
+            md = report_experiment(out, exp, err.records, no_plot=True, status=status)
             partial = f"; partial report {md}"
         raise CompileAheadError(
             f"{err} ({completed} measured trial(s) done{partial}; last stderr: "
@@ -227,31 +290,33 @@ def run_compile_ab(args: argparse.Namespace) -> int:
     out = _out_dir(args, "compile")
     out.mkdir(parents=True, exist_ok=True)
     base_config, kv_precision = compile_ab.default_config(args.device)
-    endpoints = compile_ab.compile_endpoints(ladder, args.pass_profile, args.counters)
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
         exported = compile_ab.export_rungs(args.model, ladder, kv_precision, ir_dir)
         arms, labels = compile_ab.make_arms(
             specs, exported, args.device, base_config, args.pass_profile, out, args.counters
         )
-        records = _run(plan, arms, out, args, endpoints)
-    analysis = analyse(records, plan, endpoints)
-    config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
-    context = {
-        "model": exported.label,
-        "graphs": f"decode step (chunk 1), ladder {','.join(map(str, ladder))}, "
-        f"KV {kv_precision}",
-        "device": args.device,
-        "arms": "; ".join(
-            f"{a.name} = {a.info['openvino']} via {a.info['python']}"
-            + (f" (lib {a.info['library_path']})" if a.info.get("library_path") else "")
-            for a in arms
-        ),
-        "compile config (control)": config_text,
-        "extension counters": _counters_text(args.counters, arms),
-    }  # fmt: skip
-    title = f"Compile A/B: {' vs '.join(plan.arms)}"
-    _finish(args, out, "compile_ab", analysis, title, context, arms, records, labels)
+        config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
+        context = {
+            "model": exported.label,
+            "graphs": f"decode step (chunk 1), ladder {','.join(map(str, ladder))}, "
+            f"KV {kv_precision}",
+            "device": args.device,
+            "arms": "; ".join(
+                f"{a.name} = {a.info['openvino']} via {a.info['python']}"
+                + (f" (lib {a.info['library_path']})" if a.info.get("library_path") else "")
+                for a in arms
+            ),
+            "compile config (control)": config_text,
+            "extension counters": _counters_text(args.counters, arms),
+        }  # fmt: skip
+        exp = {
+            "kind": "compile", "arms": [a.describe() for a in arms], "pairs": args.pairs,
+            "warmup": args.warmup, "ladder": list(ladder), "pass_profile": args.pass_profile,
+            "counters": args.counters, "context": context, "labels": labels,
+        }  # fmt: skip
+        records = _run(plan, arms, out, args, exp)
+    report_experiment(out, exp, records, no_plot=args.no_plot)
     return 0
 
 
@@ -288,24 +353,30 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         schedules, args.model, ladder_text, args.prompt_len, decode_tokens, args.command
     )
     out = _out_dir(args, "schedule")
-    endpoints = schedule_ab.schedule_endpoints(ladder)
-    records = _run(plan, arms, out, args, endpoints)
-    analysis = analyse(records, plan, endpoints)
-    schedule_ab.add_tallies(analysis, records)
-    context = {
-        "model": schedule_ab.model_label(records),
-        "devices": schedule_ab.devices(records),
-        "workload": f"prompt {args.prompt_len} tokens, {decode_tokens} decoded tokens, "
-        f"ladder {ladder_text}",
-        "control": schedules[0],
-    }
-    for arm, text in baselines.describe(schedules).items():
-        context[arm] = text
-    title = f"Schedule A/B: {' vs '.join(schedules)}"
-    labels = schedule_ab.arm_labels(records)
-    _finish(args, out, "schedule_ab", analysis, title, context, arms, records, labels)
+    out.mkdir(parents=True, exist_ok=True)
+    exp = {
+        "kind": "schedule", "arms": [a.describe() for a in arms], "pairs": args.pairs,
+        "warmup": args.warmup, "ladder": list(ladder), "model": args.model,
+        "prompt_len": args.prompt_len, "decode_tokens": decode_tokens,
+    }  # fmt: skip
+    records = _run(plan, arms, out, args, exp)
+    report_experiment(out, exp, records, no_plot=args.no_plot)
     return 0
 
 
 def run_baselines(args: argparse.Namespace) -> int:
     return run_schedule_ab(args)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Re-analyse a results directory (e.g. after a failed or interrupted run)."""
+    path = args.directory / EXPERIMENT
+    if not path.exists():
+        raise CompileAheadError(f"{args.directory}: no {EXPERIMENT} (not an `ab` results dir)")
+    exp = json.loads(path.read_text())
+    records = load_records(args.directory)
+    planned = len(make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"]).slots)
+    done = sum(1 for r in records if r.error is None)
+    status = None if done == planned else f"PARTIAL: {done} of {planned} trials completed"
+    report_experiment(args.directory, exp, records, no_plot=args.no_plot, status=status)
+    return 0
