@@ -70,7 +70,7 @@ def _const(value, dtype=np.float32) -> ov.Node:
     return ops.constant(np.asarray(value, dtype=dtype))
 
 
-class _Weights:
+class WeightConstants:
     """Weight constants for one graph: compressed storage aliased, decompressed in-graph.
 
     The constants alias the store's arrays without owning them: the store (held by the
@@ -95,18 +95,18 @@ class _Weights:
         return self._nodes[name]
 
 
-def _linear(x: ov.Output, w: _Weights, name: str, bias: bool = False) -> ov.Output:
+def linear(x: ov.Output, w: WeightConstants, name: str, bias: bool = False) -> ov.Output:
     y = ops.matmul(x, w(name + ".weight"), transpose_a=False, transpose_b=True)
     return ops.add(y, w(name + ".bias")).output(0) if bias else y.output(0)
 
 
-def _rms_norm(x: ov.Output, weight: ov.Output, eps: float) -> ov.Output:
+def rms_norm(x: ov.Output, weight: ov.Output, eps: float) -> ov.Output:
     var = ops.reduce_mean(ops.multiply(x, x), _const([-1], np.int64), keep_dims=True)
     normed = ops.divide(x, ops.sqrt(ops.add(var, _const(eps))))
     return ops.multiply(normed, weight).output(0)
 
 
-def _rotate(x: ov.Output, cos: ov.Output, sin: ov.Output) -> ov.Output:
+def rotate(x: ov.Output, cos: ov.Output, sin: ov.Output) -> ov.Output:
     """x*cos + rotate_half(x)*sin, rotate_half(x) = [-x2, x1] over the last axis."""
     x1, x2 = ops.split(x, _const(-1, np.int64), 2).outputs()
     rotated = ops.concat([ops.negative(x2), x1], -1)
@@ -131,34 +131,17 @@ class GraphSpec:
         return "decode" if self.chunk == 1 else "prefill"
 
 
-def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> ov.Model:
-    """The decode (chunk=1) or prefill-chunk graph for capacity ``spec.capacity``.
+# -- decoder pieces, shared by the whole step graph and the split graphs ----------------------
 
-    Inputs: input_ids [1, L] i64; past_length [] i64 (valid past slots t, the chunk sits at
-    positions t..t+L-1); past_key.i / past_value.i [1, kv, C, hd]; for L>1 also last_index []
-    i64 (the row whose logits to return, for a chunk padded past the prompt's end).
-    Outputs: logits [1, vocab] f32; new_key.i / new_value.i [1, kv, L, hd].
-    Rows of a padded chunk beyond the prompt never influence valid rows (causal mask).
-    """
-    C, L = spec.capacity, spec.chunk
-    kv_heads, hd, heads, group = cfg.num_kv_heads, cfg.head_dim, cfg.num_heads, cfg.group_size
-    kv_type = OV_TYPES[spec.kv_precision]
-    w = _Weights(store)
 
-    ids = ops.parameter([1, L], ov.Type.i64, name=INPUT_IDS)
-    past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
-    params = [ids, past_len]
-    last_index = None
-    if L > 1:
-        last_index = ops.parameter([], ov.Type.i64, name=LAST_INDEX)
-        params.append(last_index)
-
-    x = ops.gather(w("model.embed_tokens.weight"), ids, _const(0, np.int64)).output(0)  # [1,L,D]
-
-    # RoPE tables for positions t..t+L-1: [1, 1, L, hd]
+def rope_tables(cfg: ModelConfig, past_len: ov.Output, chunk: int) -> tuple[ov.Output, ov.Output]:
+    """cos/sin [1, 1, L, hd] for positions t..t+L-1 (t = past_len)."""
+    hd = cfg.head_dim
     positions = ops.convert(
         ops.add(
-            ops.range(_const(0, np.int64), _const(L, np.int64), _const(1, np.int64), ov.Type.i64),
+            ops.range(
+                _const(0, np.int64), _const(chunk, np.int64), _const(1, np.int64), ov.Type.i64
+            ),
             past_len,
         ),
         ov.Type.f32,
@@ -168,98 +151,184 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
         _const(rope_inv_freq(hd, cfg.rope)[None, :]),
     )
     emb = ops.concat([freqs, freqs], -1)
-    cos = ops.reshape(ops.cos(emb), _const([1, 1, L, hd], np.int64), False).output(0)
-    sin = ops.reshape(ops.sin(emb), _const([1, 1, L, hd], np.int64), False).output(0)
+    shape = _const([1, 1, chunk, hd], np.int64)
+    return (
+        ops.reshape(ops.cos(emb), shape, False).output(0),
+        ops.reshape(ops.sin(emb), shape, False).output(0),
+    )
 
-    # Past slots j < t are valid: an additive mask over the C slots, shared by all layers.
-    slots = ops.range(_const(0, np.int64), _const(C, np.int64), _const(1, np.int64), ov.Type.i64)
-    past_mask = ops.select(ops.less(slots, past_len), _const(0.0), _const(-np.inf)).output(0)
-    # Chunk rows are (query group g, token i) flattened g-major; token i sees chunk tokens j <= i.
-    causal = np.where(np.tril(np.ones((L, L), bool)), 0.0, -np.inf).astype(np.float32)
-    chunk_mask = _const(np.tile(causal, (group, 1)))  # [G*L, L]
-    scale = _const(1.0 / np.sqrt(hd))
+
+def layer_qkv(
+    cfg: ModelConfig,
+    w: WeightConstants,
+    x: ov.Output,
+    layer: int,
+    rope: tuple[ov.Output, ov.Output],
+    chunk: int,
+):
+    """Input norm, q/k/v projections and RoPE: q [1, H, L, hd], k and v [1, kv, L, hd]."""
+    p = f"model.layers.{layer}."
+    h = rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
+
+    def heads_first(t: ov.Output, n: int) -> ov.Output:
+        t = ops.reshape(t, _const([1, chunk, n, cfg.head_dim], np.int64), False)
+        return ops.transpose(t, _const([0, 2, 1, 3], np.int64)).output(0)
+
+    bias = cfg.attention_bias
+    q = heads_first(linear(h, w, p + "self_attn.q_proj", bias), cfg.num_heads)
+    k = heads_first(linear(h, w, p + "self_attn.k_proj", bias), cfg.num_kv_heads)
+    v = heads_first(linear(h, w, p + "self_attn.v_proj", bias), cfg.num_kv_heads)
+    cos, sin = rope
+    return rotate(q, cos, sin), rotate(k, cos, sin), v
+
+
+def as_stored(t: ov.Output, kv_type: ov.Type) -> tuple[ov.Output, ov.Output]:
+    """A new K or V as the cache stores it, and that rounded value back in f32, so a token
+    attends to itself exactly as later tokens will see it."""
+    if kv_type == ov.Type.f32:
+        return t, t
+    stored = ops.convert(t, kv_type).output(0)
+    return stored, ops.convert(stored, ov.Type.f32).output(0)
+
+
+def past_kv_inputs(cfg: ModelConfig, spec: GraphSpec, layer: int):
+    """Parameters past_key.i / past_value.i and their first C slots in f32."""
+    kv_type = OV_TYPES[spec.kv_precision]
+    shape = [1, cfg.num_kv_heads, spec.input_capacity, cfg.head_dim]
+    params = [
+        ops.parameter(shape, kv_type, name=past_key_name(layer)),
+        ops.parameter(shape, kv_type, name=past_value_name(layer)),
+    ]
+    views = []
+    for param in params:
+        t = param.output(0)
+        if spec.input_capacity > spec.capacity:
+            # Only the first C slots: the Slice copies that prefix, never the whole buffer.
+            t = ops.slice(
+                t,
+                _const([0], np.int64),
+                _const([spec.capacity], np.int64),
+                _const([1], np.int64),
+                _const([2], np.int64),
+            ).output(0)
+        if kv_type != ov.Type.f32:
+            t = ops.convert(t, ov.Type.f32).output(0)
+        views.append(t)
+    return params, views[0], views[1]
+
+
+class AttentionMasks:
+    """Additive masks shared by every layer of a graph."""
+
+    def __init__(self, cfg: ModelConfig, past_len: ov.Output, capacity: int, chunk: int):
+        # Past slots j < t are valid.
+        slots = ops.range(
+            _const(0, np.int64), _const(capacity, np.int64), _const(1, np.int64), ov.Type.i64
+        )
+        self.past = ops.select(ops.less(slots, past_len), _const(0.0), _const(-np.inf)).output(0)
+        # Chunk rows are (query group g, token i) flattened g-major; token i sees tokens j <= i.
+        causal = np.where(np.tril(np.ones((chunk, chunk), bool)), 0.0, -np.inf).astype(np.float32)
+        self.chunk = _const(np.tile(causal, (cfg.group_size, 1)))  # [G*L, L]
+        self.scale = _const(1.0 / np.sqrt(cfg.head_dim))
+        self.capacity = capacity
+        self.chunk_len = chunk
+
+
+def attention(
+    cfg: ModelConfig,
+    q: ov.Output,
+    k: ov.Output,
+    v: ov.Output,
+    past_k: ov.Output,
+    past_v: ov.Output,
+    masks: AttentionMasks,
+) -> ov.Output:
+    """Scores the C past slots and the chunk's own tokens separately (no KV concat).
+
+    GQA without repeating KV: the G query heads of each KV head become rows.
+    Returns [1, L, H*hd].
+    """
+    L, hd, heads = masks.chunk_len, cfg.head_dim, cfg.num_heads
+    qg = ops.reshape(q, _const([1, cfg.num_kv_heads, cfg.group_size * L, hd], np.int64), False)
+    s_past = ops.add(ops.multiply(ops.matmul(qg, past_k, False, True), masks.scale), masks.past)
+    s_new = ops.add(ops.multiply(ops.matmul(qg, k, False, True), masks.scale), masks.chunk)
+    probs = ops.softmax(ops.concat([s_past, s_new], -1), -1)
+    p_past, p_new = ops.variadic_split(
+        probs, _const(-1, np.int64), _const([masks.capacity, L], np.int64)
+    ).outputs()
+    out = ops.add(ops.matmul(p_past, past_v, False, False), ops.matmul(p_new, v, False, False))
+    out = ops.reshape(out, _const([1, heads, L, hd], np.int64), False)
+    return ops.reshape(
+        ops.transpose(out, _const([0, 2, 1, 3], np.int64)),
+        _const([1, L, heads * hd], np.int64),
+        False,
+    ).output(0)
+
+
+def layer_out(
+    cfg: ModelConfig, w: WeightConstants, x: ov.Output, attn: ov.Output, layer: int
+) -> ov.Output:
+    """o_proj residual, then the post-attention norm and SwiGLU MLP residual."""
+    p = f"model.layers.{layer}."
+    x = ops.add(x, linear(attn, w, p + "self_attn.o_proj")).output(0)
+    h = rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg.rms_norm_eps)
+    gate = linear(h, w, p + "mlp.gate_proj")
+    up = linear(h, w, p + "mlp.up_proj")
+    mlp = linear(ops.multiply(ops.swish(gate), up).output(0), w, p + "mlp.down_proj")
+    return ops.add(x, mlp).output(0)
+
+
+def lm_head(cfg: ModelConfig, w: WeightConstants, row: ov.Output) -> ov.Output:
+    """Final norm and the (possibly tied) output projection: [1, D] -> [1, vocab]."""
+    row = rms_norm(row, w("model.norm.weight"), cfg.rms_norm_eps)
+    return linear(row, w, "model.embed_tokens" if cfg.tie_word_embeddings else "lm_head")
+
+
+def name_io(params: list, results: list) -> None:
+    """Tensor names = friendly names, so requests address ports by name."""
+    for node in params + results:
+        node.output(0).get_tensor().set_names({node.get_friendly_name()})
+
+
+def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> ov.Model:
+    """The decode (chunk=1) or prefill-chunk graph for capacity ``spec.capacity``.
+
+    Inputs: input_ids [1, L] i64; past_length [] i64 (valid past slots t, the chunk sits at
+    positions t..t+L-1); past_key.i / past_value.i [1, kv, C, hd]; for L>1 also last_index []
+    i64 (the row whose logits to return, for a chunk padded past the prompt's end).
+    Outputs: logits [1, vocab] f32; new_key.i / new_value.i [1, kv, L, hd].
+    Rows of a padded chunk beyond the prompt never influence valid rows (causal mask).
+    """
+    L = spec.chunk
+    kv_type = OV_TYPES[spec.kv_precision]
+    w = WeightConstants(store)
+
+    ids = ops.parameter([1, L], ov.Type.i64, name=INPUT_IDS)
+    past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
+    params = [ids, past_len]
+    last_index = _const(0, np.int64)
+    if L > 1:
+        last_index = ops.parameter([], ov.Type.i64, name=LAST_INDEX)
+        params.append(last_index)
+
+    x = ops.gather(w("model.embed_tokens.weight"), ids, _const(0, np.int64)).output(0)  # [1,L,D]
+    rope = rope_tables(cfg, past_len, L)
+    masks = AttentionMasks(cfg, past_len, spec.capacity, L)
 
     results = []
     for i in range(cfg.num_layers):
-        p = f"model.layers.{i}."
-        h = _rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
-        bias = cfg.attention_bias
+        q, k, v = layer_qkv(cfg, w, x, i, rope, L)
+        new_k, k = as_stored(k, kv_type)
+        new_v, v = as_stored(v, kv_type)
+        results += [
+            ops.result(new_k, name=new_key_name(i)),
+            ops.result(new_v, name=new_value_name(i)),
+        ]
+        past_params, past_k, past_v = past_kv_inputs(cfg, spec, i)
+        params += past_params
+        x = layer_out(cfg, w, x, attention(cfg, q, k, v, past_k, past_v, masks), i)
 
-        def heads_first(t: ov.Output, n: int) -> ov.Output:
-            t = ops.reshape(t, _const([1, L, n, hd], np.int64), False)
-            return ops.transpose(t, _const([0, 2, 1, 3], np.int64)).output(0)  # [1, n, L, hd]
-
-        q = heads_first(_linear(h, w, p + "self_attn.q_proj", bias), heads)
-        k = heads_first(_linear(h, w, p + "self_attn.k_proj", bias), kv_heads)
-        v = heads_first(_linear(h, w, p + "self_attn.v_proj", bias), kv_heads)
-        q = _rotate(q, cos, sin)
-        k = _rotate(k, cos, sin)
-
-        new_k = ops.convert(k, kv_type) if kv_type != ov.Type.f32 else k
-        new_v = ops.convert(v, kv_type) if kv_type != ov.Type.f32 else v
-        results.append(ops.result(new_k, name=new_key_name(i)))
-        results.append(ops.result(new_v, name=new_value_name(i)))
-
-        past_k = ops.parameter(
-            [1, kv_heads, spec.input_capacity, hd], kv_type, name=past_key_name(i)
-        )
-        past_v = ops.parameter(
-            [1, kv_heads, spec.input_capacity, hd], kv_type, name=past_value_name(i)
-        )
-        params += [past_k, past_v]
-        pk, pv = past_k.output(0), past_v.output(0)
-        if spec.input_capacity > C:
-            # Only the first C slots: the Slice copies that prefix, never the whole buffer.
-            pk, pv = (
-                ops.slice(
-                    t,
-                    _const([0], np.int64),
-                    _const([C], np.int64),
-                    _const([1], np.int64),
-                    _const([2], np.int64),
-                ).output(0)
-                for t in (pk, pv)
-            )
-        if kv_type != ov.Type.f32:
-            pk, pv = ops.convert(pk, ov.Type.f32).output(0), ops.convert(pv, ov.Type.f32).output(0)
-        if kv_type != ov.Type.f32:
-            # Round the chunk's own K/V as the cache will hold them, so a token attends to
-            # itself exactly as later tokens will see it.
-            k = ops.convert(new_k, ov.Type.f32).output(0)
-            v = ops.convert(new_v, ov.Type.f32).output(0)
-
-        # GQA without repeating KV: the G query heads of each KV head become rows.
-        qg = ops.reshape(q, _const([1, kv_heads, group * L, hd], np.int64), False)
-        s_past = ops.add(ops.multiply(ops.matmul(qg, pk, False, True), scale), past_mask)
-        s_new = ops.add(ops.multiply(ops.matmul(qg, k, False, True), scale), chunk_mask)
-        probs = ops.softmax(ops.concat([s_past, s_new], -1), -1)
-        p_past, p_new = ops.variadic_split(
-            probs, _const(-1, np.int64), _const([C, L], np.int64)
-        ).outputs()
-        attn = ops.add(ops.matmul(p_past, pv, False, False), ops.matmul(p_new, v, False, False))
-        attn = ops.reshape(attn, _const([1, heads, L, hd], np.int64), False)
-        attn = ops.reshape(
-            ops.transpose(attn, _const([0, 2, 1, 3], np.int64)),
-            _const([1, L, heads * hd], np.int64),
-            False,
-        )
-        x = ops.add(x, _linear(attn.output(0), w, p + "self_attn.o_proj")).output(0)
-
-        h = _rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg.rms_norm_eps)
-        gate = _linear(h, w, p + "mlp.gate_proj")
-        up = _linear(h, w, p + "mlp.up_proj")
-        x = ops.add(
-            x, _linear(ops.multiply(ops.swish(gate), up).output(0), w, p + "mlp.down_proj")
-        ).output(0)
-
-    x = _rms_norm(x, w("model.norm.weight"), cfg.rms_norm_eps)
-    row = ops.gather(
-        x, last_index if last_index is not None else _const(0, np.int64), _const(1, np.int64)
-    )  # [1, D]
-    head = "model.embed_tokens" if cfg.tie_word_embeddings else "lm_head"
-    logits = _linear(row.output(0), w, head)
-    results.insert(0, ops.result(logits, name=LOGITS))
-
-    for node in params + results:
-        node.output(0).get_tensor().set_names({node.get_friendly_name()})
-    return ov.Model(results, params, f"{spec.kind}_C{C}_L{L}_B{spec.input_capacity}")
+    row = ops.gather(x, last_index, _const(1, np.int64)).output(0)  # [1, D]
+    results.insert(0, ops.result(lm_head(cfg, w, row), name=LOGITS))
+    name_io(params, results)
+    return ov.Model(results, params, f"{spec.kind}_C{spec.capacity}_L{L}_B{spec.input_capacity}")

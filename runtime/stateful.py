@@ -19,7 +19,7 @@ import openvino as ov
 from openvino import opset13 as ops
 
 from .config import ModelConfig
-from .graphs import _linear, _rms_norm, _rotate, _Weights, rope_inv_freq
+from .graphs import WeightConstants, linear, rms_norm, rope_inv_freq, rotate
 from .precision import OV_TYPES
 from .weights import WeightStore
 
@@ -134,7 +134,7 @@ def build_stateful_model(
     """
     kv_type = OV_TYPES[kv_precision]
     heads, kv_heads, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    w = _Weights(store)
+    w = WeightConstants(store)
 
     ids = ops.parameter([-1, -1], ov.Type.i64, name=INPUT_IDS)
     mask = ops.parameter([-1, -1], ov.Type.i64, name=ATTENTION_MASK)
@@ -151,17 +151,17 @@ def build_stateful_model(
     sinks = []
     for i in range(cfg.num_layers):
         p = f"model.layers.{i}."
-        h = _rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
+        h = rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
 
         def heads_first(t: ov.Output, n: int) -> ov.Output:
             t = ops.reshape(t, _i64([0, 0, n, hd]), True)
             return ops.transpose(t, _i64([0, 2, 1, 3])).output(0)  # [B, n, S, hd]
 
-        q = heads_first(_linear(h, w, p + "self_attn.q_proj", cfg.attention_bias), heads)
-        k = heads_first(_linear(h, w, p + "self_attn.k_proj", cfg.attention_bias), kv_heads)
-        v = heads_first(_linear(h, w, p + "self_attn.v_proj", cfg.attention_bias), kv_heads)
-        q = _rotate(q, cos, sin)
-        k = _rotate(k, cos, sin)
+        q = heads_first(linear(h, w, p + "self_attn.q_proj", cfg.attention_bias), heads)
+        k = heads_first(linear(h, w, p + "self_attn.k_proj", cfg.attention_bias), kv_heads)
+        v = heads_first(linear(h, w, p + "self_attn.v_proj", cfg.attention_bias), kv_heads)
+        q = rotate(q, cos, sin)
+        k = rotate(k, cos, sin)
         k_all, k_assign = _kv_state(i, "key", k, beam_idx.output(0), cfg, kv_type)
         v_all, v_assign = _kv_state(i, "value", v, beam_idx.output(0), cfg, kv_type)
         sinks += [k_assign, v_assign]
@@ -175,17 +175,17 @@ def build_stateful_model(
             scale,
         )  # [B, H, S, hd]
         attn = ops.reshape(ops.transpose(attn, _i64([0, 2, 1, 3])), _i64([0, 0, heads * hd]), True)
-        x = ops.add(x, _linear(attn.output(0), w, p + "self_attn.o_proj")).output(0)
+        x = ops.add(x, linear(attn.output(0), w, p + "self_attn.o_proj")).output(0)
 
-        h = _rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg.rms_norm_eps)
-        gate = _linear(h, w, p + "mlp.gate_proj")
-        up = _linear(h, w, p + "mlp.up_proj")
-        mlp = _linear(ops.multiply(ops.swish(gate), up).output(0), w, p + "mlp.down_proj")
+        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg.rms_norm_eps)
+        gate = linear(h, w, p + "mlp.gate_proj")
+        up = linear(h, w, p + "mlp.up_proj")
+        mlp = linear(ops.multiply(ops.swish(gate), up).output(0), w, p + "mlp.down_proj")
         x = ops.add(x, mlp).output(0)
 
-    x = _rms_norm(x, w("model.norm.weight"), cfg.rms_norm_eps)
+    x = rms_norm(x, w("model.norm.weight"), cfg.rms_norm_eps)
     head = "model.embed_tokens" if cfg.tie_word_embeddings else "lm_head"
-    logits = ops.result(_linear(x, w, head), name=LOGITS)
+    logits = ops.result(linear(x, w, head), name=LOGITS)
 
     for node in [*params, logits]:
         node.output(0).get_tensor().set_names({node.get_friendly_name()})
