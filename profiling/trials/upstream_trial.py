@@ -7,8 +7,10 @@ same table as i1/i2/i3.
         --ladder 1024,2048,4096,8192 --prompt-len 128 --decode-tokens 8064 --report OUT
 
 NPUW is configured as OpenVINO ships it for this context: MIN_RESPONSE_LEN 64 and
-MAX_PROMPT_LEN = top rung - 64, so its largest generate graph holds the top rung's KV; with the
-pyramid it also compiles 1024+64, 2048+64, ... variants, all inside compile_model (up front).
+MAX_PROMPT_LEN = top rung - 64 (8128 for an 8K ladder). NPUW aligns the prompt capacity up to its
+prefill chunk, so the largest generate graph holds top + 64 slots when the top exceeds 1024 (8256
+for 8K; runtime/upstream.py derives the sizes); with the pyramid it also compiles 1024+64,
+2048+64, ... variants, all inside compile_model (up front).
 Its KV cache is one allocation of the largest size shared by every variant (f16 by default), so
 reserved KV = that size from startup; committed host pages are not observable there (None).
 """
