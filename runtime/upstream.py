@@ -34,6 +34,7 @@ from .stateful import (
     POSITION_IDS,
     build_stateful_model,
 )
+from .weights import expected_shapes
 
 # NPUW aligns both lengths up to a multiple of this (llm_compiled_model.cpp, align_to(.., 64)).
 NPUW_ALIGN = 64
@@ -153,7 +154,7 @@ class BaselineResult:
     tokens: list[int]  # the greedy (argmax) token after the prompt and after each decode step
     logits: list[np.ndarray]  # matching f32 [vocab] rows, if kept
     compile_s: float  # compile_model wall time (for NPUW: every variant, up front)
-    build_s: float  # building the ov.Model on the host
+    build_s: float  # building the ov.Model on the host (weights already materialized)
     prefill_s: float
     step_times_s: list[float] = field(default_factory=list)  # decode step i wall time
     # Context length (tokens already in the KV cache) when decode step i ran.
@@ -162,6 +163,8 @@ class BaselineResult:
     rss_after_compile_bytes: int = 0
     peak_rss_bytes: int = 0  # process peak so far, so it includes anything run before
     config: dict[str, object] = field(default_factory=dict)
+    weights_s: float = 0.0  # materializing the weight store (synthetic draws), not OpenVINO's
+    ir_round_trip_s: float = 0.0  # save_model + read_model, when compiled via an IR
 
     def ms_per_token(self, lo: int, hi: int) -> float | None:
         """Mean decode step time for steps whose context is in [lo, hi), or None if none."""
@@ -176,7 +179,9 @@ class BaselineResult:
             "name": self.name,
             "prompt_len": self.prompt_len,
             "decode_steps": len(self.step_times_s),
+            "weights_s": self.weights_s,
             "build_s": self.build_s,
+            "ir_round_trip_s": self.ir_round_trip_s,
             "compile_s": self.compile_s,
             "prefill_s": self.prefill_s,
             "decode_ms_per_token": 1e3 * float(np.mean(self.step_times_s))
@@ -225,7 +230,9 @@ class StatefulRunner:
 
     With via_ir (the default) the model is compiled from an IR in a temporary directory the
     runner keeps; without it, from in-memory constants aliasing the source's weight store.
-    build_s covers building (and saving/reading the IR); compile_s is compile_model alone.
+    Timings: weights_s materializes the weight store (synthetic draws or page-ins; not an
+    OpenVINO cost), build_s builds the ov.Model, ir_round_trip_s saves and re-reads it (zero
+    without via_ir), compile_s is compile_model alone.
     """
 
     def __init__(
@@ -242,18 +249,22 @@ class StatefulRunner:
         self.config = dict(config)
         self._ir_dir = tempfile.TemporaryDirectory(prefix="stateful-ir-") if via_ir else None
         t0 = time.perf_counter()
+        for weight in expected_shapes(source.config):
+            source.weights.get(weight)
+        t1 = time.perf_counter()
         model = build_stateful_model(source.config, source.weights, kv_precision)
+        t2 = time.perf_counter()
         if self._ir_dir is not None:
             model = through_ir(model, Path(self._ir_dir.name))
+        t3 = time.perf_counter()
         self.rss_before_compile = current_rss_bytes()
-        t1 = time.perf_counter()
         try:
             self.compiled = core().compile_model(model, device, self.config)
         except RuntimeError as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
             raise CompileAheadError(f"{name}: compile_model on {device} failed: {first}") from err
-        t2 = time.perf_counter()
-        self.build_s, self.compile_s = t1 - t0, t2 - t1
+        self.compile_s = time.perf_counter() - t3
+        self.weights_s, self.build_s, self.ir_round_trip_s = t1 - t0, t2 - t1, t3 - t2
         self.rss_after_compile = current_rss_bytes()
         self.request = self.compiled.create_infer_request()
         self._beam = np.zeros(1, np.int32)
@@ -323,6 +334,8 @@ class StatefulRunner:
             rss_before_compile_bytes=self.rss_before_compile,
             rss_after_compile_bytes=self.rss_after_compile,
             config=self.config,
+            weights_s=self.weights_s,
+            ir_round_trip_s=self.ir_round_trip_s,
         )
         for i in range(decode_tokens):
             token = forced[i] if forced is not None else result.tokens[-1]
