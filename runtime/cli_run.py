@@ -14,7 +14,7 @@ from .cli_generate import add_model_options, compile_options
 from .compile_jobs import Faults
 from .events import FanOut, RunEvents
 from .ladder import NAMED_LADDERS, Ladder
-from .ladder_runner import RunResult, RunSettings, run_ladder
+from .ladder_runner import GRAPH_MODES, RunResult, RunSettings, run_ladder
 from .progress import ProgressBar
 from .protocol import DEFAULT_PROMPT_LEN, greedy, teacher_forced
 from .schedules import SCHEDULES, get_schedule
@@ -60,6 +60,13 @@ def add_ladder_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=3,
         help="decode steps recorded on each side of a boundary (default 3)",
+    )
+    p.add_argument(
+        "--graph",
+        choices=GRAPH_MODES,
+        default="whole",
+        help="whole: one graph per rung, each with its own compiled weights (default); split: "
+        "weight parts compiled once, a rung is only its attention core",
     )
     faults = p.add_argument_group("fault injection (tests and benchmarks)")
     faults.add_argument(
@@ -130,6 +137,7 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         prefill_chunk=args.prefill_chunk,
         boundary_window=args.boundary_window,
         faults=parse_faults(args),
+        graph=args.graph,
     )
 
 
@@ -153,7 +161,8 @@ def summarize(report: dict[str, Any]) -> str:
     kind = "SYNTHETIC weights" if report["synthetic"] else "real weights"
     lines = [
         f"model {report['model']} [{kind}] on {report['device']}",
-        f"schedule {report['schedule']} ({report['schedule_title']}), ladder {report['ladder']}",
+        f"schedule {report['schedule']} ({report['schedule_title']}), ladder {report['ladder']}, "
+        f"{report['graph']} graphs",
         f"stop: {report['stop_reason']} after {report['tokens_decoded']} decode tokens",
         f"foreground compile {report['foreground_compile_s']:.2f} s, background compile "
         f"{report['background_compile_s']:.2f} s, critical path {report['critical_path_s']:.2f} s,"

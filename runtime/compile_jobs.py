@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from compile_ahead.errors import CompileAheadError
 
 from . import graphs
-from .compiler import CompileOptions, compile_step
 from .events import RunEvents
-from .sources import ModelSource
 from .step import CompiledStep
 
 
@@ -64,25 +62,41 @@ class RungCompiler:
 
     def __init__(
         self,
-        source: ModelSource,
-        options: CompileOptions,
         spec_for: Callable[[int, int], graphs.GraphSpec],
+        build: Callable[[graphs.GraphSpec], CompiledStep],
         events: RunEvents,
         faults: Faults,
         on_ready: Callable[[CompiledStep], None] | None = None,
+        label: Callable[[graphs.GraphSpec], str] = lambda spec: spec.kind,
     ):
-        self.source = source
-        self.options = options
         self.spec_for = spec_for
+        self.build = build  # compiles one graph: the whole step graph, or a split rung's core
         self.events = events
         self.faults = faults
         self.on_ready = on_ready  # e.g. bind a shared KV buffer while still off the critical path
+        self.label = label  # what a compile is called in events (decode, prefill, attention)
         self._jobs = itertools.count(1)
         self._lock = threading.Lock()
         self.resident: dict[tuple[int, int], CompiledRung] = {}  # (capacity, chunk) -> graph
         self.resident_max = 0
         self.in_flight = 0
         self.in_flight_max = 0
+
+    def compile_shared(self, kind: str, work: Callable[[], object]) -> float:
+        """A foreground compile that no rung owns (split mode's weight parts), as its own job."""
+        job = next(self._jobs)
+        start = time.monotonic_ns()
+        self.events.compile_started(job, 0, kind, False, start)
+        try:
+            work()
+        except Exception as err:
+            self.events.compile_finished(
+                job, 0, kind, False, time.monotonic_ns(), {"error": str(err)}
+            )
+            raise
+        end = time.monotonic_ns()
+        self.events.compile_finished(job, 0, kind, True, end, {})
+        return (end - start) / 1e9
 
     def compile(self, capacity: int, background: bool, length: int, chunk: int = 1) -> CompiledRung:
         """Compile the graph for (capacity, chunk); chunk 1 is the rung's decode graph."""
@@ -92,15 +106,16 @@ class RungCompiler:
             self.in_flight += 1
             self.in_flight_max = max(self.in_flight_max, self.in_flight)
         start = time.monotonic_ns()
-        self.events.compile_started(job, capacity, spec.kind, background, start)
+        kind = self.label(spec)
+        self.events.compile_started(job, capacity, kind, background, start)
         try:
             self.faults.before_compile(capacity, background)
-            step = compile_step(self.source, spec, self.options).step
+            step = self.build(spec)
             if self.on_ready is not None:
                 self.on_ready(step)
         except Exception as err:
             self.events.compile_finished(
-                job, capacity, spec.kind, False, time.monotonic_ns(), {"error": str(err)}
+                job, capacity, kind, False, time.monotonic_ns(), {"error": str(err)}
             )
             raise
         finally:
@@ -111,7 +126,7 @@ class RungCompiler:
         with self._lock:
             self.resident[(capacity, chunk)] = rung
             self.resident_max = max(self.resident_max, len(self.resident))
-        self.events.compile_finished(job, capacity, spec.kind, True, end, {})
+        self.events.compile_finished(job, capacity, kind, True, end, {})
         return rung
 
     def get(self, capacity: int, chunk: int = 1) -> CompiledRung:

@@ -66,7 +66,7 @@ def rope_inv_freq(head_dim: int, rope: RopeConfig) -> np.ndarray:
     return inv.astype(np.float32)
 
 
-def _const(value, dtype=np.float32) -> ov.Node:
+def const(value, dtype=np.float32) -> ov.Node:
     return ops.constant(np.asarray(value, dtype=dtype))
 
 
@@ -101,14 +101,14 @@ def linear(x: ov.Output, w: WeightConstants, name: str, bias: bool = False) -> o
 
 
 def rms_norm(x: ov.Output, weight: ov.Output, eps: float) -> ov.Output:
-    var = ops.reduce_mean(ops.multiply(x, x), _const([-1], np.int64), keep_dims=True)
-    normed = ops.divide(x, ops.sqrt(ops.add(var, _const(eps))))
+    var = ops.reduce_mean(ops.multiply(x, x), const([-1], np.int64), keep_dims=True)
+    normed = ops.divide(x, ops.sqrt(ops.add(var, const(eps))))
     return ops.multiply(normed, weight).output(0)
 
 
 def rotate(x: ov.Output, cos: ov.Output, sin: ov.Output) -> ov.Output:
     """x*cos + rotate_half(x)*sin, rotate_half(x) = [-x2, x1] over the last axis."""
-    x1, x2 = ops.split(x, _const(-1, np.int64), 2).outputs()
+    x1, x2 = ops.split(x, const(-1, np.int64), 2).outputs()
     rotated = ops.concat([ops.negative(x2), x1], -1)
     return ops.add(ops.multiply(x, cos), ops.multiply(rotated, sin)).output(0)
 
@@ -139,19 +139,17 @@ def rope_tables(cfg: ModelConfig, past_len: ov.Output, chunk: int) -> tuple[ov.O
     hd = cfg.head_dim
     positions = ops.convert(
         ops.add(
-            ops.range(
-                _const(0, np.int64), _const(chunk, np.int64), _const(1, np.int64), ov.Type.i64
-            ),
+            ops.range(const(0, np.int64), const(chunk, np.int64), const(1, np.int64), ov.Type.i64),
             past_len,
         ),
         ov.Type.f32,
     )
     freqs = ops.multiply(
-        ops.unsqueeze(positions, _const([1], np.int64)),
-        _const(rope_inv_freq(hd, cfg.rope)[None, :]),
+        ops.unsqueeze(positions, const([1], np.int64)),
+        const(rope_inv_freq(hd, cfg.rope)[None, :]),
     )
     emb = ops.concat([freqs, freqs], -1)
-    shape = _const([1, 1, chunk, hd], np.int64)
+    shape = const([1, 1, chunk, hd], np.int64)
     return (
         ops.reshape(ops.cos(emb), shape, False).output(0),
         ops.reshape(ops.sin(emb), shape, False).output(0),
@@ -171,8 +169,8 @@ def layer_qkv(
     h = rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
 
     def heads_first(t: ov.Output, n: int) -> ov.Output:
-        t = ops.reshape(t, _const([1, chunk, n, cfg.head_dim], np.int64), False)
-        return ops.transpose(t, _const([0, 2, 1, 3], np.int64)).output(0)
+        t = ops.reshape(t, const([1, chunk, n, cfg.head_dim], np.int64), False)
+        return ops.transpose(t, const([0, 2, 1, 3], np.int64)).output(0)
 
     bias = cfg.attention_bias
     q = heads_first(linear(h, w, p + "self_attn.q_proj", bias), cfg.num_heads)
@@ -206,10 +204,10 @@ def past_kv_inputs(cfg: ModelConfig, spec: GraphSpec, layer: int):
             # Only the first C slots: the Slice copies that prefix, never the whole buffer.
             t = ops.slice(
                 t,
-                _const([0], np.int64),
-                _const([spec.capacity], np.int64),
-                _const([1], np.int64),
-                _const([2], np.int64),
+                const([0], np.int64),
+                const([spec.capacity], np.int64),
+                const([1], np.int64),
+                const([2], np.int64),
             ).output(0)
         if kv_type != ov.Type.f32:
             t = ops.convert(t, ov.Type.f32).output(0)
@@ -223,13 +221,13 @@ class AttentionMasks:
     def __init__(self, cfg: ModelConfig, past_len: ov.Output, capacity: int, chunk: int):
         # Past slots j < t are valid.
         slots = ops.range(
-            _const(0, np.int64), _const(capacity, np.int64), _const(1, np.int64), ov.Type.i64
+            const(0, np.int64), const(capacity, np.int64), const(1, np.int64), ov.Type.i64
         )
-        self.past = ops.select(ops.less(slots, past_len), _const(0.0), _const(-np.inf)).output(0)
+        self.past = ops.select(ops.less(slots, past_len), const(0.0), const(-np.inf)).output(0)
         # Chunk rows are (query group g, token i) flattened g-major; token i sees tokens j <= i.
         causal = np.where(np.tril(np.ones((chunk, chunk), bool)), 0.0, -np.inf).astype(np.float32)
-        self.chunk = _const(np.tile(causal, (cfg.group_size, 1)))  # [G*L, L]
-        self.scale = _const(1.0 / np.sqrt(cfg.head_dim))
+        self.chunk = const(np.tile(causal, (cfg.group_size, 1)))  # [G*L, L]
+        self.scale = const(1.0 / np.sqrt(cfg.head_dim))
         self.capacity = capacity
         self.chunk_len = chunk
 
@@ -249,18 +247,18 @@ def attention(
     Returns [1, L, H*hd].
     """
     L, hd, heads = masks.chunk_len, cfg.head_dim, cfg.num_heads
-    qg = ops.reshape(q, _const([1, cfg.num_kv_heads, cfg.group_size * L, hd], np.int64), False)
+    qg = ops.reshape(q, const([1, cfg.num_kv_heads, cfg.group_size * L, hd], np.int64), False)
     s_past = ops.add(ops.multiply(ops.matmul(qg, past_k, False, True), masks.scale), masks.past)
     s_new = ops.add(ops.multiply(ops.matmul(qg, k, False, True), masks.scale), masks.chunk)
     probs = ops.softmax(ops.concat([s_past, s_new], -1), -1)
     p_past, p_new = ops.variadic_split(
-        probs, _const(-1, np.int64), _const([masks.capacity, L], np.int64)
+        probs, const(-1, np.int64), const([masks.capacity, L], np.int64)
     ).outputs()
     out = ops.add(ops.matmul(p_past, past_v, False, False), ops.matmul(p_new, v, False, False))
-    out = ops.reshape(out, _const([1, heads, L, hd], np.int64), False)
+    out = ops.reshape(out, const([1, heads, L, hd], np.int64), False)
     return ops.reshape(
-        ops.transpose(out, _const([0, 2, 1, 3], np.int64)),
-        _const([1, L, heads * hd], np.int64),
+        ops.transpose(out, const([0, 2, 1, 3], np.int64)),
+        const([1, L, heads * hd], np.int64),
         False,
     ).output(0)
 
@@ -306,12 +304,12 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
     ids = ops.parameter([1, L], ov.Type.i64, name=INPUT_IDS)
     past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
     params = [ids, past_len]
-    last_index = _const(0, np.int64)
+    last_index = const(0, np.int64)
     if L > 1:
         last_index = ops.parameter([], ov.Type.i64, name=LAST_INDEX)
         params.append(last_index)
 
-    x = ops.gather(w("model.embed_tokens.weight"), ids, _const(0, np.int64)).output(0)  # [1,L,D]
+    x = ops.gather(w("model.embed_tokens.weight"), ids, const(0, np.int64)).output(0)  # [1,L,D]
     rope = rope_tables(cfg, past_len, L)
     masks = AttentionMasks(cfg, past_len, spec.capacity, L)
 
@@ -328,7 +326,7 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
         params += past_params
         x = layer_out(cfg, w, x, attention(cfg, q, k, v, past_k, past_v, masks), i)
 
-    row = ops.gather(x, last_index, _const(1, np.int64)).output(0)  # [1, D]
+    row = ops.gather(x, last_index, const(1, np.int64)).output(0)  # [1, D]
     results.insert(0, ops.result(lm_head(cfg, w, row), name=LOGITS))
     name_io(params, results)
     return ov.Model(results, params, f"{spec.kind}_C{spec.capacity}_L{L}_B{spec.input_capacity}")

@@ -19,13 +19,16 @@ from compile_ahead.errors import CompileAheadError
 from . import graphs
 from .accounting import TimeWeighted, now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
 from .compile_jobs import CompiledRung, Faults, OneAhead, RungCompiler
-from .compiler import CompileOptions
+from .compiler import CompileOptions, compile_step
 from .events import RunEvents
 from .kv_store import GrowingKV, KVStore, ReservedKV, SharedMaxKV
 from .ladder import Ladder
 from .protocol import Protocol
 from .schedules import Schedule
 from .sources import ModelSource
+from .split_step import WeightParts, compile_attention_core
+
+GRAPH_MODES = ("whole", "split")
 
 
 @dataclass
@@ -39,6 +42,9 @@ class RunSettings:
     boundary_window: int = 3  # steps recorded on each side of a boundary
     keep_logits: bool = False  # keep every step's logits (tests on tiny models)
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
+    # "whole": one graph per rung, each with its own compiled weights; "split": weight parts
+    # compiled once, a rung is only its weightless attention core (split_graphs.py).
+    graph: str = "whole"
     faults: Faults = field(default_factory=Faults)
 
 
@@ -95,10 +101,30 @@ class LadderRunner:
         assert kv is not None
         self.kv_precision = kv
         self.store = make_store(self.schedule, source, self.rungs, kv, self.first)
+        if settings.graph not in GRAPH_MODES:
+            raise CompileAheadError(
+                f"--graph must be one of {', '.join(GRAPH_MODES)}, got {settings.graph!r}"
+            )
+        if settings.graph == "split" and settings.prefill_chunk > 1:
+            raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
+        self.weight_parts: WeightParts | None = None
         bind_early = self.store.bind_on_compile if self.store.shared_buffer else None
         self.compiler = RungCompiler(
-            source, self.options, self._spec_for, self.events, settings.faults, on_ready=bind_early
+            self._spec_for,
+            self._build,
+            self.events,
+            settings.faults,
+            on_ready=bind_early,
+            label=lambda spec: "attention" if settings.graph == "split" else spec.kind,
         )
+
+    def _build(self, spec: graphs.GraphSpec):
+        if self.weight_parts is not None:
+            return compile_attention_core(self.weight_parts, spec, self.options)
+        return compile_step(self.source, spec, self.options).step
+
+    def _compile_weight_parts(self) -> None:
+        self.weight_parts = WeightParts(self.source, self.options)
 
     # -- helpers -----------------------------------------------------------------------
     def _rung_for(self, slots: int) -> int:
@@ -136,6 +162,7 @@ class LadderRunner:
         error: BaseException | None = None
         active: CompiledRung | None = None
         first_compile_s = 0.0
+        weights_compile_s = 0.0
         prefill_compile_s = 0.0
 
         def account(ts: int) -> None:
@@ -145,6 +172,10 @@ class LadderRunner:
         try:
             # Foreground: what has to exist before the first token.
             t0 = now_ns()
+            if s.graph == "split":
+                weights_compile_s = self.compiler.compile_shared(
+                    "weights", self._compile_weight_parts
+                )
             eager = self.rungs if self.schedule.compile == "eager" else (self.first,)
             for capacity in eager:
                 self.compiler.compile(capacity, background=False, length=0)
@@ -225,6 +256,7 @@ class LadderRunner:
             "inference_precision": self.options.inference_precision,
             "kv_precision": self.kv_precision,
             "schedule": self.schedule.name,
+            "graph": s.graph,
             "schedule_title": self.schedule.title,
             "kv_policy": self.store.kind,
             "ladder": list(s.ladder.rungs),
@@ -237,6 +269,7 @@ class LadderRunner:
             "stop_reason": stop,
             "foreground_compile_s": fg_compile_ns / 1e9,
             "first_rung_compile_s": first_compile_s,
+            "weights_compile_s": weights_compile_s,
             "prefill_compile_s": prefill_compile_s,
             "background_compile_s": self._background_compile_s(boundaries),
             "prefill_s": prefill_ns / 1e9,
@@ -262,6 +295,8 @@ class LadderRunner:
                 "committed: host pages backing written KV slots"
             ),
             "graphs_resident_max": self.compiler.resident_max,
+            # Whole graphs each hold a compiled copy of the weights; split rungs share one.
+            "weight_copies_resident_max": 1 if s.graph == "split" else self.compiler.resident_max,
             "compiles_in_flight_max": self.compiler.in_flight_max,
             "peak_rss_bytes": peak_rss_bytes(),
         }

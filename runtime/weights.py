@@ -19,6 +19,7 @@ import openvino as ov
 from compile_ahead.errors import CompileAheadError
 
 from .config import ModelConfig
+from .precision import bf16_bits_to_f32
 
 # safetensors dtype -> (numpy storage dtype, OpenVINO element type). numpy has no bfloat16, so
 # bf16 is stored as its raw uint16 bits and typed bf16 on the OpenVINO side.
@@ -40,7 +41,7 @@ class WeightTensor:
 
     def to_float32(self) -> np.ndarray:
         if self.element_type == ov.Type.bf16:
-            return (self.array.astype(np.uint32) << 16).view(np.float32)
+            return bf16_bits_to_f32(self.array)
         return self.array.astype(np.float32)
 
 

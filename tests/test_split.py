@@ -1,0 +1,95 @@
+"""Split graphs: weight parts once, one attention core per rung, the same math as whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compile_ahead.cli import main
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime import split_graphs
+from compile_ahead.runtime.compiler import CompileOptions
+from compile_ahead.runtime.events import RunEvents
+from compile_ahead.runtime.ladder import Ladder
+from compile_ahead.runtime.ladder_runner import LadderRunner, RunSettings, run_ladder
+from compile_ahead.runtime.protocol import teacher_forced
+from compile_ahead.runtime.schedules import SCHEDULES
+from compile_ahead.runtime.sources import resolve_model
+
+F32 = CompileOptions(device="CPU", inference_precision="f32")
+LADDER = Ladder.parse("16,32,64,128")
+
+
+@pytest.fixture(scope="module")
+def source(tiny_llama_dir):
+    return resolve_model(str(tiny_llama_dir))
+
+
+@pytest.fixture(scope="module")
+def proto(source):
+    return teacher_forced(source.config.vocab_size, 8, 120)
+
+
+@pytest.fixture(scope="module")
+def whole(source, proto):
+    return run_ladder(source, F32, RunSettings(SCHEDULES["b0"], LADDER, proto, keep_logits=True))
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_split_matches_whole_for_every_schedule(source, proto, whole, schedule):
+    settings = RunSettings(SCHEDULES[schedule], LADDER, proto, keep_logits=True, graph="split")
+    run = run_ladder(source, F32, settings)
+    assert run.error is None
+    assert run.predicted == whole.predicted
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(run.logits, whole.logits, strict=True))
+    assert worst <= 1e-5
+    assert run.report["weight_copies_resident_max"] == 1
+    assert run.report["graph"] == "split"
+
+
+class _Compiles(RunEvents):
+    def __init__(self):
+        self.started: list[tuple[str, int, int]] = []
+        self.first_step: int | None = None
+
+    def compile_started(self, job, capacity, kind, background, ts):
+        self.started.append((kind, capacity, ts))
+
+    def step(self, token_index, capacity, begin, end):
+        if self.first_step is None:
+            self.first_step = begin
+
+
+def test_successor_compiles_never_touch_the_weight_part(source, proto, monkeypatch):
+    built = []
+    real = split_graphs.build_weight_part
+    monkeypatch.setattr(
+        split_graphs, "build_weight_part", lambda *a, **k: built.append(a[2]) or real(*a, **k)
+    )
+    log = _Compiles()
+    settings = RunSettings(SCHEDULES["i2"], LADDER, proto, graph="split")
+    runner = LadderRunner(source, F32, settings, events=log)
+    report = runner.run().report
+    # The weight parts were built once each, before decoding started.
+    assert sorted(built) == list(range(source.config.num_layers + 1))
+    kinds = [k for k, _, _ in log.started]
+    assert kinds.count("weights") == 1
+    assert kinds[1:] == ["attention"] * len(LADDER.rungs)
+    weights_ts = next(ts for k, _, ts in log.started if k == "weights")
+    assert weights_ts < log.first_step
+    assert report["weights_compile_s"] > 0
+    assert all(b["compile_s"] < report["weights_compile_s"] for b in report["boundaries"])
+
+
+def test_split_refuses_a_prefill_graph(source, proto):
+    settings = RunSettings(SCHEDULES["i2"], LADDER, proto, prefill_chunk=16, graph="split")
+    with pytest.raises(CompileAheadError, match="not available with --graph split"):
+        LadderRunner(source, F32, settings)
+
+
+def test_run_cli_graph_flag(capsys):
+    argv = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]
+    assert main([*argv, "--graph", "split", "--schedule", "i3"]) == 0
+    assert "split graphs" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([*argv, "--graph", "halves"])
