@@ -11,10 +11,10 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 
 from . import compile_ab, schedule_ab
-from .analysis import Analysis, analyse
 from .arms import parse_arm
-from .design import Plan, make_plan
-from .runner import Arm, TrialFailed, TrialRecord, load_records, run_plan
+from .design import make_plan
+from .experiment import EXPERIMENT, report_experiment, run_experiment
+from .runner import Arm, load_records
 
 
 def _positive(text: str) -> int:
@@ -169,120 +169,6 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
     return Path("ab-results") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _progress(quiet: bool):
-    def show(record: TrialRecord, total: int) -> None:
-        if quiet:
-            return
-        where = "warm-up" if record.warmup else f"block {record.block}"
-        status = "ok" if record.error is None else f"FAILED: {record.error}"
-        print(
-            f"[{record.index + 1}/{total}] {record.arm} ({where}): {record.wall_s:.1f} s {status}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    return show
-
-
-EXPERIMENT = "experiment.json"
-
-
-def _finish(
-    no_plot: bool,
-    out: Path,
-    stem: str,
-    analysis: Analysis,
-    title: str,
-    context: dict[str, str],
-    arms: list[Arm],
-    records: list[TrialRecord],
-    labels: dict[str, str] | None = None,
-    echo: bool = True,
-) -> Path:
-    from .report import markdown, write_reports
-
-    md, js = write_reports(out, stem, analysis, title, context, arms, records, labels)
-    if echo:
-        print(markdown(analysis, title, context, labels))
-    print(f"written: {md}, {js}", file=sys.stderr)
-    if not no_plot:
-        from .plot import plot_differences
-
-        png = plot_differences(analysis, out / f"{stem}.png", title)
-        print(f"written: {png}", file=sys.stderr)
-    return md
-
-
-def _arms_from(exp: dict) -> list[Arm]:
-    fixed = ("name", "command", "env", "unset_env")
-    return [
-        Arm(
-            d["name"],
-            tuple(d["command"]),
-            dict(d.get("env", {})),
-            tuple(d.get("unset_env", ())),
-            info={k: v for k, v in d.items() if k not in fixed},
-        )
-        for d in exp["arms"]
-    ]
-
-
-def report_experiment(
-    out: Path, exp: dict, records: list[TrialRecord], *, no_plot: bool, status: str | None = None
-) -> Path:
-    """Tables, JSON and plot of an experiment from its saved description and trial records;
-    ``status`` marks a partial analysis (written as *_partial, never as the final report)."""
-    plan = make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"])
-    arms = _arms_from(exp)
-    ladder = tuple(exp["ladder"])
-    if exp["kind"] == "compile":
-        endpoints = compile_ab.compile_endpoints(ladder, exp["pass_profile"], exp["counters"])
-        analysis = analyse(records, plan, endpoints)
-        context = dict(exp["context"])
-        labels = dict(exp["labels"])
-        stem, title = "compile_ab", f"Compile A/B: {' vs '.join(plan.arms)}"
-    else:
-        from . import baselines
-
-        analysis = analyse(records, plan, schedule_ab.schedule_endpoints(ladder))
-        schedule_ab.add_tallies(analysis, records)
-        context = {
-            "model": schedule_ab.model_label(records),
-            "devices": schedule_ab.devices(records),
-            "workload": f"prompt {exp['prompt_len']} tokens, {exp['decode_tokens']} decoded "
-            f"tokens, ladder {','.join(map(str, ladder))}",
-            "control": plan.arms[0],
-            **baselines.describe(plan.arms),
-        }
-        labels = schedule_ab.arm_labels(records)
-        stem, title = "schedule_ab", f"Schedule A/B: {' vs '.join(plan.arms)}"
-    if status is not None:
-        context = {"status": status, **context}
-        stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
-    return _finish(
-        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None
-    )
-
-
-def _run(plan: Plan, arms: list[Arm], out: Path, args: argparse.Namespace, exp: dict):
-    """Save the experiment, run the plan; on a failed trial, analyse what completed into a
-    *_partial report beside trials.jsonl, then fail with one line."""
-    (out / EXPERIMENT).write_text(json.dumps(exp, indent=1))
-    try:
-        return run_plan(plan, arms, out, timeout_s=args.timeout, progress=_progress(args.quiet))
-    except TrialFailed as err:
-        completed = sum(1 for r in err.records if r.error is None and not r.warmup)
-        partial = ""
-        if completed:
-            status = f"PARTIAL: stopped by a failed trial ({err.records[-1].error})"
-            md = report_experiment(out, exp, err.records, no_plot=True, status=status)
-            partial = f"; partial report {md}"
-        raise CompileAheadError(
-            f"{err} ({completed} measured trial(s) done{partial}; last stderr: "
-            f"{(err.records[-1].stderr_tail.splitlines() or ['-'])[-1]})"
-        ) from err
-
-
 def run_compile_ab(args: argparse.Namespace) -> int:
     specs = [parse_arm(text) for text in args.arm]
     plan = make_plan([s.name for s in specs], args.pairs, args.warmup)
@@ -315,7 +201,7 @@ def run_compile_ab(args: argparse.Namespace) -> int:
             "warmup": args.warmup, "ladder": list(ladder), "pass_profile": args.pass_profile,
             "counters": args.counters, "context": context, "labels": labels,
         }  # fmt: skip
-        records = _run(plan, arms, out, args, exp)
+        records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)
     return 0
 
@@ -359,7 +245,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         "warmup": args.warmup, "ladder": list(ladder), "model": args.model,
         "prompt_len": args.prompt_len, "decode_tokens": decode_tokens,
     }  # fmt: skip
-    records = _run(plan, arms, out, args, exp)
+    records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)
     return 0
 
