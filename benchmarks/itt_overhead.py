@@ -1,9 +1,16 @@
 """Cost of the ITT collector on compile_model, measured interleaved in fresh processes.
 
-The collector must be announced before libopenvino loads, so every sample is its own process:
-"on" imports compile_ahead normally (collector bound), "off" sets COMPILE_AHEAD_ITT=0 first.
-Rounds alternate the order (on/off, off/on, ...) so drift on a shared machine hits both sides.
-Each process builds the graph once, compiles it once to warm up, then times --compiles more.
+The collector must be announced before libopenvino loads, so every sample is its own process.
+Three modes:
+
+- "on": compile_ahead imported normally, the collector bound and recording;
+- "null": the collector bound but recording nothing (COMPILE_AHEAD_ITT_RECORD=0): libraries
+  see a collector exactly as in "on" (TBB, for one, takes a different scheduling path when a
+  collector is present), so on/null is the cost of recording itself;
+- "off": no collector at all (COMPILE_AHEAD_ITT=0), the plain wheel.
+
+Each round runs every mode once, in a rotated order, so drift on a shared machine hits all of
+them. Each process builds the graph once, compiles it once to warm up, then times --compiles.
 
     python benchmarks/itt_overhead.py --model tiny --rounds 6
     python benchmarks/itt_overhead.py --model qwen2.5-0.5b --capacity 1024 --rounds 3
@@ -40,20 +47,32 @@ for i in range(compiles + 1):
     del compiled
     if i:
         times.append(elapsed)
-bound, events = [], 0
+bound, events, cost = [], 0, None
 try:
     from compile_ahead import _itt
     bound, events = _itt.bound_libraries(), _itt.stats()["recorded"]
+    if events:
+        cost = _itt.measure_task_cost_ns(200000)
 except ImportError:
     pass
-print(json.dumps({"times": times, "bound": len(bound), "events": events}))
+print(json.dumps({"times": times, "bound": len(bound), "events": events // (compiles + 1),
+                  "task_cost_ns": cost}))
 """
 
 
-def run_child(on: bool, args: argparse.Namespace) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "INTEL_LIBITTNOTIFY64"}
-    if not on:
+MODES = ("on", "null", "off")
+
+
+def run_child(mode: str, args: argparse.Namespace) -> dict:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("INTEL_LIBITTNOTIFY64", "COMPILE_AHEAD_ITT", "COMPILE_AHEAD_ITT_RECORD")
+    }
+    if mode == "off":
         env["COMPILE_AHEAD_ITT"] = "0"
+    elif mode == "null":
+        env["COMPILE_AHEAD_ITT_RECORD"] = "0"
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, args.model, str(args.capacity), str(args.compiles)],
         capture_output=True,
@@ -64,10 +83,10 @@ def run_child(on: bool, args: argparse.Namespace) -> dict:
     if proc.returncode != 0:
         sys.exit(f"child failed:\n{proc.stderr[-2000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if on and not result["bound"]:
-        sys.exit("the collector did not bind in the 'on' process: the comparison would be void")
-    if not on and result["bound"]:
-        sys.exit("the collector bound in the 'off' process: the comparison would be void")
+    if (mode != "off") != bool(result["bound"]):
+        sys.exit(f"collector binding in the {mode!r} process is wrong: the comparison is void")
+    if mode == "null" and result["events"]:
+        sys.exit("the 'null' process recorded events: the comparison is void")
     return result
 
 
@@ -75,45 +94,57 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="tiny")
     p.add_argument("--capacity", type=int, default=1024)
-    p.add_argument("--rounds", type=int, default=6, help="on/off process pairs")
+    p.add_argument("--rounds", type=int, default=6, help="rounds of one process per mode")
     p.add_argument("--compiles", type=int, default=3, help="timed compiles per process")
     args = p.parse_args()
 
-    on_times: list[float] = []
-    off_times: list[float] = []
-    pair_ratios: list[float] = []
+    times: dict[str, list[float]] = {m: [] for m in MODES}
+    pair_ratios: dict[str, list[float]] = {"on/off": [], "on/null": [], "null/off": []}
     events = 0
+    costs: list[float] = []
     t_start = time.monotonic()
     for r in range(args.rounds):
-        order = (True, False) if r % 2 == 0 else (False, True)
+        order = MODES[r % 3 :] + MODES[: r % 3]
         medians = {}
-        for on in order:
-            res = run_child(on, args)
-            (on_times if on else off_times).extend(res["times"])
-            medians[on] = statistics.median(res["times"])
+        for mode in order:
+            res = run_child(mode, args)
+            times[mode].extend(res["times"])
+            medians[mode] = statistics.median(res["times"])
             events = max(events, res["events"])
-        pair_ratios.append(medians[True] / medians[False])
+            if res["task_cost_ns"] is not None:
+                costs.append(res["task_cost_ns"])
+        for key in pair_ratios:
+            a, b = key.split("/")
+            pair_ratios[key].append(medians[a] / medians[b])
         print(
-            f"round {r + 1}: on {medians[True] * 1e3:.1f} ms, off {medians[False] * 1e3:.1f} ms, "
-            f"ratio {pair_ratios[-1]:.4f}",
+            f"round {r + 1}: "
+            + ", ".join(f"{m} {medians[m] * 1e3:.1f} ms" for m in MODES)
+            + f"; on/off {pair_ratios['on/off'][-1]:.4f}, on/null {pair_ratios['on/null'][-1]:.4f}",
             flush=True,
         )
-    ratio = statistics.median(on_times) / statistics.median(off_times)
-    geo = statistics.geometric_mean(pair_ratios)
     print(
-        f"\nmodel {args.model}, C={args.capacity}: {args.rounds} interleaved process pairs x "
-        f"{args.compiles} compiles, {time.monotonic() - t_start:.0f} s"
+        f"\nmodel {args.model}, C={args.capacity}: {args.rounds} interleaved rounds x 3 processes "
+        f"x {args.compiles} compiles, {time.monotonic() - t_start:.0f} s"
     )
     print(
-        f"compile_model median: on {statistics.median(on_times) * 1e3:.1f} ms, "
-        f"off {statistics.median(off_times) * 1e3:.1f} ms"
+        "compile_model median: "
+        + ", ".join(f"{m} {statistics.median(times[m]) * 1e3:.1f} ms" for m in MODES)
     )
-    print(f"overhead ratio (median on / median off): {ratio:.4f}")
+    # The direct bound: spans recorded per compile x measured cost of recording one span.
+    cost = statistics.median(costs)
+    bound_ms = events * cost / 1e6
     print(
-        f"geometric mean of per-pair ratios: {geo:.4f} "
-        f"(range {min(pair_ratios):.4f}-{max(pair_ratios):.4f}); "
-        f"events recorded per 'on' process: up to {events}"
+        f"recording: up to {events} events per compile x {cost:.0f} ns per recorded span "
+        f"= {bound_ms:.3f} ms per compile "
+        f"({bound_ms / (statistics.median(times['on']) * 1e3) * 100:.4f}% of compile_model)"
     )
+    for key, ratios in pair_ratios.items():
+        a, b = key.split("/")
+        overall = statistics.median(times[a]) / statistics.median(times[b])
+        print(
+            f"{key}: ratio of medians {overall:.4f}; per-round geometric mean "
+            f"{statistics.geometric_mean(ratios):.4f} (range {min(ratios):.4f}-{max(ratios):.4f})"
+        )
 
 
 if __name__ == "__main__":

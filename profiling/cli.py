@@ -318,10 +318,20 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
                 raise CompileAheadError(message) from err
             flow = writer.new_flow()
             names = counters.thread_names({e.tid for e in profile.spans})
-            end_job(writer, job, profile, names, flows_out=[flow] if args.decode_tokens else ())
+            # A patched NPU compiler's counters, when one is loaded (never zeros in its place).
+            depsort = counters.depsort_counters()
+            extra = {f"depsort_{k}": v for k, v in (depsort.values or {}).items()}
+            end_job(
+                writer,
+                job,
+                profile,
+                names,
+                flows_out=[flow] if args.decode_tokens else (),
+                extra_args=extra,
+            )
             resident += 1
             writer.counter(graphs_track, None, resident)
-            report["rungs"].append(profile.to_json())
+            report["rungs"].append({**profile.to_json(), "depsort_counters": depsort.to_json()})
             if args.decode_tokens:
                 report["decode"].append(
                     {

@@ -113,11 +113,16 @@ def profile_rung(
     pass_file: Path | None,
     sampler: RssSampler | None,
     observe: bool = True,
+    reset_after: bool = True,
+    exclude_tids: frozenset[int] = frozenset(),
 ):
     """Run ``compile_fn()`` (returning a runtime CompileResult) under the counters.
 
-    Returns (RungProfile, CompileResult). The collector is reset afterwards so a long ladder
-    keeps only its own rung's events in memory.
+    Returns (RungProfile, CompileResult). ITT events inside the compile's time window are kept,
+    except those of ``exclude_tids`` (e.g. a decode thread running concurrently: its inference
+    tasks fall in the same window). With ``reset_after`` the collector forgets everything
+    afterwards, so a long ladder keeps only one rung's events in memory; a caller that records
+    other work concurrently passes False.
     """
     offset0 = _file_size(pass_file)
     clock = ClockPair.sample()
@@ -130,8 +135,13 @@ def profile_rung(
     compile_window = (max(build[1], t1 - int(result.compile_s * 1e9)), t1)
     events: list[IttEvent] = []
     if observe:
-        events = [e for e in counters.events() if e.begin_ns >= t0 and e.end_ns <= t1]
-        counters.reset()
+        events = [
+            e
+            for e in counters.events()
+            if e.begin_ns >= t0 and e.end_ns <= t1 and e.tid not in exclude_tids
+        ]
+        if reset_after:
+            counters.reset()
     region = _compile_region(events)
     if region is not None:
         compile_window = (region.begin_ns, region.end_ns)

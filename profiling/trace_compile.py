@@ -85,6 +85,7 @@ def end_job(
     profile: RungProfile,
     thread_names: dict[int, str],
     flows_out: Iterable[int] = (),
+    extra_args: Args = None,
 ) -> None:
     """Nest the profiled phases in the open job slice, then end it at the compile's end."""
     phases = profile.breakdown_ns()
@@ -115,4 +116,5 @@ def end_job(
         args = {k + "_ms": round(v / 1e6, 3) for k, v in phases.items() if v is not None}
         if profile.rss_peak is not None:
             args["rss_peak_bytes"] = profile.rss_peak
+        args.update(extra_args or {})
         writer.slice_end(job, max(profile.end_ns, job.last_ts), args=args, flows_out=flows_out)

@@ -122,7 +122,7 @@ class TraceWriter:
         self._sequence_id = _SEQUENCE_ID + (1 if append else 0)
         self._lock = threading.RLock()
         self._uuids = itertools.count(0x10000000 if append else 0x1000)
-        self._flows = itertools.count(1)
+        self._flows = itertools.count(1 << 40 if append else 1)  # ids are trace-global
         self._tracks_by_key: dict[tuple[int, str], Track] = {}
         self._jobs = itertools.count(1)
         self._pending_flows: set[int] = set()

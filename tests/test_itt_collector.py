@@ -192,3 +192,15 @@ def test_module_is_a_loadable_collector_library():
     assert lib.__itt_api_init is not None
     # Announced on import (unless the environment named another collector beforehand).
     assert os.environ["INTEL_LIBITTNOTIFY64"] == compile_ahead._ITT_COLLECTOR_PATH
+
+
+def test_depsort_counters_when_a_patched_compiler_is_loaded(monkeypatch):
+    from compile_ahead import _depsort
+    from compile_ahead.profiling.counters import depsort_counters
+
+    loaded = {"library": "/opt/npu/libnpu_compiler.so", "requests": 10, "hits": 9, "misses": 1}
+    monkeypatch.setattr(_depsort, "read_loaded_counters", lambda: loaded)
+    reading = depsort_counters()
+    assert reading.available is True
+    assert reading.values == {"requests": 10, "hits": 9, "misses": 1}
+    assert "/opt/npu/libnpu_compiler.so" in reading.reason

@@ -74,6 +74,9 @@ PYBIND11_MODULE(_itt, m) {
           "Cap on stored events; past it events are counted as dropped (aggregates continue).");
     m.def("bound_libraries", &ic::bound_libraries,
           "Shared objects whose ITT copy bound to this collector (empty: nothing observed yet).");
+    m.def("measure_task_cost_ns", &ic::measure_task_cost_ns, py::arg("pairs") = 100000,
+          "ns per recorded task (begin + end via the ITT entry points); records them, so reset "
+          "afterwards.");
     m.def("now_ns", &ic::now_ns, "The collector's clock: CLOCK_MONOTONIC in ns.");
     // Python-side annotations on the same timeline and thread stacks as OpenVINO's own tasks.
     m.def("span_begin", [](const std::string& domain, const std::string& name) {

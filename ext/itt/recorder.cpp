@@ -51,7 +51,7 @@ struct State {
     std::atomic<uint64_t> recorded{0};
     std::atomic<uint64_t> dropped{0};
     std::atomic<uint64_t> unmatched{0};
-    std::atomic<uint64_t> max_events{4'000'000};
+    std::atomic<uint64_t> max_events{1'000'000};  // ~56 MB
 };
 
 // Leaked on purpose: ITT may call in from library destructors after static teardown.
