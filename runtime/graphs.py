@@ -248,8 +248,9 @@ def attention(
     """
     L, hd, heads = masks.chunk_len, cfg.head_dim, cfg.num_heads
     qg = ops.reshape(q, const([1, cfg.num_kv_heads, cfg.group_size * L, hd], np.int64), False)
-    s_past = ops.add(ops.multiply(ops.matmul(qg, past_k, False, True), masks.scale), masks.past)
-    s_new = ops.add(ops.multiply(ops.matmul(qg, k, False, True), masks.scale), masks.chunk)
+    qg = ops.multiply(qg, masks.scale)  # scale the G*L query rows, not the G*L x C scores
+    s_past = ops.add(ops.matmul(qg, past_k, False, True), masks.past)
+    s_new = ops.add(ops.matmul(qg, k, False, True), masks.chunk)
     probs = ops.softmax(ops.concat([s_past, s_new], -1), -1)
     p_past, p_new = ops.variadic_split(
         probs, const(-1, np.int64), const([masks.capacity, L], np.int64)
