@@ -154,6 +154,18 @@ def register(subparsers) -> None:
     add_ladder_options(p)
     p.add_argument("--report", type=Path, default=None, help="write the JSON run report here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="also write a Perfetto trace of the run here (open in ui.perfetto.dev)",
+    )
+    p.add_argument(
+        "--steps-per-slice",
+        type=int,
+        default=1,
+        help="with --trace: one decode slice per N steps (keeps long traces small)",
+    )
     p.set_defaults(func=run)
 
 
@@ -211,7 +223,16 @@ def execute(
 
 
 def run(args: argparse.Namespace) -> int:
-    result = execute(args, args.schedule)
+    if args.trace is None:
+        result = execute(args, args.schedule)
+    else:
+        # Profiling sits above the runtime: imported only when a trace is asked for.
+        from compile_ahead.profiling.run_trace import traced
+
+        if args.steps_per_slice < 1:
+            raise CompileAheadError("--steps-per-slice must be >= 1")
+        with traced(args.trace, args.device, args.steps_per_slice) as events:
+            result = execute(args, args.schedule, events)
     print(summarize(result.report))
     if args.report is not None:
         print(f"report: {args.report}")

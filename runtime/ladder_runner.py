@@ -382,7 +382,8 @@ class LadderRunner:
         if not self.store.shared_buffer:
             rung.step.bind(self.store.arena)
             self.store.release_retired()
-        record["migration_s"] = (now_ns() - m0) / 1e9
+        m1 = now_ns()
+        record["migration_s"] = (m1 - m0) / 1e9
         record["bytes_copied"] = migration.bytes_copied
         if self.schedule.release_retired:
             self.compiler.release(active.capacity)
@@ -390,7 +391,8 @@ class LadderRunner:
         if one_ahead is not None:
             self._start_next(one_ahead, capacity, t)
         record["switch_s"] = (now_ns() - b0) / 1e9
-        self.events.boundary(dict(record), rung.job, b0, now_ns())
+        timed = {**record, "migration_begin_ns": m0, "migration_end_ns": m1}
+        self.events.boundary(timed, rung.job, b0, now_ns())
         return rung, foreground_ns
 
     def _window_entry(self, i: int, t: int, capacity: int, logits: np.ndarray) -> dict[str, Any]:

@@ -1,0 +1,180 @@
+"""A ladder run on a Perfetto trace: decode steps on the device track, every compile job on
+its own "CPU compile" track with the OpenVINO phases the collector saw nested inside, boundary
+switches with their wait and KV-migration slices, a flow from each compile's end to the switch
+that consumes it, and the run's counters."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from compile_ahead.runtime.events import RunEvents
+
+from . import counters
+from .trace_compile import Span, emit_nested
+from .trace_decode import StepSlicer
+from .trace_validate import validate_trace
+from .trace_writer import (
+    GRAPHS_RESIDENT,
+    KV_COMMITTED_BYTES,
+    KV_RESERVED_BYTES,
+    PROCESS_RSS_BYTES,
+    TOKENS_PER_S,
+    TraceWriter,
+)
+
+_COUNTERS = {
+    "kv_reserved_bytes": KV_RESERVED_BYTES,
+    "kv_committed_bytes": KV_COMMITTED_BYTES,
+    "rss_bytes": PROCESS_RSS_BYTES,
+    "graphs_resident": GRAPHS_RESIDENT,
+    "tokens_per_s": TOKENS_PER_S,
+}
+# Collector spans this deep or shallower go inside a compile slice (deeper ones are per-node
+# noise on the trace and stay in the counters' aggregates).
+PHASE_DEPTH = 2
+
+
+class TraceRunEvents(RunEvents):
+    def __init__(
+        self,
+        writer: TraceWriter,
+        device: str,
+        steps_per_slice: int = 1,
+        compile_phases: bool = True,
+    ):
+        self.writer = writer
+        self.device = writer.device_track(device)
+        self.slicer = StepSlicer(writer, self.device, steps_per_slice)
+        self.compile_phases = compile_phases and counters.collector_status().observing
+        self._lock = threading.Lock()
+        self._jobs: dict[int, tuple[Any, int, int]] = {}  # job -> (track, begin, native tid)
+        self._flows: dict[int, tuple[int, int]] = {}  # job -> (flow id, capacity)
+        self._finished: list[tuple[Any, int, int, int]] = []  # (track, begin, end, tid)
+
+    def compile_started(
+        self, job: int, capacity: int, kind: str, background: bool, ts: int
+    ) -> None:
+        label = f"{kind} C={capacity}" if capacity else kind
+        track = self.writer.compile_job_track(label + (" (background)" if background else ""))
+        with self._lock:
+            self._jobs[job] = (track, ts, threading.get_native_id())
+
+    def compile_finished(
+        self, job: int, capacity: int, kind: str, ok: bool, ts: int, info: dict[str, Any]
+    ) -> None:
+        with self._lock:
+            track, begin, tid = self._jobs.pop(job)
+            flow = self.writer.new_flow() if ok and kind in ("decode", "attention") else None
+            if flow is not None:
+                self._flows[job] = (flow, capacity)
+        args: dict[str, Any] = {"rung": capacity, "kind": kind, "ok": ok}
+        if "error" in info:
+            args["error"] = str(info["error"])[:200]
+        # Written now (a crash keeps it); the collector's phases are added at close, because
+        # reading the collector's buffer here would delay the compile thread's completion.
+        self.writer.slice(
+            track,
+            f"compile {kind} C={capacity}",
+            begin,
+            ts,
+            args,
+            flows_out=[flow] if flow is not None else [],
+        )
+        with self._lock:
+            self._finished.append((track, begin, ts, tid))
+
+    def _write_phases(self) -> None:
+        if not self.compile_phases or not self._finished:
+            return
+        recorded = [e for e in counters.events() if e.is_span and e.depth <= PHASE_DEPTH]
+        for track, begin, end, tid in self._finished:
+            spans = [
+                Span(max(e.begin_ns, begin), min(e.end_ns, end), e.name, {"domain": e.domain})
+                for e in counters.spans_within(recorded, begin, end)
+                if e.tid == tid
+            ]
+            if spans:
+                emit_nested(self.writer, self.writer.track("phases", parent=track), spans)
+
+    def step(self, token_index: int, capacity: int, begin: int, end: int) -> None:
+        self.slicer.step(token_index, begin, end, capacity)
+
+    def prefill(self, capacity: int, tokens: int, begin: int, end: int) -> None:
+        self.slicer.flush()
+        self.writer.slice(
+            self.device,
+            f"prefill {tokens} tokens",
+            begin,
+            end,
+            {"rung": capacity, "tokens": tokens},
+        )
+
+    def boundary(self, record: dict[str, Any], job: int | None, begin: int, end: int) -> None:
+        self.slicer.flush()
+        with self._lock:
+            flow = self._flows.pop(job, (None, 0))[0] if job is not None else None
+        args = {
+            k: v
+            for k, v in record.items()
+            if isinstance(v, int | float | str | bool) and not k.endswith("_ns")
+        }
+        w = self.writer
+        with w.batch():
+            w.slice_begin(self.device, f"switch {record['from']}->{record['to']}", begin, args)
+            if record.get("wait_s"):
+                wait_end = min(end, begin + int(record["wait_s"] * 1e9))
+                w.slice(self.device, f"wait for C={record['to']}", begin, wait_end)
+            # The flow lands where the new rung is taken into use, after any wait, so its end
+            # never precedes the compile it comes from.
+            w.slice(
+                self.device,
+                "KV migration",
+                record["migration_begin_ns"],
+                record["migration_end_ns"],
+                {"bytes": record.get("bytes_copied", 0)},
+                flows_in=[flow] if flow is not None else [],
+            )
+            w.slice_end(self.device, end)
+
+    def counters(self, ts: int, values: dict[str, float]) -> None:
+        for key, value in values.items():
+            name = _COUNTERS.get(key)
+            if name is not None:
+                self.writer.counter(self.writer.counter_track(name), ts, value)
+
+    def note(self, ts: int, message: str) -> None:
+        self.writer.instant(self.device, message, ts)
+
+    def close(self) -> None:
+        """Flush steps; a compile no switch consumed (the run ended first) still gets its
+        flow's end, on a marker slice, so every flow has both ends."""
+        self.slicer.flush()
+        self._write_phases()
+        with self._lock:
+            left = list(self._flows.values())
+            self._flows.clear()
+        for flow, capacity in left:
+            ts = self.device.last_ts
+            self.writer.slice(
+                self.device, f"C={capacity} never used", ts, ts, {"rung": capacity}, flows_in=[flow]
+            )
+
+
+@contextmanager
+def traced(path: Path, device: str, steps_per_slice: int = 1) -> Iterator[TraceRunEvents]:
+    """A trace of whatever runs inside; closed, published and validated even when it fails."""
+    writer = TraceWriter(path)
+    events = TraceRunEvents(writer, device, steps_per_slice)
+    try:
+        yield events
+    finally:
+        events.close()
+        writer.close()
+        report = validate_trace(path)
+        print(report.summary(), file=sys.stderr)
+        print(f"open {path} at https://ui.perfetto.dev", file=sys.stderr)

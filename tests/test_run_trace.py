@@ -1,0 +1,67 @@
+"""A ladder run's trace: valid by our validator and by Perfetto's own trace processor."""
+
+from __future__ import annotations
+
+import pytest
+
+from compile_ahead.cli import main
+from compile_ahead.profiling.trace_processor import NodeTraceProcessor, unavailable_reason
+from compile_ahead.profiling.trace_validate import validate_trace
+
+RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]
+
+
+@pytest.mark.parametrize("schedule", ["b0", "i1", "i2", "i3"])
+def test_run_trace_is_valid(schedule, tmp_path):
+    trace = tmp_path / "run.pftrace"
+    assert main([*RUN, "--schedule", schedule, "--trace", str(trace)]) == 0
+    report = validate_trace(trace)
+    assert report.ok, report.summary()
+    assert report.slices >= 120  # a slice per decode step at least
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_trace_processor_sees_the_overlay(tmp_path):
+    trace = tmp_path / "run.pftrace"
+    assert (
+        main(
+            [
+                *RUN,
+                "--schedule",
+                "i2",
+                "--graph",
+                "split",
+                "--trace",
+                str(trace),
+                "--steps-per-slice",
+                "4",
+            ]
+        )
+        == 0
+    )
+    with NodeTraceProcessor.open(trace) as tp:
+        assert tp.error_stats() == []
+        names = [r["name"] for r in tp.rows("select name from slice order by ts")]
+        decode_slices = [n for n in names if n.startswith("decode")]
+        assert len(decode_slices) == 120 // 4
+        assert [n for n in names if n.startswith("switch")] == [
+            "switch 16->32",
+            "switch 32->64",
+            "switch 64->128",
+        ]
+        assert names.count("KV migration") == 3
+        compiles = [n for n in names if n.startswith("compile ")]
+        assert compiles[0] == "compile weights C=0"
+        assert compiles[1:] == [f"compile attention C={c}" for c in (16, 32, 64, 128)]
+        # Each rung's compile flows into the slice that consumes it (prefill or a switch).
+        assert tp.scalar("select count(*) from flow") == 4
+        tracks = {r["name"] for r in tp.rows("select name from counter_track")}
+        assert {
+            "KV reserved bytes",
+            "KV committed bytes",
+            "Process RSS",
+            "Compiled graphs resident",
+            "Tokens/s",
+        } <= tracks
+        jobs = tp.scalar("select count(*) from track where name like 'compile job%'")
+        assert jobs == 5
