@@ -78,7 +78,6 @@ def test_successor_compiles_never_touch_the_weight_part(source, proto, monkeypat
     weights_ts = next(ts for k, _, ts in log.started if k == "weights")
     assert weights_ts < log.first_step
     assert report["weights_compile_s"] > 0
-    assert all(b["compile_s"] < report["weights_compile_s"] for b in report["boundaries"])
 
 
 def test_split_refuses_a_prefill_graph(source, proto):
