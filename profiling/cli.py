@@ -193,7 +193,9 @@ def _arm_pass_profile(out: Path, enabled: bool) -> Path | None:
         return None
     if "openvino" in sys.modules:
         raise CompileAheadError("openvino is already loaded: pass profiling cannot be enabled")
-    path = out / PASSES_NAME
+    # OpenVINO appends here; published as PASSES_NAME when the run ends, so a run that fails
+    # early leaves the previous run's file alone.
+    path = out / (PASSES_NAME + ".partial")
     path.unlink(missing_ok=True)
     os.environ[passprofile.ENV] = str(path)
     return path
@@ -363,6 +365,8 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
         "bound_libraries": list(counters.collector_status().bound_libraries),
     }
     report["depsort_counters"] = counters.depsort_counters().to_json()
+    if pass_file is not None and pass_file.exists():
+        pass_file = pass_file.replace(out / PASSES_NAME)
     report["pass_profile_file"] = str(pass_file) if pass_file else None
     validation = validate_trace(trace_path)
     report["trace"] = {

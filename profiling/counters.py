@@ -57,15 +57,6 @@ class CollectorStatus:
     bound_libraries: tuple[str, ...]  # ITT copies that have bound to the collector so far
 
     @property
-    def armed(self) -> bool:
-        """OpenVINO will report here once it loads (or already does)."""
-        return (
-            self.path is not None
-            and self.env_value == self.path
-            and not (self.openvino_loaded_first and not self.bound_libraries)
-        )
-
-    @property
     def observing(self) -> bool:
         return bool(self.bound_libraries)
 

@@ -61,6 +61,19 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def test_unknown_model_is_a_one_line_error_and_keeps_earlier_results(tmp_path):
+    (tmp_path / "report.json").write_text("{}")
+    (tmp_path / "passes.txt").write_text("t;A;M;1;0\n")
+    proc = run_cli("--model", "no-such-model", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        line for line in proc.stderr.strip().splitlines() if line.startswith("profile-compile:")
+    ]
+    assert "no-such-model: no such directory, cached hub id or preset" in proc.stderr
+    assert (tmp_path / "report.json").read_text() == "{}"
+    assert (tmp_path / "passes.txt").read_text() == "t;A;M;1;0\n"
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     out = tmp_path_factory.mktemp("profile")
@@ -103,6 +116,10 @@ def test_table_report_and_valid_trace(tiny_run):
         assert rung["rss_peak_bytes"] >= rung["rss_before_bytes"]
     assert report["trace"]["valid"] is True
     assert report["depsort_counters"]["values"] is None
+    assert (out / "passes.txt").stat().st_size > 0
+    assert (
+        not (out / "passes.txt.partial").exists() and not (out / "trace.pftrace.partial").exists()
+    )
     assert validate_trace(out / "trace.pftrace").ok
 
 
