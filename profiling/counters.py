@@ -200,3 +200,21 @@ def depsort_counters() -> DepsortReading:
         )
     values = {k: v for k, v in dict(loaded).items() if k != "library"}
     return DepsortReading(True, f"read from {loaded['library']}", values)
+
+
+# Per-node inference tasks: thousands per decode step (about 3,000 for Qwen2.5-0.5B), so a long
+# decode fills the event cap; mute them while decoding if only compile phases matter.
+INFERENCE_DOMAINS = ("ov::op::cpu::exec", "ov::op::cpu::details", "dnnl::primitive::execute")
+
+
+def set_domains_enabled(domains: Iterable[str], enabled: bool) -> None:
+    """Mute (or unmute) ITT domains: instrumented libraries then skip their calls entirely.
+
+    Change it between phases (a span begun before muting is not ended while muted)."""
+    itt = require_collector()
+    for name in domains:
+        itt.set_domain_enabled(name, enabled)
+
+
+def muted_domains() -> list[str]:
+    return sorted(require_collector().muted_domains())

@@ -204,3 +204,43 @@ def test_depsort_counters_when_a_patched_compiler_is_loaded(monkeypatch):
     assert reading.available is True
     assert reading.values == {"requests": 10, "hits": 9, "misses": 1}
     assert "/opt/npu/libnpu_compiler.so" in reading.reason
+
+
+MUTE_INFERENCE = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    import compile_ahead
+    from compile_ahead.profiling import counters
+    from compile_ahead.runtime.compiler import CompileOptions, compile_step
+    from compile_ahead.runtime.graphs import GraphSpec
+    from compile_ahead.runtime.sources import resolve_model
+
+    result = compile_step(resolve_model("tiny"), GraphSpec(capacity=128, chunk=1,
+                          kv_precision="bf16"), CompileOptions(device="CPU"))
+
+    def domains_of_three_steps():
+        counters.reset()
+        for i in range(3):
+            result.step.run(np.array([1]), past_length=i)
+        return sorted({e.domain for e in counters.events()})
+
+    before = domains_of_three_steps()
+    counters.set_domains_enabled(counters.INFERENCE_DOMAINS, False)
+    muted = domains_of_three_steps()
+    names = counters.muted_domains()
+    counters.set_domains_enabled(counters.INFERENCE_DOMAINS, True)
+    after = domains_of_three_steps()
+    print(json.dumps({"before": before, "muted": muted, "after": after, "names": names}))
+    """
+)
+
+
+def test_muted_domains_are_skipped_and_come_back():
+    out = json.loads(run_python(MUTE_INFERENCE, clean_env()).strip().splitlines()[-1])
+    inference = {"ov::op::cpu::exec", "ov::op::cpu::details", "dnnl::primitive::execute"}
+    assert inference <= set(out["before"])
+    assert not inference & set(out["muted"])
+    assert "ov::phases::inference" in out["muted"]  # other domains keep reporting
+    assert sorted(out["names"]) == sorted(inference)
+    assert inference <= set(out["after"])

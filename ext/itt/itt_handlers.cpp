@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "itt_abi.h"
 #include "recorder.h"
@@ -31,6 +32,10 @@ struct Registry {
     std::unordered_map<const void*, double> counter_values;  // running value for inc/dec
     std::unordered_map<const void*, uint32_t> functions;     // task_begin_fn names
     std::vector<std::string> bound_libraries;
+    // Every domain struct seen, by name (ours and the static libraries'), and the muted names:
+    // a muted domain gets flags = 0, so the libraries' ITT macros skip their calls entirely.
+    std::unordered_map<std::string, std::vector<Domain*>> seen_domains;
+    std::unordered_set<std::string> muted;
 };
 
 Registry& registry() {
@@ -52,7 +57,30 @@ uint32_t cached_id(const void* handle, const char* name) {
     return id;
 }
 
-uint32_t domain_id(const Domain* d) { return d ? cached_id(d, d->nameA) : 0; }
+// Caller holds r.mu.
+void note_domain_locked(Registry& r, Domain* d) {
+    const std::string name = d->nameA ? d->nameA : "";
+    std::vector<Domain*>& known = r.seen_domains[name];
+    for (Domain* k : known) {
+        if (k == d) return;
+    }
+    known.push_back(d);
+    d->flags = r.muted.count(name) ? 0 : 1;
+}
+
+uint32_t domain_id(const Domain* d) {
+    if (d == nullptr) return 0;
+    if (tls_names != nullptr) {
+        auto it = tls_names->find(d);
+        if (it != tls_names->end()) return it->second;
+    }
+    {
+        Registry& r = registry();
+        std::lock_guard<std::mutex> lock(r.mu);
+        note_domain_locked(r, const_cast<Domain*>(d));
+    }
+    return cached_id(d, d->nameA);
+}
 uint32_t handle_id(const StringHandle* h) { return h ? cached_id(h, h->strA) : 0; }
 
 const char* copy_of(const char* s) { return s ? strdup(s) : strdup(""); }
@@ -78,7 +106,10 @@ Domain* domain_create(const char* name) {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     Domain*& d = r.domains[name];
-    if (d == nullptr) d = new Domain{1, copy_of(name), nullptr, 0, nullptr, nullptr};
+    if (d == nullptr) {
+        d = new Domain{1, copy_of(name), nullptr, 0, nullptr, nullptr};
+        note_domain_locked(r, d);
+    }
     return d;
 }
 
@@ -309,6 +340,31 @@ void bind_api_table(void* global) {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     r.bound_libraries.emplace_back(where);
+}
+
+void set_domain_enabled(const std::string& name, bool enabled) {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (enabled) {
+        r.muted.erase(name);
+    } else {
+        r.muted.insert(name);
+    }
+    for (Domain* d : r.seen_domains[name]) d->flags = enabled ? 1 : 0;
+}
+
+std::vector<std::string> muted_domains() {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    return {r.muted.begin(), r.muted.end()};
+}
+
+std::vector<std::string> seen_domains() {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::vector<std::string> out;
+    for (const auto& [name, known] : r.seen_domains) out.push_back(name);
+    return out;
 }
 
 double measure_task_cost_ns(int pairs) {

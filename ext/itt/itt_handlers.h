@@ -9,6 +9,13 @@ namespace itt_collector {
 // Fills one static ittnotify copy's API table (its __itt_global) with our functions.
 void bind_api_table(void* global);
 
+// Mute or unmute a domain by name: its flags drop to 0, so instrumented libraries skip their
+// ITT calls for it (no call, no cost). Applies to domains seen so far and to later ones. Change
+// it between phases: a span begun before muting is not ended while muted.
+void set_domain_enabled(const std::string& name, bool enabled);
+std::vector<std::string> muted_domains();
+std::vector<std::string> seen_domains();
+
 // Cost of one recorded task (begin + end through the ITT entry points), in ns per pair. The
 // tasks are recorded like any other (domain "compile_ahead.selftest"); reset() afterwards.
 double measure_task_cost_ns(int pairs);

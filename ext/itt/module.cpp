@@ -74,6 +74,11 @@ PYBIND11_MODULE(_itt, m) {
           "Cap on stored events; past it events are counted as dropped (aggregates continue).");
     m.def("bound_libraries", &ic::bound_libraries,
           "Shared objects whose ITT copy bound to this collector (empty: nothing observed yet).");
+    m.def("set_domain_enabled", &ic::set_domain_enabled, py::arg("domain"), py::arg("enabled"),
+          "Mute (False) or unmute a domain: instrumented libraries then skip its ITT calls "
+          "entirely. Change between phases; a span begun before muting stays open while muted.");
+    m.def("muted_domains", &ic::muted_domains);
+    m.def("seen_domains", &ic::seen_domains, "Domains that have reported so far.");
     m.def("measure_task_cost_ns", &ic::measure_task_cost_ns, py::arg("pairs") = 100000,
           "ns per recorded task (begin + end via the ITT entry points); records them, so reset "
           "afterwards.");
