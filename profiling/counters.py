@@ -119,6 +119,11 @@ def events() -> list[IttEvent]:
     return out
 
 
+def open_spans() -> list[IttEvent]:
+    """Spans begun and not yet ended (end_ns == -1), e.g. work still running on a worker."""
+    return [IttEvent(*row) for row in require_collector().open_spans()]
+
+
 def aggregates() -> list[PhaseAggregate]:
     """Per (domain, name) span count, total and max duration since the last reset."""
     itt = require_collector()

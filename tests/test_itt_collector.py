@@ -26,6 +26,10 @@ OBSERVE_COMPILE = textwrap.dedent(
     compile_step(source, spec, CompileOptions(device="CPU"))
     t1 = time.monotonic_ns()
     first = [e.__dict__ for e in counters.events()]
+    # Workers may still be inside a span: everything that began before the snapshot is either
+    # open now or recorded by the next snapshot.
+    still_open = [e.__dict__ for e in counters.open_spans()]
+    later = [e.__dict__ for e in counters.events()]
     aggs = [a.__dict__ for a in counters.aggregates()]
     stats = counters.stats()
     counters.reset()
@@ -35,7 +39,8 @@ OBSERVE_COMPILE = textwrap.dedent(
     second = [e.__dict__ for e in counters.events()]
     status = counters.collector_status()
     print(json.dumps({
-        "window": [t0, t1], "events": first, "aggregates": aggs, "stats": stats,
+        "window": [t0, t1], "events": first, "open": still_open, "later": later,
+        "aggregates": aggs, "stats": stats,
         "after_reset": after_reset, "second": second,
         "bound": list(status.bound_libraries), "problem": status.problem(),
         "names": {str(k): v for k, v in counters.thread_names().items()},
@@ -90,13 +95,15 @@ def test_spans_nest_inside_their_parents_on_each_thread(observed):
     assert all(
         region["begin_ns"] <= e["begin_ns"] <= e["end_ns"] <= region["end_ns"] for e in creates
     )
-    # Every span at depth d > 0 lies inside a span at depth d - 1 on its own thread.
+    # Every span at depth d > 0 lies inside a span at depth d - 1 on its own thread (one that
+    # ended, or one still open when the events were read).
+    candidates = observed["later"] + [{**o, "end_ns": float("inf")} for o in observed["open"]]
     for e in spans:
         if e["depth"] == 0 or e["kind"] == "region":
             continue
         parents = [
             p
-            for p in spans
+            for p in candidates
             if p["tid"] == e["tid"]
             and p["depth"] == e["depth"] - 1
             and p["begin_ns"] <= e["begin_ns"]

@@ -11,12 +11,7 @@ namespace ic = itt_collector;
 
 namespace {
 
-py::list events() {
-    std::vector<ic::Event> evs;
-    {
-        py::gil_scoped_release release;
-        evs = ic::events();
-    }
+py::list to_tuples(const std::vector<ic::Event>& evs) {
     const std::vector<std::string> names = ic::strings();
     std::vector<py::str> py_names;
     py_names.reserve(names.size());
@@ -50,9 +45,18 @@ PYBIND11_MODULE(_itt, m) {
         "ITT collector: OpenVINO, its plugins, oneDNN and TBB report tasks, regions, counters, "
         "metadata and thread names here once INTEL_LIBITTNOTIFY64 names this file before "
         "libopenvino loads. Times are CLOCK_MONOTONIC ns (time.monotonic_ns()).";
-    m.def("events", &events,
+    m.def("events", [] {
+        std::vector<ic::Event> evs;
+        {
+            py::gil_scoped_release release;
+            evs = ic::events();
+        }
+        return to_tuples(evs);
+    },
           "Recorded events as tuples (kind, begin_ns, end_ns, tid, depth, domain, name, value, "
           "id, text); spans appear when they end.");
+    m.def("open_spans", [] { return to_tuples(ic::open_spans()); },
+          "Spans begun and not yet ended, as event tuples with end_ns = -1.");
     m.def("aggregates", &aggregates,
           "Per (domain, name) span aggregates as tuples (domain, name, count, total_ns, max_ns).");
     m.def("thread_names", [] {

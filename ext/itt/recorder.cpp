@@ -209,6 +209,26 @@ std::vector<Event> events() {
     return out;
 }
 
+std::vector<Event> open_spans() {
+    State& s = state();
+    std::vector<std::shared_ptr<ThreadBuffer>> threads;
+    {
+        std::lock_guard<std::mutex> lock(s.mu);
+        threads = s.threads;
+    }
+    std::vector<Event> out;
+    auto as_event = [](const OpenSpan& o, uint64_t id) {
+        return Event{o.begin_ns, -1, 0.0, id, o.name, o.domain, 0, o.tid, o.kind, o.depth};
+    };
+    for (auto& b : threads) {
+        std::lock_guard<std::mutex> lock(b->mu);
+        for (const OpenSpan& o : b->stack) out.push_back(as_event(o, 0));
+    }
+    std::lock_guard<std::mutex> id_lock(s.id_mu);
+    for (const auto& [key, o] : s.open_by_id) out.push_back(as_event(o, key.id));
+    return out;
+}
+
 std::unordered_map<uint64_t, Aggregate> aggregates() {
     State& s = state();
     std::vector<std::shared_ptr<ThreadBuffer>> threads;

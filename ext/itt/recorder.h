@@ -55,6 +55,8 @@ struct Stats {
 
 // Readout and control, safe while other threads record.
 std::vector<Event> events();
+// Spans begun and not yet ended (end_ns = -1), e.g. work still running on a worker thread.
+std::vector<Event> open_spans();
 std::unordered_map<uint64_t, Aggregate> aggregates();  // key: domain << 32 | name
 std::vector<std::pair<int32_t, std::string>> thread_names();
 Stats stats();
