@@ -32,6 +32,9 @@ def test_paired_t_ci_matches_scipy_ttest_rel(n: int) -> None:
     s = stats.paired_summary(a, b, "lower")
     assert s.ci_low == pytest.approx(ref.low, rel=1e-9)
     assert s.ci_high == pytest.approx(ref.high, rel=1e-9)
+    log_ref = scipy_stats.ttest_rel(np.log(b), np.log(a)).confidence_interval(0.95)
+    assert s.ratio_ci_low == pytest.approx(math.exp(log_ref.low), rel=1e-9)
+    assert s.ratio_ci_high == pytest.approx(math.exp(log_ref.high), rel=1e-9)
     lo90, hi90 = stats.paired_t_ci(b - a, 0.90)
     ref90 = scipy_stats.ttest_rel(b, a).confidence_interval(0.90)
     assert (lo90, hi90) == pytest.approx((ref90.low, ref90.high), rel=1e-9)
@@ -84,7 +87,8 @@ def test_summary_fields() -> None:
     assert s.geomean_ratio == pytest.approx(math.exp(np.mean(np.log(np.divide(b, a)))))
     assert stats.paired_summary(a, b, "higher").wins == 0
     assert stats.paired_summary(a, b, None).wins is None
-    assert stats.paired_summary([1.0, -1.0], [2.0, 1.0]).geomean_ratio is None
+    negative = stats.paired_summary([1.0, -1.0], [2.0, 1.0])
+    assert negative.geomean_ratio is None and negative.ratio_ci_low is None
 
 
 def test_strong_replicated_effect_is_called_an_effect() -> None:

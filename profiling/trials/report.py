@@ -56,7 +56,10 @@ def fmt_effect(s: PairedSummary | None, unit: str) -> str:
     if s.wins is not None:
         parts.append(f"{s.wins}/{s.n} better")
     if s.geomean_ratio is not None:
-        parts.append(f"ratio {s.geomean_ratio:.3f}")
+        ratio = f"ratio {s.geomean_ratio:.3f}"
+        if s.ratio_ci_low is not None and s.ratio_ci_high is not None:
+            ratio += f" (CI {s.ratio_ci_low:.3f} to {s.ratio_ci_high:.3f})"
+        parts.append(ratio)
     return " · ".join(parts)
 
 
@@ -89,7 +92,7 @@ def markdown(
     )
     lines.append(
         "- effect = treatment − control per block; CI = paired-t; p = exact two-sided "
-        "sign-flip; ratio = geometric mean of per-pair ratios"
+        "sign-flip; ratio = geometric mean of per-pair ratios with its paired-t CI on logs"
     )
     lines.append("")
     header = ["Endpoint"] + [labels.get(a, a) for a in plan.arms]

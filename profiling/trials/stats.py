@@ -137,6 +137,10 @@ class PairedSummary:
     wins: int | None  # pairs where the treatment is better (needs a direction)
     ties: int
     geomean_ratio: float | None  # exp(mean(log(treatment / control)))
+    # exp of the paired-t CI of log(treatment / control): the interval for the ratio, robust to
+    # load drift that scales both arms of a block alike (this VM's timings swing up to 2x)
+    ratio_ci_low: float | None
+    ratio_ci_high: float | None
     better: Better
     diffs: tuple[float, ...]
 
@@ -191,6 +195,9 @@ def paired_summary(
     d = b - a
     ci = paired_t_ci(d, level)
     control_mean = float(a.mean())
+    ratio_ci = None
+    if np.all(a > 0) and np.all(b > 0):
+        ratio_ci = paired_t_ci(np.log(b) - np.log(a), level)
     wins: int | None = None
     if better == "lower":
         wins = int(np.count_nonzero(d < 0))
@@ -211,6 +218,8 @@ def paired_summary(
         wins=wins,
         ties=int(np.count_nonzero(d == 0)),
         geomean_ratio=geometric_mean_ratio(a, b),
+        ratio_ci_low=math.exp(ratio_ci[0]) if ratio_ci else None,
+        ratio_ci_high=math.exp(ratio_ci[1]) if ratio_ci else None,
         better=better,
         diffs=tuple(float(x) for x in d),
     )
