@@ -8,46 +8,29 @@ module imports nothing from the runtime at import time.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.ladder import DEFAULT_LADDER, Ladder
+from compile_ahead.runtime.schedules import SCHEDULES, get_schedule
 
 from . import passprofile
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
-DEFAULT_LADDER = (1024, 2048, 4096, 8192)
 DEFAULT_OUT = "profile-out"
 TRACE_NAME = "trace.pftrace"
 REPORT_NAME = "report.json"
 PASSES_NAME = "passes.txt"
 PYSPY_NAME = "pyspy.json"
-MAX_CAPACITY = 1 << 20
-
-
-def parse_ladder(text: str) -> list[int]:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
-        raise CompileAheadError("--ladder: give capacities like 1024,2048,4096,8192")
-    try:
-        ladder = [int(p) for p in parts]
-    except ValueError:
-        raise CompileAheadError(f"--ladder {text!r}: capacities must be integers") from None
-    bad = [c for c in ladder if c <= 0 or c > MAX_CAPACITY]
-    if bad:
-        raise CompileAheadError(f"--ladder: capacities must be in 1..{MAX_CAPACITY}, got {bad}")
-    if any(b <= a for a, b in itertools.pairwise(ladder)):
-        raise CompileAheadError(f"--ladder {text!r}: capacities must strictly increase")
-    return ladder
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,14 +55,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--schedule",
         default=None,
-        help="run the ladder protocol with this compile schedule and overlay it",
+        choices=sorted(SCHEDULES),
+        help="after profiling the compiles, run the ladder protocol with this schedule "
+        "(b0, b1, i1, i2, i3) and overlay it on the same trace",
     )
     p.add_argument(
         "--decode-tokens",
         type=int,
-        default=0,
+        default=None,
         metavar="T",
-        help="decode steps timed on each rung after its compile (default 0)",
+        help="with --schedule: the protocol's decode steps (default: up to the top rung); "
+        "without: decode steps timed on each rung after its compile (default 0)",
+    )
+    p.add_argument(
+        "--prompt-len",
+        type=int,
+        default=128,
+        metavar="P",
+        help="with --schedule: teacher-forced prompt tokens (default 128)",
+    )
+    p.add_argument(
+        "--graph",
+        choices=("whole", "split"),
+        default="whole",
+        help="whole graphs per rung (default) or split: weight parts once, attention per rung",
     )
     p.add_argument(
         "--steps-per-slice",
@@ -112,8 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_args(args: argparse.Namespace) -> list[int]:
-    ladder = parse_ladder(args.ladder)
-    if args.decode_tokens < 0:
+    ladder = list(Ladder.parse(args.ladder).rungs)
+    if args.decode_tokens is None and args.schedule is None:
+        args.decode_tokens = 0
+    if args.decode_tokens is not None and args.decode_tokens < 0:
         raise CompileAheadError(f"--decode-tokens must be >= 0, got {args.decode_tokens}")
     if args.steps_per_slice < 1:
         raise CompileAheadError(f"--steps-per-slice must be >= 1, got {args.steps_per_slice}")
@@ -122,24 +123,13 @@ def check_args(args: argparse.Namespace) -> list[int]:
     if args.out.exists() and not args.out.is_dir():
         raise CompileAheadError(f"--out {args.out}: exists and is not a directory")
     if args.schedule is not None:
-        raise CompileAheadError(
-            "--schedule: the ladder-protocol overlay is not available yet; "
-            "run without --schedule to profile the compiles"
-        )
+        get_schedule(args.schedule)
+        if not 0 < args.prompt_len < ladder[-1]:
+            raise CompileAheadError(
+                f"--prompt-len must be in 1..{ladder[-1] - 1} (below the top rung), "
+                f"got {args.prompt_len}"
+            )
     return ladder
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _fmt_s(ns: int | None) -> str:
@@ -229,16 +219,6 @@ def _decode_on_rung(
     return {"steps": count, "mean_step_ms": (total_ns / count / 1e6) if count else None}
 
 
-def _explain(err: CompileAheadError) -> str:
-    """OpenVINO's exceptions open with "Exception from <file>:<line>:" lines: show the cause."""
-    cause = str(err.__cause__ or "")
-    lines = [ln.strip() for ln in cause.splitlines() if ln.strip()]
-    meaningful = [ln for ln in lines if not ln.startswith("Exception from ")]
-    if not meaningful or not str(err).rstrip().endswith(":"):
-        return str(err)
-    return f"{str(err).rstrip()} {meaningful[0]}"
-
-
 def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -299,6 +279,12 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     writer.counter(graphs_track, None, 0)
     resident = 0
     failure: CompileAheadError | None = None
+    # With a schedule the protocol does the decoding; without, each rung is timed alone.
+    per_rung_tokens = 0 if args.schedule is not None else args.decode_tokens
+    if args.graph == "split":
+        compile_rung = split_compiler(source, options)
+    else:
+        compile_rung = lambda spec: compile_step(source, spec, options)  # noqa: E731
     try:
         for capacity in ladder:
             spec = GraphSpec(capacity=capacity, chunk=1, kv_precision=options.kv_precision)
@@ -309,15 +295,14 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
                     passprofile.without_pass_banners(),
                 ):
                     profile, result = profile_rung(
-                        lambda spec=spec: compile_step(source, spec, options),
+                        lambda spec=spec: compile_rung(spec),
                         capacity,
                         pass_file,
                         sampler,
                     )
             except CompileAheadError as err:
-                message = _explain(err)
-                writer.slice_end(job, None, args={"error": message})
-                raise CompileAheadError(message) from err
+                writer.slice_end(job, None, args={"error": str(err)})
+                raise
             flow = writer.new_flow()
             names = counters.thread_names({e.tid for e in profile.spans})
             # A patched NPU compiler's counters, when one is loaded (never zeros in its place).
@@ -328,13 +313,13 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
                 job,
                 profile,
                 names,
-                flows_out=[flow] if args.decode_tokens else (),
+                flows_out=[flow] if per_rung_tokens else (),
                 extra_args=extra,
             )
             resident += 1
             writer.counter(graphs_track, None, resident)
             report["rungs"].append({**profile.to_json(), "depsort_counters": depsort.to_json()})
-            if args.decode_tokens:
+            if per_rung_tokens:
                 report["decode"].append(
                     {
                         "capacity": capacity,
@@ -344,7 +329,7 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
                             slicer,
                             result.step,
                             capacity,
-                            args.decode_tokens,
+                            per_rung_tokens,
                             flow,
                             profile.end_ns,
                         ),
@@ -353,6 +338,12 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
             del result  # one rung's compiled weights resident at a time
             resident -= 1
             writer.counter(graphs_track, None, resident)
+        if args.schedule is not None:
+            report["run"] = overlay_schedule(args, source, options, ladder, writer)
+            if report["run"].get("error"):
+                raise CompileAheadError(
+                    f"the {args.schedule} run stopped: {report['run']['error']}"
+                )
     except CompileAheadError as err:
         failure = err
         report["error"] = str(err)
@@ -401,6 +392,53 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
         "nothing is uploaded)"
     )
     return 0
+
+
+def split_compiler(source, options):
+    """Split mode: the first call compiles the weight parts (inside the first rung's profile),
+    every call compiles one attention core."""
+    from compile_ahead.runtime.compiler import CompileResult
+    from compile_ahead.runtime.split_step import WeightParts, compile_attention_core
+
+    parts: list[WeightParts] = []
+
+    def compile_rung(spec):
+        if not parts:
+            parts.append(WeightParts(source, options))
+        return CompileResult(compile_attention_core(parts[0], spec, options), 0.0, 0.0)
+
+    return compile_rung
+
+
+def overlay_schedule(args: argparse.Namespace, source, options, ladder: list[int], writer) -> dict:
+    """Run the ladder protocol under the schedule, on the same trace (the RSS sampler already
+    draws the process RSS counter)."""
+    from compile_ahead.runtime.events import FanOut
+    from compile_ahead.runtime.ladder_runner import RunSettings, run_ladder
+    from compile_ahead.runtime.progress import ProgressBar
+    from compile_ahead.runtime.protocol import teacher_forced
+
+    from .run_trace import TraceRunEvents
+
+    tokens = args.decode_tokens if args.decode_tokens is not None else ladder[-1] - args.prompt_len
+    protocol = teacher_forced(source.config.vocab_size, args.prompt_len, tokens)
+    settings = RunSettings(
+        get_schedule(args.schedule), Ladder(tuple(ladder)), protocol, graph=args.graph
+    )
+    print(f"running the teacher-forced protocol under {args.schedule} ({tokens} tokens) ...")
+    events = TraceRunEvents(
+        writer, options.device, args.steps_per_slice, skip_counters=frozenset({"rss_bytes"})
+    )
+    bar = ProgressBar(tokens)
+    try:
+        result = run_ladder(source, options, settings, FanOut(events, bar))
+    finally:
+        bar.close()
+        events.close()
+    from compile_ahead.runtime.cli_run import summarize
+
+    print(summarize(result.report))
+    return result.report
 
 
 def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:

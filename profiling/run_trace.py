@@ -46,11 +46,17 @@ class TraceRunEvents(RunEvents):
         device: str,
         steps_per_slice: int = 1,
         compile_phases: bool = True,
+        skip_counters: frozenset[str] = frozenset(),
     ):
         self.writer = writer
         self.device = writer.device_track(device)
         self.slicer = StepSlicer(writer, self.device, steps_per_slice)
         self.compile_phases = compile_phases and counters.collector_status().observing
+        self.skip_counters = skip_counters  # e.g. RSS when a sampler already draws it
+        if self.compile_phases:
+            # Per-node inference spans would fill the collector's buffer within a few hundred
+            # tokens and push later compiles' phases out; decode steps are traced here anyway.
+            counters.set_domains_enabled(counters.INFERENCE_DOMAINS, False)
         self._lock = threading.Lock()
         self._jobs: dict[int, tuple[Any, int, int]] = {}  # job -> (track, begin, native tid)
         self._flows: dict[int, tuple[int, int]] = {}  # job -> (flow id, capacity)
@@ -144,7 +150,7 @@ class TraceRunEvents(RunEvents):
     def counters(self, ts: int, values: dict[str, float]) -> None:
         for key, value in values.items():
             name = _COUNTERS.get(key)
-            if name is not None:
+            if name is not None and key not in self.skip_counters:
                 self.writer.counter(self.writer.counter_track(name), ts, value)
 
     def note(self, ts: int, message: str) -> None:
@@ -155,6 +161,8 @@ class TraceRunEvents(RunEvents):
         flow's end, on a marker slice, so every flow has both ends."""
         self.slicer.flush()
         self._write_phases()
+        if self.compile_phases:
+            counters.set_domains_enabled(counters.INFERENCE_DOMAINS, True)
         with self._lock:
             left = list(self._flows.values())
             self._flows.clear()

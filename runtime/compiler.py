@@ -33,6 +33,14 @@ class CompileOptions:
 _core: ov.Core | None = None
 
 
+def openvino_error_summary(err: BaseException) -> str:
+    """The line of an OpenVINO exception that says what went wrong (its first lines are
+    "Exception from src/...:NN:" locations)."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    meaningful = [ln for ln in lines if not ln.startswith("Exception from ")]
+    return (meaningful or lines or [repr(err)])[0]
+
+
 def core() -> ov.Core:
     global _core
     if _core is None:
@@ -67,7 +75,7 @@ def compile_step(
     try:
         compiled = core().compile_model(model, options.device, device_config(options))
     except RuntimeError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
+        first = openvino_error_summary(err)
         raise CompileAheadError(
             f"compiling the C={spec.capacity} {spec.kind} graph for {options.device} "
             f"failed: {first}"

@@ -16,7 +16,7 @@ import openvino as ov
 from compile_ahead.errors import CompileAheadError
 
 from . import graphs, split_graphs
-from .compiler import CompileOptions, core, device_config
+from .compiler import CompileOptions, core, device_config, openvino_error_summary
 from .kv_store import KVArena
 from .precision import OV_TYPES, STORAGE_DTYPES, bf16_bits_to_f32
 from .sources import ModelSource
@@ -33,7 +33,7 @@ def _compile(model: ov.Model, options: CompileOptions, what: str) -> ov.Compiled
     try:
         return core().compile_model(model, options.device, device_config(options))
     except RuntimeError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
+        first = openvino_error_summary(err)
         raise CompileAheadError(f"compiling {what} for {options.device} failed: {first}") from err
 
 

@@ -22,7 +22,7 @@ import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 
-from .compiler import core
+from .compiler import core, openvino_error_summary
 from .graphs import DECOMPRESSION_KEY
 from .precision import OV_TYPES, check_precision
 from .sources import ModelSource
@@ -261,7 +261,7 @@ class StatefulRunner:
         try:
             self.compiled = core().compile_model(model, device, self.config)
         except RuntimeError as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
+            first = openvino_error_summary(err)
             raise CompileAheadError(f"{name}: compile_model on {device} failed: {first}") from err
         self.compile_s = time.perf_counter() - t3
         self.weights_s, self.build_s, self.ir_round_trip_s = t1 - t0, t2 - t1, t3 - t2

@@ -20,13 +20,14 @@ needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unava
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--ladder", "1024,abc"], "capacities must be integers"),
-        (["--ladder", "2048,1024"], "must strictly increase"),
-        (["--ladder", "0,1024"], "capacities must be in 1.."),
-        (["--ladder", ","], "give capacities like"),
+        (["--ladder", "1024,abc"], "comma-separated integers"),
+        (["--ladder", "2048,1024"], "strictly increasing"),
+        (["--ladder", "0,1024"], "not positive"),
+        (["--ladder", "1000,2048"], "not a multiple of 16"),
+        (["--ladder", ","], "no rungs"),
         (["--decode-tokens", "-1"], "--decode-tokens must be >= 0"),
         (["--steps-per-slice", "0"], "--steps-per-slice must be >= 1"),
-        (["--schedule", "one-ahead"], "not available yet"),
+        (["--schedule", "i2", "--ladder", "64,128", "--prompt-len", "128"], "--prompt-len must"),
     ],
 )
 def test_bad_arguments_are_one_line_errors(args, message, capsys, tmp_path):
@@ -43,6 +44,13 @@ def test_out_must_not_be_a_file(capsys, tmp_path):
     assert main(["--out", str(target)]) == 2
     assert "is not a directory" in capsys.readouterr().err
     assert target.read_text() == "keep me"
+
+
+def test_unknown_schedule_is_rejected(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--schedule", "one-ahead"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'one-ahead'" in capsys.readouterr().err
 
 
 def test_unknown_device_is_rejected(capsys):
@@ -207,3 +215,43 @@ def test_py_spy_samples_are_aligned_to_the_trace_clock(tmp_path):
         )[0]
         assert sampled["b"] <= region["ts"] + slack
         assert sampled["e"] >= region["e"] - slack
+
+
+@needs_tp
+def test_schedule_overlay_on_the_compile_profile(tmp_path):
+    proc = run_cli(
+        "--model",
+        "tiny",
+        "--ladder",
+        "16,32,64",
+        "--schedule",
+        "i2",
+        "--graph",
+        "split",
+        "--prompt-len",
+        "8",
+        "--steps-per-slice",
+        "4",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    run = report["run"]
+    assert run["schedule"] == "i2" and run["graph"] == "split" and run["synthetic"] is True
+    assert run["tokens_decoded"] == 64 - 8 and [b["to"] for b in run["boundaries"]] == [32, 64]
+    assert report["trace"]["valid"] is True
+    with NodeTraceProcessor.open(tmp_path / "trace.pftrace") as tp:
+        assert tp.error_stats() == []
+        names = [r["name"] for r in tp.rows("select name from slice order by ts")]
+        # The profile's rung compiles, then the run: weight parts once, one core per rung.
+        run_compiles = [
+            n
+            for n in names
+            if n.startswith("compile ") and " C=" in n and n.split()[1] in ("weights", "attention")
+        ]
+        assert run_compiles == ["compile weights C=0"] + [
+            f"compile attention C={c}" for c in (16, 32, 64)
+        ]
+        assert [n for n in names if n.startswith("switch ")] == ["switch 16->32", "switch 32->64"]
+        assert tp.scalar("select count(*) from flow") == 3

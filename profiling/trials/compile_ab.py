@@ -93,14 +93,18 @@ def export_rungs(
 def default_config(device: str) -> tuple[dict[str, str], str]:
     """The compile properties our runtime uses on ``device`` as strings, and the KV precision
     matching the inference precision (FACTS: a mismatch adds a reorder of the whole cache)."""
-    from compile_ahead.runtime.compiler import CompileOptions, device_config
+    from compile_ahead.runtime.compiler import (
+        CompileOptions,
+        device_config,
+        openvino_error_summary,
+    )
     from compile_ahead.runtime.precision import OV_TYPES
 
     try:
         options = CompileOptions(device=device).resolved()
         raw = device_config(options)
     except RuntimeError as err:
-        raise CompileAheadError(f"--device {device}: {str(err).strip().splitlines()[0]}") from err
+        raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from err
     names = {str(t): n for n, t in OV_TYPES.items()}
     config = {k: names.get(str(v), str(v)) for k, v in raw.items()}
     return config, str(options.kv_precision)
