@@ -136,3 +136,15 @@ def test_identical_arms_false_positive_rate_is_nominal() -> None:
 def test_injected_effect_is_detected() -> None:
     ci_rate, p_rate = _simulate(-1.0, 8, 400, seed=13)  # effect = 2 noise sd
     assert ci_rate > 0.95 and p_rate > 0.9
+
+
+def test_proportional_effect_under_drifting_load_is_named_but_not_claimed() -> None:
+    # both arms scale with the load of their block; the treatment is 20% faster in every block
+    load = np.array([1.0, 8.0, 1.0, 1.2, 0.9])
+    control = 50.0 * load
+    treatment = 40.0 * load * np.array([1.01, 0.99, 1.0, 1.02, 0.98])
+    s = stats.paired_summary(control, treatment, "lower")
+    assert s.ratio_ci_excludes_one and s.ratio_ci_high < 1
+    verdict = s.verdict()
+    assert "ratio CI" in verdict and "not a significance claim" in verdict
+    assert stats.paired_summary(control, control * 1.0, "lower").ratio_ci_excludes_one is False

@@ -152,6 +152,14 @@ class PairedSummary:
             and (self.ci_low > 0 or self.ci_high < 0)
         )
 
+    @property
+    def ratio_ci_excludes_one(self) -> bool:
+        return (
+            self.ratio_ci_low is not None
+            and self.ratio_ci_high is not None
+            and (self.ratio_ci_low > 1 or self.ratio_ci_high < 1)
+        )
+
     def verdict(self, alpha: float = 0.05) -> str:
         """Plain words for what the data support, never stronger than the test allows."""
         if self.n < 2:
@@ -159,6 +167,13 @@ class PairedSummary:
         p = self.sign_flip_p
         p_text = f"sign-flip p={p:.4g}" + ("" if self.sign_flip_exact else " (Monte Carlo)")
         if not self.ci_excludes_zero:
+            if self.ratio_ci_excludes_one:
+                return (
+                    f"the {self.ci_level:.0%} CI of the difference includes 0, but the ratio CI "
+                    f"({self.ratio_ci_low:.3f} to {self.ratio_ci_high:.3f}) excludes 1: a "
+                    f"consistent proportional effect under drifting load ({p_text}); not a "
+                    "significance claim"
+                )
             return f"no detectable effect: the {self.ci_level:.0%} CI includes 0 ({p_text})"
         if p <= alpha:
             return f"effect: CI excludes 0 and {p_text} <= {alpha:g}"
@@ -173,6 +188,7 @@ class PairedSummary:
         out = asdict(self)
         out["diffs"] = list(self.diffs)
         out["ci_excludes_zero"] = self.ci_excludes_zero
+        out["ratio_ci_excludes_one"] = self.ratio_ci_excludes_one
         out["verdict"] = self.verdict()
         return out
 
