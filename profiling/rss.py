@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 
-_PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def current_rss_bytes() -> int:
-    """Resident set size of this process now (from /proc/self/statm)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * _PAGE
+from compile_ahead.runtime.accounting import rss_bytes
 
 
 class RssSampler:
@@ -41,7 +34,7 @@ class RssSampler:
         self.sample()
 
     def sample(self) -> int:
-        ts, value = time.monotonic_ns(), current_rss_bytes()
+        ts, value = time.monotonic_ns(), rss_bytes()
         with self._lock:
             self.samples.append((ts, value))
             if self.on_sample is not None:

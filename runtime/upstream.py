@@ -11,7 +11,6 @@ the KV cache in f16 by default and reads the past length from the attention mask
 
 from __future__ import annotations
 
-import resource
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 
+from .accounting import peak_rss_bytes, rss_bytes
 from .compiler import core, openvino_error_summary
 from .graphs import DECOMPRESSION_KEY
 from .precision import OV_TYPES, check_precision
@@ -112,6 +112,15 @@ def npuw_config(
         "NPUW_LLM_MIN_RESPONSE_LEN": int(min_response_len),
         "NPUW_LLM_GENERATE_PYRAMID": "YES" if pyramid else "NO",
     }
+    return _with_precisions(cfg, inference_precision, kv_cache_precision, extra)
+
+
+def _with_precisions(
+    cfg: dict[str, object],
+    inference_precision: str | None,
+    kv_cache_precision: str | None,
+    extra: dict[str, object] | None,
+) -> dict[str, object]:
     if inference_precision is not None:
         cfg["INFERENCE_PRECISION_HINT"] = OV_TYPES[check_precision(inference_precision, "hint")]
     if kv_cache_precision is not None:
@@ -126,23 +135,9 @@ def cpu_config(
     extra: dict[str, object] | None = None,
 ) -> dict[str, object]:
     """compile_model properties for the plain-CPU dynamic-shape run (LATENCY, as a chat app)."""
-    cfg: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
-    if inference_precision is not None:
-        cfg["INFERENCE_PRECISION_HINT"] = OV_TYPES[check_precision(inference_precision, "hint")]
-    if kv_cache_precision is not None:
-        cfg["KV_CACHE_PRECISION"] = OV_TYPES[check_precision(kv_cache_precision, "KV")]
-    cfg.update(extra or {})
-    return cfg
-
-
-def peak_rss_bytes() -> int:
-    """This process's peak resident set so far (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def current_rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
+    return _with_precisions(
+        {"PERFORMANCE_HINT": "LATENCY"}, inference_precision, kv_cache_precision, extra
+    )
 
 
 @dataclass
@@ -257,7 +252,7 @@ class StatefulRunner:
         if self._ir_dir is not None:
             model = through_ir(model, Path(self._ir_dir.name))
         t3 = time.perf_counter()
-        self.rss_before_compile = current_rss_bytes()
+        self.rss_before_compile = rss_bytes()
         try:
             self.compiled = core().compile_model(model, device, self.config)
         except RuntimeError as err:
@@ -265,7 +260,7 @@ class StatefulRunner:
             raise CompileAheadError(f"{name}: compile_model on {device} failed: {first}") from err
         self.compile_s = time.perf_counter() - t3
         self.weights_s, self.build_s, self.ir_round_trip_s = t1 - t0, t2 - t1, t3 - t2
-        self.rss_after_compile = current_rss_bytes()
+        self.rss_after_compile = rss_bytes()
         self.request = self.compiled.create_infer_request()
         self._beam = np.zeros(1, np.int32)
         self._context = 0
