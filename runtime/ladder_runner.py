@@ -96,17 +96,17 @@ class LadderRunner:
             )
         if settings.prefill_chunk <= 0:
             raise CompileAheadError("--prefill-chunk must be positive")
-        self.first = self._rung_for(prompt_len + 1)
-        kv = self.options.kv_precision
-        assert kv is not None
-        self.kv_precision = kv
-        self.store = make_store(self.schedule, source, self.rungs, kv, self.first)
         if settings.graph not in GRAPH_MODES:
             raise CompileAheadError(
                 f"--graph must be one of {', '.join(GRAPH_MODES)}, got {settings.graph!r}"
             )
         if settings.graph == "split" and settings.prefill_chunk > 1:
             raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
+        self.first = self._rung_for(prompt_len + 1)
+        kv = self.options.kv_precision
+        assert kv is not None
+        self.kv_precision = kv
+        self.store = make_store(self.schedule, source, self.rungs, kv, self.first)
         self.weight_parts: WeightParts | None = None
         bind_early = self.store.bind_on_compile if self.store.shared_buffer else None
         self.compiler = RungCompiler(
