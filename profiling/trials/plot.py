@@ -51,7 +51,7 @@ def plot_differences(analysis: Analysis, path: Path, title: str, max_cols: int =
         ax.axis("off")
     note = "dots: per-block differences; red: mean with paired-t 95% CI"
     fig.suptitle(f"{title}\n({note})", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - 0.5 / (3.2 * rows)))  # room for the title
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
