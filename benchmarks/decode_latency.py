@@ -40,10 +40,10 @@ class StaticVariant:
         result = compile_step(source, GraphSpec(capacity, 1, options.kv_precision), options)
         self.compile_s = result.compile_s
         self.step = result.step
+        self.rss_added = rss_bytes() - before  # the compiled graph alone, before any KV
         self.arena = KVArena(source.config, capacity, options.kv_precision)
         fill_random(self.arena, context, np.random.default_rng(0))
         self.step.bind(self.arena)
-        self.rss_added = rss_bytes() - before
         self.context = context
 
     def time_steps(self, n: int) -> list[float]:
