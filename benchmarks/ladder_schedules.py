@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("--schedules", default="b0,b1,i1,i2,i3")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--prefill-chunk", type=int, default=1)
+    ap.add_argument("--graph", choices=("whole", "split"), default="whole")
     ap.add_argument("--json", type=Path, default=None, help="also write every report here")
     args = ap.parse_args()
 
@@ -68,14 +69,17 @@ def main() -> None:
     names = args.schedules.split(",")
     print(
         f"model: {source.label}\nladder {list(ladder.rungs)}, prompt {prompt_len}, "
-        f"{tokens} teacher-forced decode tokens, CPU {options.inference_precision}"
+        f"{tokens} teacher-forced decode tokens, CPU {options.inference_precision}, "
+        f"{args.graph} graphs"
     )
 
     runs: dict[str, list[RunResult]] = {n: [] for n in names}
     for rep in range(args.reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]  # rotate the order
         for name in order:
-            settings = RunSettings(SCHEDULES[name], ladder, proto, prefill_chunk=args.prefill_chunk)
+            settings = RunSettings(
+                SCHEDULES[name], ladder, proto, prefill_chunk=args.prefill_chunk, graph=args.graph
+            )
             result = run_ladder(source, options, settings)
             if result.error is not None:
                 raise SystemExit(f"{name} failed: {result.error}")
