@@ -61,6 +61,8 @@ def main() -> None:
     args = ap.parse_args()
 
     source = resolve_model(args.model)
+    for name in source.weights.names():  # synthetic weights are made lazily: not in a run
+        source.weights.get(name)
     ladder = Ladder.parse(args.ladder)
     prompt_len = args.prompt_len or ladder.rungs[0] // 8
     tokens = args.decode_tokens or ladder.top - prompt_len
