@@ -14,7 +14,7 @@ from .cli_generate import add_model_options, compile_options
 from .compile_jobs import Faults
 from .events import FanOut, RunEvents
 from .ladder import NAMED_LADDERS, Ladder
-from .ladder_runner import GRAPH_MODES, RunResult, RunSettings, run_ladder
+from .ladder_runner import GRAPH_MODES, RunResult, RunSettings, default_graph, run_ladder
 from .progress import ProgressBar
 from .protocol import DEFAULT_PROMPT_LEN, greedy, teacher_forced
 from .schedules import SCHEDULES, get_schedule
@@ -64,9 +64,10 @@ def add_ladder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--graph",
         choices=GRAPH_MODES,
-        default="whole",
-        help="whole: one graph per rung, each with its own compiled weights (default); split: "
-        "weight parts compiled once, a rung is only its attention core",
+        default=None,
+        help="whole: one graph per rung, each with its own compiled weights; split: weight "
+        "parts compiled once, a rung is only its attention core (default: per device, split "
+        "on CPU, whole elsewhere; see README)",
     )
     faults = p.add_argument_group("fault injection (tests and benchmarks)")
     faults.add_argument(
@@ -137,7 +138,7 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         prefill_chunk=args.prefill_chunk,
         boundary_window=args.boundary_window,
         faults=parse_faults(args),
-        graph=args.graph,
+        graph=args.graph or default_graph(args.device, args.prefill_chunk),
     )
 
 

@@ -31,6 +31,19 @@ from .split_step import WeightParts, compile_attention_core
 GRAPH_MODES = ("whole", "split")
 
 
+def default_graph(device: str, prefill_chunk: int = 1) -> str:
+    """The graph mode a run uses when not told, chosen from measurement per device.
+
+    CPU: split. Measured on qwen2.5-0.5b (benchmarks/split_vs_whole.py, ladder_schedules.py):
+    a successor rung compiles in ~0.06 s instead of ~6.5 s, all rungs hold one weight copy
+    (0.24x the RSS), and i2/i3's critical path is shorter although a split decode step is
+    8-11% slower, because whole-graph background compiles take the decoding cores.
+    Other devices: whole, until a fast small-graph path has been measured there.
+    A chunked prefill graph exists only whole.
+    """
+    return "split" if device.upper() == "CPU" and prefill_chunk <= 1 else "whole"
+
+
 @dataclass
 class RunSettings:
     schedule: Schedule

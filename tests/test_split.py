@@ -92,3 +92,18 @@ def test_run_cli_graph_flag(capsys):
     assert "split graphs" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main([*argv, "--graph", "halves"])
+
+
+def test_graph_default_is_chosen_per_device(tmp_path):
+    import json
+
+    from compile_ahead.runtime.ladder_runner import default_graph
+
+    assert default_graph("CPU") == "split"
+    assert default_graph("NPU") == "whole"
+    assert default_graph("CPU", prefill_chunk=16) == "whole"  # prefill graphs are whole only
+    argv = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]
+    assert main([*argv, "--report", str(tmp_path / "a.json")]) == 0
+    assert json.loads((tmp_path / "a.json").read_text())["graph"] == "split"
+    assert main([*argv, "--prefill-chunk", "4", "--report", str(tmp_path / "b.json")]) == 0
+    assert json.loads((tmp_path / "b.json").read_text())["graph"] == "whole"
