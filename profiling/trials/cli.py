@@ -78,6 +78,12 @@ def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> N
         help="default: fill the top rung (top capacity minus the prompt)",
     )
     s.add_argument(
+        "--graph",
+        choices=("whole", "split"),
+        default=None,
+        help="graph mode of our schedules' runs (default: `compile-ahead run`'s per-device one)",
+    )
+    s.add_argument(
         "--command",
         default=None,
         help="trial command template instead of `compile-ahead run`; placeholders "
@@ -236,7 +242,13 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     plan = make_plan(schedules, args.pairs, args.warmup)
     ladder_text = ",".join(map(str, ladder))
     arms = schedule_ab.make_arms(
-        schedules, args.model, ladder_text, args.prompt_len, decode_tokens, args.command
+        schedules,
+        args.model,
+        ladder_text,
+        args.prompt_len,
+        decode_tokens,
+        args.command,
+        ("--graph", args.graph) if args.graph else (),
     )
     out = _out_dir(args, "schedule")
     out.mkdir(parents=True, exist_ok=True)
