@@ -12,7 +12,7 @@ from . import graphs
 from .compiler import CompileOptions, compile_step
 from .kv_store import KVArena
 from .sources import ModelSource
-from .step import CompiledStep
+from .step import CompiledStep, prefill_chunks
 
 
 @dataclass
@@ -49,11 +49,6 @@ class StaticDecoder:
     def capacity(self) -> int:
         return self.cache.capacity
 
-    def _commit(self, out, start: int, n: int) -> None:
-        for i in range(self.source.config.num_layers):
-            self.cache.write(i, start, out.new_keys[i][:, :, :n], out.new_values[i][:, :, :n])
-        self.length = start + n
-
     def prefill_prompt(self, prompt: list[int]) -> np.ndarray:
         """Run the prompt in chunks; returns the last token's logits."""
         if not prompt:
@@ -62,16 +57,8 @@ class StaticDecoder:
             raise CompileAheadError(
                 f"the prompt ({len(prompt)} tokens) does not fit capacity {self.capacity}"
             )
-        self.length = 0
-        step = self.prefill or self.decode
-        chunk = step.spec.chunk
-        logits = None
-        for start in range(0, len(prompt), chunk):
-            ids = np.asarray(prompt[start : start + chunk], np.int64)
-            out = step.run(ids, start, last_index=len(ids) - 1)
-            self._commit(out, start, len(ids))
-            logits = out.logits.copy()
-        assert logits is not None
+        logits = prefill_chunks(self.prefill or self.decode, prompt, self.cache.write)
+        self.length = len(prompt)
         return logits
 
     def step(self, token: int) -> np.ndarray:
@@ -79,7 +66,8 @@ class StaticDecoder:
         if t >= self.capacity:
             raise CompileAheadError(f"context reached capacity {self.capacity}")
         out = self.decode.run(np.asarray([token], np.int64), t)
-        self._commit(out, t, 1)
+        out.commit(self.cache.write, t, 1)
+        self.length = t + 1
         return out.logits.copy()
 
     def generate(

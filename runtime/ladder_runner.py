@@ -27,6 +27,7 @@ from .protocol import Protocol
 from .schedules import Schedule
 from .sources import ModelSource
 from .split_step import WeightParts, compile_attention_core
+from .step import prefill_chunks
 
 GRAPH_MODES = ("whole", "split")
 
@@ -208,7 +209,8 @@ class LadderRunner:
 
             # Prefill the prompt in chunks, then drop the prefill graph before compiling ahead.
             p0 = now_ns()
-            logits = self._prefill(prefill_step, proto.prompt)
+            logits = prefill_chunks(prefill_step, proto.prompt, self.store.write)
+            self.store.length = len(proto.prompt)
             prefill_ns = now_ns() - p0
             self.events.prefill(self.first, len(proto.prompt), p0, p0 + prefill_ns)
             del prefill_step
@@ -234,8 +236,7 @@ class LadderRunner:
                 a = now_ns()
                 out = active.step.run(np.asarray([token], np.int64), t)
                 s.faults.after_step()
-                for layer in range(self.source.config.num_layers):
-                    self.store.write(layer, t, out.new_keys[layer], out.new_values[layer])
+                out.commit(self.store.write, t, 1)
                 self.store.length = t + 1
                 b = now_ns()
                 decode_ns += b - a
@@ -318,22 +319,6 @@ class LadderRunner:
         return RunResult(report, predicted, kept, error, step_ns, step_context)
 
     # -- pieces of the run ---------------------------------------------------------------
-    def _prefill(self, step, prompt: tuple[int, ...]) -> np.ndarray:
-        chunk = step.spec.chunk
-        logits = None
-        for begin in range(0, len(prompt), chunk):
-            ids = np.asarray(prompt[begin : begin + chunk], np.int64)
-            out = step.run(ids, begin, last_index=len(ids) - 1)
-            n = len(ids)
-            for layer in range(self.source.config.num_layers):
-                self.store.write(
-                    layer, begin, out.new_keys[layer][:, :, :n], out.new_values[layer][:, :, :n]
-                )
-            self.store.length = begin + n
-            logits = out.logits
-        assert logits is not None
-        return logits.copy()
-
     def _start_next(self, one_ahead: OneAhead, capacity: int, length: int) -> None:
         i = self.rungs.index(capacity)
         if i + 1 < len(self.rungs):

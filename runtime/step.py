@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,12 +11,34 @@ import openvino as ov
 from . import graphs
 from .kv_store import KVArena
 
+# Where a step's new K/V go: write(layer, first_slot, keys [1, kv, n, hd], values).
+KVWriter = Callable[[int, int, np.ndarray, np.ndarray], None]
+
 
 @dataclass
 class StepOutput:
     logits: np.ndarray  # [vocab] f32
     new_keys: list[np.ndarray]  # per layer [1, kv, L, hd], views valid until the next call
     new_values: list[np.ndarray]
+
+    def commit(self, write: KVWriter, start: int, n: int) -> None:
+        """Store the first n new K/V rows of every layer at slots start..start+n-1."""
+        for layer, (k, v) in enumerate(zip(self.new_keys, self.new_values, strict=True)):
+            write(layer, start, k[:, :, :n], v[:, :, :n])
+
+
+def prefill_chunks(step, prompt: Sequence[int], write: KVWriter) -> np.ndarray:
+    """Run a prompt through a step graph chunk by chunk (the last chunk padded), storing its
+    K/V; returns a copy of the last prompt token's logits."""
+    chunk = step.spec.chunk
+    logits = None
+    for start in range(0, len(prompt), chunk):
+        ids = np.asarray(prompt[start : start + chunk], np.int64)
+        out = step.run(ids, start, last_index=len(ids) - 1)
+        out.commit(write, start, len(ids))
+        logits = out.logits
+    assert logits is not None, "empty prompt"
+    return logits.copy()
 
 
 class CompiledStep:
