@@ -99,15 +99,17 @@ def main() -> None:
     def rep(name: str, key: str) -> float:
         return med([x.report[key] for x in runs[name]])
 
+    def rates(name: str) -> np.ndarray:
+        """Median tok/s per context range over the schedule's repetitions."""
+        per_run = np.array([range_rates(x, ladder) for x in runs[name]], dtype=float)
+        return np.nanmedian(per_run, axis=0)
+
     edges = (0, *ladder.rungs)
     ranges = [f"{lo}-{hi}" for lo, hi in itertools.pairwise(edges)]
     if {"b0", "i1"} <= set(runs):
         print("\n1. copy-and-grow (i1) vs direct top-capacity graph (b0)")
         print(f"{'context':>12} {'i1 tok/s':>10} {'b0 tok/s':>10} {'delta':>8}")
-        i1 = np.array([range_rates(x, ladder) for x in runs["i1"]], dtype=float)
-        b0 = np.array([range_rates(x, ladder) for x in runs["b0"]], dtype=float)
-        for j, label in enumerate(ranges):
-            a, b = np.nanmedian(i1[:, j]), np.nanmedian(b0[:, j])
+        for label, a, b in zip(ranges, rates("i1"), rates("b0"), strict=True):
             print(f"{label:>12} {a:10.2f} {b:10.2f} {100 * (a / b - 1):+7.1f}%")
         bounds = runs["i1"][0].report["boundaries"]
         for k, bd in enumerate(bounds):
@@ -148,10 +150,7 @@ def main() -> None:
         print(f"  committed KV avg i3 / reserved KV avg b0: {ratio:.3f}x (target <= 0.55)")
         copied = sum(b["bytes_copied"] for x in runs["i3"] for b in x.report["boundaries"])
         print(f"  bytes copied at boundaries: {copied}")
-        i3 = np.array([range_rates(x, ladder) for x in runs["i3"]], dtype=float)
-        i2 = np.array([range_rates(x, ladder) for x in runs["i2"]], dtype=float)
-        for j, label in enumerate(ranges):
-            a, b = np.nanmedian(i3[:, j]), np.nanmedian(i2[:, j])
+        for label, a, b in zip(ranges, rates("i3"), rates("i2"), strict=True):
             print(f"  {label:>12}: per-token latency i3/i2 {b / a:.3f}x")
 
 
