@@ -66,8 +66,8 @@ def add_ladder_options(p: argparse.ArgumentParser) -> None:
         choices=GRAPH_MODES,
         default=None,
         help="whole: one graph per rung, each with its own compiled weights; split: weight "
-        "parts compiled once, a rung is only its attention core (default: per device, split "
-        "on CPU, whole elsewhere; see README)",
+        "parts compiled once, a rung is only its attention core (default: chosen per device "
+        "from measurement, whole on CPU; see README)",
     )
     faults = p.add_argument_group("fault injection (tests and benchmarks)")
     faults.add_argument(
@@ -138,7 +138,7 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         prefill_chunk=args.prefill_chunk,
         boundary_window=args.boundary_window,
         faults=parse_faults(args),
-        graph=args.graph or default_graph(args.device, args.prefill_chunk),
+        graph=args.graph or default_graph(args.device),
     )
 
 

@@ -32,17 +32,22 @@ from .step import prefill_chunks
 GRAPH_MODES = ("whole", "split")
 
 
-def default_graph(device: str, prefill_chunk: int = 1) -> str:
+# Device -> graph mode measured best for long-context decode (see default_graph).
+MEASURED_GRAPH_DEFAULTS = {"CPU": "whole"}
+
+
+def default_graph(device: str) -> str:
     """The graph mode a run uses when not told, chosen from measurement per device.
 
-    CPU: split. Measured on qwen2.5-0.5b (benchmarks/split_vs_whole.py, ladder_schedules.py):
-    a successor rung compiles in ~0.06 s instead of ~6.5 s, all rungs hold one weight copy
-    (0.24x the RSS), and i2/i3's critical path is shorter although a split decode step is
-    8-11% slower, because whole-graph background compiles take the decoding cores.
+    CPU: whole. Measured on qwen2.5-0.5b (benchmarks/split_vs_whole.py, ladder_schedules.py):
+    split compiles a successor rung in ~0.06 s instead of ~6.5 s and holds one weight copy
+    (0.24x the RSS with four rungs), but a split decode step is 8-11% slower (24 extra
+    attention calls). On the seed's full 1K..8K protocol that decides it: i2 finished in
+    456 s whole against 490 s split. Split only won short protocols (the 64..512 ladder),
+    where whole-graph background compiles take a larger share of the decoding cores.
     Other devices: whole, until a fast small-graph path has been measured there.
-    A chunked prefill graph exists only whole.
     """
-    return "split" if device.upper() == "CPU" and prefill_chunk <= 1 else "whole"
+    return MEASURED_GRAPH_DEFAULTS.get(device.upper(), "whole")
 
 
 @dataclass
