@@ -153,9 +153,6 @@ class TraceRunEvents(RunEvents):
             if name is not None and key not in self.skip_counters:
                 self.writer.counter(self.writer.counter_track(name), ts, value)
 
-    def note(self, ts: int, message: str) -> None:
-        self.writer.instant(self.device, message, ts)
-
     def close(self) -> None:
         """Flush steps; a compile no switch consumed (the run ended first) still gets its
         flow's end, on a marker slice, so every flow has both ends."""

@@ -161,12 +161,6 @@ class OneAhead:
         future = self._pending.pop(capacity)
         return future.result()
 
-    def state(self) -> str:
-        if not self._pending:
-            return "idle"
-        capacity, future = next(iter(self._pending.items()))
-        return f"{capacity}:{'ready' if future.done() else 'compiling'}"
-
     def shutdown(self) -> None:
         for future in self._pending.values():
             future.cancel()

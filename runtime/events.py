@@ -34,9 +34,6 @@ class RunEvents:
     def counters(self, ts: int, values: dict[str, float]) -> None:
         pass
 
-    def note(self, ts: int, message: str) -> None:
-        pass
-
 
 class FanOut(RunEvents):
     """Send every event to several observers."""
@@ -67,7 +64,3 @@ class FanOut(RunEvents):
     def counters(self, *args: Any) -> None:
         for o in self.observers:
             o.counters(*args)
-
-    def note(self, *args: Any) -> None:
-        for o in self.observers:
-            o.note(*args)

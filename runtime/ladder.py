@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 from compile_ahead.errors import CompileAheadError
@@ -58,11 +57,6 @@ class Ladder:
     @property
     def top(self) -> int:
         return self.rungs[-1]
-
-    def index_for(self, slots: int) -> int:
-        """The smallest rung holding ``slots`` KV slots; -1 past the top."""
-        i = bisect.bisect_left(self.rungs, slots)
-        return i if i < len(self.rungs) else -1
 
     def __len__(self) -> int:
         return len(self.rungs)
