@@ -65,9 +65,10 @@ class CompileResult:
     compile_s: float  # compile_model wall time
 
 
-def compile_step(
+def compile_graph(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
-) -> CompileResult:
+) -> tuple[ov.CompiledModel, float, float]:
+    """Build and compile one step graph: (compiled model, build seconds, compile seconds)."""
     options = options.resolved()
     t0 = time.perf_counter()
     model = graphs.build_step_model(source.config, source.weights, spec)
@@ -81,4 +82,11 @@ def compile_step(
             f"failed: {first}"
         ) from err
     t2 = time.perf_counter()
-    return CompileResult(CompiledStep(compiled, spec, source.config.num_layers), t1 - t0, t2 - t1)
+    return compiled, t1 - t0, t2 - t1
+
+
+def compile_step(
+    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
+) -> CompileResult:
+    compiled, build_s, compile_s = compile_graph(source, spec, options)
+    return CompileResult(CompiledStep(compiled, spec, source.config.num_layers), build_s, compile_s)
