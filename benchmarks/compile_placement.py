@@ -1,0 +1,194 @@
+"""Compile placement: a successor compiled in this process against one compiled by a
+low-priority worker process and imported here.
+
+Prints, measured side by side:
+  - what a successor costs the decoding process: in-process compile (build + compile_model)
+    against the worker's import (read + import_model), and the worker's own compile, warm
+    (persistent worker) and cold (a fresh worker per compile), interleaved;
+  - decode per-token latency on the C=--rung graph while its successor (C=2x) compiles
+    in-process (a background thread) or in the worker, against the same graph decoding with
+    nothing compiling; rounds in alternating order, ratios per round.
+
+    python benchmarks/compile_placement.py --model /path/to/checkpoint [--rounds 2]
+        [--priority idle|nice|normal] [--rung 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+import openvino as ov
+
+from compile_ahead.runtime import graphs
+from compile_ahead.runtime.compile_worker import WorkerPlacement
+from compile_ahead.runtime.compiler import CompileOptions, compile_step
+from compile_ahead.runtime.precision import OV_TYPES, STORAGE_DTYPES
+from compile_ahead.runtime.sources import ModelSource, resolve_model
+from compile_ahead.runtime.step import CompiledStep
+
+PAST = 512  # context length the decode steps run at (any value below the rung)
+
+
+def bind_zero_kv(step: CompiledStep, source: ModelSource, kv: str) -> list[np.ndarray]:
+    """Zero KV buffers bound to the step's past inputs (latency does not depend on values)."""
+    cfg = source.config
+    shape = (1, cfg.num_kv_heads, step.spec.capacity, cfg.head_dim)
+    keep = []
+    for i in range(cfg.num_layers):
+        for name in (graphs.past_key_name(i), graphs.past_value_name(i)):
+            buf = np.zeros(shape, STORAGE_DTYPES[kv])
+            keep.append(buf)
+            step.request.set_tensor(name, ov.Tensor(buf, list(shape), OV_TYPES[kv]))
+    return keep
+
+
+def decode_while(step: CompiledStep, background: Callable[[], object] | None, idle_tokens: int):
+    """Per-token latencies (s) while ``background`` runs on a thread (or for idle_tokens)."""
+    ids = np.array([7], np.int64)
+    out: list[float] = []
+    done = threading.Event()
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        t0 = time.monotonic()
+        try:
+            result["value"] = background()  # type: ignore[misc]
+        finally:
+            result["wall_s"] = time.monotonic() - t0
+            done.set()
+
+    if background is not None:
+        threading.Thread(target=run, daemon=True).start()
+    while (background is not None and not done.is_set()) or (
+        background is None and len(out) < idle_tokens
+    ):
+        t0 = time.perf_counter()
+        step.run(ids, PAST)
+        out.append(time.perf_counter() - t0)
+    return out, result
+
+
+def ms(xs: list[float]) -> str:
+    return f"median {statistics.median(xs) * 1e3:.1f} ms, mean {statistics.fmean(xs) * 1e3:.1f} ms"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, help="checkpoint directory (or preset)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rung", type=int, default=1024)
+    ap.add_argument("--priority", default="idle", choices=("idle", "nice", "normal"))
+    ap.add_argument("--timeout", type=float, default=600.0)
+    args = ap.parse_args()
+
+    source = resolve_model(args.model)
+    options = CompileOptions("CPU").resolved()
+    kv = options.kv_precision
+    assert kv is not None
+    print(f"model {source.label}; precision {options.inference_precision}, KV {kv}")
+    spec = graphs.GraphSpec(args.rung, 1, kv)
+    successor = graphs.GraphSpec(args.rung * 2, 1, kv)
+    current = compile_step(source, spec, options).step
+    keep = bind_zero_kv(current, source, kv)
+
+    with WorkerPlacement(priority=args.priority) as worker:
+        t0 = time.monotonic()
+        worker.start()
+        print(f"worker start (python + openvino + Core): {time.monotonic() - t0:.2f} s")
+
+        # -- what a successor costs the decoding process --------------------------------
+        print("\n== successor cost, nothing else running ==")
+        rows: dict[str, list[float]] = {k: [] for k in ("inproc", "import", "warm", "cold")}
+        for r in range(args.rounds):
+            order = ("inproc", "worker", "cold") if r % 2 == 0 else ("cold", "worker", "inproc")
+            for arm in order:
+                if arm == "inproc":
+                    res = compile_step(source, successor, options)
+                    rows["inproc"].append(res.build_s + res.compile_s)
+                    print(f"  in-process build+compile {res.build_s + res.compile_s:.2f} s")
+                    del res
+                elif arm == "worker":
+                    w = worker.compile(args.model, successor, options, timeout_s=args.timeout)
+                    rows["warm"].append(w.build_s + w.compile_s)
+                    rows["import"].append(w.import_s)
+                    print(
+                        f"  worker (warm) build+compile {w.build_s + w.compile_s:.2f} s, "
+                        f"export {w.export_s:.2f} s, blob {w.blob_bytes / 2**20:.0f} MiB, "
+                        f"import here {w.import_s:.2f} s"
+                    )
+                    del w
+                else:
+                    with WorkerPlacement(priority=args.priority, persistent=False) as fresh:
+                        t0 = time.monotonic()
+                        c = fresh.compile(args.model, successor, options, timeout_s=args.timeout)
+                        total = time.monotonic() - t0
+                    rows["cold"].append(total - c.import_s)
+                    print(
+                        f"  fresh worker: start {c.spawn_s:.2f} s + resolve {c.resolve_s:.2f} s "
+                        f"+ build+compile {c.build_s + c.compile_s:.2f} s + export "
+                        f"{c.export_s:.2f} s (to blob on disk {total - c.import_s:.2f} s)"
+                    )
+                    del c
+        med = {k: statistics.median(v) for k, v in rows.items()}
+        print(
+            f"  import / in-process compile: {med['import'] / med['inproc']:.3f} "
+            f"({med['import']:.2f} vs {med['inproc']:.2f} s, medians)"
+        )
+        print(
+            f"  fresh worker to blob / warm worker compile: {med['cold'] / med['warm']:.2f} "
+            f"({med['cold']:.2f} vs {med['warm']:.2f} s)"
+        )
+
+        # -- decode while a successor compiles ------------------------------------------
+        print(f"\n== decode at C={args.rung} while C={args.rung * 2} compiles ==")
+        ratios: dict[str, list[float]] = {"inproc": [], "worker": []}
+        walls: dict[str, list[float]] = {"inproc": [], "worker": []}
+        for r in range(args.rounds):
+            base, _ = decode_while(current, None, 40)
+            order = ("inproc", "worker") if r % 2 == 0 else ("worker", "inproc")
+            for arm in order:
+                if arm == "inproc":
+
+                    def job() -> object:
+                        return compile_step(source, successor, options).step
+                else:
+
+                    def job() -> object:
+                        w = worker.compile(args.model, successor, options, timeout_s=args.timeout)
+                        return w.step
+
+                lat, res = decode_while(current, job, 0)
+                wall = float(res["wall_s"])  # type: ignore[arg-type]
+                del res
+                ratio = statistics.fmean(lat) / statistics.fmean(base)
+                extra = sum(lat) - len(lat) * statistics.fmean(base)  # decode time lost
+                ratios[arm].append(ratio)
+                walls[arm].append(wall)
+                print(
+                    f"  round {r + 1} {arm:7s}: successor ready in {wall:.2f} s, {len(lat)} tokens "
+                    f"({ms(lat)}), mean / idle {ratio:.3f} (idle {ms(base)}), "
+                    f"decode time lost {extra:.2f} s"
+                )
+        for arm in ("inproc", "worker"):
+            print(
+                f"  {arm}: decode mean during the compile / idle, per round "
+                f"{', '.join(f'{x:.3f}' for x in ratios[arm])}; successor ready in "
+                f"{', '.join(f'{x:.1f}' for x in walls[arm])} s"
+            )
+        w_over_i = [w / i for w, i in zip(ratios["worker"], ratios["inproc"], strict=True)]
+        t_over_i = [w / i for w, i in zip(walls["worker"], walls["inproc"], strict=True)]
+        print(
+            "  worker / in-process: decode slowdown ratio "
+            f"{', '.join(f'{x:.3f}' for x in w_over_i)}; time to ready "
+            f"{', '.join(f'{x:.2f}' for x in t_over_i)}"
+        )
+    del keep
+
+
+if __name__ == "__main__":
+    main()
