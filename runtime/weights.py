@@ -7,6 +7,8 @@ graph can keep weights compressed (f16/bf16) and alias the mapped file instead o
 from __future__ import annotations
 
 import json
+import math
+import os
 import struct
 import zlib
 from collections.abc import Iterator
@@ -28,6 +30,14 @@ _SAFETENSORS_DTYPES: dict[str, tuple[np.dtype, ov.Type]] = {
     "F16": (np.dtype(np.float16), ov.Type.f16),
     "BF16": (np.dtype(np.uint16), ov.Type.bf16),
 }
+# Bytes per element of every dtype the safetensors format defines, to check each tensor's byte
+# span against its shape even when we cannot load that dtype.
+_SAFETENSORS_ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+    "U16": 2, "I16": 2, "F16": 2, "BF16": 2,
+    "U32": 4, "I32": 4, "F32": 4,
+    "U64": 8, "I64": 8, "F64": 8,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,62 +97,127 @@ class WeightStore:
         raise NotImplementedError
 
 
-def _read_safetensors_header(path: Path) -> tuple[int, dict]:
-    """Parse the safetensors header (8-byte length + JSON) without reading the tensors.
+def _read_safetensors_header(path: Path) -> tuple[int, int, dict[str, object]]:
+    """Parse the safetensors header (8-byte length + JSON) without reading the tensors:
+    (offset of the data section, file size, entries without ``__metadata__``).
 
     Done by hand because safetensors' numpy loader cannot represent bf16, and we need the
     byte offsets to memory-map each tensor in place.
     """
     try:
         with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
             prefix = f.read(8)
             if len(prefix) != 8:
                 raise CompileAheadError(f"{path}: truncated safetensors file (no header)")
             (length,) = struct.unpack("<Q", prefix)
             if length > 100_000_000:
                 raise CompileAheadError(f"{path}: not a safetensors file (header length {length})")
-            header = json.loads(f.read(length))
+            raw = f.read(length)
     except OSError as err:
         raise CompileAheadError(f"{path}: cannot read ({err.strerror})") from None
+    if len(raw) != length:
+        raise CompileAheadError(
+            f"{path}: truncated safetensors file (header of {length} bytes, {len(raw)} present)"
+        )
+    try:
+        header = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise CompileAheadError(f"{path}: corrupt safetensors header") from None
+    if not isinstance(header, dict):
+        raise CompileAheadError(
+            f"{path}: corrupt safetensors header (a JSON {type(header).__name__}, not an object "
+            "of tensors)"
+        )
     header.pop("__metadata__", None)
-    return 8 + length, header
+    return 8 + length, size, header
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """Where one tensor lives: file, absolute byte span, dtype name and shape (checked)."""
+
+    path: Path
+    begin: int
+    end: int
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def _parse_entry(path: Path, name: str, info: object, data_start: int, size: int) -> _Entry:
+    """One header entry, checked against the format and the file before any byte is read."""
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(info, dict):
+        raise CompileAheadError(f"{where}: header entry is a {type(info).__name__}, not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise CompileAheadError(f"{where}: header entry has no dtype string")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise CompileAheadError(
+            f"{where}: shape must be a list of non-negative integers, got {shape!r}"
+        )
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_int, offsets))):
+        raise CompileAheadError(
+            f"{where}: data_offsets must be two integers [begin, end], got {offsets!r}"
+        )
+    begin, end = offsets
+    available = size - data_start
+    if not 0 <= begin <= end:
+        raise CompileAheadError(f"{where}: data_offsets {offsets} must satisfy 0 <= begin <= end")
+    if end > available:
+        raise CompileAheadError(
+            f"{where}: data_offsets end {end} is past the data section ({available} bytes; "
+            "truncated file?)"
+        )
+    itemsize = _SAFETENSORS_ITEMSIZE.get(dtype)
+    if itemsize is not None and (end - begin) != math.prod(shape) * itemsize:
+        raise CompileAheadError(
+            f"{where}: shape {shape} of {dtype} needs {math.prod(shape) * itemsize} bytes but "
+            f"data_offsets span {end - begin}"
+        )
+    return _Entry(path, data_start + begin, data_start + end, dtype, tuple(shape))
 
 
 class SafetensorsStore(WeightStore):
-    """Tensors of one or more .safetensors files, memory-mapped read-only."""
+    """Tensors of one or more .safetensors files, memory-mapped read-only.
+
+    Every header entry is checked when the store opens (a malformed file fails there, naming
+    the file and tensor); tensors are mapped, not read.
+    """
 
     def __init__(self, files: list[Path]):
-        self._index: dict[str, tuple[np.memmap, int, dict]] = {}
+        self._index: dict[str, tuple[np.memmap, _Entry]] = {}
         for path in files:
-            data_start, header = _read_safetensors_header(path)
-            size = path.stat().st_size
-            mapped = np.memmap(path, dtype=np.uint8, mode="r") if size else None
-            for name, info in header.items():
-                end = info["data_offsets"][1]
-                if mapped is None or data_start + end > size:
-                    raise CompileAheadError(f"{path}: truncated file, tensor {name!r} is cut off")
-                self._index[name] = (mapped, data_start, info)
+            data_start, size, header = _read_safetensors_header(path)
+            entries = {
+                name: _parse_entry(path, name, info, data_start, size)
+                for name, info in header.items()
+            }
+            if not entries:
+                continue
+            mapped = np.memmap(path, dtype=np.uint8, mode="r")
+            for name, entry in entries.items():
+                self._index[name] = (mapped, entry)
 
     def names(self) -> Iterator[str]:
         return iter(self._index)
 
     def get(self, name: str) -> WeightTensor:
         try:
-            mapped, data_start, info = self._index[name]
+            mapped, entry = self._index[name]
         except KeyError:
             raise CompileAheadError(f"checkpoint has no tensor {name!r}") from None
-        dtype_name = info["dtype"]
-        if dtype_name not in _SAFETENSORS_DTYPES:
+        if entry.dtype not in _SAFETENSORS_DTYPES:
             raise CompileAheadError(
-                f"tensor {name!r} has dtype {dtype_name}; supported: "
+                f"{entry.path}: tensor {name!r} has unsupported dtype {entry.dtype}; supported: "
                 f"{', '.join(_SAFETENSORS_DTYPES)}"
             )
-        np_dtype, ov_type = _SAFETENSORS_DTYPES[dtype_name]
-        begin, end = info["data_offsets"]
-        raw = mapped[data_start + begin : data_start + end]
-        array = raw.view(np_dtype).reshape(info["shape"])
+        np_dtype, ov_type = _SAFETENSORS_DTYPES[entry.dtype]
+        array = mapped[entry.begin : entry.end].view(np_dtype).reshape(entry.shape)
         return WeightTensor(array, ov_type)
 
 
@@ -201,11 +276,11 @@ class SyntheticStore(WeightStore):
 
 def check_weights(store: WeightStore, cfg: ModelConfig, source: str) -> None:
     """Every tensor the graphs need is present with the right shape, or a clear error."""
+    present = set(store.names())
     for name, shape in expected_shapes(cfg).items():
-        try:
-            tensor = store.get(name)
-        except CompileAheadError:
-            raise CompileAheadError(f"{source}: weight {name!r} is missing") from None
+        if name not in present:
+            raise CompileAheadError(f"{source}: weight {name!r} is missing")
+        tensor = store.get(name)  # an unsupported dtype says so, naming file and tensor
         if tensor.shape != shape:
             raise CompileAheadError(
                 f"{source}: weight {name!r} has shape {list(tensor.shape)}, expected {list(shape)}"
