@@ -93,16 +93,62 @@ class ModelConfig:
         return self
 
 
-def _rope_from_hf(cfg: dict[str, Any]) -> RopeConfig:
-    # transformers 5 writes "rope_parameters" (theta inside); 4.x writes rope_theta + rope_scaling.
-    params = dict(cfg.get("rope_parameters") or {})
-    scaling = cfg.get("rope_scaling") or {}
-    params = {**scaling, **params}
+# Fields that change the RoPE frequencies; two sources must agree on every one they both set.
+_ROPE_SCALING_FIELDS = (
+    "factor",
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position_embeddings",
+)
+
+
+def _rope_type(params: dict[str, Any]) -> str:
+    return str(params.get("rope_type", params.get("type", "default")))
+
+
+def _rope_sources(cfg: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
+    """The RoPE dicts a config carries, by key, each refused if it asks for what we lack.
+
+    transformers 5 writes "rope_parameters" (theta inside); 4.x writes rope_theta +
+    "rope_scaling". A config may carry both: neither may be ignored.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for key in ("rope_scaling", "rope_parameters"):
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise CompileAheadError(f"{source}: {key} must be an object, got {value!r}")
+        rope_type = _rope_type(value)
+        if rope_type not in SUPPORTED_ROPE_TYPES:
+            raise CompileAheadError(
+                f"{source}: {key}: rope scaling type {rope_type!r} is not implemented by the "
+                f"graphs (supported: {', '.join(SUPPORTED_ROPE_TYPES)})"
+            )
+        found[key] = value
+    if len(found) == 2:
+        legacy, params = found["rope_scaling"], found["rope_parameters"]
+        differ = [
+            name
+            for name in _ROPE_SCALING_FIELDS
+            if name in legacy and name in params and legacy[name] != params[name]
+        ]
+        if _rope_type(legacy) != _rope_type(params) or differ:
+            what = ", ".join(differ) if differ else "rope type"
+            raise CompileAheadError(
+                f"{source}: rope_scaling ({_rope_type(legacy)}) and rope_parameters "
+                f"({_rope_type(params)}) disagree on {what}; keep one of them"
+            )
+    return found
+
+
+def _rope_from_hf(cfg: dict[str, Any], source: str) -> RopeConfig:
+    found = _rope_sources(cfg, source)
+    params = {**found.get("rope_scaling", {}), **found.get("rope_parameters", {})}
     theta = params.get("rope_theta", cfg.get("rope_theta", 10000.0))
-    rope_type = params.get("rope_type", params.get("type", "default"))
     return RopeConfig(
         theta=float(theta),
-        rope_type=str(rope_type),
+        rope_type=_rope_type(params),
         factor=float(params.get("factor", 1.0)),
         low_freq_factor=float(params.get("low_freq_factor", 1.0)),
         high_freq_factor=float(params.get("high_freq_factor", 4.0)),
@@ -142,7 +188,7 @@ def config_from_hf(cfg: dict[str, Any], source: str = "config.json") -> ModelCon
             num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
             head_dim=int(head_dim),
             rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-            rope=_rope_from_hf(cfg),
+            rope=_rope_from_hf(cfg, source),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             attention_bias=family == "qwen2" or bool(cfg.get("attention_bias", False)),
             max_position_embeddings=int(cfg.get("max_position_embeddings", 32768)),
