@@ -228,6 +228,27 @@ def test_cli_exit_codes(checkout, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace('commit = "150e', "commit = 150e", 1), "pin.toml: not valid TOML"),
+        (lambda t: t[: t.index("[openvino]")], "pin.toml: openvino.release is missing"),
+        (lambda t: t.replace("[series.modified]", "[series.unused]"), "series.modified.files"),
+        (lambda t: re.sub(r"patches = \[[^]]*\]", "patches = 3", t), "patches must be a list"),
+        (lambda t: t.replace('tag = "npu', "tag = 7 #", 1), "npu_compiler.tag must be a str"),
+    ],
+    ids=["not-toml", "no-openvino", "no-modified", "patches-not-list", "tag-not-string"],
+)
+def test_corrupt_pin_is_one_line_error(tmp_path, capsys, edit, message):
+    patches = tmp_path / "series"
+    shutil.copytree(PATCHES, patches)
+    (patches / "pin.toml").write_text(edit((PATCHES / "pin.toml").read_text()))
+    code = main(["patches", "check", "--patches", str(patches), "--npu-compiler", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert str(patches / "pin.toml") in err and message in err
+
+
 @pytest.mark.skipif(not MIRROR.is_dir(), reason="no npu_compiler snapshot on this machine")
 def test_series_applies_to_the_real_pinned_files(tmp_path):
     """On the real upstream files at the pin (read from a local snapshot, never committed)."""

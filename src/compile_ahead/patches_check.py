@@ -14,6 +14,7 @@ import subprocess
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from compile_ahead.errors import CompileAheadError
 
@@ -50,17 +51,51 @@ class Pin:
             data = tomllib.loads(pin_file.read_text())
         except FileNotFoundError:
             raise CompileAheadError(f"no pin file at {pin_file}") from None
-        series = data["series"]
+        except (OSError, UnicodeDecodeError) as err:
+            raise CompileAheadError(f"{pin_file}: cannot read ({err})") from None
+        except tomllib.TOMLDecodeError as err:
+            raise CompileAheadError(f"{pin_file}: not valid TOML ({err})") from None
+
+        def text(key: str) -> str:
+            return _pin_value(pin_file, data, key, str)
+
+        def names(key: str) -> list[str]:
+            value = _pin_value(pin_file, data, key, list)
+            if not all(isinstance(item, str) for item in value):
+                raise CompileAheadError(f"{pin_file}: {key} must be a list of strings")
+            return value
+
+        def paths(key: str) -> dict[str, str]:
+            value = _pin_value(pin_file, data, key, dict)
+            if not all(isinstance(item, str) for item in value.values()):
+                raise CompileAheadError(f"{pin_file}: {key} values must be strings (paths)")
+            return dict(value)
+
+        # Read in file order, so the first problem reported is the first in the file.
         return cls(
-            commit=data["npu_compiler"]["commit"],
-            date=data["npu_compiler"]["date"],
-            tag=data["npu_compiler"]["tag"],
-            openvino_release=data["openvino"]["release"],
-            openvino_commit=data["openvino"]["commit"],
-            patches=tuple(patches_dir / name for name in series["patches"]),
-            added=dict(series["added"]),
-            modified=tuple(series["modified"]["files"]),
+            commit=text("npu_compiler.commit"),
+            date=text("npu_compiler.date"),
+            tag=text("npu_compiler.tag"),
+            openvino_release=text("openvino.release"),
+            openvino_commit=text("openvino.commit"),
+            patches=tuple(patches_dir / name for name in names("series.patches")),
+            added=paths("series.added"),
+            modified=tuple(names("series.modified.files")),
         )
+
+
+def _pin_value(pin_file: Path, data: dict, key: str, kind: type) -> Any:
+    """data[a][b]... for the dotted key, of the given type, or a one-line error naming it."""
+    value: object = data
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise CompileAheadError(f"{pin_file}: {key} is missing")
+        value = value[part]
+    if not isinstance(value, kind):
+        raise CompileAheadError(
+            f"{pin_file}: {key} must be a {kind.__name__}, got {type(value).__name__}"
+        )
+    return value
 
 
 @dataclass
