@@ -96,6 +96,10 @@ def compile_graph(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
 ) -> tuple[ov.CompiledModel, float, float]:
     """Build and compile one step graph: (compiled model, build seconds, compile seconds)."""
+    if getattr(source, "files", None) is not None:  # an OpenVINO IR: cut, never rebuilt
+        from .ir_step import compile_ir_graph  # imports this module
+
+        return compile_ir_graph(source, spec, options)  # type: ignore[arg-type]
     options = options.resolved()
     t0 = time.perf_counter()
     model = graphs.build_step_model(source.config, source.weights, spec)
@@ -116,4 +120,13 @@ def compile_step(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
 ) -> CompileResult:
     compiled, build_s, compile_s = compile_graph(source, spec, options)
-    return CompileResult(CompiledStep(compiled, spec, source.config.num_layers), build_s, compile_s)
+    return CompileResult(make_step(compiled, spec, source.config.num_layers), build_s, compile_s)
+
+
+def make_step(compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int) -> CompiledStep:
+    """The step that drives a compiled graph: ours, or one cut from an IR (it takes a mask)."""
+    from .ir_step import IRStep, is_ir_graph  # imports this module
+
+    if is_ir_graph(compiled):
+        return IRStep(compiled, spec, num_layers)  # type: ignore[return-value]
+    return CompiledStep(compiled, spec, num_layers)

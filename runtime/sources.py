@@ -9,6 +9,7 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 
 from .config import ModelConfig, load_config
+from .ir_files import is_ir_path, refuse_onnx
 from .presets import PRESETS
 from .weights import SafetensorsStore, SyntheticStore, WeightStore, check_weights, checkpoint_files
 
@@ -73,13 +74,19 @@ def synthetic_model(preset_name: str, seed: int = SYNTHETIC_SEED) -> ModelSource
 
 
 def resolve_model(name: str, allow_synthetic: bool = True) -> ModelSource:
-    """Directory path, hub id in the local cache, or preset name (see PRESETS)."""
+    """Directory path (optimum-intel export or HF checkpoint), ``.xml`` IR, hub id in the local
+    cache, or preset name (see PRESETS)."""
     path = Path(name).expanduser()
+    refuse_onnx(path)
     if path.exists():
+        if is_ir_path(path):
+            from .ir_model import load_ir  # imports this module
+
+            return load_ir(path, name)
         if path.is_file():
             raise CompileAheadError(
-                f"{path}: is a file; pass a Hugging Face checkpoint directory "
-                "(config.json + *.safetensors) or a preset name"
+                f"{path}: is a file; pass an OpenVINO IR (.xml), an optimum-intel export or "
+                "Hugging Face checkpoint directory, or a preset name"
             )
         return load_checkpoint(path, name)
     preset = PRESETS.get(name.lower())

@@ -1,0 +1,106 @@
+"""Compile and run a rung graph cut from a stateful decoder IR, with the interface of
+CompiledStep (``spec``, ``num_layers``, ``bound``, ``bind``, ``run``) so the ladder runner and
+the static decoder use it unchanged.
+
+Per step the host writes only the token ids, positions and the attention mask (ones over the
+filled past slots and the chunk, zeros over the unwritten slots); the past K/V are the store's
+buffers bound once as shared tensors, and the new K/V rows come back as small outputs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import openvino as ov
+
+from compile_ahead.errors import CompileAheadError
+
+from . import graphs
+from .compiler import CompileOptions, core, device_config, openvino_error_summary
+from .ir_graph import LAST_INDEX, build_ir_step_model
+from .ir_model import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS, IRSource, read_ir, stateless
+from .kv_store import KVArena
+from .step import StepOutput
+
+
+def _shared(array: np.ndarray) -> ov.Tensor:
+    return ov.Tensor(array, shared_memory=True)
+
+
+class IRStep:
+    """One compiled IR rung graph; ``bind`` points its past-KV inputs at a cache's buffers."""
+
+    def __init__(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int):
+        self.compiled = compiled
+        self.spec = spec
+        self.num_layers = num_layers
+        self.request = compiled.create_infer_request()
+        L, C = spec.chunk, spec.capacity
+        self._ids = np.zeros((1, L), np.int64)
+        self._positions = np.zeros((1, L), np.int64)
+        self._mask = np.ones((1, C + L), np.int64)
+        self._last = np.zeros((1,), np.int64)
+        names = {name for port in compiled.inputs for name in port.get_names()}
+        self.request.set_tensor(INPUT_IDS, _shared(self._ids))
+        self.request.set_tensor(ATTENTION_MASK, _shared(self._mask))
+        if POSITION_IDS in names:
+            self.request.set_tensor(POSITION_IDS, _shared(self._positions))
+        if LAST_INDEX in names:
+            self.request.set_tensor(LAST_INDEX, _shared(self._last))
+        self.bound: KVArena | None = None
+
+    def bind(self, arena: KVArena) -> None:
+        """Point the past-KV inputs at an arena's buffers (no copy, now or per step)."""
+        keys, values = arena.tensors()
+        for i in range(self.num_layers):
+            self.request.set_tensor(graphs.past_key_name(i), keys[i])
+            self.request.set_tensor(graphs.past_value_name(i), values[i])
+        self.bound = arena  # the tensors alias its memory: keep it referenced
+
+    def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
+        L, C = self.spec.chunk, self.spec.capacity
+        if past_length > C:
+            raise CompileAheadError(f"past length {past_length} exceeds the rung capacity {C}")
+        self._ids[0, : len(ids)] = ids
+        self._ids[0, len(ids) :] = 0
+        self._positions[0] = np.arange(past_length, past_length + L)
+        self._mask[0, :past_length] = 1
+        self._mask[0, past_length:C] = 0
+        self._last[0] = last_index
+        self.request.infer()
+        out = self.request
+        keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]
+        values = [out.get_tensor(graphs.new_value_name(i)).data for i in range(self.num_layers)]
+        logits = out.get_tensor(LOGITS).data[0, -1]
+        return StepOutput(logits, keys, values)
+
+
+def is_ir_graph(compiled: ov.CompiledModel) -> bool:
+    """Whether a compiled graph was cut from an IR (our own graphs take no attention mask)."""
+    return any(ATTENTION_MASK in port.get_names() for port in compiled.inputs)
+
+
+def build_model(source: IRSource, spec: graphs.GraphSpec) -> ov.Model:
+    assert source.files is not None
+    model, kv = stateless(read_ir(source.files), str(source.files.xml))
+    return build_ir_step_model(model, kv, spec)
+
+
+def compile_ir_graph(
+    source: IRSource, spec: graphs.GraphSpec, options: CompileOptions
+) -> tuple[ov.CompiledModel, float, float]:
+    """Read, cut and reshape the IR for one rung, then compile it (weights as the IR has
+    them): (compiled model, build seconds, compile seconds), as compiler.compile_graph."""
+    options = options.resolved()
+    t0 = time.perf_counter()
+    model = build_model(source, spec)
+    t1 = time.perf_counter()
+    try:
+        compiled = core().compile_model(model, options.device, device_config(options))
+    except RuntimeError as err:
+        raise CompileAheadError(
+            f"compiling the C={spec.capacity} {spec.kind} graph of {source.name} for "
+            f"{options.device} failed: {openvino_error_summary(err)}"
+        ) from err
+    return compiled, t1 - t0, time.perf_counter() - t1
