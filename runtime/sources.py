@@ -11,7 +11,7 @@ from compile_ahead.errors import CompileAheadError
 from .config import ModelConfig, load_config
 from .ir_files import is_ir_path, refuse_onnx
 from .presets import PRESETS
-from .weights import SafetensorsStore, SyntheticStore, WeightStore, check_weights, checkpoint_files
+from .weights import SafetensorsStore, WeightStore, check_weights, checkpoint_files
 
 SYNTHETIC_SEED = 0
 
@@ -62,15 +62,14 @@ def find_in_hf_cache(repo_id: str) -> Path | None:
     return None
 
 
-def synthetic_model(preset_name: str, seed: int = SYNTHETIC_SEED) -> ModelSource:
-    preset = PRESETS[preset_name]
-    return ModelSource(
-        preset.name,
-        preset.config,
-        SyntheticStore(preset.config, seed),
-        True,
-        f"synthetic seed {seed}, exact {preset.name} shapes",
-    )
+def synthetic_model(
+    preset_name: str, seed: int = SYNTHETIC_SEED, dtype: str = "f16"
+) -> ModelSource:
+    """Seeded synthetic weights of a preset, written once as a checkpoint in the user cache
+    and memory-mapped like a real one; labelled synthetic (see synthetic_checkpoint)."""
+    from .synthetic_checkpoint import synthetic_source  # imports this module
+
+    return synthetic_source(PRESETS[preset_name].name, seed, dtype)
 
 
 def resolve_model(name: str, allow_synthetic: bool = True) -> ModelSource:

@@ -21,7 +21,7 @@ import openvino as ov
 from compile_ahead.errors import CompileAheadError
 
 from .config import ModelConfig
-from .precision import bf16_bits_to_f32
+from .precision import bf16_bits_to_f32, f32_to_bf16_bits
 
 # safetensors dtype -> (numpy storage dtype, OpenVINO element type). numpy has no bfloat16, so
 # bf16 is stored as its raw uint16 bits and typed bf16 on the OpenVINO side.
@@ -241,28 +241,52 @@ def checkpoint_files(model_dir: Path) -> list[Path]:
 
 
 class SyntheticStore(WeightStore):
-    """Seeded random weights of a model's exact shapes, stored as f16 (never a real model).
+    """Seeded random weights of a model's exact shapes (never a real model), stored as f16 by
+    default; ``dtype`` "bf16" or "f32" stores the same draws at that precision.
 
     Each tensor is drawn from its own generator seeded by (seed, crc32(name)), so a tensor's
     values do not depend on which others were drawn before it. With ``zeros=True`` every tensor
     is zero-filled lazily (pages never touched), for graph-structure work on huge presets.
     """
 
-    def __init__(self, cfg: ModelConfig, seed: int = 0, zeros: bool = False):
+    DTYPES = ("f16", "bf16", "f32")
+
+    def __init__(self, cfg: ModelConfig, seed: int = 0, zeros: bool = False, dtype: str = "f16"):
+        if dtype not in self.DTYPES:
+            raise CompileAheadError(
+                f"synthetic weights dtype must be one of {', '.join(self.DTYPES)}, got {dtype!r}"
+            )
         self._shapes = expected_shapes(cfg)
         self._seed = seed
         self._zeros = zeros
+        self._dtype = dtype
         self._cache: dict[str, WeightTensor] = {}
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
+
+    @property
+    def zeros(self) -> bool:
+        return self._zeros
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._shapes[name]
 
     def names(self) -> Iterator[str]:
         return iter(self._shapes)
 
     def get(self, name: str) -> WeightTensor:
         if name not in self._cache:
-            self._cache[name] = self._make(name)
+            self._cache[name] = self.draw(name)
         return self._cache[name]
 
-    def _make(self, name: str) -> WeightTensor:
+    def draw(self, name: str) -> WeightTensor:
+        """The tensor's values, made afresh and not kept (for streaming them to a file)."""
         shape = self._shapes[name]
         if self._zeros:
             return WeightTensor(np.zeros(shape, np.float16), ov.Type.f16)
@@ -271,6 +295,10 @@ class SyntheticStore(WeightStore):
             values = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
         else:
             values = 0.02 * rng.standard_normal(shape, dtype=np.float32)
+        if self._dtype == "f32":
+            return WeightTensor(values, ov.Type.f32)
+        if self._dtype == "bf16":
+            return WeightTensor(f32_to_bf16_bits(values), ov.Type.bf16)
         return WeightTensor(values.astype(np.float16), ov.Type.f16)
 
 

@@ -6,6 +6,16 @@ from pathlib import Path
 
 import pytest
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_user_cache(tmp_path_factory):
+    """Synthetic checkpoints and compiled rungs go to a per-session directory, never ~/.cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("COMPILE_AHEAD_CACHE_DIR", str(tmp_path_factory.mktemp("user-cache")))
+    yield
+    mp.undo()
+
+
 TINY_SHAPES = dict(
     hidden_size=64,
     intermediate_size=128,
