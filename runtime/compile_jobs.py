@@ -17,6 +17,7 @@ from compile_ahead.errors import CompileAheadError
 
 from . import graphs
 from .events import RunEvents
+from .ladder import Ladder
 from .step import CompiledStep
 
 
@@ -29,6 +30,37 @@ class Faults:
     # Emulates a device whose decode step is slower than this CPU's (added to every step), so
     # a tiny test model can have the decode runway a real model has.
     step_delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        delays = {
+            "--inject-compile-delay": self.compile_delay_s,
+            "--step-delay": self.step_delay_s,
+        }
+        for flag, seconds in delays.items():
+            # written so that NaN fails too
+            if not (isinstance(seconds, int | float) and 0 <= seconds < float("inf")):
+                raise CompileAheadError(
+                    f"{flag} must be a finite number of seconds >= 0, got {seconds}"
+                )
+        for capacity, count in self.fail_compiles.items():
+            if not isinstance(capacity, int) or capacity <= 0:
+                raise CompileAheadError(
+                    f"--inject-compile-failure: capacity must be a positive integer, "
+                    f"got {capacity!r}"
+                )
+            if not isinstance(count, int) or count < 1:
+                raise CompileAheadError(
+                    f"--inject-compile-failure {capacity}:{count}: COUNT must be at least 1"
+                )
+
+    def validate(self, ladder: Ladder) -> Faults:
+        """Every injected failure names a rung of ``ladder`` (else it could never fire)."""
+        for capacity in self.fail_compiles:
+            if capacity not in ladder.rungs:
+                raise CompileAheadError(
+                    f"--inject-compile-failure {capacity}: not a rung of the ladder {ladder}"
+                )
+        return self
 
     def after_step(self) -> None:
         if self.step_delay_s > 0:

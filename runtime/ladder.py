@@ -29,8 +29,14 @@ class Ladder:
         if isinstance(text, str):
             if text in NAMED_LADDERS:
                 return cls(NAMED_LADDERS[text]).validate()
+            parts = [p.strip() for p in text.split(",")] if text.strip() else []
+            if "" in parts:  # "16,,32" or "16,32,": a rung left out, not a shorter ladder
+                raise CompileAheadError(
+                    f"--ladder {text!r}: rung {parts.index('') + 1} is empty; give "
+                    "comma-separated integers, e.g. 1024,2048"
+                )
             try:
-                rungs = tuple(int(p) for p in text.split(",") if p.strip())
+                rungs = tuple(int(p) for p in parts)
             except ValueError:
                 raise CompileAheadError(
                     f"--ladder must be comma-separated integers or one of "

@@ -184,3 +184,44 @@ def test_agreeing_rope_keys_are_accepted(model_copy: Path) -> None:
     linear = {"rope_type": "linear", "factor": 2.0}
     _edit_config(model_copy, rope_scaling=linear, rope_parameters={**linear, "rope_theta": 1e4})
     assert main(["generate", "--model", str(model_copy), *GENERATE]) == 0
+
+
+RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--inject-compile-delay", "inf"], "--inject-compile-delay must be a finite number"),
+        (["--inject-compile-delay", "nan"], "--inject-compile-delay must be a finite number"),
+        (["--step-delay", "nan"], "--step-delay must be a finite number of seconds >= 0, got nan"),
+        (["--step-delay", "inf"], "--step-delay must be a finite number"),
+        (["--inject-compile-failure", "32:0"], "--inject-compile-failure 32:0: COUNT must be"),
+        (["--ladder", "16,,32"], "--ladder '16,,32': rung 2 is empty"),
+        (["--ladder", "16,32,"], "--ladder '16,32,': rung 3 is empty"),
+    ],
+    ids=["delay-inf", "delay-nan", "step-nan", "step-inf", "count-0", "empty-rung", "trailing"],
+)
+def test_run_rejects_non_finite_delays_and_empty_rungs(capsys, argv: list[str], message: str):
+    code = main([*RUN, *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and len(err.splitlines()) <= 2  # model line + error
+
+
+def test_fault_values_are_checked_where_they_are_made() -> None:
+    from compile_ahead.errors import CompileAheadError
+    from compile_ahead.runtime.compile_jobs import Faults
+    from compile_ahead.runtime.ladder import Ladder
+
+    for bad in ({"compile_delay_s": float("inf")}, {"step_delay_s": float("nan")}):
+        with pytest.raises(CompileAheadError, match="finite number of seconds"):
+            Faults(**bad)
+    with pytest.raises(CompileAheadError, match="capacity must be a positive integer"):
+        Faults(fail_compiles={-16: 1})
+    tiny = Ladder.parse("tiny")
+    with pytest.raises(
+        CompileAheadError, match=r"--inject-compile-failure 48: not a rung of the ladder 16,32"
+    ):
+        Faults(fail_compiles={48: 1}).validate(tiny)
+    faults = Faults(compile_delay_s=0.5, fail_compiles={32: 2}, step_delay_s=0.0)
+    assert faults.validate(tiny) is faults
