@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import openvino as ov
 
@@ -15,6 +16,9 @@ from .precision import OV_TYPES, check_precision, default_inference_precision
 from .sources import ModelSource
 from .step import CompiledStep
 
+if TYPE_CHECKING:
+    from .compile_cache import CompileCache
+
 
 @dataclass(frozen=True)
 class CompileOptions:
@@ -23,12 +27,16 @@ class CompileOptions:
     kv_precision: str | None = None  # None: follow the inference precision (FACTS: a mismatch
     # makes the CPU plugin reorder the whole cache input every step)
     extra_config: dict[str, str] = field(default_factory=dict)
+    # Compiled graphs kept across runs (compile_cache.cache_from_flags); None compiles all.
+    cache: CompileCache | None = field(default=None, compare=False)
 
     def resolved(self) -> CompileOptions:
         inf = self.inference_precision or default_inference_precision(self.device)
         check_precision(inf, "--inference-precision")
         kv = check_precision(self.kv_precision or inf, "--kv-precision")
-        return CompileOptions(self.device, inf, kv, dict(self.extra_config))
+        return replace(
+            self, inference_precision=inf, kv_precision=kv, extra_config=dict(self.extra_config)
+        )
 
 
 _core: ov.Core | None = None
@@ -88,8 +96,11 @@ def device_config(options: CompileOptions) -> dict[str, object]:
 @dataclass
 class CompileResult:
     step: CompiledStep
-    build_s: float  # graph construction on the host
-    compile_s: float  # compile_model wall time
+    build_s: float  # graph construction on the host (0 on a cache hit)
+    compile_s: float  # compile_model wall time (0 on a cache hit: nothing was compiled)
+    cache: str = "off"  # "hit" (imported), "miss" (compiled, then stored) or "off"
+    import_s: float = 0.0  # importing the cached graph (hit)
+    store_s: float = 0.0  # exporting and writing it to the cache (miss)
 
 
 def compile_graph(
@@ -119,8 +130,20 @@ def compile_graph(
 def compile_step(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
 ) -> CompileResult:
-    compiled, build_s, compile_s = compile_graph(source, spec, options)
-    return CompileResult(make_step(compiled, spec, source.config.num_layers), build_s, compile_s)
+    from .compile_cache import cached_compile, step_graph_identity  # imports this module
+
+    is_ir = getattr(source, "files", None) is not None  # weightless import needs our graph
+    (compiled, build_s, compile_s), outcome = cached_compile(
+        options.cache,
+        source,
+        step_graph_identity(spec),
+        options,
+        lambda opts: compile_graph(source, spec, opts),
+        None if is_ir else lambda: graphs.build_step_model(source.config, source.weights, spec),
+    )
+    step = make_step(compiled, spec, source.config.num_layers)
+    step.compile_cache = outcome  # type: ignore[attr-defined]  # hit/miss for reports
+    return CompileResult(step, build_s, compile_s, outcome.state, outcome.import_s, outcome.store_s)
 
 
 def make_step(compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int) -> CompiledStep:

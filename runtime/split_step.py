@@ -9,6 +9,7 @@ layer's KV buffers.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import openvino as ov
@@ -16,6 +17,12 @@ import openvino as ov
 from compile_ahead.errors import CompileAheadError
 
 from . import graphs, split_graphs
+from .compile_cache import (
+    CacheOutcome,
+    attention_core_identity,
+    cached_compile,
+    weight_part_identity,
+)
 from .compiler import CompileOptions, core, device_config, openvino_error_summary
 from .kv_store import KVArena
 from .precision import OV_TYPES, STORAGE_DTYPES, bf16_bits_to_f32
@@ -29,12 +36,26 @@ def _shared(array: np.ndarray, element_type: ov.Type | None = None) -> ov.Tensor
     return ov.Tensor(array, list(array.shape), element_type)
 
 
-def _compile(model: ov.Model, options: CompileOptions, what: str) -> ov.CompiledModel:
-    try:
-        return core().compile_model(model, options.device, device_config(options))
-    except RuntimeError as err:
-        first = openvino_error_summary(err)
-        raise CompileAheadError(f"compiling {what} for {options.device} failed: {first}") from err
+def _compile(
+    source: ModelSource,
+    build: Callable[[], ov.Model],
+    options: CompileOptions,
+    what: str,
+    graph: dict[str, object],
+) -> tuple[ov.CompiledModel, CacheOutcome]:
+    """Import the graph from the compile cache (options.cache), or build and compile it."""
+
+    def compile_fn(opts: CompileOptions) -> tuple[ov.CompiledModel, float, float]:
+        try:
+            return core().compile_model(build(), opts.device, device_config(opts)), 0.0, 0.0
+        except RuntimeError as err:
+            first = openvino_error_summary(err)
+            raise CompileAheadError(f"compiling {what} for {opts.device} failed: {first}") from err
+
+    (compiled, _, _), outcome = cached_compile(
+        options.cache, source, graph, options, compile_fn, build
+    )
+    return compiled, outcome
 
 
 class WeightParts:
@@ -47,16 +68,21 @@ class WeightParts:
         self.kv_precision = options.kv_precision
         assert self.kv_precision is not None
         kv_dtype, kv_type = STORAGE_DTYPES[self.kv_precision], OV_TYPES[self.kv_precision]
+        kv = self.kv_precision
         t0 = time.perf_counter()
-        self.compiled = [
+        compiled = [
             _compile(
-                split_graphs.build_weight_part(cfg, source.weights, i, self.kv_precision),
+                source,
+                lambda i=i: split_graphs.build_weight_part(cfg, source.weights, i, kv),
                 options,
                 f"weight part {i}",
+                weight_part_identity(i, kv),
             )
             for i in range(cfg.num_layers + 1)
         ]
-        self.compile_s = time.perf_counter() - t0
+        self.compile_s = time.perf_counter() - t0  # compile or cache import, all parts
+        self.compiled = [c for c, _ in compiled]
+        self.cache_outcomes = [o for _, o in compiled]
         self.requests = [c.create_infer_request() for c in self.compiled]
         d, qd, hd = cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.head_dim
         n = cfg.num_layers
@@ -86,6 +112,16 @@ class WeightParts:
         self.requests[n].set_tensor(graphs.LOGITS, _shared(self.logits))
         self._embed = source.weights.get("model.embed_tokens.weight")
 
+    @property
+    def cache_state(self) -> str:
+        """hit when every part was imported, off when no part used the cache, else miss."""
+        states = {o.state for o in self.cache_outcomes}
+        return states.pop() if len(states) == 1 else "miss"
+
+    @property
+    def import_s(self) -> float:
+        return sum(o.import_s for o in self.cache_outcomes)
+
     def embed(self, token: int) -> None:
         """Gather the token's embedding row on the host, decompressed to f32."""
         row = self._embed.array[token]
@@ -114,6 +150,7 @@ class SplitStep:
             req.set_tensor(split_graphs.ATTN_OUT, _shared(parts.attn[i]))
             self.requests.append(req)
         self.bound: KVArena | None = None
+        self.compile_cache: CacheOutcome | None = None  # hit/miss of this rung's core
 
     def bind(self, arena: KVArena) -> None:
         keys, values = arena.tensors()
@@ -139,6 +176,13 @@ def compile_attention_core(
     """A rung in split mode: only its attention core is compiled, in the same precision as
     the rest (re-measured: on the AMX CPU an f32 core spends more converting the bf16 cache
     than a bf16 core spends in total)."""
-    model = split_graphs.build_attention_core(parts.source.config, spec)
-    compiled = _compile(model, options.resolved(), f"the C={spec.capacity} attention core")
-    return SplitStep(parts, compiled, spec)
+    compiled, outcome = _compile(
+        parts.source,
+        lambda: split_graphs.build_attention_core(parts.source.config, spec),
+        options.resolved(),
+        f"the C={spec.capacity} attention core",
+        attention_core_identity(spec),
+    )
+    step = SplitStep(parts, compiled, spec)
+    step.compile_cache = outcome
+    return step

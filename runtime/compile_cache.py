@@ -1,0 +1,404 @@
+"""A cache of compiled graphs across runs: export once, import instead of compiling again.
+
+Why not OpenVINO's CACHE_DIR: our graphs are built in memory from constants that alias the
+weight arrays, and CACHE_DIR's model hash changed with every rebuild of the same graph from a
+new weight store (every new process, so it never hit across runs), while hashing the graph on
+every compile_model. So entries here are keyed by what a compiled graph depends on, all of it
+explicit:
+
+- the model: its config, and its weights' identity (checkpoint or IR files' path, size and
+  mtime; preset, seed, dtype and generator version for synthetic weights);
+- the graph: kind (decode, prefill, weight part i, attention core), capacity, chunk, buffer
+  capacity, KV precision;
+- the device (name and full device name, so a blob never moves to another CPU's ISA), the
+  whole compile config (inference precision and every other property), the OpenVINO release
+  and a digest of the graph-building source files.
+
+An entry is one file: the exported blob followed by a JSON trailer (key, blob size, a sampled
+digest) and a magic footer. It is written under a temporary name and renamed into place, so a
+reader sees a whole entry or none; a truncated, foreign or unimportable entry is deleted and
+the graph recompiled, with a warning. A hit imports the blob from a memory map (no copy of the
+file into memory); the compiled model may alias the mapping, which is kept alive with it.
+
+Weightless entries (CACHE_MODE=OPTIMIZE_SIZE, weights restored from the graph at import) are
+optional: the CPU plugin only leaves weights out for graphs read from IR files, so for our
+in-memory graphs they are as large as full entries on CPU; devices that support it (NPU) can
+turn them on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import io
+import json
+import os
+import struct
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import openvino as ov
+
+from .user_cache import cache_root
+
+if TYPE_CHECKING:
+    from .compiler import CompileOptions
+    from .graphs import GraphSpec
+    from .sources import ModelSource
+
+FORMAT_VERSION = 1
+MAGIC = b"CAHEAD01"
+SUFFIX = ".ovblob"
+_FOOTER = struct.Struct("<Q8s")  # trailer length, magic
+_SAMPLE_PAGES = 64
+_SAMPLE_BYTES = 4096
+# Source files whose edits change the graphs we build: a new digest never hits an old entry.
+_GRAPH_SOURCES = ("graphs.py", "split_graphs.py", "weights.py", "precision.py", "ir_step.py")
+
+CacheState = Literal["hit", "miss", "off"]
+
+
+class CompileCacheWarning(UserWarning):
+    """A cache entry was unusable (recompiled) or could not be written (compiled anyway)."""
+
+
+@dataclass(frozen=True)
+class CacheOutcome:
+    state: CacheState  # hit: imported; miss: compiled (and stored); off: no cache used
+    import_s: float = 0.0  # reading and importing the entry (hit)
+    store_s: float = 0.0  # exporting and writing the entry (miss)
+    entry: Path | None = None
+    note: str | None = None  # why the cache was off, or what went wrong with the entry
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "cache": self.state,
+            "import_s": round(self.import_s, 3),
+            "store_s": round(self.store_s, 3),
+        }
+        if self.note:
+            out["cache_note"] = self.note
+        return out
+
+
+OFF = CacheOutcome("off")
+
+
+@functools.cache
+def _code_digest() -> str:
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in _GRAPH_SOURCES:
+        path = here / name
+        if path.exists():
+            h.update(name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def _device_name(device: str) -> str:
+    from .compiler import core
+
+    try:
+        return str(core().get_property(device, "FULL_DEVICE_NAME"))
+    except RuntimeError:
+        return device
+
+
+def _stat(path: Path) -> dict[str, Any]:
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def weights_identity(source: ModelSource) -> dict[str, Any] | None:
+    """What the weight values are, or None when they cannot be named (no caching then)."""
+    from .synthetic_checkpoint import synthetic_identity
+    from .weights import SyntheticStore, checkpoint_files
+
+    store = source.weights
+    if isinstance(store, SyntheticStore):
+        return {"synthetic_in_memory": {"seed": store.seed, "dtype": store.dtype}} | (
+            {"zeros": True} if store.zeros else {}
+        )
+    try:
+        ir_files = getattr(source, "files", None)
+        if ir_files is not None:  # an OpenVINO IR source
+            return {"ir": [_stat(ir_files.xml), _stat(ir_files.bin)]}
+        if source.model_dir is not None:
+            marker = synthetic_identity(source.model_dir) if source.synthetic else None
+            if marker is not None:
+                return {"synthetic": marker}
+            return {"files": [_stat(p) for p in checkpoint_files(source.model_dir)]}
+    except OSError:
+        return None
+    return None
+
+
+def _config_repr(config: Mapping[str, object]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in sorted(config.items()) if k != "MODEL_PTR"}
+
+
+def _sample_digest(blob: memoryview | np.ndarray) -> str:
+    """A digest of the size, both ends and evenly spaced pages: catches truncation and foreign
+    or overwritten files without reading a whole multi-GB blob on every import."""
+    data = memoryview(blob).cast("B")
+    n = len(data)
+    h = hashlib.blake2b(str(n).encode(), digest_size=16)
+    h.update(data[: 1 << 20])
+    h.update(data[max(0, n - (1 << 20)) :])
+    for i in range(_SAMPLE_PAGES):
+        at = (n * i) // _SAMPLE_PAGES
+        h.update(data[at : at + _SAMPLE_BYTES])
+    return h.hexdigest()
+
+
+class CorruptEntry(Exception):
+    pass
+
+
+class CompileCache:
+    """Compiled graphs under ``directory``, keyed as the module docstring says."""
+
+    def __init__(self, directory: str | os.PathLike[str], weightless: bool = False):
+        self.directory = Path(directory).expanduser()
+        self.weightless = weightless
+
+    def __repr__(self) -> str:
+        return f"CompileCache({str(self.directory)!r}, weightless={self.weightless})"
+
+    # -- keys ---------------------------------------------------------------------------
+    def key_payload(
+        self,
+        source: ModelSource,
+        graph: Mapping[str, object],
+        device: str,
+        config: Mapping[str, object],
+    ) -> dict[str, Any] | None:
+        weights = weights_identity(source)
+        if weights is None:
+            return None
+        return {
+            "format": FORMAT_VERSION,
+            "openvino": ov.get_version(),
+            "code": _code_digest(),
+            "device": device,
+            "device_name": _device_name(device),
+            "config": _config_repr(config),
+            "weightless": self.weightless,
+            "graph": dict(graph),
+            "model": {"config": asdict(source.config), "weights": weights},
+        }
+
+    def entry_path(self, key: str) -> Path:
+        return self.directory / key[:2] / (key + SUFFIX)
+
+    # -- the compile -------------------------------------------------------------------
+    def lookup(
+        self,
+        source: ModelSource,
+        graph: Mapping[str, object],
+        options: CompileOptions,
+        model_fn: Callable[[], ov.Model] | None = None,
+    ) -> tuple[ov.CompiledModel | None, CacheOutcome]:
+        """The graph imported from its entry (a hit), or None and a miss (or off) outcome to
+        pass to ``store`` once the caller has compiled with ``compile_options(options)``.
+
+        ``model_fn`` builds the uncompiled graph; weightless entries need it at import.
+        """
+        from .compiler import device_config
+
+        options = self.compile_options(options.resolved())
+        config = device_config(options)
+        payload = self.key_payload(source, graph, options.device, config)
+        if payload is None:
+            return None, CacheOutcome("off", note="the model's weights have no identity")
+        if self.weightless and model_fn is None:
+            return None, CacheOutcome("off", note="weightless entries need the uncompiled graph")
+        key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        path = self.entry_path(key)
+        if not path.exists():
+            return None, CacheOutcome("miss", entry=path)
+        t0 = time.perf_counter()
+        try:
+            compiled = self._import(path, key, options.device, config, model_fn)
+        except CorruptEntry as err:
+            warnings.warn(
+                f"compile cache entry {path} is unusable ({err}); compiling again",
+                CompileCacheWarning,
+                stacklevel=3,
+            )
+            path.unlink(missing_ok=True)
+            return None, CacheOutcome("miss", entry=path, note=f"recompiled: {err}")
+        return compiled, CacheOutcome("hit", import_s=time.perf_counter() - t0, entry=path)
+
+    def compile_options(self, options: CompileOptions) -> CompileOptions:
+        """The options a cached graph is compiled with (weightless adds the cache mode)."""
+        if not self.weightless:
+            return options
+        from dataclasses import replace
+
+        extra = {**options.extra_config, "CACHE_MODE": "OPTIMIZE_SIZE"}
+        return replace(options, extra_config=extra)
+
+    def _import(
+        self,
+        path: Path,
+        key: str,
+        device: str,
+        config: Mapping[str, object],
+        model_fn: Callable[[], ov.Model] | None,
+    ) -> ov.CompiledModel:
+        from .compiler import core
+
+        try:
+            mapped = np.memmap(path, dtype=np.uint8, mode="c")  # private: never writes the file
+        except (OSError, ValueError) as err:
+            raise CorruptEntry(f"cannot map it: {err}") from None
+        size = len(mapped)
+        if size < _FOOTER.size:
+            raise CorruptEntry("truncated")
+        trailer_len, magic = _FOOTER.unpack(bytes(mapped[size - _FOOTER.size :]))
+        if magic != MAGIC or trailer_len > size - _FOOTER.size:
+            raise CorruptEntry("not an entry of this format")
+        blob_len = size - _FOOTER.size - trailer_len
+        try:
+            trailer = json.loads(bytes(mapped[blob_len : blob_len + trailer_len]))
+        except ValueError:
+            raise CorruptEntry("unreadable trailer") from None
+        blob = mapped[:blob_len]
+        if trailer.get("key") != key or trailer.get("blob_bytes") != blob_len:
+            raise CorruptEntry("trailer does not match its name")
+        if trailer.get("sample") != _sample_digest(blob):
+            raise CorruptEntry("content digest mismatch")
+        import_config = dict(config)
+        if self.weightless:
+            if model_fn is None:
+                raise CorruptEntry("a weightless entry needs the graph to restore weights")
+            import_config["MODEL_PTR"] = model_fn()
+        try:
+            compiled = core().import_model(
+                ov.Tensor(blob, shared_memory=True), device, import_config
+            )
+        except RuntimeError as err:
+            from .compiler import openvino_error_summary
+
+            raise CorruptEntry(f"import failed: {openvino_error_summary(err)}") from None
+        # The compiled model may alias the mapped blob: keep the mapping as long as it lives.
+        compiled._compile_ahead_blob = mapped  # type: ignore[attr-defined]
+        return compiled
+
+    def store(self, outcome: CacheOutcome, compiled: ov.CompiledModel) -> CacheOutcome:
+        """Write the entry of a miss; a failed write is a warning, never an error."""
+        if outcome.state != "miss" or outcome.entry is None:
+            return outcome
+        path = outcome.entry
+        key = path.name.removesuffix(SUFFIX)
+        t0 = time.perf_counter()
+        try:
+            buffer = io.BytesIO()
+            compiled.export_model(buffer)
+            blob = buffer.getbuffer()
+            trailer = json.dumps(
+                {"key": key, "blob_bytes": len(blob), "sample": _sample_digest(blob)}
+            ).encode()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            try:
+                # No fsync: a crash can leave a short or zeroed file under the final name only
+                # after a rename, and the trailer check rejects it (then it is recompiled).
+                with os.fdopen(fd, "wb") as f:
+                    f.write(blob)
+                    f.write(trailer)
+                    f.write(_FOOTER.pack(len(trailer), MAGIC))
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            del blob
+        except (OSError, RuntimeError) as err:
+            warnings.warn(
+                f"could not write compile cache entry {path}: {err}",
+                CompileCacheWarning,
+                stacklevel=3,
+            )
+            return CacheOutcome("miss", entry=None, note=f"not stored: {err}")
+        return CacheOutcome("miss", store_s=time.perf_counter() - t0, entry=path)
+
+
+Compiled = tuple[ov.CompiledModel, float, float]  # compiled model, build s, compile s
+
+
+def cached_compile(
+    compile_cache: CompileCache | None,
+    source: ModelSource,
+    graph: Mapping[str, object],
+    options: CompileOptions,
+    compile_fn: Callable[[CompileOptions], Compiled],
+    model_fn: Callable[[], ov.Model] | None = None,
+) -> tuple[Compiled, CacheOutcome]:
+    """Import the graph from the cache (build and compile seconds 0), or compile it with
+    ``compile_fn`` and store it; ``compile_cache`` None compiles with the cache off."""
+    if compile_cache is None:
+        return compile_fn(options), OFF
+    compiled, outcome = compile_cache.lookup(source, graph, options, model_fn)
+    if compiled is not None:
+        return (compiled, 0.0, 0.0), outcome
+    if outcome.state == "off":
+        return compile_fn(options), outcome
+    result = compile_fn(compile_cache.compile_options(options))
+    return result, compile_cache.store(outcome, result[0])
+
+
+def step_graph_identity(spec: GraphSpec) -> dict[str, object]:
+    """A whole decode or prefill graph: every field of its spec (capacity, chunk, KV
+    precision, buffer capacity, and any added later)."""
+    return {"graph": spec.kind, **asdict(spec)}
+
+
+def weight_part_identity(index: int, kv_precision: str) -> dict[str, object]:
+    return {"graph": "weight-part", "index": index, "kv_precision": kv_precision}
+
+
+def attention_core_identity(spec: GraphSpec) -> dict[str, object]:
+    return {"graph": "attention", **asdict(spec)}
+
+
+# -- the command-line side ----------------------------------------------------------------
+def default_cache_dir() -> Path:
+    return cache_root() / "compiled"
+
+
+def cache_from_flags(cache_dir: str | None = None, no_cache: bool = False) -> CompileCache | None:
+    """On by default in the user cache directory; ``--cache-dir`` moves it, ``--no-cache``
+    turns it off."""
+    if no_cache:
+        return None
+    return CompileCache(Path(cache_dir) if cache_dir else default_cache_dir())
+
+
+def add_cache_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where compiled graphs are kept across runs (default: "
+        "$COMPILE_AHEAD_CACHE_DIR/compiled, else $XDG_CACHE_HOME/compile-ahead/compiled, "
+        "else ~/.cache/compile-ahead/compiled)",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile every graph, reading and writing no compile cache",
+    )
+
+
+def cache_from_args(args: argparse.Namespace) -> CompileCache | None:
+    return cache_from_flags(args.cache_dir, args.no_cache)

@@ -1,0 +1,178 @@
+"""The compile cache: a hit is the same graph, anything that changes the graph never hits, and
+an unusable entry is recompiled with a warning."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compile_ahead.runtime import compile_cache as cc
+from compile_ahead.runtime.compiler import CompileOptions, compile_step
+from compile_ahead.runtime.graphs import GraphSpec
+from compile_ahead.runtime.kv_store import KVArena
+from compile_ahead.runtime.ladder import Ladder
+from compile_ahead.runtime.ladder_runner import RunSettings, run_ladder
+from compile_ahead.runtime.protocol import teacher_forced
+from compile_ahead.runtime.schedules import SCHEDULES
+from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.synthetic_checkpoint import synthetic_source
+
+SPEC = GraphSpec(64, 1, "f32")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return resolve_model("tiny")  # the synthetic checkpoint, in the session's private cache
+
+
+@pytest.fixture
+def cache(tmp_path) -> cc.CompileCache:
+    return cc.CompileCache(tmp_path / "compiled")
+
+
+def f32(cache: cc.CompileCache | None, **kw) -> CompileOptions:
+    return CompileOptions(device="CPU", inference_precision="f32", cache=cache, **kw)
+
+
+def logits(step, cfg, capacity: int = 64, past: int = 5) -> np.ndarray:
+    arena = KVArena(cfg, capacity, "f32")
+    rng = np.random.default_rng(0)
+    for buf in arena.keys + arena.values:
+        buf[...] = rng.standard_normal(buf.shape, dtype=np.float32)
+    step.bind(arena)
+    return step.run(np.array([7]), past).logits.copy()
+
+
+def entries(cache: cc.CompileCache) -> list[Path]:
+    return sorted(cache.directory.rglob("*" + cc.SUFFIX))
+
+
+def test_hit_returns_the_same_logits_as_a_compile(tiny, cache):
+    reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
+    miss = compile_step(tiny, SPEC, f32(cache))
+    assert miss.cache == "miss" and miss.compile_s > 0 and len(entries(cache)) == 1
+    hit = compile_step(tiny, SPEC, f32(cache))
+    assert hit.cache == "hit" and hit.compile_s == 0.0 and hit.import_s > 0
+    assert hit.step.compile_cache.state == "hit"
+    assert np.array_equal(logits(hit.step, tiny.config), reference)
+    assert np.array_equal(logits(miss.step, tiny.config), reference)
+
+
+def test_off_without_a_cache(tiny, cache):
+    result = compile_step(tiny, SPEC, f32(None))
+    assert result.cache == "off" and result.import_s == 0.0
+    assert not cache.directory.exists()
+
+
+def test_changed_graph_precision_or_model_never_hits(tiny, cache, tiny_qwen2_dir, tmp_path):
+    assert compile_step(tiny, SPEC, f32(cache)).cache == "miss"
+    other_seed = synthetic_source("tiny", seed=1)
+    real = resolve_model(str(tiny_qwen2_dir))
+    variants = {
+        "capacity": (tiny, GraphSpec(128, 1, "f32"), f32(cache)),
+        "buffer capacity": (tiny, GraphSpec(64, 1, "f32", buffer_capacity=128), f32(cache)),
+        "graph kind": (tiny, GraphSpec(64, 4, "f32"), f32(cache)),
+        "kv precision": (tiny, GraphSpec(64, 1, "f16"), f32(cache, kv_precision="f16")),
+        "inference precision": (tiny, SPEC, replace(f32(cache), inference_precision="bf16")),
+        "device config": (tiny, SPEC, f32(cache, extra_config={"PERFORMANCE_HINT": "THROUGHPUT"})),
+        "weights (seed)": (other_seed, SPEC, f32(cache)),
+        "weights (checkpoint)": (real, SPEC, f32(cache)),
+    }
+    for what, (source, spec, options) in variants.items():
+        assert compile_step(source, spec, options).cache == "miss", what
+    assert len(entries(cache)) == 1 + len(variants)
+    # Every variant is cached under its own key.
+    for what, (source, spec, options) in variants.items():
+        assert compile_step(source, spec, options).cache == "hit", what
+
+
+def test_a_touched_checkpoint_misses(cache, tiny_qwen2_dir, tmp_path):
+    import shutil
+
+    copy = Path(shutil.copytree(tiny_qwen2_dir, tmp_path / "model"))
+    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "miss"
+    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "hit"
+    weights = next(copy.glob("*.safetensors"))
+    st = weights.stat()
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "miss"
+
+
+def test_openvino_release_is_part_of_the_key(tiny, cache, monkeypatch):
+    assert compile_step(tiny, SPEC, f32(cache)).cache == "miss"
+    monkeypatch.setattr(cc.ov, "get_version", lambda: "2099.1.0-other")
+    assert compile_step(tiny, SPEC, f32(cache)).cache == "miss"
+
+
+@pytest.mark.parametrize("damage", ["truncate", "overwrite", "garbage"])
+def test_corrupt_entry_is_recompiled_with_a_warning(tiny, cache, damage):
+    reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
+    compile_step(tiny, SPEC, f32(cache))
+    (entry,) = entries(cache)
+    size = entry.stat().st_size
+    if damage == "truncate":
+        with entry.open("r+b") as f:
+            f.truncate(size // 2)
+    elif damage == "overwrite":
+        with entry.open("r+b") as f:
+            f.seek(0)
+            f.write(b"\xff" * 4096)
+    else:
+        entry.write_bytes(os.urandom(1000))
+    with pytest.warns(cc.CompileCacheWarning, match="unusable"):
+        again = compile_step(tiny, SPEC, f32(cache))
+    assert again.cache == "miss"
+    assert np.array_equal(logits(again.step, tiny.config), reference)
+    hit = compile_step(tiny, SPEC, f32(cache))  # rewritten by the recompile
+    assert hit.cache == "hit"
+    assert np.array_equal(logits(hit.step, tiny.config), reference)
+
+
+def test_unwritable_cache_compiles_with_a_warning(tiny, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with pytest.warns(cc.CompileCacheWarning, match="could not write"):
+        result = compile_step(tiny, SPEC, f32(cc.CompileCache(blocker / "compiled")))
+    assert result.cache == "miss" and result.compile_s > 0
+
+
+def test_split_parts_and_cores_hit(tiny, cache):
+    cold_parts = WeightParts(tiny, f32(cache))
+    cold = compile_attention_core(cold_parts, SPEC, f32(cache))
+    assert cold_parts.cache_state == "miss" and cold.compile_cache.state == "miss"
+    reference = logits(cold, tiny.config)
+    warm_parts = WeightParts(tiny, f32(cache))
+    warm = compile_attention_core(warm_parts, SPEC, f32(cache))
+    assert warm_parts.cache_state == "hit" and warm.compile_cache.state == "hit"
+    assert warm_parts.import_s > 0
+    assert np.array_equal(logits(warm, tiny.config), reference)
+    assert len(entries(cache)) == tiny.config.num_layers + 2  # N + 1 parts and one core
+
+
+def test_a_warm_ladder_run_imports_every_rung(tiny, cache):
+    settings = RunSettings(
+        SCHEDULES["i2"],
+        Ladder.parse("16,32,64"),
+        teacher_forced(tiny.config.vocab_size, 8, 50),
+        keep_logits=True,
+    )
+    cold = run_ladder(tiny, f32(cache), settings)
+    stored = {p: p.stat().st_mtime_ns for p in entries(cache)}
+    assert len(stored) == 3  # one decode graph per rung, the successors compiled one ahead
+    warm = run_ladder(tiny, f32(cache), settings)
+    assert {p: p.stat().st_mtime_ns for p in entries(cache)} == stored  # nothing recompiled
+    assert warm.predicted == cold.predicted
+    assert all(np.array_equal(a, b) for a, b in zip(warm.logits, cold.logits, strict=True))
+
+
+def test_flags():
+    assert cc.cache_from_flags(no_cache=True) is None
+    default = cc.cache_from_flags()
+    assert default is not None
+    assert default.directory == Path(os.environ["COMPILE_AHEAD_CACHE_DIR"]) / "compiled"
+    assert cc.cache_from_flags("/x/y").directory == Path("/x/y")
