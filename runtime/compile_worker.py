@@ -36,6 +36,7 @@ from compile_ahead.errors import CompileAheadError
 
 from . import graphs
 from .compiler import CompileOptions, CompileResult, core, device_config, openvino_error_summary
+from .config import ModelConfig
 from .step import CompiledStep
 from .worker_protocol import (
     Closed,
@@ -71,6 +72,8 @@ class WorkerCompileError(CompileAheadError):
 @dataclass
 class WorkerResult:
     step: CompiledStep
+    model_config: ModelConfig  # as the worker resolved the model: compare with your own
+    model_origin: str  # ModelSource.origin there (for messages)
     worker_pid: int
     spawn_s: float  # starting the worker, when this compile had to (0 if it was running)
     resolve_s: float  # the worker resolving the model, first time only
@@ -222,8 +225,9 @@ class WorkerPlacement:
         fault: Fault | None = None,
     ) -> WorkerResult:
         """Compile ``spec`` of the model ``source_ref`` (as resolve_model takes it) in the
-        worker and import it here. ``timeout_s`` bounds the whole call, a worker start
-        included. Raises WorkerCompileError when the worker does not deliver."""
+        worker and import it here. ``timeout_s`` bounds the worker's part (its start when
+        needed, the compile and the export); the import here is not interruptible. Raises
+        WorkerCompileError when the worker does not deliver."""
         options = options.resolved()
         begin_ns = time.monotonic_ns()
         deadline = time.monotonic() + timeout_s
@@ -243,7 +247,7 @@ class WorkerPlacement:
                 if not self.persistent:
                     self._retire(worker)
                 t0 = time.monotonic_ns()
-                step = _import(blob, spec, options, reply.num_layers)
+                step = _import(blob, spec, options, reply.config.num_layers)
                 t1 = time.monotonic_ns()
             finally:
                 blob.unlink(missing_ok=True)
@@ -251,6 +255,8 @@ class WorkerPlacement:
         phases = [*reply.phases, PhaseSpan(t0, t1, "import_model", "compile_ahead", 0, os.getpid())]
         return WorkerResult(
             step=step,
+            model_config=reply.config,
+            model_origin=reply.origin,
             worker_pid=worker.pid,
             spawn_s=spawn_s,
             resolve_s=reply.resolve_s,
@@ -319,11 +325,8 @@ class WorkerPlacement:
             stale.close()
         t0 = time.monotonic()
         worker = self._spawner.submit(self._spawn).result()
-        with self._state:
-            self._worker = worker
-            closed = self._closed
         try:
-            if closed:
+            if self._closed:
                 raise Closed
             ready = receive(worker.replies, deadline)
         except Timeout:
@@ -358,7 +361,13 @@ class WorkerPlacement:
                 env=env,
                 start_new_session=True,  # its own process group, out of the terminal's Ctrl-C
             )
-        return _Process(proc, log)
+        worker = _Process(proc, log)
+        with self._state:  # known at once, so shutdown reaches it even if the caller is gone
+            if not self._closed:
+                self._worker = worker
+                return worker
+        worker.close()  # shut down meanwhile: the caller sees _closed
+        return worker
 
     def _retire(self, worker: _Process) -> int | None:
         """Kill and forget a worker (the next compile starts a fresh one)."""

@@ -127,7 +127,8 @@ class Worker:
         t2 = time.monotonic_ns()
         step("export", t1, t2)
         return CompileReply(
-            num_layers=source.config.num_layers,  # type: ignore[attr-defined]
+            origin=source.origin,  # type: ignore[attr-defined]
+            config=source.config,  # type: ignore[attr-defined]
             blob_bytes=path.stat().st_size,
             resolve_s=resolve_s,
             build_s=build_s,

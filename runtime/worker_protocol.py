@@ -57,7 +57,8 @@ class CompileRequest:
 
 @dataclass
 class CompileReply:
-    num_layers: int
+    origin: str  # ModelSource.origin: which checkpoint (or synthetic weights) was compiled
+    config: Any  # its config.ModelConfig
     blob_bytes: int
     resolve_s: float  # 0 when the worker had the model already
     build_s: float

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -104,6 +105,7 @@ def test_worker_rung_gives_identical_logits(placement):
     for a, b in zip(ours, theirs, strict=True):
         assert np.array_equal(a, b)
     assert result.worker_pid != os.getpid() and result.blob_bytes > 0
+    assert result.model_config == cfg  # the worker resolved the same model
     assert not list(placement._tmp.glob("*.blob*"))  # the blob is removed once imported
 
 
@@ -239,3 +241,25 @@ def test_worker_dies_with_a_killed_parent():
     child.kill()  # SIGKILL: no cleanup runs in the parent; PR_SET_PDEATHSIG must do it
     child.wait(timeout=60)
     assert _wait_gone(worker)
+
+
+def test_shutdown_during_a_compile_fails_it_and_kills_the_worker():
+    placement = WorkerPlacement()
+    pid = placement.start()
+    outcome: list[BaseException] = []
+
+    def compile_hanging() -> None:
+        try:
+            placement.compile(MODEL, SPEC, OPTIONS, timeout_s=600, fault="hang")
+        except BaseException as err:
+            outcome.append(err)
+
+    thread = threading.Thread(target=compile_hanging)
+    thread.start()
+    time.sleep(0.5)  # the compile is under way (were it not yet, it fails the same way)
+    placement.shutdown()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    (err,) = outcome
+    assert isinstance(err, WorkerCompileError) and err.kind == "shutdown"
+    assert _gone(pid) and not _our_workers()
