@@ -295,26 +295,38 @@ class CompileCache:
         return compiled
 
     def store(self, outcome: CacheOutcome, compiled: ov.CompiledModel) -> CacheOutcome:
-        """Write the entry of a miss; a failed write is a warning, never an error."""
+        """Export and write the entry of a miss; a failed write is a warning, never an error."""
         if outcome.state != "miss" or outcome.entry is None:
             return outcome
-        path = outcome.entry
-        key = path.name.removesuffix(SUFFIX)
         t0 = time.perf_counter()
         try:
             buffer = io.BytesIO()
             compiled.export_model(buffer)
-            blob = buffer.getbuffer()
-            trailer = json.dumps(
-                {"key": key, "blob_bytes": len(blob), "sample": _sample_digest(blob)}
-            ).encode()
+        except RuntimeError as err:
+            return self._not_stored(outcome.entry, err)
+        return self.store_blob(outcome, buffer.getbuffer(), t0)
+
+    def store_blob(
+        self, outcome: CacheOutcome, blob: bytes | memoryview, t0: float | None = None
+    ) -> CacheOutcome:
+        """Write an already exported blob (e.g. one a compile worker sent) as a miss's entry."""
+        if outcome.state != "miss" or outcome.entry is None:
+            return outcome
+        t0 = time.perf_counter() if t0 is None else t0
+        path = outcome.entry
+        key = path.name.removesuffix(SUFFIX)
+        view = memoryview(blob).cast("B")
+        trailer = json.dumps(
+            {"key": key, "blob_bytes": len(view), "sample": _sample_digest(view)}
+        ).encode()
+        try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
             try:
                 # No fsync: a crash can leave a short or zeroed file under the final name only
                 # after a rename, and the trailer check rejects it (then it is recompiled).
                 with os.fdopen(fd, "wb") as f:
-                    f.write(blob)
+                    f.write(view)
                     f.write(trailer)
                     f.write(_FOOTER.pack(len(trailer), MAGIC))
                 os.chmod(tmp, 0o644)
@@ -322,15 +334,18 @@ class CompileCache:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
-            del blob
-        except (OSError, RuntimeError) as err:
-            warnings.warn(
-                f"could not write compile cache entry {path}: {err}",
-                CompileCacheWarning,
-                stacklevel=3,
-            )
-            return CacheOutcome("miss", entry=None, note=f"not stored: {err}")
+        except OSError as err:
+            return self._not_stored(path, err)
         return CacheOutcome("miss", store_s=time.perf_counter() - t0, entry=path)
+
+    @staticmethod
+    def _not_stored(path: Path, err: BaseException) -> CacheOutcome:
+        warnings.warn(
+            f"could not write compile cache entry {path}: {err}",
+            CompileCacheWarning,
+            stacklevel=4,
+        )
+        return CacheOutcome("miss", entry=None, note=f"not stored: {err}")
 
 
 Compiled = tuple[ov.CompiledModel, float, float]  # compiled model, build s, compile s
