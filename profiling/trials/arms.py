@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+
+from .runner import run_bounded
 
 
 @dataclass(frozen=True)
@@ -120,23 +121,35 @@ PROBE = (
 )
 
 
-def probe(arm: ArmSpec, timeout_s: float = 120.0) -> dict:
-    """Ask the arm's interpreter which OpenVINO it loads; a clear error if it cannot."""
+# Importing openvino and listing devices takes seconds; an interpreter that has not answered
+# in this long is hung (e.g. a wrapper script waiting on something), not slow.
+PROBE_TIMEOUT_S = 60.0
+
+
+def probe(arm: ArmSpec, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+    """Ask the arm's interpreter which OpenVINO it loads; a clear error if it cannot or does
+    not answer within ``timeout_s`` (its whole process group is then killed)."""
     env_set, unset = arm.process_env()
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(env_set)
     try:
-        proc = subprocess.run(
-            [arm.python, "-s", "-c", PROBE],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
+        proc = run_bounded([arm.python, "-s", "-c", PROBE], env=env, timeout_s=timeout_s)
+    except OSError as err:
         raise CompileAheadError(f"--arm {arm.name}: cannot run {arm.python}: {err}") from err
+    if proc.returncode is None:
+        raise CompileAheadError(
+            f"--arm {arm.name}: {arm.python} did not report its OpenVINO within {timeout_s:g} s "
+            "(hung at start?); killed"
+        )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise CompileAheadError(f"--arm {arm.name}: {arm.python} cannot import openvino: {last}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        info = json.loads((proc.stdout.strip().splitlines() or [""])[-1])
+    except json.JSONDecodeError:
+        info = None
+    if not isinstance(info, dict) or not {"openvino", "devices", "compile_ahead"} <= set(info):
+        raise CompileAheadError(
+            f"--arm {arm.name}: {arm.python} did not print the probe's JSON (is it Python?)"
+        )
+    return info

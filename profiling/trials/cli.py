@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -13,8 +12,8 @@ from compile_ahead.errors import CompileAheadError
 from . import compile_ab, schedule_ab
 from .arms import parse_arm
 from .design import make_plan
-from .experiment import EXPERIMENT, report_experiment, run_experiment
-from .runner import Arm, load_records
+from .experiment import load_experiment, report_experiment, run_experiment
+from .runner import DEFAULT_TRIAL_TIMEOUT_S, Arm, load_records, trial_timeout
 
 
 def _positive(text: str) -> int:
@@ -56,7 +55,13 @@ def _common(p: argparse.ArgumentParser, pairs: int) -> None:
         default=None,
         help="results directory (default ab-results/KIND-TIMESTAMP)",
     )
-    p.add_argument("--timeout", type=float, default=None, help="seconds allowed per trial")
+    p.add_argument(
+        "--timeout",
+        type=trial_timeout,
+        default=DEFAULT_TRIAL_TIMEOUT_S,
+        help=f"seconds allowed per trial (and per arm probe), then it counts as hung "
+        f"(default {DEFAULT_TRIAL_TIMEOUT_S:g})",
+    )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG of paired differences")
     p.add_argument("--quiet", action="store_true", help="no per-trial progress lines")
 
@@ -186,7 +191,14 @@ def run_compile_ab(args: argparse.Namespace) -> int:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
         exported = compile_ab.export_rungs(args.model, ladder, kv_precision, ir_dir)
         arms, labels = compile_ab.make_arms(
-            specs, exported, args.device, base_config, args.pass_profile, out, args.counters
+            specs,
+            exported,
+            args.device,
+            base_config,
+            args.pass_profile,
+            out,
+            args.counters,
+            probe_timeout_s=args.timeout,
         )
         config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
         context = {
@@ -223,7 +235,7 @@ def _counters_text(requested: bool, arms: list[Arm]) -> str:
 
 
 def run_schedule_ab(args: argparse.Namespace) -> int:
-    schedules = schedule_ab.parse_arms(args.arms)
+    schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
     ladder = compile_ab.parse_ladder(args.ladder)
     decode_tokens = args.decode_tokens or ladder[-1] - args.prompt_len
     if args.prompt_len + decode_tokens > ladder[-1]:
@@ -268,10 +280,7 @@ def run_baselines(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     """Re-analyse a results directory (e.g. after a failed or interrupted run)."""
-    path = args.directory / EXPERIMENT
-    if not path.exists():
-        raise CompileAheadError(f"{args.directory}: no {EXPERIMENT} (not an `ab` results dir)")
-    exp = json.loads(path.read_text())
+    exp = load_experiment(args.directory)
     records = load_records(args.directory)
     planned = len(make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"]).slots)
     done = sum(1 for r in records if r.error is None)

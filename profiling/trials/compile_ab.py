@@ -9,6 +9,7 @@ compiles each rung in ladder order.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,8 +21,8 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 
 from .analysis import Endpoint, result_field
-from .arms import ArmSpec, probe
-from .runner import Arm
+from .arms import PROBE_TIMEOUT_S, ArmSpec, probe
+from .runner import Arm, sigterm_as_interrupt
 
 WORKER = Path(__file__).with_name("compile_worker.py")
 
@@ -29,17 +30,11 @@ DEFAULT_LADDER = (1024, 2048, 4096, 8192)
 
 
 def parse_ladder(text: str) -> tuple[int, ...]:
-    try:
-        rungs = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError as err:
-        raise CompileAheadError(
-            f"--ladder {text!r}: expected comma-separated capacities, e.g. 1024,2048"
-        ) from err
-    if not rungs or any(c <= 0 for c in rungs):
-        raise CompileAheadError(f"--ladder {text!r}: capacities must be positive integers")
-    if list(rungs) != sorted(set(rungs)):
-        raise CompileAheadError(f"--ladder {text!r}: capacities must be strictly increasing")
-    return rungs
+    """The runtime's ladder rules (positive, increasing multiples of 16, no empty rung), so a
+    trial never fails on a ladder we could have refused up front."""
+    from compile_ahead.runtime.ladder import Ladder
+
+    return Ladder.parse(text).rungs
 
 
 @dataclass(frozen=True)
@@ -118,12 +113,14 @@ def make_arms(
     pass_profile: bool,
     manifest_dir: Path,
     counters: bool = False,
+    probe_timeout_s: float = PROBE_TIMEOUT_S,
 ) -> tuple[list[Arm], dict[str, str]]:
-    """Runner arms (one manifest each) and a table label per arm (name + OpenVINO release)."""
+    """Runner arms (one manifest each) and a table label per arm (name + OpenVINO release).
+    Each arm's interpreter is probed, for at most ``probe_timeout_s`` (capped at the default)."""
     arms: list[Arm] = []
     labels: dict[str, str] = {}
     for spec in specs:
-        info = probe(spec)
+        info = probe(spec, min(probe_timeout_s, PROBE_TIMEOUT_S))
         if device.split(".")[0] not in {d.split(".")[0] for d in info["devices"]}:
             raise CompileAheadError(
                 f"--arm {spec.name}: device {device} not available to {spec.python} "
@@ -223,16 +220,24 @@ def _rung_field(index: int, key: str):
 
 
 class IRDirectory:
-    """A given directory (kept) or a temporary one (removed on exit unless keep)."""
+    """A given directory (kept) or a temporary one (removed on exit unless keep, also when the
+    run is interrupted or sent SIGTERM)."""
 
     def __init__(self, path: Path | None, keep: bool):
         self.temporary = path is None
         self.keep = keep or path is not None
-        self.path = path or Path(tempfile.mkdtemp(prefix="compile-ahead-ab-ir-"))
+        self._path = path
+        self._signals = contextlib.ExitStack()
 
     def __enter__(self) -> Path:
-        return self.path
+        self._signals.enter_context(sigterm_as_interrupt())
+        if self._path is None:
+            self._path = Path(tempfile.mkdtemp(prefix="compile-ahead-ab-ir-"))
+        return self._path
 
     def __exit__(self, *exc: object) -> None:
-        if self.temporary and not self.keep:
-            shutil.rmtree(self.path, ignore_errors=True)
+        try:
+            if self.temporary and not self.keep and self._path is not None:
+                shutil.rmtree(self._path, ignore_errors=True)
+        finally:
+            self._signals.close()

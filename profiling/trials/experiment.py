@@ -31,6 +31,32 @@ def _progress(quiet: bool):
 
 
 EXPERIMENT = "experiment.json"
+# Keys every experiment.json holds, and those of each kind, with their JSON types.
+_EXPERIMENT_KEYS: dict[str, type] = {"arms": list, "pairs": int, "warmup": int, "ladder": list}
+_KIND_KEYS: dict[str, dict[str, type]] = {
+    "compile": {"pass_profile": bool, "counters": bool, "context": dict, "labels": dict},
+    "schedule": {"prompt_len": int, "decode_tokens": int},
+}
+
+
+def load_experiment(directory: Path) -> dict:
+    """experiment.json of a results directory, checked enough to re-analyse it, or one line
+    that says what is wrong with it."""
+    path = directory / EXPERIMENT
+    if not path.exists():
+        raise CompileAheadError(f"{directory}: no {EXPERIMENT} (not an `ab` results dir)")
+    try:
+        exp = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CompileAheadError(f"{path}: unreadable ({err})") from None
+    if not isinstance(exp, dict) or exp.get("kind") not in _KIND_KEYS:
+        raise CompileAheadError(f"{path}: not an `ab` experiment (kind compile or schedule)")
+    for key, kind in {**_EXPERIMENT_KEYS, **_KIND_KEYS[exp["kind"]]}.items():
+        if not isinstance(exp.get(key), kind):
+            raise CompileAheadError(f"{path}: {key} is missing or not a JSON {kind.__name__}")
+    if not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in exp["arms"]):
+        raise CompileAheadError(f"{path}: every arm needs a name")
+    return exp
 
 
 def _finish(

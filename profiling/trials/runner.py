@@ -9,12 +9,18 @@ completed trial on disk; the failure is then raised as one clear error.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import math
 import os
+import signal
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
@@ -22,6 +28,91 @@ from compile_ahead.errors import CompileAheadError
 from .design import Plan, TrialSlot
 
 TRIALS_LOG = "trials.jsonl"
+# Seconds a trial may run before it counts as hung: generous for the largest preset's full
+# protocol on a CPU, so only a hang (not a slow arm) hits it. --timeout changes it.
+DEFAULT_TRIAL_TIMEOUT_S = 7200.0
+
+
+def trial_timeout(text: str) -> float:
+    """``--timeout`` as an argparse type: a finite, positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int | None  # None: killed at the time limit
+    stdout: str
+    stderr: str
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_bounded(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout_s: float | None,
+) -> Finished:
+    """Run ``command`` in its own process group and collect its output. At the time limit, or
+    when we are interrupted, the whole group is killed: a wrapper script's children hold the
+    output pipes, and killing only the wrapper would leave us waiting on them for ever."""
+    proc = subprocess.Popen(
+        list(command),
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a member left the group and kept the pipes
+            proc.kill()
+            out, err = "", ""
+        return Finished(None, out or "", err or "")
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    return Finished(proc.returncode, out, err)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM acts as Ctrl-C (KeyboardInterrupt), so a killed run still
+    kills its trials and removes its temporary files. Only where nobody handles SIGTERM yet,
+    and only on the main thread (where Python runs signal handlers)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @dataclass(frozen=True)
@@ -102,28 +193,17 @@ def run_one(arm: Arm, slot: TrialSlot, out_dir: Path, timeout_s: float | None) -
         str(result_path), None,
     )  # fmt: skip
     try:
-        proc = subprocess.run(
-            command,
-            env=env,
-            cwd=arm.cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as err:
-        record.wall_s = time.perf_counter() - t0
-        record.error = f"timed out after {timeout_s:g} s"
-        stderr = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else ""
-        record.stderr_tail = _tail(stderr or "")
-        return record
+        proc = run_bounded(command, env=env, cwd=arm.cwd, timeout_s=timeout_s)
     except OSError as err:
         record.wall_s = time.perf_counter() - t0
         record.error = f"could not start {command[0]!r}: {err.strerror or err}"
         return record
     record.wall_s = time.perf_counter() - t0
-    record.returncode = proc.returncode
     record.stderr_tail = _tail(proc.stderr)
+    if proc.returncode is None:
+        record.error = f"timed out after {timeout_s:g} s (--timeout); its processes were killed"
+        return record
+    record.returncode = proc.returncode
     if proc.returncode != 0:
         last = _last_line(proc.stderr) or _last_line(proc.stdout) or "no output"
         record.error = f"exit code {proc.returncode}: {last}"
@@ -149,38 +229,78 @@ def run_plan(
     arms: Sequence[Arm],
     out_dir: Path,
     *,
-    timeout_s: float | None = None,
+    timeout_s: float | None = DEFAULT_TRIAL_TIMEOUT_S,
     progress: Callable[[TrialRecord, int], None] | None = None,
 ) -> list[TrialRecord]:
-    """Run every slot of ``plan`` in order; returns the records (warm-ups included)."""
+    """Run every slot of ``plan`` in order; returns the records (warm-ups included).
+    ``timeout_s`` None lets a trial run for ever."""
     if [a.name for a in arms] != list(plan.arms):
         raise CompileAheadError("the arms do not match the plan's arms")
+    if timeout_s is not None and not 0 < timeout_s < math.inf:
+        raise CompileAheadError(f"the trial timeout must be positive seconds, got {timeout_s}")
     out_dir.mkdir(parents=True, exist_ok=True)
     log = out_dir / TRIALS_LOG
     log.write_text("")
     records: list[TrialRecord] = []
     slots = plan.slots
-    for slot in slots:
-        record = run_one(arms[slot.arm], slot, out_dir, timeout_s)
-        records.append(record)
-        with log.open("a") as fh:
-            fh.write(json.dumps(record.to_dict()) + "\n")
-        if progress is not None:
-            progress(record, len(slots))
-        if record.error is not None:
-            done = sum(1 for r in records if r.error is None)
-            where = "warm-up" if slot.warmup else f"block {slot.block}"
-            raise TrialFailed(
-                f"trial {slot.index} (arm {record.arm}, {where}) failed: {record.error}; "
-                f"{done} completed trial(s) kept in {log}",
-                records,
-            )
+    with sigterm_as_interrupt():  # a killed run kills its trial too
+        for slot in slots:
+            record = run_one(arms[slot.arm], slot, out_dir, timeout_s)
+            records.append(record)
+            with log.open("a") as fh:
+                fh.write(json.dumps(record.to_dict()) + "\n")
+            if progress is not None:
+                progress(record, len(slots))
+            if record.error is not None:
+                done = sum(1 for r in records if r.error is None)
+                where = "warm-up" if slot.warmup else f"block {slot.block}"
+                raise TrialFailed(
+                    f"trial {slot.index} (arm {record.arm}, {where}) failed: {record.error}; "
+                    f"{done} completed trial(s) kept in {log}",
+                    records,
+                )
     return records
 
 
-def load_records(out_dir: Path) -> list[TrialRecord]:
-    """Read back ``trials.jsonl`` (e.g. to analyse the trials a failed run completed)."""
+def _record(obj: object) -> TrialRecord:
+    """A TrialRecord from one parsed log line; ValueError if it is not a complete one."""
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    known = {f.name for f in fields(TrialRecord)}
+    required = {f.name for f in fields(TrialRecord) if f.default is MISSING}
+    if not required <= set(obj) <= known:
+        wrong = sorted((required - set(obj)) | (set(obj) - known))
+        raise ValueError(f"missing or unknown keys {', '.join(wrong)}")
+    record = TrialRecord(**obj)
+    typed = (record.index, record.block, record.position)
+    if not all(isinstance(v, int) for v in typed) or not isinstance(record.arm, str):
+        raise ValueError("index, block, position or arm has the wrong type")
+    return record
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def load_records(out_dir: Path, warn: Callable[[str], None] = _warn) -> list[TrialRecord]:
+    """Read back ``trials.jsonl`` (e.g. to analyse the trials a failed run completed).
+
+    A line that is not a complete record (a run killed while appending leaves a cut-off last
+    line) is skipped, and ``warn`` is told which line; every complete record is returned.
+    """
     path = out_dir / TRIALS_LOG
-    if not path.exists():
-        raise CompileAheadError(f"{path}: no trial log")
-    return [TrialRecord(**json.loads(line)) for line in path.read_text().splitlines() if line]
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        raise CompileAheadError(f"{path}: no trial log") from None
+    except OSError as err:
+        raise CompileAheadError(f"{path}: cannot read ({err.strerror or err})") from None
+    records: list[TrialRecord] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(_record(json.loads(line)))
+        except (json.JSONDecodeError, TypeError, ValueError) as err:
+            warn(f"warning: {path}:{number}: not a complete trial record, skipped ({err})")
+    return records

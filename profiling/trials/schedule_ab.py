@@ -24,7 +24,18 @@ SCHEDULE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
 TEMPLATE_KEYS = ("schedule", "model", "ladder", "prompt_len", "decode_tokens", "out")
 
 
-def parse_arms(text: str) -> tuple[str, ...]:
+def known_arms() -> tuple[str, ...]:
+    """What `compile-ahead run` and the upstream trial can run: our schedules, npuw-b0/b1."""
+    from compile_ahead.runtime.schedules import SCHEDULES
+
+    from .baselines import BASELINES
+
+    return (*SCHEDULES, *BASELINES)
+
+
+def parse_arms(text: str, custom_command: bool = False) -> tuple[str, ...]:
+    """``--arms``, checked before any trial runs. With a ``--command`` template the names are
+    the template's business; otherwise each must be a schedule we can run."""
     arms = tuple(a.strip().lower() for a in text.split(",") if a.strip())
     if len(arms) < 2:
         raise CompileAheadError(f"--arms {text!r}: give at least two schedules, e.g. i1,i2")
@@ -33,6 +44,12 @@ def parse_arms(text: str) -> tuple[str, ...]:
         raise CompileAheadError(f"--arms: {', '.join(bad)} is not a schedule name")
     if len(set(arms)) != len(arms):
         raise CompileAheadError(f"--arms {text!r}: each schedule may appear once")
+    unknown = [a for a in arms if a not in known_arms()]
+    if unknown and not custom_command:
+        raise CompileAheadError(
+            f"--arms: unknown schedule {', '.join(unknown)}; choose from "
+            f"{', '.join(known_arms())} (or pass --command to run your own)"
+        )
     return arms
 
 
