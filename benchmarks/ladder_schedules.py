@@ -86,7 +86,7 @@ def main() -> None:
             if result.error is not None:
                 raise SystemExit(f"{name} failed: {result.error}")
             runs[name].append(result)
-            r = result.report
+            r = result.report.to_json()
             print(
                 f"  rep {rep} {name}: fg compile {r['foreground_compile_s']:.2f} s, critical "
                 f"{r['critical_path_s']:.2f} s, decode {r['decode_s']:.2f} s",
@@ -94,7 +94,7 @@ def main() -> None:
             )
             gc.collect()
     if args.json:
-        args.json.write_text(json.dumps({n: [x.report for x in v] for n, v in runs.items()}))
+        args.json.write_text(json.dumps({n: [x.report.to_json() for x in v] for n, v in runs.items()}))
 
     def rep(name: str, key: str) -> float:
         return med([x.report[key] for x in runs[name]])

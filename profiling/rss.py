@@ -34,8 +34,10 @@ class RssSampler:
         self.sample()
 
     def sample(self) -> int:
-        ts, value = time.monotonic_ns(), rss_bytes()
+        # The clock is read under the lock: samples reach on_sample (one trace counter
+        # track) in time order whichever thread takes them.
         with self._lock:
+            ts, value = time.monotonic_ns(), rss_bytes()
             self.samples.append((ts, value))
             if self.on_sample is not None:
                 self.on_sample(ts, value)

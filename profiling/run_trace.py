@@ -12,12 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from compile_ahead.runtime.events import RunEvents
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.outputs import failed_sibling
+from compile_ahead.runtime.events import BoundaryTiming, RunEvents
 
 from . import counters
 from .trace_compile import Span, emit_nested
 from .trace_decode import StepSlicer
-from .trace_validate import validate_trace
+from .trace_validate import OPEN_TRACE_HINT, validate_trace
 from .trace_writer import (
     GRAPHS_RESIDENT,
     KV_COMMITTED_BYTES,
@@ -49,6 +51,7 @@ class TraceRunEvents(RunEvents):
         skip_counters: frozenset[str] = frozenset(),
     ):
         self.writer = writer
+        self.failed = False  # set by the caller when the traced run failed
         self.device = writer.device_track(device)
         self.slicer = StepSlicer(writer, self.device, steps_per_slice)
         self.compile_phases = compile_phases and counters.collector_status().observing
@@ -107,6 +110,10 @@ class TraceRunEvents(RunEvents):
             if spans:
                 emit_nested(self.writer, self.writer.track("phases", parent=track), spans)
 
+    def run_started(self, info: dict[str, Any]) -> None:
+        """What runs: the model (and whether its weights are synthetic), schedule, ladder."""
+        self.writer.instant(self.device, f"run: {info.get('model_label', '?')}", None, info)
+
     def step(self, token_index: int, capacity: int, begin: int, end: int) -> None:
         self.slicer.step(token_index, begin, end, capacity)
 
@@ -120,29 +127,27 @@ class TraceRunEvents(RunEvents):
             {"rung": capacity, "tokens": tokens},
         )
 
-    def boundary(self, record: dict[str, Any], job: int | None, begin: int, end: int) -> None:
+    def boundary(self, timing: BoundaryTiming, job: int | None) -> None:
         self.slicer.flush()
         with self._lock:
             flow = self._flows.pop(job, (None, 0))[0] if job is not None else None
-        args = {
-            k: v
-            for k, v in record.items()
-            if isinstance(v, int | float | str | bool) and not k.endswith("_ns")
-        }
+        record = timing.record.to_json()
+        args = {k: v for k, v in record.items() if isinstance(v, int | float | str | bool)}
+        begin, end = timing.begin_ns, timing.end_ns
         w = self.writer
         with w.batch():
             w.slice_begin(self.device, f"switch {record['from']}->{record['to']}", begin, args)
-            if record.get("wait_s"):
-                wait_end = min(end, begin + int(record["wait_s"] * 1e9))
+            if timing.record.wait_s:
+                wait_end = min(end, begin + int(timing.record.wait_s * 1e9))
                 w.slice(self.device, f"wait for C={record['to']}", begin, wait_end)
             # The flow lands where the new rung is taken into use, after any wait, so its end
             # never precedes the compile it comes from.
             w.slice(
                 self.device,
                 "KV migration",
-                record["migration_begin_ns"],
-                record["migration_end_ns"],
-                {"bytes": record.get("bytes_copied", 0)},
+                timing.migration_begin_ns,
+                timing.migration_end_ns,
+                {"bytes": timing.record.bytes_copied or 0},
                 flows_in=[flow] if flow is not None else [],
             )
             w.slice_end(self.device, end)
@@ -171,15 +176,26 @@ class TraceRunEvents(RunEvents):
 
 
 @contextmanager
-def traced(path: Path, device: str, steps_per_slice: int = 1) -> Iterator[TraceRunEvents]:
-    """A trace of whatever runs inside; closed, published and validated even when it fails."""
-    writer = TraceWriter(path)
+def traced(
+    path: Path, device: str, steps_per_slice: int = 1, process_name: str = "compile-ahead"
+) -> Iterator[TraceRunEvents]:
+    """A trace of whatever runs inside, closed and validated even when it fails. A run that
+    raises, or sets ``events.failed``, keeps what it traced at ``<stem>.failed<suffix>`` and
+    leaves a good trace at ``path`` alone. A trace that fails validation is an error."""
+    writer = TraceWriter(path, process_name)
     events = TraceRunEvents(writer, device, steps_per_slice)
+    raised = True
     try:
         yield events
+        raised = False
     finally:
         events.close()
-        writer.close()
-        report = validate_trace(path)
+        failed = raised or events.failed
+        where = writer.close(publish=not failed)
+        if failed:
+            where = where.replace(failed_sibling(path))
+        report = validate_trace(where)
         print(report.summary(), file=sys.stderr)
-        print(f"open {path} at https://ui.perfetto.dev", file=sys.stderr)
+        print(f"trace: {where} ({OPEN_TRACE_HINT})", file=sys.stderr)
+        if not report.ok and not raised:
+            raise CompileAheadError(f"the trace {where} failed validation: {report.errors[0]}")

@@ -185,3 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# How to look at a trace; the README's "Traces" section has the offline way.
+OPEN_TRACE_HINT = "open it in the Perfetto UI (ui.perfetto.dev, or offline: see the README)"

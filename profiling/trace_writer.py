@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -114,9 +115,13 @@ class TraceWriter:
         """``append=True`` continues a finished trace (e.g. adding py-spy samples after the
         traced process exited) on a second packet sequence with its own track ids."""
         self.path = Path(path)
-        self.partial_path = self.path.with_name(self.path.name + ".partial")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.partial_path, "wb")  # noqa: SIM115 - closed in close()
+        # A name of its own, so two writers aimed at one path never interleave.
+        fd, partial = tempfile.mkstemp(
+            prefix=f"{self.path.name}.", suffix=".partial", dir=self.path.parent
+        )
+        self.partial_path = Path(partial)
+        self._file = os.fdopen(fd, "wb")  # closed in close()
         if append:
             self._file.write(self.path.read_bytes())
         self._sequence_id = _SEQUENCE_ID + (1 if append else 0)
@@ -276,8 +281,9 @@ class TraceWriter:
                 if self._batch_depth == 0 and not self._closed:
                     self._file.flush()
 
-    def close(self) -> Path:
-        """End open slices at the last time on their track, flush, and publish the file."""
+    def close(self, publish: bool = True) -> Path:
+        """End open slices at the last time on their track, flush, and publish the file (or,
+        with publish=False, leave it under its .partial name); returns where it is."""
         with self._lock:
             if self._closed:
                 return self.path
@@ -288,6 +294,9 @@ class TraceWriter:
             os.fsync(self._file.fileno())
             self._file.close()
             self._closed = True
+            if not publish:
+                return self.partial_path
+            os.chmod(self.partial_path, 0o644)  # mkstemp makes it private; a trace is not
             os.replace(self.partial_path, self.path)
             return self.path
 

@@ -8,40 +8,12 @@ import time
 
 from compile_ahead.errors import CompileAheadError
 
-from .compiler import CompileOptions
 from .generate import StaticDecoder
-from .precision import PRECISIONS
+from .options import add_model_options, compile_options
 from .sources import resolve_model
 from .tokenizer import load_tokenizer, parse_token_ids
 
 CAPACITY_ALIGNMENT = 64
-
-
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """--model, --device and precision flags, shared by every command that compiles graphs."""
-    parser.add_argument(
-        "--model",
-        default="qwen2.5-0.5b",
-        help="checkpoint directory, hub id in the local HF cache, or preset "
-        "(qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, tinyllama-1.1b, tiny)",
-    )
-    parser.add_argument("--device", default="CPU", help="OpenVINO device (CPU, NPU, ...)")
-    parser.add_argument(
-        "--inference-precision",
-        choices=PRECISIONS,
-        default=None,
-        help="compute precision hint (default: the device's own, bf16 on AMX CPUs)",
-    )
-    parser.add_argument(
-        "--kv-precision",
-        choices=PRECISIONS,
-        default=None,
-        help="KV cache element type (default: the inference precision)",
-    )
-
-
-def compile_options(args: argparse.Namespace) -> CompileOptions:
-    return CompileOptions(args.device, args.inference_precision, args.kv_precision).resolved()
 
 
 def register(subparsers) -> None:
@@ -50,7 +22,13 @@ def register(subparsers) -> None:
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in the model dir)")
     prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids")
-    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=32,
+        help="tokens to generate at most (default 32); prompt + this must fit the model's "
+        "max_position_embeddings",
+    )
     p.add_argument("--prefill-chunk", type=int, default=16, help="tokens per prefill call")
     p.add_argument("--stop-at-eos", action="store_true", help="stop at the model's EOS token")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -73,6 +51,12 @@ def run(args: argparse.Namespace) -> int:
         prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
     options = compile_options(args)
     need = len(prompt) + args.max_new_tokens
+    limit = source.config.max_position_embeddings
+    if need > limit:
+        raise CompileAheadError(
+            f"prompt ({len(prompt)}) + --max-new-tokens ({args.max_new_tokens}) = {need} tokens "
+            f"exceeds the model's max_position_embeddings ({limit})"
+        )
     capacity = -(-need // CAPACITY_ALIGNMENT) * CAPACITY_ALIGNMENT
     if not args.json:
         print(f"model: {source.label}")

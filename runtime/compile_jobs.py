@@ -10,7 +10,6 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from compile_ahead.errors import CompileAheadError
@@ -89,8 +88,25 @@ class CompiledRung:
         return (self.finished_ns - self.started_ns) / 1e9
 
 
+@dataclass(frozen=True)
+class CompileJob:
+    """A compile that finished (ok or not) while the run was on."""
+
+    job: int
+    capacity: int  # 0: shared work no rung owns (split weight parts)
+    chunk: int
+    background: bool
+    seconds: float
+    ok: bool
+
+
 class RungCompiler:
-    """Builds and compiles one rung graph, reporting to the observer; counts what is resident."""
+    """Builds and compiles one rung graph, reporting to the observer; counts what is resident.
+
+    Thread-safe: the one-ahead policy compiles on a background thread. After close(), a
+    compile still running reports nothing more (its observer may be gone) and its graph is
+    dropped; close() itself reports it as abandoned.
+    """
 
     def __init__(
         self,
@@ -109,57 +125,72 @@ class RungCompiler:
         self.label = label  # what a compile is called in events (decode, prefill, attention)
         self._jobs = itertools.count(1)
         self._lock = threading.Lock()
+        self._closed = False
+        self._running: dict[int, tuple[int, str, bool]] = {}  # job -> (capacity, kind, background)
         self.resident: dict[tuple[int, int], CompiledRung] = {}  # (capacity, chunk) -> graph
         self.resident_max = 0
-        self.in_flight = 0
         self.in_flight_max = 0
+        self.finished: list[CompileJob] = []
 
     def compile_shared(self, kind: str, work: Callable[[], object]) -> float:
         """A foreground compile that no rung owns (split mode's weight parts), as its own job."""
         job = next(self._jobs)
         start = time.monotonic_ns()
-        self.events.compile_started(job, 0, kind, False, start)
+        with self._lock:
+            self._running[job] = (0, kind, False)
+            self.events.compile_started(job, 0, kind, False, start)
         try:
             work()
         except Exception as err:
-            self.events.compile_finished(
-                job, 0, kind, False, time.monotonic_ns(), {"error": str(err)}
-            )
+            self._finish(job, 1, start, False, {"error": str(err)})
             raise
-        end = time.monotonic_ns()
-        self.events.compile_finished(job, 0, kind, True, end, {})
-        return (end - start) / 1e9
+        return self._finish(job, 1, start, True, {})
 
     def compile(self, capacity: int, background: bool, length: int, chunk: int = 1) -> CompiledRung:
         """Compile the graph for (capacity, chunk); chunk 1 is the rung's decode graph."""
         job = next(self._jobs)
         spec = self.spec_for(capacity, chunk)
-        with self._lock:
-            self.in_flight += 1
-            self.in_flight_max = max(self.in_flight_max, self.in_flight)
-        start = time.monotonic_ns()
         kind = self.label(spec)
-        self.events.compile_started(job, capacity, kind, background, start)
+        start = time.monotonic_ns()
+        with self._lock:
+            if self._closed:
+                raise CompileAheadError("the run has ended")
+            self._running[job] = (capacity, kind, background)
+            self.in_flight_max = max(self.in_flight_max, len(self._running))
+            self.events.compile_started(job, capacity, kind, background, start)
         try:
             self.faults.before_compile(capacity, background)
             step = self.build(spec)
             if self.on_ready is not None:
                 self.on_ready(step)
         except Exception as err:
-            self.events.compile_finished(
-                job, capacity, kind, False, time.monotonic_ns(), {"error": str(err)}
-            )
+            self._finish(job, chunk, start, False, {"error": str(err)})
             raise
-        finally:
-            with self._lock:
-                self.in_flight -= 1
-        end = time.monotonic_ns()
-        rung = CompiledRung(capacity, step, job, background, start, end, length)
+        rung = CompiledRung(capacity, step, job, background, start, time.monotonic_ns(), length)
         with self._lock:
-            self.resident[(capacity, chunk)] = rung
-            self.resident_max = max(self.resident_max, len(self.resident))
-        self.events.compile_finished(job, capacity, kind, True, end, {})
+            if not self._closed:
+                self.resident[(capacity, chunk)] = rung
+                self.resident_max = max(self.resident_max, len(self.resident))
+                self._resident_changed()
+        self._finish(job, chunk, start, True, {})
         return rung
+
+    def _finish(self, job: int, chunk: int, start: int, ok: bool, info: dict) -> float:
+        """Report a compile's end, unless the run is over; returns its seconds."""
+        with self._lock:
+            end = time.monotonic_ns()
+            running = self._running.pop(job, None)
+            if running is not None and not self._closed:
+                capacity, kind, background = running
+                seconds = (end - start) / 1e9
+                self.finished.append(CompileJob(job, capacity, chunk, background, seconds, ok))
+                self.events.compile_finished(job, capacity, kind, ok, end, info)
+        return (end - start) / 1e9
+
+    def _resident_changed(self) -> None:
+        # Called under the lock with the time read under it, so the counter's samples stay
+        # in time order whichever thread changes the count.
+        self.events.counters(time.monotonic_ns(), {"graphs_resident": len(self.resident)})
 
     def get(self, capacity: int, chunk: int = 1) -> CompiledRung:
         with self._lock:
@@ -168,33 +199,15 @@ class RungCompiler:
     def release(self, capacity: int, chunk: int = 1) -> None:
         """Drop a compiled graph so its memory (its own weight copy) returns."""
         with self._lock:
-            self.resident.pop((capacity, chunk), None)
+            if self.resident.pop((capacity, chunk), None) is not None:
+                self._resident_changed()
 
-
-class OneAhead:
-    """At most one successor compile in flight, on one background thread."""
-
-    def __init__(self, compiler: RungCompiler):
-        self.compiler = compiler
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead")
-        self._pending: dict[int, Future[CompiledRung]] = {}
-
-    def start(self, capacity: int, length: int) -> None:
-        if self._pending:
-            raise RuntimeError("one-ahead: a successor compile is already in flight")
-        self._pending[capacity] = self._pool.submit(self.compiler.compile, capacity, True, length)
-
-    def ready(self, capacity: int) -> bool:
-        future = self._pending.get(capacity)
-        return future is not None and future.done()
-
-    def take(self, capacity: int) -> CompiledRung:
-        """The compiled successor, waiting if it is not ready; re-raises its failure."""
-        future = self._pending.pop(capacity)
-        return future.result()
-
-    def shutdown(self) -> None:
-        for future in self._pending.values():
-            future.cancel()
-        # A compile already running cannot be stopped; do not hold the report up for it.
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def close(self) -> None:
+        """End of the run: report compiles still running as abandoned, then stay silent."""
+        with self._lock:
+            self._closed = True
+            ts = time.monotonic_ns()
+            for job, (capacity, kind, _) in sorted(self._running.items()):
+                info = {"error": "abandoned: the run ended before this compile finished"}
+                self.events.compile_finished(job, capacity, kind, False, ts, info)
+            self._running.clear()

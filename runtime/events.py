@@ -6,11 +6,17 @@ compiles, from the compile thread: an observer must be thread-safe.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from .run_report import BoundaryRecord
 
 
 class RunEvents:
     """No-op observer; subclasses override what they need."""
+
+    def run_started(self, info: dict[str, Any]) -> None:
+        """What is about to run: model label (synthetic or real weights), schedule, ladder."""
 
     def compile_started(
         self, job: int, capacity: int, kind: str, background: bool, ts: int
@@ -28,11 +34,29 @@ class RunEvents:
     def prefill(self, capacity: int, tokens: int, begin: int, end: int) -> None:
         pass
 
-    def boundary(self, record: dict[str, Any], job: int | None, begin: int, end: int) -> None:
-        """A switch to the next rung: wait, migration and rebinding between begin and end."""
+    def boundary(self, record: BoundaryTiming, job: int | None) -> None:
+        """A switch to the next rung: wait, migration and rebinding, with their times."""
+
+    def foreground(self, begin: int, end: int) -> None:
+        """Compile time on the critical path: before decoding, or waiting at a boundary."""
+
+    def memory(self, ts: int, reserved: int, committed: int) -> None:
+        """The KV store's reserved and committed bytes from ts on."""
 
     def counters(self, ts: int, values: dict[str, float]) -> None:
         pass
+
+
+@dataclass(frozen=True)
+class BoundaryTiming:
+    """A boundary's record with the monotonic times of its parts."""
+
+    record: BoundaryRecord
+    begin_ns: int
+    end_ns: int
+    migration_begin_ns: int
+    migration_end_ns: int
+    peak_reserved_bytes: int  # both buffers during a copy; too short to integrate
 
 
 class FanOut(RunEvents):
@@ -40,6 +64,10 @@ class FanOut(RunEvents):
 
     def __init__(self, *observers: RunEvents):
         self.observers = observers
+
+    def run_started(self, *args: Any) -> None:
+        for o in self.observers:
+            o.run_started(*args)
 
     def compile_started(self, *args: Any) -> None:
         for o in self.observers:
@@ -60,6 +88,14 @@ class FanOut(RunEvents):
     def boundary(self, *args: Any) -> None:
         for o in self.observers:
             o.boundary(*args)
+
+    def foreground(self, *args: Any) -> None:
+        for o in self.observers:
+            o.foreground(*args)
+
+    def memory(self, *args: Any) -> None:
+        for o in self.observers:
+            o.memory(*args)
 
     def counters(self, *args: Any) -> None:
         for o in self.observers:

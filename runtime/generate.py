@@ -10,7 +10,8 @@ from compile_ahead.errors import CompileAheadError
 
 from . import graphs
 from .compiler import CompileOptions, compile_step
-from .kv_store import KVArena
+from .kv_store import make_store
+from .schedules import KVPolicy
 from .sources import ModelSource
 from .step import CompiledStep, prefill_chunks
 
@@ -39,15 +40,18 @@ class StaticDecoder:
         if prefill_chunk > 1:
             spec = graphs.GraphSpec(capacity, prefill_chunk, kv)
             self.prefill = compile_step(source, spec, self.options).step
-        self.cache = KVArena(source.config, capacity, kv)
-        self.length = 0
-        self.decode.bind(self.cache)
+        self.cache = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
+        self.decode.bind(self.cache.arena)
         if self.prefill is not None:
-            self.prefill.bind(self.cache)
+            self.prefill.bind(self.cache.arena)
 
     @property
     def capacity(self) -> int:
-        return self.cache.capacity
+        return self.cache.arena.capacity
+
+    @property
+    def length(self) -> int:
+        return self.cache.length
 
     def prefill_prompt(self, prompt: list[int]) -> np.ndarray:
         """Run the prompt in chunks; returns the last token's logits."""
@@ -57,17 +61,14 @@ class StaticDecoder:
             raise CompileAheadError(
                 f"the prompt ({len(prompt)} tokens) does not fit capacity {self.capacity}"
             )
-        logits = prefill_chunks(self.prefill or self.decode, prompt, self.cache.write)
-        self.length = len(prompt)
-        return logits
+        return prefill_chunks(self.prefill or self.decode, prompt, self.cache)
 
     def step(self, token: int) -> np.ndarray:
         t = self.length
         if t >= self.capacity:
             raise CompileAheadError(f"context reached capacity {self.capacity}")
         out = self.decode.run(np.asarray([token], np.int64), t)
-        out.commit(self.cache.write, t, 1)
-        self.length = t + 1
+        self.cache.append(out, 1)
         return out.logits.copy()
 
     def generate(

@@ -5,19 +5,18 @@ carved page-aligned out of one anonymous mmap. Pages of an anonymous mapping are
 when written, so "reserved" (the allocation size: what a device driver would pin) and
 "committed" (pages backing written slots) are both exact, and reported separately:
 
-- SharedMaxKV (b0, b1): one allocation at the top capacity from the start.
-- GrowingKV (i1, i2): an allocation at the active rung's capacity; a boundary allocates the
-  next capacity, copies the live slots and frees the old allocation (both coexist meanwhile).
-- ReservedKV (i3): address space reserved once for the top capacity, pages committed as tokens
-  are written; rung graphs read a prefix of it, so a boundary copies nothing.
+- TopCapacityKV (b0, b1 "shared-max"; i3 "reserve-commit"): one allocation at the top capacity
+  from the start; rung graphs read a prefix of it, so a boundary copies nothing.
+- GrowingKV (i1, i2 "copy-grow"): an allocation at the active rung's capacity; a boundary
+  allocates the next capacity, copies the live slots and frees the old allocation.
 """
 
 from __future__ import annotations
 
 import contextlib
 import mmap
-import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import openvino as ov
@@ -26,8 +25,20 @@ from compile_ahead.errors import CompileAheadError
 
 from .config import ModelConfig
 from .precision import OV_TYPES, STORAGE_DTYPES
+from .schedules import KVPolicy
+
+if TYPE_CHECKING:
+    from .step import StepOutput
 
 PAGE = mmap.PAGESIZE
+
+
+class Bindable(Protocol):
+    """A compiled rung graph whose past-KV inputs can point at an arena."""
+
+    bound: KVArena | None
+
+    def bind(self, arena: KVArena) -> None: ...
 
 
 def _round_up(n: int, to: int) -> int:
@@ -106,13 +117,13 @@ class KVArena:
 
 @dataclass(frozen=True)
 class Migration:
-    seconds: float
     bytes_copied: int
     peak_reserved_bytes: int = 0  # old and new allocations coexisting during the copy
 
 
 class KVStore:
-    """What the ladder runner needs from a KV policy."""
+    """One KV policy's memory: it owns the buffers, the filled length, and which buffer a rung
+    graph reads (its own, or a prefix of a larger one)."""
 
     kind: str
     # Whether rung graphs below the top read a prefix of a larger buffer (built with
@@ -123,7 +134,7 @@ class KVStore:
         self.cfg = cfg
         self.ladder = ladder
         self.precision = precision
-        self.length = 0
+        self.length = 0  # KV slots written; only append() moves it
 
     @property
     def arena(self) -> KVArena:
@@ -135,30 +146,54 @@ class KVStore:
     def committed_bytes(self) -> int:
         return self.arena.committed_bytes(self.length)
 
+    def buffer_capacity(self, capacity: int) -> int | None:
+        """Slots of the buffer a rung of ``capacity`` reads, when larger than the rung."""
+        return None
+
     def grow_to(self, capacity: int) -> Migration:
         """Make the store hold ``capacity`` slots (called at a boundary)."""
         raise NotImplementedError
 
-    def write(self, layer: int, start: int, new_k: np.ndarray, new_v: np.ndarray) -> None:
-        self.arena.write(layer, start, new_k, new_v)
+    def append(self, out: StepOutput, n: int) -> None:
+        """Store a step's first n new K/V rows after the filled slots."""
+        if self.length + n > self.arena.capacity:
+            raise CompileAheadError(
+                f"KV store full: {self.length} + {n} slots exceed capacity {self.arena.capacity}"
+            )
+        for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
+            self.arena.write(layer, self.length, k[:, :, :n], v[:, :, :n])
+        self.length += n
 
-    def bind_on_compile(self, step) -> None:
-        """Bind a freshly compiled graph to the shared buffer, off the critical path."""
-        step.bind(self.arena)
+    def on_compiled(self, step: Bindable) -> None:
+        """A rung graph was compiled: a shared buffer binds it now, off the critical path."""
+        if self.shared_buffer:
+            step.bind(self.arena)
 
-    def close(self) -> None:
-        self.arena.close()
+    def take_into_use(self, step: Bindable) -> None:
+        """A rung graph becomes the active one: bind it to the live buffer if not bound yet,
+        then free what a boundary left behind (no request reads it any more)."""
+        if step.bound is not self.arena:
+            step.bind(self.arena)
+        self.release_retired()
 
     def release_retired(self) -> None:
         """Free memory a boundary left behind, once no request is bound to it."""
 
 
-class SharedMaxKV(KVStore):
-    kind = "shared-max"
+class TopCapacityKV(KVStore):
+    """One allocation at the top capacity from the start; every rung reads a prefix of it.
+
+    b0/b1 model a device that pins the top KV before decoding (``shared-max``: the reserved
+    figure is what they claim). i3 models reserving address space once and committing pages
+    on write (``reserve-commit``: the committed figure is what it claims). On a host both are
+    the same lazily committed anonymous mapping, so one class serves both, labelled by kind.
+    """
+
     shared_buffer = True
 
-    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str):
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, kind: str):
         super().__init__(cfg, ladder, precision)
+        self.kind = kind
         self._arena = KVArena(cfg, ladder[-1], precision)
 
     @property
@@ -168,18 +203,18 @@ class SharedMaxKV(KVStore):
     def reserved_bytes(self) -> int:
         return self._arena.nbytes
 
+    def buffer_capacity(self, capacity: int) -> int | None:
+        top = self._arena.capacity
+        return top if capacity < top else None
+
     def grow_to(self, capacity: int) -> Migration:
-        return Migration(0.0, 0)
-
-
-class ReservedKV(SharedMaxKV):
-    """Same memory layout as SharedMaxKV; differs in what it claims: only address space is
-    reserved up front, and the memory it accounts for is the committed pages."""
-
-    kind = "reserve-commit"
+        return Migration(0)
 
 
 class GrowingKV(KVStore):
+    """An allocation at the active rung's capacity; a boundary allocates the next capacity,
+    copies the live slots and frees the old allocation (both coexist meanwhile)."""
+
     kind = "copy-grow"
     shared_buffer = False
 
@@ -198,16 +233,24 @@ class GrowingKV(KVStore):
 
     def grow_to(self, capacity: int) -> Migration:
         if capacity <= self._arena.capacity:
-            return Migration(0.0, 0)
-        t0 = time.perf_counter()
+            return Migration(0)
         old = self._arena
         new = KVArena(self.cfg, capacity, self.precision)
         copied = new.copy_prefix_from(old, self.length)
         self._arena = new
         self._retired = old  # closed by release_retired() once requests are rebound
-        return Migration(time.perf_counter() - t0, copied, old.nbytes + new.nbytes)
+        return Migration(copied, old.nbytes + new.nbytes)
 
     def release_retired(self) -> None:
         if self._retired is not None:
             self._retired.close()
             self._retired = None
+
+
+def make_store(
+    policy: KVPolicy, cfg: ModelConfig, rungs: tuple[int, ...], precision: str, first: int
+) -> KVStore:
+    """The store for a schedule's KV policy over its rungs, starting at rung ``first``."""
+    if policy is KVPolicy.COPY_GROW:
+        return GrowingKV(cfg, rungs, precision, first)
+    return TopCapacityKV(cfg, rungs, precision, policy.value)

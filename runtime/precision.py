@@ -7,7 +7,7 @@ import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 
-PRECISIONS = ("f32", "f16", "bf16")
+from .options import PRECISIONS  # the names users type (defined where OpenVINO is not loaded)
 
 OV_TYPES = {"f32": ov.Type.f32, "f16": ov.Type.f16, "bf16": ov.Type.bf16}
 # numpy has no bfloat16: bf16 buffers hold raw uint16 bits.

@@ -12,12 +12,22 @@ from .events import RunEvents
 
 
 class ProgressBar(RunEvents):
-    def __init__(self, total: int, enabled: bool = True, every: int = 8):
+    """A tqdm bar on a terminal; elsewhere (logs, CI) a plain line per rung and every
+    ``log_every_s`` seconds, never carriage-return frames."""
+
+    def __init__(self, total: int, enabled: bool = True, every: int = 8, log_every_s: float = 10.0):
+        self._tty = sys.stderr.isatty()
+        self._log = enabled and not self._tty
+        self._log_every_ns = int(log_every_s * 1e9)
+        self._logged_ns = 0
+        self._logged_rung: int | None = None
+        self._done = 0
+        self._total = total
         self._bar = tqdm(
             total=total,
             unit="tok",
             file=sys.stderr,
-            disable=not enabled,
+            disable=not enabled or not self._tty,
             dynamic_ncols=True,
             leave=True,
         )
@@ -43,6 +53,8 @@ class ProgressBar(RunEvents):
         self._refresh()
 
     def step(self, token_index: int, capacity: int, begin: int, end: int) -> None:
+        if self._log:
+            self._log_line(token_index + 1, capacity, end)
         self._pending += 1
         self._rung = capacity
         if self._pending >= self._every:
@@ -59,6 +71,18 @@ class ProgressBar(RunEvents):
         self._bar.set_postfix_str(
             f"rung={getattr(self, '_rung', '-')} {self._rate:.1f} tok/s compile: {state}",
             refresh=True,
+        )
+
+    def _log_line(self, done: int, capacity: int, now: int) -> None:
+        if capacity == self._logged_rung and now - self._logged_ns < self._log_every_ns:
+            return
+        self._logged_rung, self._logged_ns = capacity, now
+        with self._lock:
+            state = self._compile
+        print(
+            f"progress: {done}/{self._total} tokens, rung {capacity}, compile: {state}",
+            file=sys.stderr,
+            flush=True,
         )
 
     def close(self) -> None:

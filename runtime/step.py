@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import openvino as ov
 
 from . import graphs
-from .kv_store import KVArena
-
-# Where a step's new K/V go: write(layer, first_slot, keys [1, kv, n, hd], values).
-KVWriter = Callable[[int, int, np.ndarray, np.ndarray], None]
+from .kv_store import KVArena, KVStore
 
 
 @dataclass
@@ -21,21 +18,16 @@ class StepOutput:
     new_keys: list[np.ndarray]  # per layer [1, kv, L, hd], views valid until the next call
     new_values: list[np.ndarray]
 
-    def commit(self, write: KVWriter, start: int, n: int) -> None:
-        """Store the first n new K/V rows of every layer at slots start..start+n-1."""
-        for layer, (k, v) in enumerate(zip(self.new_keys, self.new_values, strict=True)):
-            write(layer, start, k[:, :, :n], v[:, :, :n])
 
-
-def prefill_chunks(step, prompt: Sequence[int], write: KVWriter) -> np.ndarray:
-    """Run a prompt through a step graph chunk by chunk (the last chunk padded), storing its
-    K/V; returns a copy of the last prompt token's logits."""
+def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
+    """Run a prompt through a step graph chunk by chunk (the last chunk padded) after the
+    store's filled slots, appending its K/V; returns a copy of the last token's logits."""
     chunk = step.spec.chunk
     logits = None
     for start in range(0, len(prompt), chunk):
         ids = np.asarray(prompt[start : start + chunk], np.int64)
-        out = step.run(ids, start, last_index=len(ids) - 1)
-        out.commit(write, start, len(ids))
+        out = step.run(ids, store.length, last_index=len(ids) - 1)
+        store.append(out, len(ids))
         logits = out.logits
     assert logits is not None, "empty prompt"
     return logits.copy()
@@ -43,6 +35,8 @@ def prefill_chunks(step, prompt: Sequence[int], write: KVWriter) -> np.ndarray:
 
 class CompiledStep:
     """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers."""
+
+    keep_alive: object = None  # what the compiled model's constants may alias (weights)
 
     def __init__(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int):
         self.compiled = compiled

@@ -45,7 +45,7 @@ def runs(source):
 
 def test_every_schedule_matches_b0(runs):
     base = runs["b0"]
-    assert base.report["stop_reason"] == "completed" and len(base.predicted) == 120
+    assert base.report.to_json()["stop_reason"] == "completed" and len(base.predicted) == 120
     for name, run in runs.items():
         assert run.error is None, name
         assert run.predicted == base.predicted, name
@@ -57,15 +57,15 @@ def test_every_schedule_matches_b0(runs):
 
 def test_boundaries_crossed_and_recorded(runs):
     for name in ("b1", "i1", "i2", "i3"):
-        bounds = runs[name].report["boundaries"]
+        bounds = runs[name].report.to_json()["boundaries"]
         assert [(b["from"], b["to"]) for b in bounds] == [(16, 32), (32, 64), (64, 128)], name
         # The window holds the steps around each boundary, with their top-1 and digest.
-        window = runs[name].report["boundary_tokens"]
+        window = runs[name].report.to_json()["boundary_tokens"]
         assert {w["context"] for w in window} >= {13, 14, 15, 16, 17, 18}
-    assert runs["b0"].report["boundaries"] == []
-    digests = {w["context"]: w["logits_digest"] for w in runs["i1"].report["boundary_tokens"]}
+    assert runs["b0"].report.to_json()["boundaries"] == []
+    digests = {w["context"]: w["logits_digest"] for w in runs["i1"].report.to_json()["boundary_tokens"]}
     assert digests == {
-        w["context"]: w["logits_digest"] for w in runs["i2"].report["boundary_tokens"]
+        w["context"]: w["logits_digest"] for w in runs["i2"].report.to_json()["boundary_tokens"]
     }
 
 
@@ -76,7 +76,7 @@ def test_greedy_mode_matches_transformers_across_boundaries(source, tiny_qwen2_d
     # The prompt's last logits give the first token; each decode step gives the next one.
     first = ref_tokens[0]
     assert [first, *run.predicted] == ref_tokens
-    assert len(run.report["boundaries"]) == 2
+    assert len(run.report.to_json()["boundaries"]) == 2
 
 
 def test_copy_and_reserve_accounting_is_exact(runs, source):
@@ -89,13 +89,13 @@ def test_copy_and_reserve_accounting_is_exact(runs, source):
         a.close()
     row = cfg.num_kv_heads * cfg.head_dim * 4 * 2 * cfg.num_layers  # K+V bytes per token
     for name in ("b0", "b1", "i3"):
-        rep = runs[name].report
+        rep = runs[name].report.to_json()
         assert rep["kv_reserved_avg_bytes"] == sizes[128]
         assert rep["kv_reserved_peak_bytes"] == sizes[128]
         assert rep["kv_committed_peak_bytes"] == committed_final
         assert all(b["bytes_copied"] == 0 for b in rep["boundaries"])
     for name in ("i1", "i2"):
-        rep = runs[name].report
+        rep = runs[name].report.to_json()
         assert [b["bytes_copied"] for b in rep["boundaries"]] == [16 * row, 32 * row, 64 * row]
         # Both allocations coexist during the last copy.
         assert rep["kv_reserved_peak_bytes"] == sizes[64] + sizes[128]
@@ -105,11 +105,11 @@ def test_copy_and_reserve_accounting_is_exact(runs, source):
 
 def test_i2_keeps_one_compile_in_flight_and_two_rungs(runs):
     for name in ("i2", "i3"):
-        rep = runs[name].report
+        rep = runs[name].report.to_json()
         assert rep["compiles_in_flight_max"] == 1
         assert rep["graphs_resident_max"] <= 2
     # Eager schedules hold every rung (and the prefill graph while it is alive).
-    assert runs["i1"].report["graphs_resident_max"] == 5
+    assert runs["i1"].report.to_json()["graphs_resident_max"] == 5
 
 
 class _CompileLog(RunEvents):
@@ -142,7 +142,7 @@ def _paced(source, faults: Faults):
     faults.step_delay_s = 0.03
     proto = teacher_forced(source.config.vocab_size, 2, 62)
     settings = RunSettings(SCHEDULES["i2"], Ladder.parse("16,32,64"), proto, faults=faults)
-    return run_ladder(source, F32, settings).report
+    return run_ladder(source, F32, settings).report.to_json()
 
 
 def test_injected_compile_delay_produces_a_wait_and_none_without(source):
@@ -160,8 +160,8 @@ def test_background_failure_is_retried_in_the_foreground(source):
     proto = teacher_forced(source.config.vocab_size, 8, 120)
     faults = Faults(fail_compiles={64: 1})
     run = run_ladder(source, F32, RunSettings(SCHEDULES["i2"], LADDER, proto, faults=faults))
-    assert run.error is None and run.report["stop_reason"] == "completed"
-    bad = next(b for b in run.report["boundaries"] if b["to"] == 64)
+    assert run.error is None and run.report.to_json()["stop_reason"] == "completed"
+    bad = next(b for b in run.report.to_json()["boundaries"] if b["to"] == 64)
     assert "injected compile failure" in bad["compile_error"] and bad["retried"]
 
 
@@ -187,7 +187,8 @@ def test_second_failure_stops_cleanly_with_report(source, tmp_path, capsys):
     )
     assert code == 2
     assert "failed in the background" in capsys.readouterr().err
-    data = json.loads(report.read_text())
+    assert not report.exists()  # a failed run writes beside the requested path, never over it
+    data = json.loads(report.with_name("run.failed.json").read_text())
     assert data["stop_reason"].startswith("error:")
     assert data["tokens_decoded"] == 24  # everything up to the failed boundary is kept
     assert "retry_error" in data["boundaries"][-1]
@@ -238,14 +239,14 @@ def test_out_of_memory_on_grow_is_a_clear_error(source, monkeypatch):
     run = run_ladder(source, F32, RunSettings(SCHEDULES["i1"], LADDER, proto))
     assert isinstance(run.error, CompileAheadError)
     assert "out of memory reserving" in str(run.error) and "capacity 64" in str(run.error)
-    assert run.report["tokens_decoded"] == 24 and run.report["stop_reason"].startswith("error:")
+    assert run.report.to_json()["tokens_decoded"] == 24 and run.report.to_json()["stop_reason"].startswith("error:")
 
 
 def test_top_rung_ends_generation_with_a_reason(source):
     proto = teacher_forced(source.config.vocab_size, 8, 200)
     run = run_ladder(source, F32, RunSettings(SCHEDULES["i3"], LADDER, proto))
-    assert run.report["stop_reason"] == "top rung capacity 128 reached"
-    assert run.report["tokens_decoded"] == 120 and run.report["context_final"] == 128
+    assert run.report.to_json()["stop_reason"] == "top rung capacity 128 reached"
+    assert run.report.to_json()["tokens_decoded"] == 120 and run.report.to_json()["context_final"] == 128
 
 
 @pytest.mark.parametrize(
@@ -274,8 +275,8 @@ def test_prompt_must_fit_the_top_rung(source):
 def test_run_cli_rejects_bad_input(capsys):
     assert main(["run", "--model", "tiny", "--ladder", "32,16"]) == 2
     assert "strictly increasing" in capsys.readouterr().err
-    assert main(["run", "--model", "tiny", "--ladder", "tiny"]) == 2
-    assert "leaves no room to decode" in capsys.readouterr().err
+    assert main(["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "128"]) == 2
+    assert "--prompt-len 128 must be in 1..127" in capsys.readouterr().err
     argv = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8"]
     assert main([*argv, "--inject-compile-failure", "x"]) == 2
     assert "CAPACITY[:COUNT]" in capsys.readouterr().err

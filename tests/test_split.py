@@ -43,8 +43,8 @@ def test_split_matches_whole_for_every_schedule(source, proto, whole, schedule):
     assert run.predicted == whole.predicted
     worst = max(float(np.abs(a - b).max()) for a, b in zip(run.logits, whole.logits, strict=True))
     assert worst <= 1e-5
-    assert run.report["weight_copies_resident_max"] == 1
-    assert run.report["graph"] == "split"
+    assert run.report.to_json()["weight_copies_resident_max"] == 1
+    assert run.report.to_json()["graph"] == "split"
 
 
 class _Compiles(RunEvents):
@@ -69,7 +69,7 @@ def test_successor_compiles_never_touch_the_weight_part(source, proto, monkeypat
     log = _Compiles()
     settings = RunSettings(SCHEDULES["i2"], LADDER, proto, graph="split")
     runner = LadderRunner(source, F32, settings, events=log)
-    report = runner.run().report
+    report = runner.run().report.to_json()
     # The weight parts were built once each, before decoding started.
     assert sorted(built) == list(range(source.config.num_layers + 1))
     kinds = [k for k, _, _ in log.started]

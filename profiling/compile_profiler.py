@@ -1,0 +1,291 @@
+"""One profile-compile session: set up, profile each rung, optionally overlay a schedule's run,
+then finish by writing the report and publishing the output directory whole.
+
+Everything is written into a staging directory beside ``--out``; finish() swaps it in, so a
+reader never sees half a profile and a failed profile never replaces a good one (it is kept
+at ``<out>.failed`` instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from compile_ahead.atomic import write_json_atomic
+from compile_ahead.errors import CompileAheadError
+
+from . import passprofile
+
+TRACE_NAME = "trace.pftrace"
+REPORT_NAME = "report.json"
+PASSES_NAME = "passes.txt"
+
+
+def publish_dir(staging: Path, out: Path) -> None:
+    """Replace ``out`` by ``staging`` with renames only (a reader sees one or the other)."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old / out.name)
+    os.replace(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class CompileProfiler:
+    def __init__(self, args: argparse.Namespace, ladder: list[int]):
+        self.args = args
+        self.ladder = ladder
+        self.out: Path = args.out
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
+        self.pass_file: Path | None = None
+        if not args.no_pass_profile:
+            if "openvino" in __import__("sys").modules:
+                raise CompileAheadError(
+                    "openvino is already loaded: pass profiling cannot be enabled"
+                )
+            self.pass_file = self.staging / PASSES_NAME
+            os.environ[passprofile.ENV] = str(self.pass_file)
+        self.report: dict[str, Any] = {}
+        self.failure: CompileAheadError | None = None
+
+    # -- setup --------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Resolve the model and open the trace (the collector must be bound by now)."""
+        from compile_ahead.runtime.options import compile_options, graph_mode
+        from compile_ahead.runtime.sources import resolve_model
+
+        from . import counters  # after pass profiling is armed: it may load OpenVINO
+        from .rss import RssSampler
+        from .trace_decode import StepSlicer
+        from .trace_writer import GRAPHS_RESIDENT, PROCESS_RSS_BYTES, TOKENS_PER_S, TraceWriter
+
+        problem = counters.collector_status().problem()
+        if problem is not None:
+            raise CompileAheadError(problem)
+        args = self.args
+        self.source = resolve_model(args.model)
+        self.options = compile_options(args)
+        self.graph = graph_mode(args)
+        print(f"model: {self.source.label}")
+        print(
+            f"device: {self.options.device}, inference precision "
+            f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
+            f"{self.graph} graphs"
+        )
+        self.report = {
+            "tool": "profile-compile",
+            "pid": os.getpid(),
+            "model": self.source.describe(),
+            "model_label": self.source.label,
+            "device": self.options.device,
+            "inference_precision": self.options.inference_precision,
+            "graph": self.graph,
+            "ladder": self.ladder,
+            "decode_tokens": args.decode_tokens,
+            "rungs": [],
+            "decode": [],
+            "error": None,
+        }
+        if args.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
+            from .pyspy import clock_marker
+
+            self.report["pyspy_marker_ns"] = list(clock_marker())
+        self.writer = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
+        w = self.writer
+        self.device_track = w.device_track(self.options.device)
+        w.instant(self.device_track, f"model: {self.source.label}", None, self.report["model"])
+        self.rss_track = w.counter_track(PROCESS_RSS_BYTES)
+        self.graphs_track = w.counter_track(GRAPHS_RESIDENT)
+        self.slicer = StepSlicer(
+            w, self.device_track, args.steps_per_slice, w.counter_track(TOKENS_PER_S)
+        )
+        self.sampler = RssSampler(0.05, on_sample=lambda ts, v: w.counter(self.rss_track, ts, v))
+        self.sampler.start()
+        w.counter(self.graphs_track, None, 0)
+        self.compile_rung = self._rung_compiler()
+
+    def _rung_compiler(self):
+        from compile_ahead.runtime.compiler import CompileResult, compile_step
+        from compile_ahead.runtime.split_step import WeightParts, compile_attention_core
+
+        if self.graph != "split":
+            return lambda spec: compile_step(self.source, spec, self.options)
+        # Split: the first rung's profile includes the weight parts, later rungs only a core.
+        parts: list[WeightParts] = []
+
+        def compile_rung(spec):
+            if not parts:
+                parts.append(WeightParts(self.source, self.options))
+            return CompileResult(compile_attention_core(parts[0], spec, self.options), 0.0, 0.0)
+
+        return compile_rung
+
+    # -- one rung -------------------------------------------------------------------------
+    def profile_rung(self, capacity: int) -> None:
+        from compile_ahead.runtime.graphs import GraphSpec
+
+        from . import counters
+        from .compile_profile import profile_rung
+        from .progress_line import ProgressLine
+        from .trace_compile import begin_job, end_job
+
+        w = self.writer
+        spec = GraphSpec(capacity=capacity, chunk=1, kv_precision=self.options.kv_precision)
+        job = begin_job(w, capacity, time.monotonic_ns())
+        try:
+            with (
+                ProgressLine(f"compiling C={capacity} for {self.options.device}"),
+                passprofile.without_pass_banners(),
+            ):
+                profile, result = profile_rung(
+                    lambda: self.compile_rung(spec), capacity, self.pass_file, self.sampler
+                )
+        except CompileAheadError as err:
+            w.slice_end(job, None, args={"error": str(err)})
+            raise
+        tokens = 0 if self.args.schedule is not None else self.args.decode_tokens
+        flow = w.new_flow()
+        names = counters.thread_names({e.tid for e in profile.spans})
+        # A patched NPU compiler's counters, when one is loaded (never zeros in its place).
+        depsort = counters.depsort_counters()
+        extra = {f"depsort_{k}": v for k, v in (depsort.values or {}).items()}
+        end_job(w, job, profile, names, flows_out=[flow] if tokens else (), extra_args=extra)
+        w.counter(self.graphs_track, None, 1)
+        self.report["rungs"].append({**profile.to_json(), "depsort_counters": depsort.to_json()})
+        if tokens:
+            decode = self._decode_on_rung(result.step, capacity, tokens, flow, profile.end_ns)
+            self.report["decode"].append({"capacity": capacity, **decode})
+        del result  # one rung's compiled weights resident at a time
+        w.counter(self.graphs_track, None, 0)
+
+    def _decode_on_rung(self, step, capacity: int, tokens: int, flow: int, ready_ns: int) -> dict:
+        """Time decode steps of a freshly compiled rung (KV inputs left at their defaults)."""
+        import numpy as np
+
+        count = min(tokens, capacity)
+        ids = np.array([1], dtype=np.int64)
+        first = time.monotonic_ns()
+        self.writer.slice(
+            self.device_track,
+            f"switch to C={capacity}",
+            ready_ns,
+            max(first, ready_ns),
+            args={"rung": capacity},
+            flows_in=[flow],
+        )
+        total_ns = 0
+        for i in range(count):
+            t0 = time.monotonic_ns()
+            step.run(ids, past_length=i)
+            t1 = time.monotonic_ns()
+            total_ns += t1 - t0
+            self.slicer.step(i, t0, t1, capacity)
+        self.slicer.flush()
+        return {"steps": count, "mean_step_ms": (total_ns / count / 1e6) if count else None}
+
+    # -- the schedule overlay ----------------------------------------------------------------
+    def overlay_schedule(self) -> None:
+        """Run the ladder protocol under the schedule, on the same trace (the RSS sampler
+        already draws the process RSS counter)."""
+        from compile_ahead.runtime.events import FanOut
+        from compile_ahead.runtime.ladder import Ladder
+        from compile_ahead.runtime.ladder_runner import RunSettings, run_ladder
+        from compile_ahead.runtime.options import decode_tokens_from_args, prompt_len_from_args
+        from compile_ahead.runtime.progress import ProgressBar
+        from compile_ahead.runtime.protocol import teacher_forced
+        from compile_ahead.runtime.schedules import get_schedule
+
+        from .run_trace import TraceRunEvents
+
+        args, ladder = self.args, Ladder(tuple(self.ladder))
+        prompt_len = prompt_len_from_args(args, ladder)
+        tokens = decode_tokens_from_args(args, ladder, prompt_len)
+        protocol = teacher_forced(self.source.config.vocab_size, prompt_len, tokens)
+        settings = RunSettings(get_schedule(args.schedule), ladder, protocol, graph=self.graph)
+        print(f"running the teacher-forced protocol under {args.schedule} ({tokens} tokens) ...")
+        events = TraceRunEvents(
+            self.writer,
+            self.options.device,
+            args.steps_per_slice,
+            skip_counters=frozenset({"rss_bytes"}),
+        )
+        bar = ProgressBar(tokens)
+        try:
+            # Background compiles print pass-manager banners while pass profiling is on.
+            with passprofile.without_pass_banners():
+                result = run_ladder(self.source, self.options, settings, FanOut(events, bar))
+        finally:
+            bar.close()
+            events.close()
+        print(result.report.summary())
+        self.report["run"] = result.report.to_json()
+        if result.error is not None:
+            raise CompileAheadError(f"the {args.schedule} run stopped: {result.error}")
+
+    # -- finish -----------------------------------------------------------------------------
+    def fail(self, err: CompileAheadError) -> None:
+        self.failure = err
+        self.report["error"] = str(err)
+
+    def finish(self) -> int:
+        """Close the trace, write the report (also of a failed profile: the error is named),
+        print the table, publish the directory."""
+        from . import counters
+        from .cli import fmt_mb, format_table
+        from .trace_validate import OPEN_TRACE_HINT, validate_trace
+
+        self.sampler.stop()
+        self.writer.close()
+        r = self.report
+        r["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        r["collector"] = {
+            "path": counters.collector_status().path,
+            "bound_libraries": list(counters.collector_status().bound_libraries),
+        }
+        r["depsort_counters"] = counters.depsort_counters().to_json()
+        has_passes = self.pass_file is not None and self.pass_file.exists()
+        r["pass_profile_file"] = str(self.out / PASSES_NAME) if has_passes else None
+        validation = validate_trace(self.staging / TRACE_NAME)
+        r["trace"] = {
+            "path": str(self.out / TRACE_NAME),
+            "valid": validation.ok,
+            "errors": validation.errors,
+            "slices": validation.slices,
+            "counter_values": validation.counter_values,
+            "flows": validation.flows,
+            "tracks": validation.tracks,
+        }
+        if r["rungs"]:
+            print()
+            print(format_table(r["rungs"]))
+        print()
+        print(f"peak RSS of the process: {fmt_mb(r['peak_rss_bytes'])} MiB")
+        dep = r["depsort_counters"]
+        if dep["available"]:
+            print(f"NPU compiler dependency-sort counters: {dep}")
+        print(validation.summary().splitlines()[0])
+        if self.failure is None and not validation.ok:
+            self.fail(CompileAheadError(f"the trace failed validation: {validation.errors[0]}"))
+        target = self.out if self.failure is None else self.out.with_name(self.out.name + ".failed")
+        if self.failure is not None:
+            r["trace"]["path"] = str(target / TRACE_NAME)
+        write_json_atomic(self.staging / REPORT_NAME, r)
+        publish_dir(self.staging, target)
+        if self.failure is not None:
+            print(f"the failed profile is in {target}; {self.out} is untouched")
+            raise self.failure
+        print(f"report: {self.out / REPORT_NAME}")
+        print(f"trace: {self.out / TRACE_NAME} ({OPEN_TRACE_HINT})")
+        return 0
+
+    def abandon(self) -> None:
+        """Setup failed before anything was measured: leave no staging directory behind."""
+        shutil.rmtree(self.staging, ignore_errors=True)

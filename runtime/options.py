@@ -1,0 +1,205 @@
+"""Command-line options shared by `run`, `generate`, `profile-compile` and `ab`: one definition
+of each flag, one ladder parser, one prompt check, one graph-mode default.
+
+Importing this module must not load OpenVINO (profile-compile arms its profiling first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import TYPE_CHECKING
+
+from compile_ahead.errors import CompileAheadError
+
+from .ladder import NAMED_LADDERS, Ladder
+
+if TYPE_CHECKING:
+    from .compile_jobs import Faults
+    from .compiler import CompileOptions
+
+DEFAULT_MODEL = "qwen2.5-0.5b"
+PRECISIONS = ("f32", "f16", "bf16")  # as runtime/precision.py, which loads OpenVINO
+GRAPH_CHOICES = ("whole", "split")
+# The seed's protocol: a 128-token prompt on a 1024-slot first rung. Other ladders keep the
+# proportion, so the default prompt always fits.
+PROMPT_FRACTION_OF_FIRST_RUNG = 8
+
+
+def add_model_options(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """--model, --device and the precision flags."""
+    p.add_argument(
+        "--model",
+        required=required,
+        default=None if required else DEFAULT_MODEL,
+        help="checkpoint directory, hub id in the local HF cache, or preset "
+        "(qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, tinyllama-1.1b, tiny)"
+        + ("" if required else f"; default {DEFAULT_MODEL}"),
+    )
+    p.add_argument("--device", default="CPU", help="OpenVINO device (CPU, NPU, ...)")
+    p.add_argument(
+        "--inference-precision",
+        choices=PRECISIONS,
+        default=None,
+        help="compute precision hint (default: the device's own, bf16 on AMX CPUs)",
+    )
+    p.add_argument(
+        "--kv-precision",
+        choices=PRECISIONS,
+        default=None,
+        help="KV cache element type (default: the inference precision)",
+    )
+
+
+def compile_options(args: argparse.Namespace) -> CompileOptions:
+    from .compiler import CompileOptions  # loads OpenVINO: not at import time
+
+    return CompileOptions(args.device, args.inference_precision, args.kv_precision).resolved()
+
+
+def add_ladder_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ladder",
+        default="default",
+        help="rung capacities, e.g. 1024,2048,4096,8192, or one of "
+        f"{', '.join(NAMED_LADDERS)} (default: default = 1024,2048,4096,8192)",
+    )
+
+
+def add_graph_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--graph",
+        choices=GRAPH_CHOICES,
+        default=None,
+        help="whole: one graph per rung, each with its own compiled weights; split: weight "
+        "parts compiled once, a rung is only its attention core (default: chosen per device "
+        "from measurement, whole on CPU; see README)",
+    )
+
+
+def graph_mode(args: argparse.Namespace) -> str:
+    """--graph, or the device's measured default (the same for every command)."""
+    from .ladder_runner import default_graph
+
+    return args.graph or default_graph(args.device)
+
+
+def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = None) -> None:
+    """The teacher-forced protocol's prompt and decode lengths."""
+    p.add_argument(
+        "--prompt-len",
+        type=int,
+        default=None,
+        metavar="P",
+        help="teacher-forced prompt tokens (default: 1/8 of the first rung, 128 for the "
+        "default ladder)",
+    )
+    p.add_argument(
+        "--decode-tokens",
+        type=int,
+        default=None,
+        metavar="T",
+        help=decode_help or "decode steps (default: up to the top rung's capacity)",
+    )
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Greedy prompts, prefill and boundary recording for a ladder run."""
+    p.add_argument(
+        "--prompt-ids",
+        default=None,
+        help="greedy mode: generate from these comma-separated token ids",
+    )
+    p.add_argument("--prompt", default=None, help="greedy mode: generate from this text")
+    p.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=1,
+        help="tokens per prefill call; 1 (default) prefills on the first decode graph, larger "
+        "values compile a prefill graph in the foreground",
+    )
+    p.add_argument(
+        "--boundary-window",
+        type=int,
+        default=3,
+        help="decode steps recorded on each side of a boundary (default 3)",
+    )
+    faults = p.add_argument_group("fault injection (tests and benchmarks)")
+    faults.add_argument(
+        "--inject-compile-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="add this much to every background compile",
+    )
+    faults.add_argument(
+        "--inject-compile-failure",
+        action="append",
+        default=[],
+        metavar="CAPACITY[:COUNT]",
+        help="make the compile of this rung fail COUNT times (default 1)",
+    )
+    faults.add_argument(
+        "--step-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="emulate a slower device: add this much to every decode step",
+    )
+
+
+def ladder_from_args(args: argparse.Namespace) -> Ladder:
+    return Ladder.parse(args.ladder)
+
+
+def default_prompt_len(ladder: Ladder) -> int:
+    return max(1, ladder.rungs[0] // PROMPT_FRACTION_OF_FIRST_RUNG)
+
+
+def prompt_len_from_args(args: argparse.Namespace, ladder: Ladder) -> int:
+    """--prompt-len, checked against the ladder (the one prompt check of every command)."""
+    prompt_len = args.prompt_len if args.prompt_len is not None else default_prompt_len(ladder)
+    check_prompt_fits(prompt_len, ladder)
+    return prompt_len
+
+
+def check_prompt_fits(prompt_len: int, ladder: Ladder) -> None:
+    if not 0 < prompt_len < ladder.top:
+        raise CompileAheadError(
+            f"--prompt-len {prompt_len} must be in 1..{ladder.top - 1} to leave room to decode "
+            f"below the top rung ({ladder.top}); e.g. --prompt-len {default_prompt_len(ladder)}"
+        )
+
+
+def decode_tokens_from_args(args: argparse.Namespace, ladder: Ladder, prompt_len: int) -> int:
+    """--decode-tokens, or up to the top rung."""
+    room = ladder.top - prompt_len
+    tokens = args.decode_tokens if args.decode_tokens is not None else room
+    if tokens <= 0:
+        raise CompileAheadError(f"--decode-tokens must be positive, got {tokens}")
+    return tokens
+
+
+def faults_from_args(args: argparse.Namespace, ladder: Ladder) -> Faults:
+    from .compile_jobs import Faults  # loads OpenVINO: not at import time
+
+    fail: dict[int, int] = {}
+    for item in args.inject_compile_failure:
+        cap, _, count = item.partition(":")
+        try:
+            fail[int(cap)] = int(count or 1)
+        except ValueError:
+            raise CompileAheadError(
+                f"--inject-compile-failure takes CAPACITY[:COUNT], got {item!r}"
+            ) from None
+        if int(cap) not in ladder.rungs:
+            raise CompileAheadError(
+                f"--inject-compile-failure {item}: {cap} is not a rung of the ladder {ladder}"
+            )
+    for flag, value in (
+        ("--inject-compile-delay", args.inject_compile_delay),
+        ("--step-delay", args.step_delay),
+    ):
+        if not math.isfinite(value) or value < 0:
+            raise CompileAheadError(f"{flag} must be a finite number of seconds >= 0, got {value}")
+    return Faults(args.inject_compile_delay, fail, args.step_delay)

@@ -1,0 +1,202 @@
+"""What a ladder run reports: typed records, their JSON form, and one summary formatter.
+
+The JSON keys are the report's public format (README "The run report"); `ab schedule` reads
+reports written by other processes back with RunReport.from_json.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+MIB = 2**20
+
+KV_BYTES_DEFINITION = (
+    "reserved: sizes of the KV allocations held (what a device would pin); "
+    "committed: host pages backing written KV slots"
+)
+
+
+@dataclass
+class BoundaryRecord:
+    """One switch to the next rung."""
+
+    from_rung: int
+    to: int
+    at_step: int
+    context: int
+    ready: bool | None = None  # successor compiled before the boundary (eager: True)
+    wait_s: float | None = None  # critical-path time waiting for (or retrying) the compile
+    decode_left_s: float | None = None  # decode time from the compile's start to the boundary
+    ready_margin_s: float | None = None  # boundary time minus the compile's end
+    compile_s: float | None = None
+    compile_started_at_context: int | None = None
+    migration_s: float | None = None
+    bytes_copied: int | None = None
+    switch_s: float | None = None
+    compile_error: str | None = None  # the background compile's failure
+    retry_error: str | None = None  # the foreground retry's failure (the run stopped)
+    retried: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        fields_ = asdict(self)
+        out = {"from": fields_.pop("from_rung"), **fields_}
+        for optional in ("compile_error", "retry_error"):
+            if out[optional] is None:
+                del out[optional]
+        if not out["retried"]:
+            del out["retried"]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BoundaryRecord:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        return cls(from_rung=data["from"], **values)
+
+    @property
+    def failed(self) -> bool:
+        return self.retry_error is not None
+
+
+@dataclass
+class RungStats:
+    capacity: int
+    tokens: int
+    decode_s: float
+
+    @property
+    def tok_s(self) -> float | None:
+        return self.tokens / self.decode_s if self.decode_s else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "tok_s": self.tok_s}
+
+
+@dataclass
+class RunReport:
+    """A run of one schedule on the ladder (ours, or an upstream pipeline in the same shape)."""
+
+    model: dict[str, Any]  # the source's describe(): model, synthetic, origin, ...
+    device: str
+    schedule: str
+    schedule_title: str
+    ladder: list[int]
+    prompt_len: int
+    decode_tokens: int
+    stop_reason: str = "completed"
+    inference_precision: str | None = None
+    kv_precision: str | None = None
+    graph: str | None = None
+    kv_policy: str | None = None
+    rungs_used: list[int] = field(default_factory=list)
+    protocol: str | None = None
+    tokens_decoded: int = 0
+    context_final: int = 0
+    foreground_compile_s: float = 0.0
+    first_rung_compile_s: float = 0.0
+    weights_compile_s: float = 0.0
+    prefill_compile_s: float = 0.0
+    background_compile_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    critical_path_s: float = 0.0
+    rungs: list[RungStats] = field(default_factory=list)
+    boundaries: list[BoundaryRecord] = field(default_factory=list)
+    boundary_tokens: list[dict[str, Any]] = field(default_factory=list)
+    kv_reserved_avg_bytes: float | None = None
+    kv_reserved_peak_bytes: int | None = None
+    kv_committed_avg_bytes: float | None = None
+    kv_committed_peak_bytes: int | None = None
+    kv_bytes_definition: str = KV_BYTES_DEFINITION
+    graphs_resident_max: int = 0
+    weight_copies_resident_max: int | None = None
+    compiles_in_flight_max: int = 0
+    peak_rss_bytes: int = 0
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # source-specific fields, kept as is
+
+    @property
+    def synthetic(self) -> bool | None:
+        return self.model.get("synthetic")
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_reason == "interrupted"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.model)
+        for f in fields(self):
+            if f.name in ("model", "extra"):
+                continue
+            value = getattr(self, f.name)
+            if f.name == "rungs":
+                value = [r.to_json() for r in value]
+            elif f.name == "boundaries":
+                value = [b.to_json() for b in value]
+            elif f.name == "error" and value is None:
+                continue
+            out[f.name] = value
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunReport:
+        """Read a report back; keys this version does not know land in ``extra``."""
+        names = {f.name for f in fields(cls)} - {"model", "extra"}
+        model_keys = ("model", "synthetic", "origin")
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in names}
+        values["rungs"] = [
+            RungStats(r["capacity"], r["tokens"], r["decode_s"]) for r in data.get("rungs", [])
+        ]
+        values["boundaries"] = [BoundaryRecord.from_json(b) for b in data.get("boundaries", [])]
+        model = {k: data[k] for k in model_keys if k in data}
+        extra = {k: v for k, v in data.items() if k not in names and k not in model_keys}
+        return cls(model=model, extra=extra, **values)
+
+    def summary(self) -> str:
+        """The console summary of a run (a failed or interrupted one too)."""
+        kind = {True: "SYNTHETIC weights", False: "real weights"}.get(self.synthetic, "weights ?")
+        lines = [
+            f"model {self.model.get('model')} [{kind}] on {self.device}",
+            f"schedule {self.schedule} ({self.schedule_title}), ladder {self.ladder}, "
+            f"{self.graph} graphs",
+            f"stop: {self.stop_reason} after {self.tokens_decoded} decode tokens",
+            f"foreground compile {self.foreground_compile_s:.2f} s, background compile "
+            f"{self.background_compile_s:.2f} s, critical path {self.critical_path_s:.2f} s, "
+            f"decode {self.decode_s:.2f} s",
+        ]
+        for r in self.rungs:
+            rate = f"{r.tok_s:.2f} tok/s" if r.tok_s else "-"
+            lines.append(f"  rung {r.capacity:>6}: {r.tokens:>6} tokens, {rate}")
+        lines += [_boundary_line(b) for b in self.boundaries]
+        lines.append(
+            f"KV reserved avg {_mib(self.kv_reserved_avg_bytes)} MiB "
+            f"(peak {_mib(self.kv_reserved_peak_bytes)}), committed avg "
+            f"{_mib(self.kv_committed_avg_bytes)} MiB; graphs resident max "
+            f"{self.graphs_resident_max}; peak RSS {_mib(self.peak_rss_bytes, 0)} MiB"
+        )
+        if self.error:
+            lines.append(f"error: {self.error}")
+        return "\n".join(lines)
+
+
+def _mib(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value / MIB:.{digits}f}"
+
+
+def _seconds(value: float | None, unit_digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{unit_digits}f} s"
+
+
+def _boundary_line(b: BoundaryRecord) -> str:
+    head = f"  boundary {b.from_rung}->{b.to}:"
+    if b.failed:
+        return f"{head} FAILED ({b.retry_error})"
+    if b.compile_s is None:  # interrupted or failed before the successor was in hand
+        return f"{head} not crossed (waited {_seconds(b.wait_s, 3)})"
+    migration = "-" if b.migration_s is None else f"{b.migration_s * 1e3:.1f} ms"
+    return (
+        f"{head} compile {b.compile_s:.2f} s, margin {_seconds(b.ready_margin_s)}, "
+        f"wait {_seconds(b.wait_s, 3)}, migration {migration}, {b.bytes_copied} B copied"
+    )
