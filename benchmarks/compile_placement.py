@@ -102,7 +102,7 @@ def main() -> None:
         print(f"worker start (python + openvino + Core): {time.monotonic() - t0:.2f} s")
 
         # -- what a successor costs the decoding process --------------------------------
-        print("\n== successor cost, nothing else running ==")
+        print("\n== successor cost, no decode running ==")
         rows: dict[str, list[float]] = {k: [] for k in ("inproc", "import", "warm", "cold")}
         for r in range(args.rounds):
             order = ("inproc", "worker", "cold") if r % 2 == 0 else ("cold", "worker", "inproc")
