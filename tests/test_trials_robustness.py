@@ -194,3 +194,14 @@ def test_report_of_a_corrupt_experiment_is_one_line(tmp_path, capsys, content, m
     assert main(["ab", "report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
+
+
+@pytest.mark.parametrize("kind", ["schedule", "compile"])
+def test_ab_ladder_with_an_empty_rung_is_refused(tmp_path, capsys, kind: str) -> None:
+    arms = (
+        ["--arms", "i1,i2"] if kind == "schedule" else ["--arm", "A=current", "--arm", "B=current"]
+    )
+    out = tmp_path / "res"
+    code = main(["ab", kind, "--model", "tiny", *arms, "--ladder", "64,,128", "--out", str(out)])
+    assert code == 2 and "--ladder '64,,128': rung 2 is empty" in capsys.readouterr().err
+    assert not out.exists()

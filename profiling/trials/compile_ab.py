@@ -9,7 +9,6 @@ compiles each rung in ladder order.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from compile_ahead.errors import CompileAheadError
 
 from .analysis import Endpoint, result_field
 from .arms import PROBE_TIMEOUT_S, ArmSpec, probe
-from .runner import Arm, sigterm_as_interrupt
+from .runner import Arm
 
 WORKER = Path(__file__).with_name("compile_worker.py")
 
@@ -220,24 +219,17 @@ def _rung_field(index: int, key: str):
 
 
 class IRDirectory:
-    """A given directory (kept) or a temporary one (removed on exit unless keep, also when the
-    run is interrupted or sent SIGTERM)."""
+    """A given directory (kept) or a temporary one (removed on exit unless keep, also on
+    Ctrl-C and on SIGTERM, which the CLI turns into KeyboardInterrupt)."""
 
     def __init__(self, path: Path | None, keep: bool):
         self.temporary = path is None
         self.keep = keep or path is not None
-        self._path = path
-        self._signals = contextlib.ExitStack()
+        self.path = path or Path(tempfile.mkdtemp(prefix="compile-ahead-ab-ir-"))
 
     def __enter__(self) -> Path:
-        self._signals.enter_context(sigterm_as_interrupt())
-        if self._path is None:
-            self._path = Path(tempfile.mkdtemp(prefix="compile-ahead-ab-ir-"))
-        return self._path
+        return self.path
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            if self.temporary and not self.keep and self._path is not None:
-                shutil.rmtree(self._path, ignore_errors=True)
-        finally:
-            self._signals.close()
+        if self.temporary and not self.keep:
+            shutil.rmtree(self.path, ignore_errors=True)

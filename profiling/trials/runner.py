@@ -17,9 +17,8 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -91,28 +90,6 @@ def run_bounded(
         proc.wait()
         raise
     return Finished(proc.returncode, out, err)
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM acts as Ctrl-C (KeyboardInterrupt), so a killed run still
-    kills its trials and removes its temporary files. Only where nobody handles SIGTERM yet,
-    and only on the main thread (where Python runs signal handlers)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @dataclass(frozen=True)
@@ -243,22 +220,21 @@ def run_plan(
     log.write_text("")
     records: list[TrialRecord] = []
     slots = plan.slots
-    with sigterm_as_interrupt():  # a killed run kills its trial too
-        for slot in slots:
-            record = run_one(arms[slot.arm], slot, out_dir, timeout_s)
-            records.append(record)
-            with log.open("a") as fh:
-                fh.write(json.dumps(record.to_dict()) + "\n")
-            if progress is not None:
-                progress(record, len(slots))
-            if record.error is not None:
-                done = sum(1 for r in records if r.error is None)
-                where = "warm-up" if slot.warmup else f"block {slot.block}"
-                raise TrialFailed(
-                    f"trial {slot.index} (arm {record.arm}, {where}) failed: {record.error}; "
-                    f"{done} completed trial(s) kept in {log}",
-                    records,
-                )
+    for slot in slots:
+        record = run_one(arms[slot.arm], slot, out_dir, timeout_s)
+        records.append(record)
+        with log.open("a") as fh:
+            fh.write(json.dumps(record.to_dict()) + "\n")
+        if progress is not None:
+            progress(record, len(slots))
+        if record.error is not None:
+            done = sum(1 for r in records if r.error is None)
+            where = "warm-up" if slot.warmup else f"block {slot.block}"
+            raise TrialFailed(
+                f"trial {slot.index} (arm {record.arm}, {where}) failed: {record.error}; "
+                f"{done} completed trial(s) kept in {log}",
+                records,
+            )
     return records
 
 
