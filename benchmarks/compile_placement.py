@@ -10,7 +10,7 @@ Prints, measured side by side:
     nothing compiling; rounds in alternating order, ratios per round.
 
     python benchmarks/compile_placement.py --model /path/to/checkpoint [--rounds 2]
-        [--priority idle|nice|normal] [--rung 1024]
+        [--priority idle|nice|normal] [--rung 1024] [--skip-cost]
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def decode_while(step: CompiledStep, background: Callable[[], object] | None, id
     """Per-token latencies (s) while ``background`` runs on a thread (or for idle_tokens)."""
     ids = np.array([7], np.int64)
     out: list[float] = []
+    ends: list[int] = []  # monotonic ns at each step's end
     done = threading.Event()
     result: dict[str, object] = {}
 
@@ -70,6 +71,8 @@ def decode_while(step: CompiledStep, background: Callable[[], object] | None, id
         t0 = time.perf_counter()
         step.run(ids, PAST)
         out.append(time.perf_counter() - t0)
+        ends.append(time.monotonic_ns())
+    result["ends"] = ends
     return out, result
 
 
@@ -84,6 +87,7 @@ def main() -> None:
     ap.add_argument("--rung", type=int, default=1024)
     ap.add_argument("--priority", default="idle", choices=("idle", "nice", "normal"))
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--skip-cost", action="store_true", help="only the decode-while-compiling part")
     args = ap.parse_args()
 
     source = resolve_model(args.model)
@@ -104,7 +108,7 @@ def main() -> None:
         # -- what a successor costs the decoding process --------------------------------
         print("\n== successor cost, no decode running ==")
         rows: dict[str, list[float]] = {k: [] for k in ("inproc", "import", "warm", "cold")}
-        for r in range(args.rounds):
+        for r in range(0 if args.skip_cost else args.rounds):
             order = ("inproc", "worker", "cold") if r % 2 == 0 else ("cold", "worker", "inproc")
             for arm in order:
                 if arm == "inproc":
@@ -134,7 +138,7 @@ def main() -> None:
                         f"{c.export_s:.2f} s (to blob on disk {total - c.import_s:.2f} s)"
                     )
                     del c
-        med = {k: statistics.median(v) for k, v in rows.items()}
+        med = {k: statistics.median(v) if v else float("nan") for k, v in rows.items()}
         print(
             f"  import / in-process compile: {med['import'] / med['inproc']:.3f} "
             f"({med['import']:.2f} vs {med['inproc']:.2f} s, medians)"
@@ -159,11 +163,26 @@ def main() -> None:
                 else:
 
                     def job() -> object:
-                        w = worker.compile(args.model, successor, options, timeout_s=args.timeout)
-                        return w.step
+                        return worker.compile(
+                            args.model, successor, options, timeout_s=args.timeout
+                        )
 
                 lat, res = decode_while(current, job, 0)
                 wall = float(res["wall_s"])  # type: ignore[arg-type]
+                split = ""
+                if arm == "worker":  # tokens while the worker compiled vs while we imported
+                    w = res["value"]
+                    imp = next(ph for ph in w.phases if ph.name == "import_model")  # type: ignore[attr-defined]
+                    ends: list[int] = res["ends"]  # type: ignore[assignment]
+                    during = [x for x, e in zip(lat, ends, strict=True) if e <= imp.begin_ns]
+                    importing = [x for x, e in zip(lat, ends, strict=True) if e > imp.begin_ns]
+                    idle = statistics.fmean(base)
+                    split = (
+                        f"; worker compile+export {len(during)} tokens, mean / idle "
+                        f"{statistics.fmean(during) / idle if during else float('nan'):.3f}, "
+                        f"import here {len(importing)} tokens, mean / idle "
+                        f"{statistics.fmean(importing) / idle if importing else float('nan'):.3f}"
+                    )
                 del res
                 ratio = statistics.fmean(lat) / statistics.fmean(base)
                 extra = sum(lat) - len(lat) * statistics.fmean(base)  # decode time lost
@@ -172,7 +191,7 @@ def main() -> None:
                 print(
                     f"  round {r + 1} {arm:7s}: successor ready in {wall:.2f} s, {len(lat)} tokens "
                     f"({ms(lat)}), mean / idle {ratio:.3f} (idle {ms(base)}), "
-                    f"decode time lost {extra:.2f} s"
+                    f"decode time lost {extra:.2f} s{split}"
                 )
         for arm in ("inproc", "worker"):
             print(
