@@ -266,5 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(args, "profile-compile")
 
 
+def entry() -> None:
+    """The `profile-compile` console script."""
+    from compile_ahead.cli import exit_process
+
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from .varint import decode_varint
+
 _MAX_ERRORS = 50
 
 
@@ -57,19 +59,6 @@ class TraceReport:
         return head + f": INVALID ({len(self.errors)} problems)\n  " + "\n  ".join(self.errors)
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise EOFError
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
 def iter_packets(data: bytes, report: TraceReport) -> Iterator[pb.TracePacket]:
     """Packets of a `Trace` message; a cut-off or foreign tail is reported, not raised."""
     pos = 0
@@ -79,7 +68,7 @@ def iter_packets(data: bytes, report: TraceReport) -> Iterator[pb.TracePacket]:
             report.error(f"byte {start}: not a Trace.packet field (tag {data[pos]:#x})")
             return
         try:
-            size, pos = _read_varint(data, pos + 1)
+            size, pos = decode_varint(data, pos + 1)
         except EOFError:
             report.error(f"byte {start}: file ends inside a packet header (truncated)")
             return

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from .varint import encode_varint
+
 COMPILE_GROUP = "CPU compile"
 KV_RESERVED_BYTES = "KV reserved bytes"
 KV_COMMITTED_BYTES = "KV committed bytes"
@@ -79,15 +81,7 @@ class Track:
 def _frame(packet: pb.TracePacket) -> bytes:
     """One packet as a `Trace.packet` field (tag 1, length-delimited): appendable on disk."""
     body = packet.SerializeToString()
-    size = len(body)
-    varint = bytearray()
-    while True:
-        byte = size & 0x7F
-        size >>= 7
-        varint.append(byte | (0x80 if size else 0))
-        if not size:
-            break
-    return b"\x0a" + bytes(varint) + body
+    return b"\x0a" + encode_varint(len(body)) + body
 
 
 def _annotate(event: pb.TrackEvent, args: Args) -> None:

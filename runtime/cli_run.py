@@ -33,14 +33,17 @@ from .tokenizer import load_tokenizer, parse_token_ids
 
 
 def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: str) -> RunSettings:
-    ladder = ladder_from_args(args)
+    max_positions = source.config.max_position_embeddings
     if args.prompt_ids is not None or args.prompt is not None:
         if args.prompt is not None:
             prompt = load_tokenizer(source.model_dir, source.name).encode(args.prompt).ids
         else:
             prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
-        protocol = greedy(prompt, decode_tokens_from_args(args, ladder, len(prompt)))
+        ladder = ladder_from_args(args, max_positions, len(prompt))
+        tokens = decode_tokens_from_args(args, ladder, len(prompt))
+        protocol = greedy(prompt, tokens, source.config.eos_token_ids)
     else:
+        ladder = ladder_from_args(args, max_positions, args.prompt_len)
         prompt_len = prompt_len_from_args(args, ladder)
         tokens = decode_tokens_from_args(args, ladder, prompt_len)
         protocol = teacher_forced(source.config.vocab_size, prompt_len, tokens)

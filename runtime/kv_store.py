@@ -254,3 +254,39 @@ def make_store(
     if policy is KVPolicy.COPY_GROW:
         return GrowingKV(cfg, rungs, precision, first)
     return TopCapacityKV(cfg, rungs, precision, policy.value)
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of the host, or None where /proc/meminfo does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_kv_fits(
+    policy: KVPolicy, cfg: ModelConfig, rungs: tuple[int, ...], slots: int, precision: str
+) -> None:
+    """Refuse, before allocating, a run whose KV would not fit the host's available memory:
+    what the policy holds at its peak for ``slots`` tokens (copy-grow: both buffers during
+    the last copy; reserve-commit: only the pages written)."""
+    per_slot = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim
+    per_slot *= STORAGE_DTYPES[precision].itemsize
+    rung = next((r for r in rungs if r >= slots), rungs[-1])
+    if policy is KVPolicy.COPY_GROW:
+        below = [r for r in rungs if r < rung]
+        need = per_slot * (rung + (below[-1] if below else 0))
+    elif policy is KVPolicy.RESERVE_COMMIT:
+        need = per_slot * slots
+    else:
+        need = per_slot * rungs[-1]
+    available = available_memory_bytes()
+    if available is not None and need > available:
+        raise CompileAheadError(
+            f"the KV for {slots} tokens needs {need / 2**30:.2f} GiB ({policy.value}, rung "
+            f"{rung}) but only {available / 2**30:.2f} GiB of memory is available"
+        )

@@ -60,6 +60,25 @@ class Ladder:
             raise CompileAheadError(f"ladder rungs must be strictly increasing: {list(self.rungs)}")
         return self
 
+    @classmethod
+    def auto(cls, prompt_len: int, maximum: int) -> Ladder:
+        """Rungs doubling from the first that holds the prompt (and a token to decode) up to
+        ``maximum`` slots, the last rung being the maximum itself (aligned down)."""
+        top = maximum - maximum % LADDER_ALIGNMENT
+        if prompt_len + 1 > top:
+            raise CompileAheadError(
+                f"the prompt ({prompt_len} tokens) leaves no room to decode below the maximum "
+                f"context ({maximum})"
+            )
+        rung = LADDER_ALIGNMENT
+        while rung < prompt_len + 1:
+            rung *= 2
+        rungs = []
+        while rung < top:
+            rungs.append(rung)
+            rung *= 2
+        return cls((*rungs, top)).validate()
+
     @property
     def top(self) -> int:
         return self.rungs[-1]

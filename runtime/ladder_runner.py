@@ -22,7 +22,7 @@ from .accounting import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
 from .compile_jobs import CompiledRung, Faults, RungCompiler
 from .compiler import CompileOptions, compile_step
 from .events import BoundaryTiming, FanOut, RunEvents
-from .kv_store import KVStore, make_store
+from .kv_store import KVStore, check_kv_fits, make_store
 from .ladder import Ladder
 from .protocol import Protocol
 from .run_accounting import RunAccounting
@@ -115,6 +115,13 @@ class LadderRunner:
         self.first = self._rung_for(prompt_len + 1)
         assert self.options.kv_precision is not None
         self.kv_precision = self.options.kv_precision
+        if settings.prefill_chunk > self.first:
+            raise CompileAheadError(
+                f"--prefill-chunk {settings.prefill_chunk} exceeds the first rung ({self.first})"
+            )
+        slots = min(prompt_len + settings.protocol.decode_tokens, self.rungs[-1])
+        cfg = source.config
+        check_kv_fits(self.schedule.kv, cfg, self.rungs, slots, self.kv_precision)
         self.accounting = RunAccounting(now_ns(), 0)
         self.events = FanOut(self.accounting, events) if events else self.accounting
         self.store: KVStore | None = None
@@ -159,12 +166,15 @@ class LadderRunner:
             for i in range(proto.decode_tokens):
                 need = self._rung_for(self.store.length + 1)
                 if need < 0:
-                    stop = f"top rung capacity {self.rungs[-1]} reached"
+                    stop = self._top_reached()
                     break
                 if need != active.capacity:
                     active = self._switch(active, need, i)
                 out = self._step(active, i, proto.next_input(i, last))
                 last = int(np.argmax(out.logits))
+                if proto.ends(last):
+                    stop = "eos"
+                    break
         except KeyboardInterrupt:
             stop = "interrupted"
         except Exception as err:  # reported in the run report, then re-raised by the caller
@@ -276,6 +286,12 @@ class LadderRunner:
         return rung
 
     # -- helpers -----------------------------------------------------------------------
+    def _top_reached(self) -> str:
+        top = self.rungs[-1]
+        if top >= self.source.config.max_position_embeddings:
+            return f"the model's maximum context ({top}, max_position_embeddings) reached"
+        return f"top rung capacity {top} reached"
+
     def _build(self, spec: graphs.GraphSpec):
         if self.weight_parts is not None:
             return compile_attention_core(self.weight_parts, spec, self.options)

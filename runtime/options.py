@@ -24,6 +24,7 @@ GRAPH_CHOICES = ("whole", "split")
 # The seed's protocol: a 128-token prompt on a 1024-slot first rung. Other ladders keep the
 # proportion, so the default prompt always fits.
 PROMPT_FRACTION_OF_FIRST_RUNG = 8
+DEFAULT_PROMPT_LEN = 128  # the seed's prompt, also for --ladder auto
 
 
 def add_model_options(p: argparse.ArgumentParser, required: bool = False) -> None:
@@ -57,13 +58,31 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
     return CompileOptions(args.device, args.inference_precision, args.kv_precision).resolved()
 
 
-def add_ladder_option(p: argparse.ArgumentParser) -> None:
+AUTO_LADDER = "auto"
+
+
+def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:
+    names = [*NAMED_LADDERS, AUTO_LADDER] if auto else list(NAMED_LADDERS)
     p.add_argument(
         "--ladder",
         default="default",
         help="rung capacities, e.g. 1024,2048,4096,8192, or one of "
-        f"{', '.join(NAMED_LADDERS)} (default: default = 1024,2048,4096,8192)",
+        f"{', '.join(names)} (default: default = 1024,2048,4096,8192)"
+        + (
+            "; auto: rungs doubling from the first that holds the prompt up to the model's "
+            "max_position_embeddings or --max-context"
+            if auto
+            else ""
+        ),
     )
+    if auto:
+        p.add_argument(
+            "--max-context",
+            type=int,
+            default=None,
+            metavar="N",
+            help="with --ladder auto: the top rung (default: the model's max_position_embeddings)",
+        )
 
 
 def add_graph_option(p: argparse.ArgumentParser) -> None:
@@ -96,10 +115,14 @@ def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = N
     )
     p.add_argument(
         "--decode-tokens",
+        "--max-new-tokens",
+        dest="decode_tokens",
         type=int,
         default=None,
         metavar="T",
-        help=decode_help or "decode steps (default: up to the top rung's capacity)",
+        help=decode_help
+        or "decode steps; greedy: tokens to generate at most, ending earlier at EOS "
+        "(default: up to the top rung's capacity)",
     )
 
 
@@ -148,8 +171,29 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def ladder_from_args(args: argparse.Namespace) -> Ladder:
-    return Ladder.parse(args.ladder)
+def ladder_from_args(
+    args: argparse.Namespace, max_positions: int | None = None, prompt_len: int | None = None
+) -> Ladder:
+    """--ladder; ``auto`` needs the model's max_position_embeddings and the prompt length."""
+    if args.ladder != AUTO_LADDER:
+        ladder = Ladder.parse(args.ladder)
+        if max_positions is not None and ladder.top > max_positions:
+            raise CompileAheadError(
+                f"--ladder {ladder}: the top rung {ladder.top} exceeds the model's "
+                f"max_position_embeddings ({max_positions})"
+            )
+        return ladder
+    if max_positions is None:
+        raise CompileAheadError("--ladder auto needs the model (its max_position_embeddings)")
+    maximum = max_positions
+    if getattr(args, "max_context", None) is not None:
+        if not 0 < args.max_context <= max_positions:
+            raise CompileAheadError(
+                f"--max-context must be in 1..{max_positions} (the model's "
+                f"max_position_embeddings), got {args.max_context}"
+            )
+        maximum = args.max_context
+    return Ladder.auto(prompt_len if prompt_len is not None else DEFAULT_PROMPT_LEN, maximum)
 
 
 def default_prompt_len(ladder: Ladder) -> int:

@@ -18,6 +18,10 @@ class Protocol:
     prompt: tuple[int, ...]
     decode_tokens: int
     forced: tuple[int, ...] = ()  # teacher-forced inputs for decode steps 0..T-1
+    eos: frozenset[int] = frozenset()  # greedy: generation ends after one of these
+
+    def ends(self, predicted: int) -> bool:
+        return predicted in self.eos
 
     def next_input(self, step: int, predicted: int) -> int:
         return self.forced[step] if self.name == "teacher-forced" else predicted
@@ -32,7 +36,8 @@ def teacher_forced(vocab_size: int, prompt_len: int, decode_tokens: int, seed: i
     return Protocol("teacher-forced", ids[:prompt_len], decode_tokens, ids[prompt_len:])
 
 
-def greedy(prompt: list[int], decode_tokens: int) -> Protocol:
+def greedy(prompt: list[int], decode_tokens: int, eos: tuple[int, ...] = ()) -> Protocol:
+    """Generate from the prompt until an EOS id or ``decode_tokens`` tokens."""
     if not prompt or decode_tokens <= 0:
         raise CompileAheadError("greedy generation needs a prompt and a positive token count")
-    return Protocol("greedy", tuple(prompt), decode_tokens)
+    return Protocol("greedy", tuple(prompt), decode_tokens, eos=frozenset(eos))

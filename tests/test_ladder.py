@@ -63,7 +63,9 @@ def test_boundaries_crossed_and_recorded(runs):
         window = runs[name].report.to_json()["boundary_tokens"]
         assert {w["context"] for w in window} >= {13, 14, 15, 16, 17, 18}
     assert runs["b0"].report.to_json()["boundaries"] == []
-    digests = {w["context"]: w["logits_digest"] for w in runs["i1"].report.to_json()["boundary_tokens"]}
+    digests = {
+        w["context"]: w["logits_digest"] for w in runs["i1"].report.to_json()["boundary_tokens"]
+    }
     assert digests == {
         w["context"]: w["logits_digest"] for w in runs["i2"].report.to_json()["boundary_tokens"]
     }
@@ -137,23 +139,40 @@ def test_i2_releases_retired_rungs_and_never_overlaps_compiles(source):
         assert open_jobs <= 1
 
 
+class _Order(RunEvents):
+    """Compile ends and boundary starts, in the order they happened."""
+
+    def __init__(self):
+        self.finished: dict[int, int] = {}  # capacity -> compile end
+        self.boundaries: list[tuple[int, int]] = []  # (to, begin)
+
+    def compile_finished(self, job, capacity, kind, ok, ts, info):
+        self.finished[capacity] = ts
+
+    def boundary(self, timing, job):
+        self.boundaries.append((timing.record.to, timing.begin_ns))
+
+
 def _paced(source, faults: Faults):
-    # Emulate a device slow enough that a tiny model's compile fits the decode runway.
+    # Emulate a device slow enough that a tiny model's compile can fit the decode runway.
     faults.step_delay_s = 0.03
     proto = teacher_forced(source.config.vocab_size, 2, 62)
     settings = RunSettings(SCHEDULES["i2"], Ladder.parse("16,32,64"), proto, faults=faults)
-    return run_ladder(source, F32, settings).report.to_json()
+    order = _Order()
+    return run_ladder(source, F32, settings, order).report.to_json(), order
 
 
-def test_injected_compile_delay_produces_a_wait_and_none_without(source):
-    on_time = _paced(source, Faults())
-    assert [b["wait_s"] for b in on_time["boundaries"]] == [0.0, 0.0]
-    assert all(b["ready"] and b["ready_margin_s"] > 0 for b in on_time["boundaries"])
-    late = _paced(source, Faults(compile_delay_s=1.0))
-    for b in late["boundaries"]:
-        assert not b["ready"]
-        assert b["wait_s"] > 0.4 and b["ready_margin_s"] < 0
-    assert late["foreground_compile_s"] > on_time["foreground_compile_s"] + 0.8
+def test_a_boundary_waits_exactly_when_its_compile_ends_after_it(source):
+    for faults in (Faults(), Faults(compile_delay_s=1.0)):
+        report, order = _paced(source, faults)
+        assert len(report["boundaries"]) == len(order.boundaries) == 2
+        for b, (to, begin) in zip(report["boundaries"], order.boundaries, strict=True):
+            ended_before = order.finished[to] <= begin
+            assert b["ready"] == ended_before
+            assert (b["wait_s"] == 0.0) == ended_before
+    # A delay longer than the whole run's decode makes every successor late.
+    _, order = _paced(source, Faults(compile_delay_s=3.0))
+    assert all(order.finished[to] > begin for to, begin in order.boundaries)
 
 
 def test_background_failure_is_retried_in_the_foreground(source):
@@ -239,14 +258,19 @@ def test_out_of_memory_on_grow_is_a_clear_error(source, monkeypatch):
     run = run_ladder(source, F32, RunSettings(SCHEDULES["i1"], LADDER, proto))
     assert isinstance(run.error, CompileAheadError)
     assert "out of memory reserving" in str(run.error) and "capacity 64" in str(run.error)
-    assert run.report.to_json()["tokens_decoded"] == 24 and run.report.to_json()["stop_reason"].startswith("error:")
+    assert run.report.to_json()["tokens_decoded"] == 24 and run.report.to_json()[
+        "stop_reason"
+    ].startswith("error:")
 
 
 def test_top_rung_ends_generation_with_a_reason(source):
     proto = teacher_forced(source.config.vocab_size, 8, 200)
     run = run_ladder(source, F32, RunSettings(SCHEDULES["i3"], LADDER, proto))
     assert run.report.to_json()["stop_reason"] == "top rung capacity 128 reached"
-    assert run.report.to_json()["tokens_decoded"] == 120 and run.report.to_json()["context_final"] == 128
+    assert (
+        run.report.to_json()["tokens_decoded"] == 120
+        and run.report.to_json()["context_final"] == 128
+    )
 
 
 @pytest.mark.parametrize(

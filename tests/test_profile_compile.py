@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from compile_ahead.profiling.cli import main
-from compile_ahead.profiling.trace_processor import NodeTraceProcessor, unavailable_reason
+from trace_processor import NodeTraceProcessor, unavailable_reason
 from compile_ahead.profiling.trace_validate import validate_trace
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))

@@ -7,7 +7,7 @@ import pytest
 
 from compile_ahead.profiling.trace_compile import Span, emit_nested
 from compile_ahead.profiling.trace_decode import StepSlicer
-from compile_ahead.profiling.trace_processor import NodeTraceProcessor, unavailable_reason
+from trace_processor import NodeTraceProcessor, unavailable_reason
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trace_writer import TraceWriter
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.profiling.trace_processor import NodeTraceProcessor, unavailable_reason
+from trace_processor import NodeTraceProcessor, unavailable_reason
 from compile_ahead.profiling.trace_validate import validate_bytes, validate_trace
 from compile_ahead.profiling.trace_writer import (
     GRAPHS_RESIDENT,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -58,5 +59,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(args, "compile-ahead")
 
 
+# Background compiles run on daemon threads with this name prefix (runtime/rung_policy.py).
+COMPILE_THREAD_PREFIX = "compile-ahead-"
+
+
+def exit_process(code: int) -> None:
+    """End the process with ``code``. A compile still running (the run ended or was
+    interrupted first) cannot be stopped, and tearing the interpreter and OpenVINO's
+    libraries down under it crashes; so then exit at once, everything already written."""
+    compiling = any(
+        t.name.startswith(COMPILE_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
+    )
+    if compiling:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def entry() -> None:
+    """The `compile-ahead` console script."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

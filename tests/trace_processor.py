@@ -17,6 +17,8 @@ from perfetto.common.query_result_iterator import QueryResultIterator
 from perfetto.trace_processor.platform import PlatformDelegate
 from perfetto.trace_processor.protos import ProtoFactory
 
+from compile_ahead.profiling.varint import decode_varint
+
 ENGINE_JS = Path(__file__).with_name("tp_engine.js")
 _CHUNK = 8 << 20
 
@@ -177,13 +179,10 @@ class NodeTraceProcessor:
         tag = self._read(1)[0]
         if tag != 0x0A:
             raise TraceProcessorError(f"unexpected byte {tag:#x} from the engine")
-        size = shift = 0
-        while True:
-            byte = self._read(1)[0]
-            size |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
+        prefix = self._read(1)
+        while prefix[-1] & 0x80:
+            prefix += self._read(1)
+        size, _ = decode_varint(prefix)
         reply = self.protos.TraceProcessorRpc()
         reply.ParseFromString(self._read(size))
         if reply.fatal_error:
