@@ -1,10 +1,10 @@
 """A cache of compiled graphs across runs: export once, import instead of compiling again.
 
-Why not OpenVINO's CACHE_DIR: our graphs are built in memory from constants that alias the
-weight arrays, and CACHE_DIR's model hash changed with every rebuild of the same graph from a
-new weight store (every new process, so it never hit across runs), while hashing the graph on
-every compile_model. So entries here are keyed by what a compiled graph depends on, all of it
-explicit:
+OpenVINO's own CACHE_DIR also works for our in-memory graphs (it hashes their content, so a
+rebuilt graph hits), but it must build the graph and hash all of it, weights included, on
+every compile_model call, hit or miss, and it says whether it hit only afterwards. Here an
+entry is found from explicit identities before anything is built (benchmarks/compile_cache.py
+measures both), and it is keyed by everything a compiled graph depends on:
 
 - the model: its config, and its weights' identity (checkpoint or IR files' path, size and
   mtime; preset, seed, dtype and generator version for synthetic weights);
@@ -21,9 +21,9 @@ the graph recompiled, with a warning. A hit imports the blob from a memory map (
 file into memory); the compiled model may alias the mapping, which is kept alive with it.
 
 Weightless entries (CACHE_MODE=OPTIMIZE_SIZE, weights restored from the graph at import) are
-optional: the CPU plugin only leaves weights out for graphs read from IR files, so for our
-in-memory graphs they are as large as full entries on CPU; devices that support it (NPU) can
-turn them on.
+optional: the CPU plugin leaves weights out only for graphs read from IR files, so for our
+in-memory graphs its entries are as large as full ones; a device that supports weightless
+blobs for in-memory graphs can turn them on.
 """
 
 from __future__ import annotations

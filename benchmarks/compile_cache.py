@@ -1,0 +1,348 @@
+"""Compile figures with weights on disk, and the compile cache, for one preset.
+
+Prints, measured side by side in one process (timings on a shared VM drift, so variants are
+interleaved and reported as per-rung ratios):
+  - compile_model per rung: the synthetic preset (a checkpoint in the user cache since
+    synthetic weights are written once) against a transformers random-init checkpoint of the
+    same shapes saved with save_pretrained; target preset / checkpoint <= 1.15, AB/BA order;
+  - per rung, cold (compile + export + write) against warm (import from the cache);
+  - a decode step on an imported rung against the same rung compiled;
+  - OpenVINO's own CACHE_DIR on our in-memory graphs: whether a rebuilt graph hits, and what
+    hashing the graph costs;
+  - a weightless entry (CACHE_MODE=OPTIMIZE_SIZE): size and import time against a full one;
+  - split mode: the weight parts and one attention core, cold against warm.
+
+    python benchmarks/compile_cache.py [--preset qwen2.5-0.5b] [--ladder 1024,2048,4096,8192]
+        [--rounds 2] [--work DIR] [--json out.json]
+
+The checkpoint is written to --work (default: a directory in the system temp dir) once and
+reused; the synthetic preset comes from the user cache (COMPILE_AHEAD_CACHE_DIR to move it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from compile_ahead.runtime.compile_cache import CompileCache
+from compile_ahead.runtime.compiler import CompileOptions, compile_step, core, device_config
+from compile_ahead.runtime.config import ModelConfig
+from compile_ahead.runtime.graphs import GraphSpec, build_step_model
+from compile_ahead.runtime.kv_store import KVArena
+from compile_ahead.runtime.presets import PRESETS
+from compile_ahead.runtime.sources import load_checkpoint, synthetic_model
+from compile_ahead.runtime.split_step import WeightParts, compile_attention_core
+
+
+def hf_checkpoint(cfg: ModelConfig, target: Path, dtype: str) -> Path:
+    """A transformers random-init model of ``cfg``'s shapes, saved with save_pretrained."""
+    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+        return target
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    shapes = dict(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim,
+        max_position_embeddings=cfg.max_position_embeddings,
+        rms_norm_eps=cfg.rms_norm_eps,
+        rope_theta=cfg.rope.theta,
+        tie_word_embeddings=cfg.tie_word_embeddings,
+    )
+    if cfg.architecture == "qwen2":
+        model_cls, hf_cfg = Qwen2ForCausalLM, Qwen2Config(**shapes)
+    else:
+        model_cls, hf_cfg = LlamaForCausalLM, LlamaConfig(**shapes)
+    torch.manual_seed(0)
+    torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
+    print(f"writing a transformers random-init checkpoint to {target} ...", flush=True)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model_cls(hf_cfg).to(torch_dtype).save_pretrained(tmp, safe_serialization=True)
+    tmp.rename(target)
+    return target
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else float("nan")
+
+
+def preset_vs_checkpoint(preset, ckpt, ladder, rounds, options) -> dict:
+    """compile_model seconds per rung, AB/BA alternated per rung and round."""
+    times: dict[str, dict[int, list[float]]] = {"preset": {}, "checkpoint": {}}
+    for r in range(rounds):
+        for i, c in enumerate(ladder):
+            spec = GraphSpec(c, 1, options.kv_precision)
+            order = [("preset", preset), ("checkpoint", ckpt)]
+            if (r + i) % 2:
+                order.reverse()
+            for name, source in order:
+                result = compile_step(source, spec, options)
+                times[name].setdefault(c, []).append(result.compile_s)
+                print(f"  round {r + 1} C={c} {name:10s} compile {result.compile_s:6.2f} s")
+                del result
+                gc.collect()
+    rows = []
+    for c in ladder:
+        ratios = [p / k for p, k in zip(times["preset"][c], times["checkpoint"][c], strict=True)]
+        rows.append(
+            {
+                "capacity": c,
+                "preset_s": times["preset"][c],
+                "checkpoint_s": times["checkpoint"][c],
+                "ratio_median": median(ratios),
+            }
+        )
+    all_ratios = [
+        p / k
+        for c in ladder
+        for p, k in zip(times["preset"][c], times["checkpoint"][c], strict=True)
+    ]
+    return {"rows": rows, "ratio_geomean": geomean(all_ratios)}
+
+
+def decode_ms(step, cfg: ModelConfig, capacity: int, kv: str, steps: int = 12) -> float:
+    arena = KVArena(cfg, capacity, kv)
+    step.bind(arena)
+    ids = np.array([11])
+    step.run(ids, 100)
+    t0 = time.perf_counter()
+    for t in range(steps):
+        step.run(ids, 101 + t)
+    return 1000 * (time.perf_counter() - t0) / steps
+
+
+def cold_vs_warm(source, ladder, rounds, options, work: Path) -> dict:
+    """Per rung: a miss (compile, export, write) then a hit (import), in a fresh cache per
+    round; then a decode step on the imported rung against the compiled one."""
+    rows: dict[int, dict[str, list[float]]] = {
+        c: {"compile_s": [], "store_s": [], "import_s": [], "entry_mb": []} for c in ladder
+    }
+    decode: dict[str, list[float]] = {"compiled_ms": [], "imported_ms": []}
+    for r in range(rounds):
+        cache_dir = work / f"compiled-round{r}"
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        cached = replace(options, cache=CompileCache(cache_dir))
+        for c in ladder:
+            spec = GraphSpec(c, 1, options.kv_precision)
+            cold = compile_step(source, spec, cached)
+            assert cold.cache == "miss", cold.cache
+            entry = cold.step.compile_cache.entry
+            warm = compile_step(source, spec, cached)
+            assert warm.cache == "hit", warm.cache
+            row = rows[c]
+            row["compile_s"].append(cold.compile_s)
+            row["store_s"].append(cold.store_s)
+            row["import_s"].append(warm.import_s)
+            row["entry_mb"].append(entry.stat().st_size / 1e6 if entry else float("nan"))
+            print(
+                f"  round {r + 1} C={c} cold compile {cold.compile_s:6.2f} s + store "
+                f"{cold.store_s:5.2f} s | warm import {warm.import_s:5.2f} s"
+            )
+            if c == ladder[0]:
+                pair = [("compiled_ms", cold.step), ("imported_ms", warm.step)]
+                for name, step in pair if r % 2 == 0 else pair[::-1]:
+                    decode[name].append(decode_ms(step, source.config, c, options.kv_precision))
+            del cold, warm
+            gc.collect()
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    out = []
+    for c in ladder:
+        row = rows[c]
+        ratio = [i / k for i, k in zip(row["import_s"], row["compile_s"], strict=True)]
+        out.append(
+            {"capacity": c, **row, "warm_over_cold_median": median(ratio)}  # type: ignore[dict-item]
+        )
+    return {"rows": out, "decode_first_rung": decode}
+
+
+def mechanisms(ckpt_dir: Path, capacity: int, options, rounds: int, work: Path) -> dict:
+    """Our export/import cache against OpenVINO's CACHE_DIR at one rung, interleaved. Miss:
+    build + compile + write. Hit: on a graph source opened afresh (what a new process does);
+    CACHE_DIR needs the graph built and hashes all of it, weights included, on every call."""
+    spec = GraphSpec(capacity, 1, options.kv_precision)
+    config = device_config(options)
+    res: dict = {"ours": {"miss_s": [], "hit_s": []}, "cache_dir": {"miss_s": [], "hit_s": []}}
+    res["cache_dir"]["loaded_from_cache"] = []
+    for r in range(rounds):
+        for mech in ("ours", "cache_dir") if r % 2 == 0 else ("cache_dir", "ours"):
+            directory = work / f"mechanism-{mech}"
+            shutil.rmtree(directory, ignore_errors=True)
+            if mech == "ours":
+                opts = replace(options, cache=CompileCache(directory))
+                cold = compile_step(load_checkpoint(ckpt_dir), spec, opts)
+                miss = cold.build_s + cold.compile_s + cold.store_s
+                del cold
+                gc.collect()
+                hit = compile_step(load_checkpoint(ckpt_dir), spec, opts).import_s
+            else:
+                with_dir = {**config, "CACHE_DIR": str(directory)}
+                t0 = time.perf_counter()
+                src = load_checkpoint(ckpt_dir)
+                model = build_step_model(src.config, src.weights, spec)
+                compiled = core().compile_model(model, options.device, with_dir)
+                miss = time.perf_counter() - t0
+                del compiled, model, src
+                gc.collect()
+                t0 = time.perf_counter()
+                src = load_checkpoint(ckpt_dir)
+                model = build_step_model(src.config, src.weights, spec)
+                compiled = core().compile_model(model, options.device, with_dir)
+                hit = time.perf_counter() - t0
+                res[mech]["loaded_from_cache"].append(
+                    bool(compiled.get_property("LOADED_FROM_CACHE"))
+                )
+                del compiled, model, src
+            res[mech]["miss_s"].append(miss)
+            res[mech]["hit_s"].append(hit)
+            print(f"  round {r + 1} {mech:9s} miss {miss:6.2f} s  hit {hit:5.2f} s", flush=True)
+            gc.collect()
+            shutil.rmtree(directory, ignore_errors=True)
+    return res
+
+
+def weightless(source, capacity, options, work: Path) -> dict:
+    spec = GraphSpec(capacity, 1, options.kv_precision)
+    out = {}
+    for name, cache in (
+        ("full", CompileCache(work / "full")),
+        ("weightless", CompileCache(work / "weightless", weightless=True)),
+    ):
+        shutil.rmtree(cache.directory, ignore_errors=True)
+        opts = replace(options, cache=cache)
+        cold = compile_step(source, spec, opts)
+        entry = cold.step.compile_cache.entry
+        del cold
+        gc.collect()
+        warm = compile_step(source, spec, opts)
+        out[name] = {
+            "entry_mb": entry.stat().st_size / 1e6 if entry else None,
+            "import_s": warm.import_s,
+            "state": warm.cache,
+        }
+        del warm
+        gc.collect()
+        shutil.rmtree(cache.directory, ignore_errors=True)
+    return out
+
+
+def split_cold_warm(source, capacity, options, work: Path) -> dict:
+    cache = CompileCache(work / "split")
+    shutil.rmtree(cache.directory, ignore_errors=True)
+    opts = replace(options, cache=cache)
+    spec = GraphSpec(capacity, 1, options.kv_precision)
+    out = {}
+    for phase in ("cold", "warm"):
+        parts = WeightParts(source, opts)
+        t0 = time.perf_counter()
+        core_step = compile_attention_core(parts, spec, opts)
+        core_s = time.perf_counter() - t0
+        out[phase] = {
+            "weight_parts_s": parts.compile_s,
+            "weight_parts_cache": parts.cache_state,
+            "attention_core_s": core_s,
+            "attention_core_cache": core_step.compile_cache.state,
+        }
+        del parts, core_step
+        gc.collect()
+    shutil.rmtree(cache.directory, ignore_errors=True)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="qwen2.5-0.5b", choices=sorted(PRESETS))
+    p.add_argument("--ladder", default="1024,2048,4096,8192")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--checkpoint-dtype", default="f16", choices=("f16", "bf16", "f32"))
+    p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ca-cache-bench")
+    p.add_argument("--skip-split", action="store_true")
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args()
+    ladder = [int(x) for x in args.ladder.split(",")]
+    args.work.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    preset = synthetic_model(args.preset)
+    print(f"preset: {preset.label} (resolve {time.perf_counter() - t0:.1f} s)")
+    print(f"  {preset.describe()}")
+    ckpt_dir = args.work / f"{args.preset}-hf-{args.checkpoint_dtype}"
+    hf_checkpoint(preset.config, ckpt_dir, args.checkpoint_dtype)
+    ckpt = load_checkpoint(ckpt_dir)
+    print(f"checkpoint: {ckpt.label}")
+    options = CompileOptions("CPU").resolved()
+    print(f"device CPU, inference precision {options.inference_precision}, ladder {ladder}")
+    # The first compile in a process pays one-time plugin start-up: keep it out of the table.
+    warmup = compile_step(ckpt, GraphSpec(16, 1, options.kv_precision), options)
+    del warmup
+
+    report: dict = {"preset": preset.describe(), "checkpoint": ckpt.describe(), "ladder": ladder}
+    print("\n== compile_model per rung: synthetic preset vs transformers checkpoint ==")
+    report["preset_vs_checkpoint"] = pvc = preset_vs_checkpoint(
+        preset, ckpt, ladder, args.rounds, options
+    )
+    for row in pvc["rows"]:
+        print(
+            f"  C={row['capacity']:6d} preset {median(row['preset_s']):5.2f} s  checkpoint "
+            f"{median(row['checkpoint_s']):5.2f} s  ratio {row['ratio_median']:.3f}"
+        )
+    print(f"  preset / checkpoint, geometric mean: {pvc['ratio_geomean']:.3f} (target <= 1.15)")
+
+    print("\n== compile cache: cold (compile + store) vs warm (import), preset ==")
+    report["cold_vs_warm"] = cvw = cold_vs_warm(preset, ladder, args.rounds, options, args.work)
+    for row in cvw["rows"]:
+        print(
+            f"  C={row['capacity']:6d} compile {median(row['compile_s']):5.2f} s  store "
+            f"{median(row['store_s']):5.2f} s  import {median(row['import_s']):5.2f} s  "
+            f"entry {median(row['entry_mb']):.0f} MB  warm/cold {row['warm_over_cold_median']:.3f}"
+        )
+    dec = cvw["decode_first_rung"]
+    print(
+        f"  decode at C={ladder[0]}: compiled {median(dec['compiled_ms']):.1f} ms, imported "
+        f"{median(dec['imported_ms']):.1f} ms per step"
+    )
+
+    print("\n== mechanisms: export/import vs OpenVINO CACHE_DIR (checkpoint, first rung) ==")
+    report["mechanisms"] = mech = mechanisms(ckpt_dir, ladder[0], options, args.rounds, args.work)
+    for name in ("ours", "cache_dir"):
+        print(
+            f"  {name:9s} miss {median(mech[name]['miss_s']):5.2f} s  "
+            f"hit {median(mech[name]['hit_s']):5.2f} s"
+        )
+    print(f"  CACHE_DIR loaded from cache: {mech['cache_dir']['loaded_from_cache']}")
+
+    print("\n== weightless entry (CACHE_MODE=OPTIMIZE_SIZE), preset, first rung ==")
+    report["weightless"] = wl = weightless(preset, ladder[0], options, args.work)
+    print(f"  {json.dumps(wl)}")
+
+    if not args.skip_split:
+        print("\n== split: weight parts and one attention core, cold vs warm ==")
+        report["split"] = sp = split_cold_warm(preset, ladder[0], options, args.work)
+        print(f"  {json.dumps(sp)}")
+
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
