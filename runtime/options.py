@@ -7,7 +7,6 @@ Importing this module must not load OpenVINO (profile-compile arms its profiling
 from __future__ import annotations
 
 import argparse
-import math
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
@@ -225,6 +224,7 @@ def decode_tokens_from_args(args: argparse.Namespace, ladder: Ladder, prompt_len
 
 
 def faults_from_args(args: argparse.Namespace, ladder: Ladder) -> Faults:
+    """The fault-injection flags; Faults checks its own values against the ladder."""
     from .compile_jobs import Faults  # loads OpenVINO: not at import time
 
     fail: dict[int, int] = {}
@@ -236,14 +236,4 @@ def faults_from_args(args: argparse.Namespace, ladder: Ladder) -> Faults:
             raise CompileAheadError(
                 f"--inject-compile-failure takes CAPACITY[:COUNT], got {item!r}"
             ) from None
-        if int(cap) not in ladder.rungs:
-            raise CompileAheadError(
-                f"--inject-compile-failure {item}: {cap} is not a rung of the ladder {ladder}"
-            )
-    for flag, value in (
-        ("--inject-compile-delay", args.inject_compile_delay),
-        ("--step-delay", args.step_delay),
-    ):
-        if not math.isfinite(value) or value < 0:
-            raise CompileAheadError(f"{flag} must be a finite number of seconds >= 0, got {value}")
-    return Faults(args.inject_compile_delay, fail, args.step_delay)
+    return Faults(args.inject_compile_delay, fail, args.step_delay).validate(ladder)
