@@ -29,6 +29,7 @@ blobs for in-memory graphs can turn them on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import io
@@ -63,6 +64,9 @@ _SAMPLE_BYTES = 4096
 _GRAPH_SOURCES = ("graphs.py", "split_graphs.py", "weights.py", "precision.py", "ir_step.py")
 
 CacheState = Literal["hit", "miss", "off"]
+# A whole-graph entry holds the compiled weights (a 7B model's rung is ~15 GB): cap by default.
+DEFAULT_MAX_GB = 40.0
+STALE_TMP_S = 3600.0  # a temporary file this old belongs to a writer that died
 
 
 class CompileCacheWarning(UserWarning):
@@ -166,12 +170,50 @@ class CorruptEntry(Exception):
 class CompileCache:
     """Compiled graphs under ``directory``, keyed as the module docstring says."""
 
-    def __init__(self, directory: str | os.PathLike[str], weightless: bool = False):
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        weightless: bool = False,
+        max_bytes: int | None = None,
+    ):
         self.directory = Path(directory).expanduser()
         self.weightless = weightless
+        self.max_bytes = max_bytes  # least recently used entries go beyond this; None: no cap
 
     def __repr__(self) -> str:
-        return f"CompileCache({str(self.directory)!r}, weightless={self.weightless})"
+        return (
+            f"CompileCache({str(self.directory)!r}, weightless={self.weightless}, "
+            f"max_bytes={self.max_bytes})"
+        )
+
+    def entries(self) -> list[Path]:
+        return sorted(self.directory.glob(f"??/*{SUFFIX}"))
+
+    def prune(self, keep: Path | None = None) -> list[Path]:
+        """Delete least recently used entries (a hit refreshes an entry's mtime) until the
+        total is within max_bytes, and temporary files a killed writer left behind."""
+        now = time.time()
+        for tmp in self.directory.glob(f"??/.*{SUFFIX}.*"):
+            with contextlib.suppress(OSError):
+                if now - tmp.stat().st_mtime > STALE_TMP_S:
+                    tmp.unlink()
+        if self.max_bytes is None:
+            return []
+        found = []
+        for path in self.entries():
+            with contextlib.suppress(FileNotFoundError):
+                st = path.stat()
+                found.append((st.st_mtime_ns, st.st_size, path))
+        total = sum(size for _, size, _ in found)
+        removed = []
+        for _, size, path in sorted(found):
+            if total <= self.max_bytes:
+                break
+            if path != keep:
+                path.unlink(missing_ok=True)
+                total -= size
+                removed.append(path)
+        return removed
 
     # -- keys ---------------------------------------------------------------------------
     def key_payload(
@@ -236,6 +278,8 @@ class CompileCache:
             )
             path.unlink(missing_ok=True)
             return None, CacheOutcome("miss", entry=path, note=f"recompiled: {err}")
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently used: the last to be pruned
         return compiled, CacheOutcome("hit", import_s=time.perf_counter() - t0, entry=path)
 
     def compile_options(self, options: CompileOptions) -> CompileOptions:
@@ -316,6 +360,9 @@ class CompileCache:
         path = outcome.entry
         key = path.name.removesuffix(SUFFIX)
         view = memoryview(blob).cast("B")
+        if self.max_bytes is not None and len(view) > self.max_bytes:
+            note = f"not stored: {len(view)} bytes exceed the cache's {self.max_bytes}"
+            return CacheOutcome("miss", entry=None, note=note)
         trailer = json.dumps(
             {"key": key, "blob_bytes": len(view), "sample": _sample_digest(view)}
         ).encode()
@@ -336,7 +383,10 @@ class CompileCache:
                 raise
         except OSError as err:
             return self._not_stored(path, err)
-        return CacheOutcome("miss", store_s=time.perf_counter() - t0, entry=path)
+        stored = CacheOutcome("miss", store_s=time.perf_counter() - t0, entry=path)
+        with contextlib.suppress(OSError):
+            self.prune(keep=path)
+        return stored
 
     @staticmethod
     def _not_stored(path: Path, err: BaseException) -> CacheOutcome:
@@ -391,12 +441,17 @@ def default_cache_dir() -> Path:
     return cache_root() / "compiled"
 
 
-def cache_from_flags(cache_dir: str | None = None, no_cache: bool = False) -> CompileCache | None:
+def cache_from_flags(
+    cache_dir: str | None = None,
+    no_cache: bool = False,
+    max_gb: float | None = DEFAULT_MAX_GB,
+) -> CompileCache | None:
     """On by default in the user cache directory; ``--cache-dir`` moves it, ``--no-cache``
-    turns it off."""
+    turns it off, ``--cache-max-gb`` caps its size (least recently used entries go)."""
     if no_cache:
         return None
-    return CompileCache(Path(cache_dir) if cache_dir else default_cache_dir())
+    max_bytes = None if max_gb is None or max_gb <= 0 else int(max_gb * 1e9)
+    return CompileCache(Path(cache_dir) if cache_dir else default_cache_dir(), max_bytes=max_bytes)
 
 
 def add_cache_options(p: argparse.ArgumentParser) -> None:
@@ -413,7 +468,15 @@ def add_cache_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compile every graph, reading and writing no compile cache",
     )
+    p.add_argument(
+        "--cache-max-gb",
+        type=float,
+        default=DEFAULT_MAX_GB,
+        metavar="GB",
+        help=f"compile cache size cap; least recently used entries are deleted beyond it "
+        f"(default {DEFAULT_MAX_GB:g}; 0: no cap)",
+    )
 
 
 def cache_from_args(args: argparse.Namespace) -> CompileCache | None:
-    return cache_from_flags(args.cache_dir, args.no_cache)
+    return cache_from_flags(args.cache_dir, args.no_cache, args.cache_max_gb)

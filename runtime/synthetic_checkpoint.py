@@ -12,6 +12,7 @@ renamed into place, with a lock file so two processes never generate the same on
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -282,6 +283,12 @@ def ensure_checkpoint(
             aside = parent / f".{final.name}.tmp-broken-{os.getpid()}"
             final.rename(aside)
             shutil.rmtree(aside, ignore_errors=True)
+        free = shutil.disk_usage(parent).free
+        if free < expected_size + (64 << 20):  # refuse before writing, not half-way through
+            raise OSError(
+                errno.ENOSPC,
+                f"{expected_size / 1e9:.1f} GB needed, {free / 1e9:.1f} GB free in {parent}",
+            )
         t0 = time.perf_counter()
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=parent))
         try:

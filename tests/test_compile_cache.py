@@ -162,10 +162,13 @@ def test_a_warm_ladder_run_imports_every_rung(tiny, cache):
         keep_logits=True,
     )
     cold = run_ladder(tiny, f32(cache), settings)
-    stored = {p: p.stat().st_mtime_ns for p in entries(cache)}
+    stored = {p: p.stat().st_ino for p in entries(cache)}  # a rewrite is a new inode
     assert len(stored) == 3  # one decode graph per rung, the successors compiled one ahead
+    stores: list[object] = []
+    cache.store_blob = lambda *a, **k: stores.append(a)  # type: ignore[method-assign]
     warm = run_ladder(tiny, f32(cache), settings)
-    assert {p: p.stat().st_mtime_ns for p in entries(cache)} == stored  # nothing recompiled
+    assert stores == []  # nothing compiled again
+    assert {p: p.stat().st_ino for p in entries(cache)} == stored
     assert warm.predicted == cold.predicted
     assert all(np.array_equal(a, b) for a, b in zip(warm.logits, cold.logits, strict=True))
 
@@ -176,3 +179,38 @@ def test_flags():
     assert default is not None
     assert default.directory == Path(os.environ["COMPILE_AHEAD_CACHE_DIR"]) / "compiled"
     assert cc.cache_from_flags("/x/y").directory == Path("/x/y")
+
+
+def test_size_cap_drops_the_least_recently_used(tiny, tmp_path):
+    probe = cc.CompileCache(tmp_path / "probe")
+    compile_step(tiny, SPEC, f32(probe))
+    (entry,) = entries(probe)
+    size = entry.stat().st_size
+    capped = cc.CompileCache(tmp_path / "capped", max_bytes=int(2.5 * size))
+    specs = [GraphSpec(c, 1, "f32") for c in (16, 32, 48)]
+    for spec in specs[:2]:
+        assert compile_step(tiny, spec, f32(capped)).cache == "miss"
+    first, second = (compile_step(tiny, s, f32(capped)) for s in specs[:2])
+    assert first.cache == second.cache == "hit"
+    os.utime(first.step.compile_cache.entry, ns=(0, 0))  # make C=16 the least recently used
+    assert compile_step(tiny, specs[2], f32(capped)).cache == "miss"
+    assert len(entries(capped)) == 2
+    assert compile_step(tiny, specs[0], f32(capped)).cache == "miss"  # it was dropped
+    tiny_cap = cc.CompileCache(tmp_path / "tiny-cap", max_bytes=size // 2)
+    result = compile_step(tiny, SPEC, f32(tiny_cap))
+    assert result.cache == "miss" and "exceed" in (result.step.compile_cache.note or "")
+    assert entries(tiny_cap) == []
+
+
+def test_concurrent_compiles_of_one_key_leave_one_good_entry(tiny, cache):
+    from concurrent.futures import ThreadPoolExecutor
+
+    reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: compile_step(tiny, SPEC, f32(cache)), range(2)))
+    assert {r.cache for r in results} <= {"miss", "hit"}
+    assert len(entries(cache)) == 1
+    assert not list(cache.directory.rglob(".*"))  # no temporary file left
+    hit = compile_step(tiny, SPEC, f32(cache))
+    assert hit.cache == "hit"
+    assert np.array_equal(logits(hit.step, tiny.config), reference)

@@ -133,3 +133,13 @@ def test_concurrent_writers_agree(tmp_path):
     assert all(
         store.get(n).array.tobytes() == seeded.get(n).array.tobytes() for n in seeded.names()
     )
+
+
+def test_not_enough_disk_falls_back_to_memory_before_writing(cache_dir, monkeypatch):
+    real = sc.shutil.disk_usage
+    monkeypatch.setattr(sc.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    with pytest.warns(sc.SyntheticCheckpointWarning, match="GB free"):
+        source = sc.synthetic_source("tiny")
+    assert source.synthetic and isinstance(source.weights, SyntheticStore)
+    final = sc.checkpoint_dir("tiny", 0, "f16")
+    assert not final.exists() and not list(final.parent.glob(f".{final.name}.tmp-*"))
