@@ -259,18 +259,20 @@ def ensure_checkpoint(
     dtype: str = "f16",
     root: Path | None = None,
     stream: TextIO | None = None,
+    rewrite: bool = False,
 ) -> MaterializedCheckpoint:
-    """The checkpoint directory of (preset, seed, dtype), written now if absent or unusable."""
+    """The checkpoint directory of (preset, seed, dtype), written now if absent or unusable
+    (``rewrite``: the caller found the existing one unreadable)."""
     stream = stream or sys.stderr
     store = SyntheticStore(PRESETS[preset].config, seed, dtype=dtype)
     marker = identity(preset, seed, dtype)
     final = checkpoint_dir(preset, seed, dtype, root)
     _, expected_size = _safetensors_header(store, marker)
-    if _is_complete(final, marker, expected_size):
+    if not rewrite and _is_complete(final, marker, expected_size):
         return MaterializedCheckpoint(final, marker, False, 0.0)
     parent = final.parent
     with _locked(parent / f".{final.name}.lock", f"synthetic {preset} weights", stream):
-        if _is_complete(final, marker, expected_size):  # another process wrote it meanwhile
+        if not rewrite and _is_complete(final, marker, expected_size):  # written meanwhile
             return MaterializedCheckpoint(final, marker, False, 0.0)
         for stale in parent.glob(f".{final.name}.tmp-*"):  # left by a killed writer
             shutil.rmtree(stale, ignore_errors=True)
@@ -323,6 +325,11 @@ def synthetic_source(
     cfg = PRESETS[preset].config
     try:
         ckpt = ensure_checkpoint(preset, seed, dtype, root, stream)
+        try:
+            loaded = load_checkpoint(ckpt.path, preset)
+        except CompileAheadError:  # complete in size but unreadable: write it again
+            ckpt = ensure_checkpoint(preset, seed, dtype, root, stream, rewrite=True)
+            loaded = load_checkpoint(ckpt.path, preset)
     except OSError as err:
         warnings.warn(
             f"cannot write the synthetic {preset} checkpoint under {root or cache_root()} "
@@ -333,7 +340,6 @@ def synthetic_source(
         origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, in memory"
         store = SyntheticStore(cfg, seed, dtype=dtype)
         return SyntheticSource(preset, cfg, store, True, origin)
-    loaded = load_checkpoint(ckpt.path, preset)
     if loaded.config != cfg:
         raise CompileAheadError(
             f"{ckpt.path}: config.json does not read back as the {preset} preset (a bug)"

@@ -143,3 +143,16 @@ def test_not_enough_disk_falls_back_to_memory_before_writing(cache_dir, monkeypa
     assert source.synthetic and isinstance(source.weights, SyntheticStore)
     final = sc.checkpoint_dir("tiny", 0, "f16")
     assert not final.exists() and not list(final.parent.glob(f".{final.name}.tmp-*"))
+
+
+def test_unreadable_header_is_written_again(cache_dir):
+    path = sc.synthetic_source("tiny").model_dir
+    with (path / sc.WEIGHTS_FILE).open("r+b") as f:
+        f.seek(8)
+        f.write(b"\xff" * 32)  # same size, header no longer JSON
+    with pytest.warns(sc.SyntheticCheckpointWarning, match="corrupt"):
+        again = sc.synthetic_source("tiny")
+    assert again.generated
+    seeded = SyntheticStore(PRESETS["tiny"].config, 0)
+    name = "model.embed_tokens.weight"
+    assert again.weights.get(name).array.tobytes() == seeded.get(name).array.tobytes()
