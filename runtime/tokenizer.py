@@ -1,4 +1,5 @@
-"""Text <-> token ids through the checkpoint's own tokenizer.json (never fetched)."""
+"""Text <-> token ids through the model's own tokenizer (never fetched): an optimum-intel
+export's openvino-tokenizers IRs, or a tokenizer.json."""
 
 from __future__ import annotations
 
@@ -6,15 +7,23 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 
+from .ir_files import TOKENIZER_XML
+
 
 def load_tokenizer(model_dir: Path | None, model_name: str):
+    """The export's openvino-tokenizers IRs when present, else tokenizer.json; both give
+    ``encode(text).ids`` and ``decode(ids)``."""
     from tokenizers import Tokenizer
 
+    if model_dir is not None and (model_dir / TOKENIZER_XML).is_file():
+        from .ov_tokenizer import OpenVINOTokenizer
+
+        return OpenVINOTokenizer(model_dir)
     path = model_dir / "tokenizer.json" if model_dir is not None else None
     if path is None or not path.exists():
         raise CompileAheadError(
-            f"{model_name}: text prompts need a tokenizer.json in the model directory "
-            "(none here); pass token ids with --prompt-ids instead"
+            f"{model_name}: text prompts need {TOKENIZER_XML} or tokenizer.json in the model "
+            "directory (neither here); pass token ids with --prompt-ids instead"
         )
     try:
         return Tokenizer.from_file(str(path))
