@@ -9,7 +9,8 @@ interleaved and reported as per-rung ratios):
   - a decode step on an imported rung against the same rung compiled;
   - OpenVINO's own CACHE_DIR on our in-memory graphs: whether a rebuilt graph hits, and what
     hashing the graph costs;
-  - a weightless entry (CACHE_MODE=OPTIMIZE_SIZE): size and import time against a full one;
+  - a weightless entry (CACHE_MODE=OPTIMIZE_SIZE): size and import time against a full one,
+    for our in-memory graph and for the same rung read from IR;
   - split mode: the weight parts and one attention core, cold against warm.
 
     python benchmarks/compile_cache.py [--preset qwen2.5-0.5b] [--ladder 1024,2048,4096,8192]
@@ -37,7 +38,7 @@ import numpy as np
 from compile_ahead.runtime.compile_cache import CompileCache
 from compile_ahead.runtime.compiler import CompileOptions, compile_step, core, device_config
 from compile_ahead.runtime.config import ModelConfig
-from compile_ahead.runtime.graphs import GraphSpec, build_step_model
+from compile_ahead.runtime.graphs import DECOMPRESSION_KEY, GraphSpec, build_step_model
 from compile_ahead.runtime.kv_store import KVArena
 from compile_ahead.runtime.presets import PRESETS
 from compile_ahead.runtime.sources import load_checkpoint, synthetic_model
@@ -245,6 +246,44 @@ def weightless(source, capacity, options, work: Path) -> dict:
     return out
 
 
+def weightless_ir(source, capacity, options, work: Path) -> dict:
+    """The same rung saved as IR and read back (weights then come from the .bin): the CPU
+    plugin's weightless export, size and import time (weights restored from the .bin)."""
+    import io
+
+    import openvino as ov
+
+    spec = GraphSpec(capacity, 1, options.kv_precision)
+    xml = work / "weightless-ir" / "rung.xml"
+    xml.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(build_step_model(source.config, source.weights, spec), xml, False)
+    model = core().read_model(xml)
+    for op in model.get_ops():  # save_model drops the decompression marks: put them back
+        if op.get_type_name() == "Convert" and op.input_value(0).get_element_type() in (
+            ov.Type.f16,
+            ov.Type.bf16,
+        ):
+            op.get_rt_info()[DECOMPRESSION_KEY] = ""
+    config = device_config(options)
+    out = {}
+    for name, extra in (("full", {}), ("weightless", {"CACHE_MODE": "OPTIMIZE_SIZE"})):
+        compiled = core().compile_model(model, options.device, {**config, **extra})
+        buffer = io.BytesIO()
+        compiled.export_model(buffer)
+        del compiled
+        blob = buffer.getvalue()
+        t0 = time.perf_counter()
+        imported = core().import_model(
+            blob, options.device, {**config, **extra, "WEIGHTS_PATH": str(xml.with_suffix(".bin"))}
+        )
+        out[name] = {"blob_mb": len(blob) / 1e6, "import_s": time.perf_counter() - t0}
+        del imported, blob, buffer
+        gc.collect()
+    out["bin_mb"] = xml.with_suffix(".bin").stat().st_size / 1e6
+    shutil.rmtree(xml.parent, ignore_errors=True)
+    return out
+
+
 def split_cold_warm(source, capacity, options, work: Path) -> dict:
     cache = CompileCache(work / "split")
     shutil.rmtree(cache.directory, ignore_errors=True)
@@ -333,6 +372,10 @@ def main() -> int:
     print("\n== weightless entry (CACHE_MODE=OPTIMIZE_SIZE), preset, first rung ==")
     report["weightless"] = wl = weightless(preset, ladder[0], options, args.work)
     print(f"  {json.dumps(wl)}")
+
+    print("\n== weightless export of the same rung read from IR (checkpoint, first rung) ==")
+    report["weightless_ir"] = wir = weightless_ir(ckpt, ladder[0], options, args.work)
+    print(f"  {json.dumps(wir)}")
 
     if not args.skip_split:
         print("\n== split: weight parts and one attention core, cold vs warm ==")
