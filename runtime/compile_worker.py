@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,11 +224,13 @@ class WorkerPlacement:
         *,
         timeout_s: float,
         fault: Fault | None = None,
+        blob_sink: Callable[[bytes], object] | None = None,
     ) -> WorkerResult:
         """Compile ``spec`` of the model ``source_ref`` (as resolve_model takes it) in the
         worker and import it here. ``timeout_s`` bounds the worker's part (its start when
-        needed, the compile and the export); the import here is not interruptible. Raises
-        WorkerCompileError when the worker does not deliver."""
+        needed, the compile and the export); the import here is not interruptible.
+        ``blob_sink`` gets the exported blob before it is imported (e.g. to store it in the
+        compile cache). Raises WorkerCompileError when the worker does not deliver."""
         options = options.resolved()
         begin_ns = time.monotonic_ns()
         deadline = time.monotonic() + timeout_s
@@ -247,7 +250,7 @@ class WorkerPlacement:
                 if not self.persistent:
                     self._retire(worker)
                 t0 = time.monotonic_ns()
-                step = _import(blob, spec, options, reply.config.num_layers)
+                step = _import(blob, spec, options, reply.config.num_layers, blob_sink)
                 t1 = time.monotonic_ns()
             finally:
                 blob.unlink(missing_ok=True)
@@ -377,9 +380,17 @@ class WorkerPlacement:
         return worker.close()
 
 
-def _import(blob: Path, spec: graphs.GraphSpec, options: CompileOptions, num_layers: int):
+def _import(
+    blob: Path,
+    spec: graphs.GraphSpec,
+    options: CompileOptions,
+    num_layers: int,
+    sink: Callable[[bytes], object] | None,
+) -> CompiledStep:
     data = blob.read_bytes()
     blob.unlink()
+    if sink is not None:
+        sink(data)
     try:
         compiled = core().import_model(data, options.device, device_config(options))
     except RuntimeError as err:

@@ -98,7 +98,9 @@ def test_worker_rung_gives_identical_logits(placement):
     kv = [rng.standard_normal(shape).astype(np.float32) for _ in range(2 * cfg.num_layers)]
     tokens = [3, 17, 256, 999, 0, 42]
     local = compile_step(source, SPEC, OPTIONS).step
-    result = placement.compile(MODEL, SPEC, OPTIONS, timeout_s=120)
+    blobs: list[bytes] = []
+    result = placement.compile(MODEL, SPEC, OPTIONS, timeout_s=120, blob_sink=blobs.append)
+    assert [len(b) for b in blobs] == [result.blob_bytes]  # e.g. for the compile cache
     assert type(result.step) is type(local)
     assert result.step.num_layers == cfg.num_layers and result.step.spec == SPEC
     ours, theirs = _decode(local, kv, tokens), _decode(result.step, kv, tokens)
