@@ -83,6 +83,17 @@ def core() -> ov.Core:
     return _core
 
 
+def compile_model(
+    model: ov.Model, device: str, config: dict[str, object], what: str
+) -> ov.CompiledModel:
+    """core().compile_model, with OpenVINO's error turned into one line that names `what`."""
+    try:
+        return core().compile_model(model, device, config)
+    except RuntimeError as err:
+        summary = openvino_error_summary(err)
+        raise CompileAheadError(f"compiling {what} for {device} failed: {summary}") from err
+
+
 def device_config(options: CompileOptions) -> dict[str, object]:
     cfg: dict[str, object] = dict(options.extra_config)
     supported = core().get_property(options.device, "SUPPORTED_PROPERTIES")
@@ -115,14 +126,8 @@ def compile_graph(
     t0 = time.perf_counter()
     model = graphs.build_step_model(source.config, source.weights, spec)
     t1 = time.perf_counter()
-    try:
-        compiled = core().compile_model(model, options.device, device_config(options))
-    except RuntimeError as err:
-        first = openvino_error_summary(err)
-        raise CompileAheadError(
-            f"compiling the C={spec.capacity} {spec.kind} graph for {options.device} "
-            f"failed: {first}"
-        ) from err
+    what = f"the C={spec.capacity} {spec.kind} graph"
+    compiled = compile_model(model, options.device, device_config(options), what)
     t2 = time.perf_counter()
     return compiled, t1 - t0, t2 - t1
 

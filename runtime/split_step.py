@@ -14,8 +14,6 @@ from collections.abc import Callable
 import numpy as np
 import openvino as ov
 
-from compile_ahead.errors import CompileAheadError
-
 from . import graphs, split_graphs
 from .compile_cache import (
     CacheOutcome,
@@ -23,7 +21,7 @@ from .compile_cache import (
     cached_compile,
     weight_part_identity,
 )
-from .compiler import CompileOptions, core, device_config, openvino_error_summary
+from .compiler import CompileOptions, compile_model, device_config
 from .kv_store import KVArena
 from .precision import OV_TYPES, STORAGE_DTYPES, bf16_bits_to_f32
 from .sources import ModelSource
@@ -46,11 +44,7 @@ def _compile(
     """Import the graph from the compile cache (options.cache), or build and compile it."""
 
     def compile_fn(opts: CompileOptions) -> tuple[ov.CompiledModel, float, float]:
-        try:
-            return core().compile_model(build(), opts.device, device_config(opts)), 0.0, 0.0
-        except RuntimeError as err:
-            first = openvino_error_summary(err)
-            raise CompileAheadError(f"compiling {what} for {opts.device} failed: {first}") from err
+        return compile_model(build(), opts.device, device_config(opts), what), 0.0, 0.0
 
     (compiled, _, _), outcome = cached_compile(
         options.cache, source, graph, options, compile_fn, build
