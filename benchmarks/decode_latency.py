@@ -20,11 +20,11 @@ import openvino as ov
 
 from compile_ahead.runtime.accounting import rss_bytes
 from compile_ahead.runtime.compiler import CompileOptions, compile_step
+from compile_ahead.runtime.cpu_dynamic import compile_dynamic_cpu
 from compile_ahead.runtime.graphs import GraphSpec
 from compile_ahead.runtime.kv_store import KVArena
 from compile_ahead.runtime.precision import STORAGE_DTYPES, f32_to_bf16_bits
 from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.upstream import compile_dynamic_cpu
 
 
 def fill_random(arena: KVArena, length: int, rng: np.random.Generator) -> None:

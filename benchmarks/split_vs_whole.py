@@ -45,7 +45,7 @@ def child_rss(model: str, mode: str, ladder: list[int]) -> dict:
     t0 = time.perf_counter()
     keep: list[object] = []
     if mode == "npuw":
-        from compile_ahead.runtime.upstream import compile_npuw
+        from compile_ahead.runtime.npuw import compile_npuw
 
         runner = compile_npuw(source, ladder[-1] - 64, 64, pyramid=True)
         keep.append(runner)

@@ -43,3 +43,19 @@ def f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
     u = np.ascontiguousarray(values, np.float32).view(np.uint32)
     rounded = u + 0x7FFF + ((u >> 16) & 1)
     return (rounded >> 16).astype(np.uint16)
+
+
+def with_precisions(
+    cfg: dict[str, object],
+    inference_precision: str | None,
+    kv_cache_precision: str | None,
+    extra: dict[str, object] | None,
+) -> dict[str, object]:
+    """cfg with the inference and KV cache precision hints set (None leaves the device's
+    default) and `extra` applied last."""
+    if inference_precision is not None:
+        cfg["INFERENCE_PRECISION_HINT"] = OV_TYPES[check_precision(inference_precision, "hint")]
+    if kv_cache_precision is not None:
+        cfg["KV_CACHE_PRECISION"] = OV_TYPES[check_precision(kv_cache_precision, "KV")]
+    cfg.update(extra or {})
+    return cfg

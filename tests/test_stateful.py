@@ -7,21 +7,24 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from compile_ahead.runtime import stateful, upstream
+from compile_ahead.runtime import stateful
+from compile_ahead.runtime.cpu_dynamic import cpu_config
+from compile_ahead.runtime.ir_round_trip import through_ir
 from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.stateful_runner import StatefulRunner
 from conftest import reference_greedy
 
 PROMPT = [int(x) for x in np.random.default_rng(11).integers(3, 1000, size=19)]
 STEPS = 20
 # f32 arithmetic and an f32 KV cache (the CPU plugin's default KV cache is u8).
-EXACT = upstream.cpu_config(inference_precision="f32", kv_cache_precision="f32")
+EXACT = cpu_config(inference_precision="f32", kv_cache_precision="f32")
 
 
 @pytest.mark.parametrize("fixture", ["tiny_qwen2_dir", "tiny_llama_dir"])
 def test_greedy_matches_transformers(fixture, request):
     model_dir = request.getfixturevalue(fixture)
     ref_tokens, ref_logits = reference_greedy(model_dir, PROMPT, STEPS)
-    runner = upstream.StatefulRunner("cpu", resolve_model(str(model_dir)), "CPU", EXACT)
+    runner = StatefulRunner("cpu", resolve_model(str(model_dir)), "CPU", EXACT)
     ours = runner.run(PROMPT, STEPS - 1)
     assert ours.tokens == ref_tokens
     assert len(ours.logits) == STEPS
@@ -40,7 +43,7 @@ def test_teacher_forced_matches_one_transformers_forward(tiny_llama_dir):
         full = model(torch.tensor([PROMPT + forced])).logits[0].numpy()
     expected = full[len(PROMPT) - 1 :]  # after the prompt, then after each forced token
 
-    runner = upstream.StatefulRunner("cpu", resolve_model(str(tiny_llama_dir)), "CPU", EXACT)
+    runner = StatefulRunner("cpu", resolve_model(str(tiny_llama_dir)), "CPU", EXACT)
     ours = runner.run(PROMPT, len(forced), forced=forced)
     assert len(ours.logits) == len(forced) + 1
     np.testing.assert_allclose(np.stack(ours.logits), expected, atol=1e-4, rtol=0)
@@ -58,7 +61,7 @@ def test_left_padded_batch_matches_single_sequences(tiny_qwen2_dir):
     steps = 4
 
     def single(prompt: list[int]) -> list[np.ndarray]:
-        return upstream.StatefulRunner("cpu", source, "CPU", EXACT).run(prompt, steps).logits
+        return StatefulRunner("cpu", source, "CPU", EXACT).run(prompt, steps).logits
 
     request = compiled.create_infer_request()
     ids = np.array([PROMPT, [0] * pad + short], np.int64)
@@ -130,7 +133,7 @@ def test_ir_round_trip_keeps_weights_compressed(tmp_path):
 
     source = resolve_model("tiny")  # synthetic f16 weights
     model = stateful.build_stateful_model(source.config, source.weights)
-    reloaded = upstream.through_ir(model, tmp_path)
+    reloaded = through_ir(model, tmp_path)
     marked = [
         op
         for op in reloaded.get_ops()

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.runtime import upstream
+from compile_ahead.runtime.npuw import compile_npuw, npuw_generate_sizes, npuw_kv_size, run_npuw
 from compile_ahead.runtime.sources import resolve_model
 from conftest import reference_greedy
 
@@ -91,7 +91,7 @@ def test_npuw_matches_transformers_with_f16_kv(family, f16_dirs):
     delta = _max_diff(emu_logits, ref_logits)
     assert delta > 0  # the emulation really rounds something
 
-    runner = upstream.compile_npuw(resolve_model(str(model_dir)), 64, 64, False, **NPUW_F32)
+    runner = compile_npuw(resolve_model(str(model_dir)), 64, 64, False, **NPUW_F32)
     npuw = runner.run(PROMPT, STEPS - 1)
     assert len(npuw.logits) == STEPS
 
@@ -113,13 +113,13 @@ def test_npuw_pyramid_switches_variants_without_error(f16_dirs):
     """Pyramid on: generate graphs for KV 1088 and 2112; decoding across 1088 moves from the
     first to the second and stays on the f16-KV reference."""
     model_dir = f16_dirs["qwen2"]
-    assert upstream.npuw_generate_sizes(2048, 64, pyramid=True) == [1088, 2112]
+    assert npuw_generate_sizes(2048, 64, pyramid=True) == [1088, 2112]
     prompt = [int(x) for x in np.random.default_rng(9).integers(3, 1000, size=1075)]
     steps = 24  # contexts 1075 .. 1098: the switch happens at 1088
     with f16_past_kv():
         emu_tokens, emu_logits = reference_greedy(model_dir, prompt, steps)
 
-    runner = upstream.compile_npuw(resolve_model(str(model_dir)), 2048, 64, True, **NPUW_F32)
+    runner = compile_npuw(resolve_model(str(model_dir)), 2048, 64, True, **NPUW_F32)
     npuw = runner.run(prompt, steps - 1)
     assert npuw.step_context[0] < 1088 <= npuw.step_context[-1]
     assert npuw.tokens == emu_tokens
@@ -132,7 +132,7 @@ def test_npuw_as_shipped_runs_both_baselines(tiny_qwen2_dir):
     configuration is not asserted here; the f32 tests above pin the model and the feeding."""
     source = resolve_model(str(tiny_qwen2_dir))
     for pyramid in (False, True):
-        runner = upstream.compile_npuw(source, 2048, 64, pyramid)
+        runner = compile_npuw(source, 2048, 64, pyramid)
         assert runner.compiled.get_property("NPUW_LLM_GENERATE_PYRAMID") == pyramid
         result = runner.run(PROMPT, 6)
         assert len(result.tokens) == 7 and len(result.step_times_s) == 6
@@ -145,26 +145,26 @@ def test_run_npuw_refuses_what_does_not_fit(tiny_qwen2_dir):
 
     source = resolve_model(str(tiny_qwen2_dir))
     with pytest.raises(CompileAheadError, match="prompt capacity 64"):
-        upstream.run_npuw(source, [1] * 65, 4, max_prompt_len=64, min_response_len=64)
+        run_npuw(source, [1] * 65, 4, max_prompt_len=64, min_response_len=64)
     with pytest.raises(CompileAheadError, match="KV size 128"):
-        upstream.run_npuw(source, [1] * 60, 68, max_prompt_len=64, min_response_len=64)
+        run_npuw(source, [1] * 60, 68, max_prompt_len=64, min_response_len=64)
 
 
 def test_generate_sizes_follow_npuw_rule():
     # The prompt capacity is aligned to 64, then (above one prefill chunk) to the chunk: 8128
     # holds 8192, so the KV is 8192 + 64. Pyramid: 1K+R, 2K+R, 4K+R, then the total.
-    assert upstream.npuw_generate_sizes(8128, 64, pyramid=True) == [1088, 2112, 4160, 8256]
-    assert upstream.npuw_generate_sizes(8128, 64, pyramid=False) == [8256]
-    assert upstream.npuw_generate_sizes(8128, 64, False, prefill_chunk=0) == [8192]
-    assert upstream.npuw_generate_sizes(100, 10, pyramid=True) == [192]
+    assert npuw_generate_sizes(8128, 64, pyramid=True) == [1088, 2112, 4160, 8256]
+    assert npuw_generate_sizes(8128, 64, pyramid=False) == [8256]
+    assert npuw_generate_sizes(8128, 64, False, prefill_chunk=0) == [8192]
+    assert npuw_generate_sizes(100, 10, pyramid=True) == [192]
 
 
 def test_kv_size_is_what_npuw_enforces(f16_dirs):
     """MAX_PROMPT_LEN 1100 (chunk-aligned to 2048) + 64: the context can reach 2111 tokens,
     and the next token is refused, as npuw_kv_size says."""
     source = resolve_model(str(f16_dirs["qwen2"]))
-    assert upstream.npuw_kv_size(1100, 64) == 2112
-    runner = upstream.compile_npuw(source, 1100, 64, pyramid=False)
+    assert npuw_kv_size(1100, 64) == 2112
+    runner = compile_npuw(source, 1100, 64, pyramid=False)
     prompt = [int(x) for x in np.random.default_rng(2).integers(3, 1000, size=1100)]
     runner.run(prompt, 2111 - 1100, keep_logits=False)
     with pytest.raises(RuntimeError, match="KV-Cache is full"):

@@ -2,12 +2,12 @@
 
 The seed's B0 and B1 as OpenVINO ships them: its NPU LLM pipeline (NPUW) run on CPU with the
 generate pyramid off (arm npuw-b0) and on (npuw-b1), on the same weights as our static graphs
-(the stateful model of runtime/stateful.py, run by runtime/upstream.py). Each such trial is
-upstream_trial.py in a fresh process, writing the keys of `compile-ahead run --report`
-(foreground compile = build + compile_model with every variant, decode tok/s per rung range,
-reserved KV, peak RSS, top-1 around the boundaries), so design, statistics, table and plot are
-the schedule A/B's. (b0/b1 without the prefix are the ladder runtime's own static-graph
-versions of the same two designs.)
+(the stateful model of runtime/stateful.py, configured by runtime/npuw.py and run by
+runtime/stateful_runner.py). Each such trial is upstream_trial.py in a fresh process, writing
+the keys of `compile-ahead run --report` (foreground compile = build + compile_model with every
+variant, decode tok/s per rung range, reserved KV, peak RSS, top-1 around the boundaries), so
+design, statistics, table and plot are the schedule A/B's. (b0/b1 without the prefix are the
+ladder runtime's own static-graph versions of the same two designs.)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ BASELINES = {
     "npuw-b0": "OpenVINO NPUW LLM pipeline on CPU, pyramid off (one max-size generate graph)",
     "npuw-b1": "OpenVINO NPUW LLM pipeline on CPU, pyramid on (all variants compiled up front)",
 }
-UPSTREAM_MODULE = "compile_ahead.runtime.upstream"
+UPSTREAM_MODULE = "compile_ahead.runtime.npuw"
 
 
 def require_upstream() -> None:
