@@ -29,14 +29,21 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from compile_ahead.errors import CompileAheadError
 
 from . import graphs
-from .compiler import CompileOptions, CompileResult, core, device_config, openvino_error_summary
+from .compiler import (
+    CompileOptions,
+    CompileResult,
+    core,
+    device_config,
+    make_step,
+    openvino_error_summary,
+)
 from .config import ModelConfig
 from .step import CompiledStep
 from .worker_protocol import (
@@ -231,7 +238,8 @@ class WorkerPlacement:
         needed, the compile and the export); the import here is not interruptible.
         ``blob_sink`` gets the exported blob before it is imported (e.g. to store it in the
         compile cache). Raises WorkerCompileError when the worker does not deliver."""
-        options = options.resolved()
+        # The worker compiles afresh; a compile cache stays with the caller (see blob_sink).
+        options = replace(options.resolved(), cache=None)
         begin_ns = time.monotonic_ns()
         deadline = time.monotonic() + timeout_s
         what = f"the C={spec.capacity} {spec.kind} graph"
@@ -398,7 +406,7 @@ def _import(
             f"importing the worker-compiled C={spec.capacity} {spec.kind} graph failed: "
             f"{openvino_error_summary(err)}"
         ) from err
-    return CompiledStep(compiled, spec, num_layers)
+    return make_step(compiled, spec, num_layers)
 
 
 _LIVE: weakref.WeakSet[WorkerPlacement] = weakref.WeakSet()
