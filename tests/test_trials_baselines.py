@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
+from compile_ahead.cli import build_parser
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.trials import cli as ab_cli
 from compile_ahead.profiling.trials import schedule_ab, upstream_trial
 
 
@@ -51,8 +50,7 @@ def _run_available() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _run_available(), reason="`compile-ahead run` is not in this build")
 def test_npuw_baseline_beside_a_schedule_on_tiny(tmp_path: Path) -> None:
-    parser = argparse.ArgumentParser(prog="compile-ahead")
-    ab_cli.register(parser.add_subparsers(dest="command", required=True))
+    parser = build_parser()  # the one `compile-ahead` CLI
     out = tmp_path / "res"
     args = parser.parse_args(
         ["ab", "baselines", "--model", "tiny", "--arms", "npuw-b1,i2", "--ladder", "64,128",

@@ -11,17 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from compile_ahead.cli import build_parser
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.trials import cli as ab_cli
 from compile_ahead.profiling.trials.arms import parse_arm, probe
 from compile_ahead.profiling.trials.compile_ab import WORKER, export_rungs, parse_ladder
 
 
 def ab_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="compile-ahead")
-    sub = parser.add_subparsers(dest="command", required=True)
-    ab_cli.register(sub)
-    return parser
+    return build_parser()  # the one `compile-ahead` CLI
 
 
 def run_ab(argv: list[str]) -> int:

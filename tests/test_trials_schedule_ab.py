@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from compile_ahead.cli import build_parser
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.trials import cli as ab_cli
 from compile_ahead.profiling.trials import schedule_ab
 
 # A stand-in for `compile-ahead run --report OUT`: the eager schedule (i1) compiles every rung
@@ -56,8 +55,7 @@ def command(tmp_path: Path) -> str:
 
 
 def run_ab(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="compile-ahead")
-    ab_cli.register(parser.add_subparsers(dest="command", required=True))
+    parser = build_parser()  # the one `compile-ahead` CLI
     args = parser.parse_args(argv)
     return args.func(args)
 
@@ -114,7 +112,7 @@ def test_default_command_runs_compile_ahead_run() -> None:
         (["--arms", "i1,I 2"], "not a schedule name"),
         (["--arms", "i1,i2", "--prompt-len", "100", "--decode-tokens", "50"], "exceeds"),
         (["--arms", "i1,i2", "--prompt-len", "8", "--command", "true"], "must contain {out}"),
-        (["--arms", "i1,i2"], "leaves no room"),
+        (["--arms", "i1,i2", "--prompt-len", "128"], "--prompt-len 128 must be in 1..127"),
     ],
 )
 def test_bad_schedule_arguments(argv: list[str], message: str) -> None:

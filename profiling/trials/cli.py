@@ -8,6 +8,16 @@ import time
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.options import (
+    add_graph_option,
+    add_ladder_option,
+    add_model_options,
+    add_protocol_options,
+    decode_tokens_from_args,
+    graph_mode,
+    ladder_from_args,
+    prompt_len_from_args,
+)
 
 from . import compile_ab, schedule_ab
 from .arms import parse_arm
@@ -67,27 +77,16 @@ def _common(p: argparse.ArgumentParser, pairs: int) -> None:
 
 
 def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> None:
-    s.add_argument("--model", required=True)
+    add_model_options(s, required=True)
     s.add_argument(
         "--arms",
         required=default_arms is None,
         default=default_arms,
         help="schedules, comma-separated, e.g. i1,i2; the first is the control",
     )
-    s.add_argument("--ladder", default=",".join(map(str, compile_ab.DEFAULT_LADDER)))
-    s.add_argument("--prompt-len", type=_positive, default=128)
-    s.add_argument(
-        "--decode-tokens",
-        type=_positive,
-        default=None,
-        help="default: fill the top rung (top capacity minus the prompt)",
-    )
-    s.add_argument(
-        "--graph",
-        choices=("whole", "split"),
-        default=None,
-        help="graph mode of our schedules' runs (default: `compile-ahead run`'s per-device one)",
-    )
+    add_ladder_option(s, auto=False)
+    add_protocol_options(s)
+    add_graph_option(s)
     s.add_argument(
         "--command",
         default=None,
@@ -122,11 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="e.g. A=/tmp/ov-a/bin/python; give two or more",
     )
     c.add_argument("--model", required=True, help="preset, cached hub id or checkpoint dir")
-    c.add_argument(
-        "--ladder",
-        default=",".join(map(str, compile_ab.DEFAULT_LADDER)),
-        help="rung capacities, ascending (default 1024,2048,4096,8192)",
-    )
+    add_ladder_option(c, auto=False)
     c.add_argument("--device", default="CPU")
     c.add_argument(
         "--pass-profile",
@@ -236,15 +231,14 @@ def _counters_text(requested: bool, arms: list[Arm]) -> str:
 
 def run_schedule_ab(args: argparse.Namespace) -> int:
     schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
-    ladder = compile_ab.parse_ladder(args.ladder)
-    decode_tokens = args.decode_tokens or ladder[-1] - args.prompt_len
-    if args.prompt_len + decode_tokens > ladder[-1]:
+    ladder = ladder_from_args(args)
+    prompt_len = prompt_len_from_args(args, ladder)
+    decode_tokens = decode_tokens_from_args(args, ladder, prompt_len)
+    if prompt_len + decode_tokens > ladder.top:
         raise CompileAheadError(
-            f"--prompt-len {args.prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
-            f"rung {ladder[-1]}"
+            f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
+            f"rung {ladder.top}"
         )
-    if decode_tokens < 1:
-        raise CompileAheadError(f"--prompt-len {args.prompt_len} leaves no room to decode")
     from . import baselines
 
     if any(a in baselines.BASELINES for a in schedules):
@@ -252,22 +246,23 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     if args.command is None and any(a not in baselines.BASELINES for a in schedules):
         schedule_ab.check_run_available()
     plan = make_plan(schedules, args.pairs, args.warmup)
-    ladder_text = ",".join(map(str, ladder))
+    # Our runs get the same device, precisions and graph mode (resolved here, once).
+    passed = ["--device", args.device, "--graph", graph_mode(args)]
+    for flag, value in (
+        ("--inference-precision", args.inference_precision),
+        ("--kv-precision", args.kv_precision),
+    ):
+        if value is not None:
+            passed += [flag, value]
     arms = schedule_ab.make_arms(
-        schedules,
-        args.model,
-        ladder_text,
-        args.prompt_len,
-        decode_tokens,
-        args.command,
-        ("--graph", args.graph) if args.graph else (),
+        schedules, args.model, str(ladder), prompt_len, decode_tokens, args.command, passed
     )
     out = _out_dir(args, "schedule")
     out.mkdir(parents=True, exist_ok=True)
     exp = {
         "kind": "schedule", "arms": [a.describe() for a in arms], "pairs": args.pairs,
-        "warmup": args.warmup, "ladder": list(ladder), "model": args.model,
-        "prompt_len": args.prompt_len, "decode_tokens": decode_tokens,
+        "warmup": args.warmup, "ladder": list(ladder.rungs), "model": args.model,
+        "prompt_len": prompt_len, "decode_tokens": decode_tokens,
     }  # fmt: skip
     records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)
