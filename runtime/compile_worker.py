@@ -3,7 +3,10 @@ priority, and the decoding process only imports the exported result.
 
 Why: a compile thread in the decoding process competes with decode for the same cores, and
 lowering one thread's priority does not reach the CPU plugin's TBB workers, which do most of
-the compiling. A worker lowers its whole process before OpenVINO starts any thread.
+the compiling. A worker lowers its whole process before OpenVINO starts any thread. What stays
+in the decoding process is the import; the CPU plugin repacks the weights there again, so this
+placement pays where an import is cheap next to a compile (a device blob), or for isolation
+from a compiler that crashes or hangs.
 
 The worker is persistent by default (started once, at low priority, kept between compiles with
 the model it resolved), and replaced after any failure. A worker that raises gives a failed
@@ -179,6 +182,7 @@ class WorkerPlacement:
         self._worker: _Process | None = None
         self._closed = False
         self._count = 0
+        self._owner = os.getpid()  # a forked child inherits this object, not the worker
         # PR_SET_PDEATHSIG fires when the thread that started the worker exits, not the
         # process: start workers from this one long-lived thread, never a caller's thread.
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="compile-worker-spawn")
@@ -200,6 +204,8 @@ class WorkerPlacement:
     def shutdown(self) -> None:
         """Kill the worker (a compile in flight then fails with kind "shutdown"), remove the
         temp files. Safe from any thread, more than once, and at interpreter exit."""
+        if os.getpid() != self._owner:
+            return
         with self._state:
             self._closed = True
             worker, self._worker = self._worker, None
