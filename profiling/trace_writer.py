@@ -124,7 +124,6 @@ class TraceWriter:
         self._flows = itertools.count(1 << 40 if append else 1)  # ids are trace-global
         self._tracks_by_key: dict[tuple[int, str], Track] = {}
         self._jobs = itertools.count(1)
-        self._pending_flows: set[int] = set()
         self._slice_tracks: list[Track] = []
         self._batch_depth = 0
         self._closed = False
@@ -300,11 +299,6 @@ class TraceWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @property
-    def unconsumed_flows(self) -> set[int]:
-        """Flows started (or ended) with no other end yet."""
-        return set(self._pending_flows)
-
     # ---- internals ------------------------------------------------------------------------
 
     def _check_time(self, track: Track, ts_ns: int | None, slice_event: bool) -> int:
@@ -327,11 +321,9 @@ class TraceWriter:
     ) -> None:
         for flow in flows_out:
             event.flow_ids.append(flow)
-            self._pending_flows ^= {flow}
             self.counts["flows"] += 1
         for flow in flows_in:
             event.terminating_flow_ids.append(flow)
-            self._pending_flows ^= {flow}
 
     def _write_clock_snapshot(self) -> None:
         packet = pb.TracePacket(trusted_packet_sequence_id=self._sequence_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,6 @@ class ModelConfig:
     def group_size(self) -> int:
         """Query heads per KV head."""
         return self.num_heads // self.num_kv_heads
-
-    def kv_bytes_per_token(self, itemsize: int) -> int:
-        """Bytes of K plus V for one token over all layers."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * itemsize
-
-    def with_layers(self, num_layers: int) -> ModelConfig:
-        return replace(self, num_layers=num_layers)
 
     def validate(self) -> ModelConfig:
         positive = {
