@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class CompileOptions:
     device: str = "CPU"
     inference_precision: str | None = None  # None: the device's default
-    kv_precision: str | None = None  # None: follow the inference precision (FACTS: a mismatch
+    kv_precision: str | None = None  # None: follow the inference precision (a mismatch
     # makes the CPU plugin reorder the whole cache input every step)
     extra_config: dict[str, str] = field(default_factory=dict)
     # Compiled graphs kept across runs (compile_cache.cache_from_flags); None compiles all.

@@ -168,8 +168,8 @@ def compile_attention_core(
     parts: WeightParts, spec: graphs.GraphSpec, options: CompileOptions
 ) -> SplitStep:
     """A rung in split mode: only its attention core is compiled, in the same precision as
-    the rest (re-measured: on the AMX CPU an f32 core spends more converting the bf16 cache
-    than a bf16 core spends in total)."""
+    the rest (on an AMX CPU an f32 core spends more converting the bf16 cache than a bf16 core
+    spends in total)."""
     compiled, outcome = _compile(
         parts.source,
         lambda: split_graphs.build_attention_core(parts.source.config, spec),

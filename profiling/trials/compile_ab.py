@@ -86,7 +86,7 @@ def export_rungs(
 
 def default_config(device: str) -> tuple[dict[str, str], str]:
     """The compile properties our runtime uses on ``device`` as strings, and the KV precision
-    matching the inference precision (FACTS: a mismatch adds a reorder of the whole cache)."""
+    matching the inference precision (a mismatch adds a reorder of the whole cache)."""
     from compile_ahead.runtime.compiler import (
         CompileOptions,
         device_config,

@@ -138,7 +138,8 @@ class PairedSummary:
     ties: int
     geomean_ratio: float | None  # exp(mean(log(treatment / control)))
     # exp of the paired-t CI of log(treatment / control): the interval for the ratio, robust to
-    # load drift that scales both arms of a block alike (this VM's timings swing up to 2x)
+    # load drift that scales both arms of a block alike (timings on a shared or virtualized host
+    # can swing up to 2x)
     ratio_ci_low: float | None
     ratio_ci_high: float | None
     better: Better
