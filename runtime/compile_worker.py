@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 from compile_ahead.errors import CompileAheadError
 
@@ -114,22 +113,36 @@ def _signal_name(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
-def _tail(path: Path, lines: int = 3) -> str:
+def _tail(fd: int, lines: int = 3) -> str:
+    """The last lines of a file by descriptor (the worker's stderr)."""
     try:
-        text = path.read_text(errors="replace")
+        size = os.fstat(fd).st_size
+        text = os.pread(fd, 4096, max(0, size - 4096)).decode(errors="replace")
     except OSError:
         return ""
     kept = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
     return " | ".join(kept)
 
 
+def _read_all(fd: int, size: int) -> bytes:
+    chunks, done = [], 0
+    while done < size:
+        chunk = os.pread(fd, min(size - done, 1 << 30), done)
+        if not chunk:
+            raise CompileAheadError(f"the compile worker's blob is short ({done} of {size} bytes)")
+        chunks.append(chunk)
+        done += len(chunk)
+    return b"".join(chunks)
+
+
 class _Process:
     """One live worker process and its pipes."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], log: Path):
+    def __init__(self, proc: subprocess.Popen[bytes], blob: IO[bytes], log: IO[bytes]):
         assert proc.stdin is not None and proc.stdout is not None
         self.proc = proc
         self.pid = proc.pid
+        self.blob = blob  # unnamed files: gone with the last descriptor, whoever holds it
         self.log = log
         self.requests = proc.stdin.fileno()
         self.replies = proc.stdout.fileno()
@@ -151,7 +164,7 @@ class _Process:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                for stream in (self.proc.stdin, self.proc.stdout):
+                for stream in (self.proc.stdin, self.proc.stdout, self.blob, self.log):
                     if stream is not None:
                         with contextlib.suppress(OSError):
                             stream.close()
@@ -173,10 +186,12 @@ class WorkerPlacement:
         python: str = sys.executable,
         tmp_dir: str | Path | None = None,
     ):
+        """``tmp_dir``: the file system for the blob and the worker's stderr (unnamed files,
+        never visible there); the default temporary directory by default."""
         self.priority = priority
         self.persistent = persistent
         self.python = python
-        self._tmp = Path(tempfile.mkdtemp(prefix="compile-ahead-worker-", dir=tmp_dir))
+        self.tmp_dir = tmp_dir
         self._lock = threading.Lock()  # one compile at a time
         self._state = threading.Lock()  # guards _worker and _closed
         self._worker: _Process | None = None
@@ -219,7 +234,6 @@ class WorkerPlacement:
             else:
                 worker.kill()
         self._spawner.shutdown(wait=False)
-        shutil.rmtree(self._tmp, ignore_errors=True)
         _LIVE.discard(self)
 
     def __enter__(self) -> WorkerPlacement:
@@ -251,24 +265,21 @@ class WorkerPlacement:
         what = f"the C={spec.capacity} {spec.kind} graph"
         with self._lock:
             worker, spawn_s = self._ensure_worker(deadline)
-            self._count += 1
-            blob = self._tmp / f"compile-{self._count}.blob"
+            request = CompileRequest(source_ref, spec, options, fault)
             try:
-                reply = self._exchange(
-                    worker,
-                    CompileRequest(source_ref, spec, options, str(blob), fault),
-                    deadline,
-                    timeout_s,
-                    what,
-                )
-                if not self.persistent:
-                    self._retire(worker)
+                reply = self._exchange(worker, request, deadline, timeout_s, what)
                 t0 = time.monotonic_ns()
-                step = _import(blob, spec, options, reply.config.num_layers, blob_sink)
-                t1 = time.monotonic_ns()
+                data = _read_all(worker.blob.fileno(), reply.blob_bytes)
             finally:
-                blob.unlink(missing_ok=True)
-                blob.with_suffix(".partial").unlink(missing_ok=True)
+                with contextlib.suppress(OSError, ValueError):  # closed if the worker was retired
+                    os.ftruncate(worker.blob.fileno(), 0)  # the disk space comes back now
+            if not self.persistent or self._closed:
+                self._retire(worker)
+            if blob_sink is not None:
+                blob_sink(data)
+            step = _import(data, spec, options, reply.config.num_layers)
+            del data
+            t1 = time.monotonic_ns()
         phases = [*reply.phases, PhaseSpan(t0, t1, "import_model", "compile_ahead", 0, os.getpid())]
         return WorkerResult(
             step=step,
@@ -306,12 +317,12 @@ class WorkerPlacement:
                 "timeout",
             ) from None
         except (Closed, BrokenPipeError):
+            tail = _tail(worker.log.fileno())
             status = self._retire(worker)
             if self._closed:
                 raise WorkerCompileError(
                     f"compile of {what} abandoned: the compile worker was shut down", "shutdown"
                 ) from None
-            tail = _tail(worker.log)
             raise WorkerCompileError(
                 f"compile worker (pid {worker.pid}) crashed compiling {what}: "
                 f"{_signal_name(status)}" + (f"; its last output: {tail}" if tail else ""),
@@ -352,8 +363,8 @@ class WorkerPlacement:
                 f"compile worker (pid {worker.pid}) did not start before its deadline", "timeout"
             ) from None
         except Closed:
+            tail = _tail(worker.log.fileno())
             status = self._retire(worker)
-            tail = _tail(worker.log)
             raise WorkerCompileError(
                 f"compile worker (pid {worker.pid}) failed to start: {_signal_name(status)}"
                 + (f"; its last output: {tail}" if tail else ""),
@@ -368,17 +379,21 @@ class WorkerPlacement:
 
     def _spawn(self) -> _Process:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
-        log = self._tmp / f"worker-{len(list(self._tmp.glob('worker-*.log'))) + 1}.log"
-        with open(log, "wb") as stderr:
+        with contextlib.ExitStack() as opened:  # closed again unless the worker starts
+            # O_TMPFILE where the file system has it, else created and unlinked at once.
+            blob = opened.enter_context(tempfile.TemporaryFile(dir=self.tmp_dir))
+            log = opened.enter_context(tempfile.TemporaryFile(dir=self.tmp_dir))
             proc = subprocess.Popen(
-                [self.python, "-m", ENTRY, str(os.getpid()), self.priority],
+                [self.python, "-m", ENTRY, str(os.getpid()), self.priority, str(blob.fileno())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=stderr,
+                stderr=log,
+                pass_fds=(blob.fileno(),),
                 env=env,
                 start_new_session=True,  # its own process group, out of the terminal's Ctrl-C
             )
-        worker = _Process(proc, log)
+            opened.pop_all()
+        worker = _Process(proc, blob, log)
         with self._state:  # known at once, so shutdown reaches it even if the caller is gone
             if not self._closed:
                 self._worker = worker
@@ -395,16 +410,8 @@ class WorkerPlacement:
 
 
 def _import(
-    blob: Path,
-    spec: graphs.GraphSpec,
-    options: CompileOptions,
-    num_layers: int,
-    sink: Callable[[bytes], object] | None,
+    data: bytes, spec: graphs.GraphSpec, options: CompileOptions, num_layers: int
 ) -> CompiledStep:
-    data = blob.read_bytes()
-    blob.unlink()
-    if sink is not None:
-        sink(data)
     try:
         compiled = core().import_model(data, options.device, device_config(options))
     except RuntimeError as err:

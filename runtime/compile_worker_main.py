@@ -1,7 +1,7 @@
 """A compile worker process: builds and compiles rung graphs at low priority, exports each
 compiled model to a file and reports its compile phases.
 
-    python -m compile_ahead.runtime.compile_worker_main PARENT_PID PRIORITY
+    python -m compile_ahead.runtime.compile_worker_main PARENT_PID PRIORITY BLOB_FD
 
 Started by compile_worker.WorkerPlacement, never by hand. Order matters: it dies with its
 parent and lowers its priority before openvino loads (so every thread OpenVINO and TBB create
@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import traceback
-from pathlib import Path
 
 from .worker_protocol import (
     WORKER_DOMAIN,
@@ -70,8 +69,9 @@ def _inject(fault: str | None) -> None:
 
 
 class Worker:
-    def __init__(self, observing: bool):
+    def __init__(self, observing: bool, blob_fd: int):
         self.observing = observing
+        self.blob_fd = blob_fd  # unnamed file shared with the parent: each blob overwrites it
         self.sources: dict[str, object] = {}  # source_ref -> ModelSource, kept between compiles
         self.pid = os.getpid()
 
@@ -117,25 +117,32 @@ class Worker:
         t1 = time.monotonic_ns()
         step("build graph", t0, t0 + int(build_s * 1e9))
         step("compile_model", t1 - int(compile_s * 1e9), t1)
-        path = Path(req.blob_path)
-        partial = path.with_suffix(".partial")
-        with open(partial, "wb") as out:
-            # This binding exports to an io.BytesIO only (a file object is refused).
-            out.write(compiled.export_model().getbuffer())
-        partial.rename(path)
+        # This binding exports to an io.BytesIO only (a file object is refused).
+        blob = compiled.export_model().getbuffer()
         del compiled
+        size = _write_all(self.blob_fd, blob)
+        del blob
         t2 = time.monotonic_ns()
         step("export", t1, t2)
         return CompileReply(
             origin=source.origin,  # type: ignore[attr-defined]
             config=source.config,  # type: ignore[attr-defined]
-            blob_bytes=path.stat().st_size,
+            blob_bytes=size,
             resolve_s=resolve_s,
             build_s=build_s,
             compile_s=compile_s,
             export_s=(t2 - t1) / 1e9,
             phases=self._phases(own, begin, t2),
         )
+
+
+def _write_all(fd: int, data: memoryview) -> int:
+    """Replace the file's contents with data; its size."""
+    os.ftruncate(fd, 0)
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done : done + (1 << 30)], done)
+    return done
 
 
 def _error_line(err: BaseException) -> str:
@@ -147,7 +154,7 @@ def _error_line(err: BaseException) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parent_pid, priority = int(argv[0]), argv[1]
+    parent_pid, priority, blob_fd = int(argv[0]), argv[1], int(argv[2])
     die_with_parent(parent_pid)
     lower_priority(priority)
     requests, replies = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
@@ -158,7 +165,7 @@ def main(argv: list[str]) -> int:
     compiler.core()
     observing = counters.collector_status().observing
     send(replies, Ready(os.getpid(), os.sched_getscheduler(0), os.nice(0), observing))
-    worker = Worker(observing)
+    worker = Worker(observing, blob_fd)
     while True:
         try:
             req = receive(requests)

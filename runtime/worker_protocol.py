@@ -3,7 +3,9 @@
 Messages are pickled tuples, each preceded by its length (8 bytes, little endian), on the
 worker's stdin (requests) and on a copy of its original stdout (replies; the worker points fd 1
 at its stderr so nothing a library prints can corrupt the stream). The compiled blob itself goes
-through a file, not the pipe. Standard library only: the worker reads this before it may load
+through an unnamed file the parent opens and the worker inherits (its descriptor number is an
+argument), rewritten by every compile: nothing is left on disk once both processes are gone,
+however they end. Standard library only: the worker reads this before it may load
 openvino.
 """
 
@@ -51,7 +53,6 @@ class CompileRequest:
     source_ref: str  # what runtime.sources.resolve_model takes: directory, hub id or preset
     spec: Any  # graphs.GraphSpec (pickled; unpickling it in the worker loads openvino)
     options: Any  # compiler.CompileOptions, resolved by the parent
-    blob_path: str  # where the worker writes the exported compiled model
     fault: Fault | None = None
 
 

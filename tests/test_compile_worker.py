@@ -108,7 +108,6 @@ def test_worker_rung_gives_identical_logits(placement):
         assert np.array_equal(a, b)
     assert result.worker_pid != os.getpid() and result.blob_bytes > 0
     assert result.model_config == cfg  # the worker resolved the same model
-    assert not list(placement._tmp.glob("*.blob*"))  # the blob is removed once imported
 
 
 def test_worker_runs_every_thread_at_idle_priority(placement):
@@ -174,16 +173,15 @@ def test_hung_worker_is_killed_at_the_deadline(placement):
     assert not _our_workers() or _our_workers() == placement.pids
 
 
-def test_shutdown_leaves_no_worker_and_no_files():
-    placement = WorkerPlacement()
+def test_shutdown_leaves_no_worker_and_no_files(tmp_path):
+    placement = WorkerPlacement(tmp_dir=tmp_path)
     placement.compile(MODEL, SPEC, OPTIONS, timeout_s=120)
     (pid,) = placement.pids
-    tmp = placement._tmp
+    assert not list(tmp_path.iterdir())  # the blob and the log are unnamed files
     placement.shutdown()
     assert _gone(pid)
     with pytest.raises(ChildProcessError):  # reaped already, not left as a zombie
         os.waitpid(pid, os.WNOHANG)
-    assert not tmp.exists()
     with pytest.raises(WorkerCompileError, match="shut down"):
         placement.compile(MODEL, SPEC, OPTIONS, timeout_s=120)
 
@@ -202,7 +200,7 @@ _CHILD = textwrap.dedent(
     from compile_ahead.runtime.compile_worker import WorkerPlacement
     from compile_ahead.runtime.compiler import CompileOptions
 
-    placement = WorkerPlacement()
+    placement = WorkerPlacement(tmp_dir=sys.argv[2])
     print(placement.start(), flush=True)
     if sys.argv[1] == "hang":
         print("compiling", flush=True)
@@ -214,9 +212,9 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _child(mode: str) -> tuple[subprocess.Popen[str], int]:
+def _child(mode: str, tmp: Path) -> tuple[subprocess.Popen[str], int]:
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, mode],
+        [sys.executable, "-c", _CHILD, mode, str(tmp)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -226,8 +224,8 @@ def _child(mode: str) -> tuple[subprocess.Popen[str], int]:
     return child, worker
 
 
-def test_ctrl_c_during_a_compile_leaves_no_worker():
-    child, worker = _child("hang")
+def test_ctrl_c_during_a_compile_leaves_no_worker(tmp_path):
+    child, worker = _child("hang", tmp_path)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "compiling"
     time.sleep(0.5)  # let the request reach the worker (the outcome is the same either way)
@@ -236,13 +234,15 @@ def test_ctrl_c_during_a_compile_leaves_no_worker():
     assert "KeyboardInterrupt" in stderr
     assert child.returncode != 0
     assert _gone(worker)
+    assert not list(tmp_path.iterdir())
 
 
-def test_worker_dies_with_a_killed_parent():
-    child, worker = _child("sleep")
+def test_worker_dies_with_a_killed_parent(tmp_path):
+    child, worker = _child("sleep", tmp_path)
     child.kill()  # SIGKILL: no cleanup runs in the parent; PR_SET_PDEATHSIG must do it
     child.wait(timeout=60)
     assert _wait_gone(worker)
+    assert not list(tmp_path.iterdir())  # nothing named was ever left to clean up
 
 
 def test_shutdown_during_a_compile_fails_it_and_kills_the_worker():
