@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -238,6 +237,8 @@ class CompileProfiler:
     def finish(self) -> int:
         """Close the trace, write the report (also of a failed profile: the error is named),
         print the table, publish the directory."""
+        from compile_ahead.runtime.accounting import peak_rss_bytes
+
         from . import counters
         from .cli import fmt_mb, format_table
         from .trace_validate import OPEN_TRACE_HINT, validate_trace
@@ -245,7 +246,7 @@ class CompileProfiler:
         self.sampler.stop()
         self.writer.close()
         r = self.report
-        r["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        r["peak_rss_bytes"] = peak_rss_bytes()
         r["collector"] = {
             "path": counters.collector_status().path,
             "bound_libraries": list(counters.collector_status().bound_libraries),
@@ -283,7 +284,7 @@ class CompileProfiler:
             print(f"the failed profile is in {target}; {self.out} is untouched")
             raise self.failure
         print(f"report: {self.out / REPORT_NAME}")
-        print(f"trace: {self.out / TRACE_NAME} ({OPEN_TRACE_HINT})")
+        print(f"trace: {self.out / TRACE_NAME}; {OPEN_TRACE_HINT}")
         return 0
 
     def abandon(self) -> None:

@@ -196,6 +196,6 @@ def traced(
             where = where.replace(failed_sibling(path))
         report = validate_trace(where)
         print(report.summary(), file=sys.stderr)
-        print(f"trace: {where} ({OPEN_TRACE_HINT})", file=sys.stderr)
+        print(f"trace: {where}; {OPEN_TRACE_HINT}", file=sys.stderr)
         if not report.ok and not raised:
             raise CompileAheadError(f"the trace {where} failed validation: {report.errors[0]}")

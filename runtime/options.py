@@ -54,10 +54,27 @@ def add_model_options(p: argparse.ArgumentParser, required: bool = False) -> Non
 def compile_options(args: argparse.Namespace) -> CompileOptions:
     from .compiler import CompileOptions  # loads OpenVINO: not at import time
 
+    check_device(args.device)
     return CompileOptions(args.device, args.inference_precision, args.kv_precision).resolved()
 
 
 AUTO_LADDER = "auto"
+
+
+def check_device(device: str) -> None:
+    """A device OpenVINO has a plugin for (its hardware may still be missing: the compile says
+    so); refused before any work otherwise."""
+    from .compiler import core, openvino_error_summary
+
+    try:
+        known = bool(core().get_versions(device))
+    except RuntimeError as err:
+        raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from None
+    if not known:
+        raise CompileAheadError(
+            f"--device {device}: not a device of this OpenVINO (available here: "
+            f"{', '.join(core().available_devices)})"
+        )
 
 
 def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:

@@ -280,3 +280,50 @@ def test_ab_goes_through_the_one_cli(capsys, tmp_path):
     assert main(["ab", "schedule", "--model", "tiny", "--arms", "i1,zz", "--out", str(tmp_path)])
     assert "zz" in capsys.readouterr().err
     assert not list(Path(tmp_path).iterdir())
+
+
+# -- resident count against memory ----------------------------------------------------------
+
+
+def _run_report(model: Path, schedule: str, out: Path) -> dict:
+    argv = ["run", "--model", str(model), "--schedule", schedule, "--ladder", "tiny"]
+    argv += ["--inference-precision", "f32", "--no-progress", "--report", str(out)]
+    argv += ["--decode-tokens", "120", "--step-delay", "0.005"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "compile_ahead.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_resident_graphs_match_the_memory_they_hold(tmp_path):
+    """Each whole graph holds its own compiled weights (f32 here, ~90 MB for this model), so
+    peak RSS grows by about one graph per graph counted resident."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        hidden_size=256,
+        intermediate_size=1024,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=32000,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(0)
+    model_dir = tmp_path / "m"
+    Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
+    params = sum(p.numel() for p in Qwen2ForCausalLM(config).parameters())
+    graph_bytes = params * 4
+    reports = {s: _run_report(model_dir, s, tmp_path / f"{s}.json") for s in ("b0", "i2", "i1")}
+    assert [reports[s]["graphs_resident_max"] for s in ("b0", "i2", "i1")] == [1, 2, 4]
+    base = reports["b0"]["peak_rss_bytes"]
+    for schedule, extra_graphs in (("i2", 1), ("i1", 3)):
+        grown = reports[schedule]["peak_rss_bytes"] - base
+        assert 0.6 < grown / (extra_graphs * graph_bytes) < 1.4, (schedule, grown, graph_bytes)

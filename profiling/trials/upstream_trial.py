@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from compile_ahead.runtime.npuw import compile_npuw, npuw_generate_sizes
     from compile_ahead.runtime.protocol import teacher_forced
+    from compile_ahead.runtime.run_report import RungStats, RunReport
     from compile_ahead.runtime.sources import resolve_model
 
     from .compile_ab import parse_ladder
@@ -97,42 +98,44 @@ def main(argv: list[str] | None = None) -> int:
     sizes = npuw_generate_sizes(max_prompt, NPUW_RESPONSE, pyramid)
     kv = npuw_kv_bytes(source.config, sizes[-1])
     name = "npuw-b1" if pyramid else "npuw-b0"
-    report = {
-        **source.describe(),
-        "device": "NPU (NPUW, NPUW_DEVICES=CPU)",
-        "schedule": name,
-        "schedule_title": f"NPUW pyramid {args.pyramid}: OpenVINO's NPU LLM pipeline on CPU",
-        "ladder": ladder,
-        "npuw_generate_sizes": sizes,
-        "npuw_max_prompt_len": max_prompt,
-        "npuw_min_response_len": NPUW_RESPONSE,
-        "prompt_len": args.prompt_len,
-        "decode_tokens": args.decode_tokens,
-        "tokens_decoded": len(result.step_times_s),
-        "weights_s": runner.weights_s,
-        "build_s": result.build_s,
-        "ir_round_trip_s": runner.ir_round_trip_s,
+    report = RunReport(
+        model=source.describe(),
+        device="NPU (NPUW, NPUW_DEVICES=CPU)",
+        schedule=name,
+        schedule_title=f"NPUW pyramid {args.pyramid}: OpenVINO's NPU LLM pipeline on CPU",
+        ladder=ladder,
+        prompt_len=args.prompt_len,
+        decode_tokens=args.decode_tokens,
+        tokens_decoded=len(result.step_times_s),
         # like the ladder runtime's foreground compile, which materializes the (synthetic)
         # weights while building its first rung: weights + build + compile_model
-        "foreground_compile_s": runner.weights_s + result.build_s + result.compile_s,
-        "compile_model_s": result.compile_s,
-        "background_compile_s": 0.0,
-        "prefill_s": result.prefill_s,
-        "decode_s": sum(result.step_times_s),
-        "critical_path_s": end - t_start,
-        "rungs": per_rung_rates(result.step_context, result.step_times_s, ladder),
-        "boundaries": [],
-        "boundary_tokens": boundary_tokens(
+        foreground_compile_s=runner.weights_s + result.build_s + result.compile_s,
+        prefill_s=result.prefill_s,
+        decode_s=sum(result.step_times_s),
+        critical_path_s=end - t_start,
+        rungs=[
+            RungStats(r["capacity"], r["tokens"], r["decode_s"])
+            for r in per_rung_rates(result.step_context, result.step_times_s, ladder)
+        ],
+        boundary_tokens=boundary_tokens(
             args.prompt_len, result.tokens, ladder, args.boundary_window
         ),
-        "kv_reserved_avg_bytes": kv,
-        "kv_reserved_peak_bytes": kv,
-        "kv_committed_avg_bytes": None,
-        "kv_bytes_definition": "reserved: NPUW's shared largest-size KV (f16), from startup",
-        "graphs_resident_max": len(sizes) + 1,  # generate variants + the prefill graph
-        "peak_rss_bytes": result.peak_rss_bytes,
-        "config": {k: str(v) for k, v in runner.config.items()},
-    }
+        kv_reserved_avg_bytes=kv,
+        kv_reserved_peak_bytes=kv,
+        kv_bytes_definition="reserved: NPUW's shared largest-size KV (f16), from startup",
+        graphs_resident_max=len(sizes) + 1,  # generate variants + the prefill graph
+        peak_rss_bytes=result.peak_rss_bytes,
+        extra={
+            "npuw_generate_sizes": sizes,
+            "npuw_max_prompt_len": max_prompt,
+            "npuw_min_response_len": NPUW_RESPONSE,
+            "weights_s": runner.weights_s,
+            "build_s": result.build_s,
+            "ir_round_trip_s": runner.ir_round_trip_s,
+            "compile_model_s": result.compile_s,
+            "config": {k: str(v) for k, v in runner.config.items()},
+        },
+    ).to_json()
     args.report.write_text(json.dumps(report, indent=1))
     return 0
 
