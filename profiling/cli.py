@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_graph_option(p)
     p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=[d0,d1,...]",
+        help="a model that is not a stateful decoder (any IR or ONNX) is compiled as it is; "
+        "give each dynamic input a static shape, e.g. --shape input_ids=[1,128]",
+    )
+    p.add_argument(
         "--steps-per-slice",
         type=int,
         default=1,
@@ -163,7 +171,9 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
         raise
     interrupted = False
     try:
-        for capacity in ladder:
+        if profiler.foreign is not None:
+            profiler.profile_model()
+        for capacity in ladder if profiler.foreign is None else ():
             profiler.profile_rung(capacity)
         if args.schedule is not None:
             profiler.overlay_schedule()

@@ -20,6 +20,7 @@ from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
 
 from . import passprofile
+from .foreign_model import compile_foreign, model_file, parse_shapes
 
 TRACE_NAME = "trace.pftrace"
 REPORT_NAME = "report.json"
@@ -70,20 +71,36 @@ class CompileProfiler:
         if problem is not None:
             raise CompileAheadError(problem)
         args = self.args
-        self.source = resolve_model(args.model)
         self.options = compile_options(args)
         self.graph = graph_mode(args)
-        print(f"model: {self.source.label}")
-        print(
-            f"device: {self.options.device}, inference precision "
-            f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
-            f"{self.graph} graphs"
-        )
+        self.foreign = model_file(args.model)
+        if self.foreign is not None:
+            if args.schedule is not None:
+                raise CompileAheadError(
+                    f"--schedule: {args.model} is not a stateful decoder: it has no ladder to run"
+                )
+            self.shapes = parse_shapes(args.shape)
+            described = {"model": str(self.foreign), "synthetic": False, "origin": "as given"}
+            label = f"{self.foreign} [compiled as it is: not a stateful decoder]"
+            print(f"model: {label}")
+            print(f"device: {self.options.device}, inference precision "
+                  f"{self.options.inference_precision}")  # fmt: skip
+        else:
+            if args.shape:
+                raise CompileAheadError("--shape is for models compiled as they are, not decoders")
+            self.source = resolve_model(args.model)
+            described, label = self.source.describe(), self.source.label
+            print(f"model: {label}")
+            print(
+                f"device: {self.options.device}, inference precision "
+                f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
+                f"{self.graph} graphs"
+            )
         self.report = {
             "tool": "profile-compile",
             "pid": os.getpid(),
-            "model": self.source.describe(),
-            "model_label": self.source.label,
+            "model": described,
+            "model_label": label,
             "device": self.options.device,
             "inference_precision": self.options.inference_precision,
             "graph": self.graph,
@@ -100,7 +117,7 @@ class CompileProfiler:
         self.writer = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
         w = self.writer
         self.device_track = w.device_track(self.options.device)
-        w.instant(self.device_track, f"model: {self.source.label}", None, self.report["model"])
+        w.instant(self.device_track, f"model: {label}", None, self.report["model"])
         self.rss_track = w.counter_track(PROCESS_RSS_BYTES)
         self.graphs_track = w.counter_track(GRAPHS_RESIDENT)
         self.slicer = StepSlicer(
@@ -109,7 +126,8 @@ class CompileProfiler:
         self.sampler = RssSampler(0.05, on_sample=lambda ts, v: w.counter(self.rss_track, ts, v))
         self.sampler.start()
         w.counter(self.graphs_track, None, 0)
-        self.compile_rung = self._rung_compiler()
+        if self.foreign is None:
+            self.compile_rung = self._rung_compiler()
 
     def _rung_compiler(self):
         from compile_ahead.runtime.compiler import CompileResult, compile_step
@@ -126,6 +144,33 @@ class CompileProfiler:
             return CompileResult(compile_attention_core(parts[0], spec, self.options), 0.0, 0.0)
 
         return compile_rung
+
+    # -- a model compiled as it is -------------------------------------------------------
+    def profile_model(self) -> None:
+        """One compile of a model that is not a stateful decoder (capacity shown as 0)."""
+        from . import counters
+        from .compile_profile import profile_rung
+        from .progress_line import ProgressLine
+        from .trace_compile import begin_job, end_job
+
+        assert self.foreign is not None
+        w = self.writer
+        job = begin_job(w, 0, time.monotonic_ns(), label=self.foreign.name)
+        try:
+            with ProgressLine(f"compiling {self.foreign.name}"), passprofile.without_pass_banners():
+                profile, result = profile_rung(
+                    lambda: compile_foreign(self.foreign, self.shapes, self.options),
+                    0,
+                    self.pass_file,
+                    self.sampler,
+                )
+        except CompileAheadError as err:
+            w.slice_end(job, None, args={"error": str(err)})
+            raise
+        names = counters.thread_names({e.tid for e in profile.spans})
+        end_job(w, job, profile, names)
+        self.report["rungs"].append({**profile.to_json(), "model_file": str(self.foreign)})
+        del result
 
     # -- one rung -------------------------------------------------------------------------
     def profile_rung(self, capacity: int) -> None:
