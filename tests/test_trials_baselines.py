@@ -68,3 +68,24 @@ def test_npuw_baseline_beside_a_schedule_on_tiny(tmp_path: Path) -> None:
     assert agreement["per_arm"]["i2"].split(" / ")[1].startswith("1 boundaries")
     md = (out / "schedule_ab.md").read_text()
     assert "npuw-b1: OpenVINO NPUW LLM pipeline" in md and "SYNTHETIC" in md
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _run_available(), reason="`compile-ahead run` is not in this build")
+def test_genai_llmpipeline_is_an_arm_beside_a_schedule(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    args = build_parser().parse_args(
+        ["ab", "baselines", "--model", "tiny", "--arms", "genai,i2", "--ladder", "64,128",
+         "--prompt-len", "16", "--decode-tokens", "100", "--pairs", "1", "--warmup", "0",
+         "--out", str(out), "--quiet", "--no-plot"]
+    )  # fmt: skip
+    assert args.func(args) == 0
+    data = json.loads((out / "schedule_ab.json").read_text())
+    genai = next(t["result"] for t in data["trials"] if t["arm"] == "genai")
+    assert genai["schedule"] == "genai" and genai["synthetic"] is True
+    assert genai["tokens_decoded"] == 100 and genai["foreground_compile_s"] > 0
+    # Tokens 2..100 are timed one by one and grouped like the ladder's rungs.
+    assert sum(r["tokens"] for r in genai["rungs"]) == 99
+    assert [r["capacity"] for r in genai["rungs"]] == [64, 128]
+    fg = next(e for e in data["endpoints"] if e["key"] == "foreground_compile")
+    assert fg["comparisons"]["i2"]["n"] == 1

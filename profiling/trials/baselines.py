@@ -7,7 +7,8 @@ runtime/stateful_runner.py). Each such trial is upstream_trial.py in a fresh pro
 the keys of `compile-ahead run --report` (foreground compile = build + compile_model with every
 variant, decode tok/s per rung range, reserved KV, peak RSS, top-1 around the boundaries), so
 design, statistics, table and plot are the schedule A/B's. (b0/b1 without the prefix are the
-ladder runtime's own static-graph versions of the same two designs.)
+ladder runtime's own static-graph versions of the same two designs.) The arm genai is
+openvino-genai's LLMPipeline on CPU (genai_trial.py), what a CPU user would run instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from compile_ahead.errors import CompileAheadError
 BASELINES = {
     "npuw-b0": "OpenVINO NPUW LLM pipeline on CPU, pyramid off (one max-size generate graph)",
     "npuw-b1": "OpenVINO NPUW LLM pipeline on CPU, pyramid on (all variants compiled up front)",
+    "genai": "openvino-genai LLMPipeline on CPU (dynamic shapes, one compile; greedy, since it "
+    "cannot be teacher-forced)",
 }
 UPSTREAM_MODULE = "compile_ahead.runtime.npuw"
 

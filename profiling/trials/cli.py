@@ -151,11 +151,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     b = kinds.add_parser(
         "baselines",
-        help="OpenVINO's NPU LLM pipeline (pyramid off/on) beside our schedules",
+        help="OpenVINO's NPU LLM pipeline (pyramid off/on) and openvino-genai beside our schedules",
         description="Upstream B0 (NPUW, pyramid off) and B1 (pyramid on) on CPU, on the same "
         "weights, in the same table as our schedules: a schedule A/B whose arms include b0/b1.",
     )
-    _schedule_options(b, default_arms="npuw-b1,npuw-b0,i2,i3")
+    _schedule_options(b, default_arms="npuw-b1,npuw-b0,genai,i2,i3")
     b.set_defaults(func=run_baselines)
 
     r = kinds.add_parser(

@@ -115,12 +115,16 @@ def make_arms(
 ) -> list[Arm]:
     """Our schedules run `compile-ahead run`; npuw-b0/npuw-b1 run the upstream baseline trial
     (OpenVINO's NPU LLM pipeline on CPU, pyramid off/on) with the same protocol."""
+    from .genai_trial import ARM as GENAI_ARM
     from .upstream_trial import ARMS as UPSTREAM_ARMS
 
     arms = []
     for s in schedules:
         if s in UPSTREAM_ARMS:
             command = upstream_command(s, model, ladder, prompt_len, decode_tokens)
+            info = {"schedule": s, "upstream": True}
+        elif s == GENAI_ARM:
+            command = genai_command(model, ladder, prompt_len, decode_tokens)
             info = {"schedule": s, "upstream": True}
         else:
             command = run_command(s, model, ladder, prompt_len, decode_tokens, template, extra)
@@ -138,6 +142,14 @@ def upstream_command(
         sys.executable, "-m", "compile_ahead.profiling.trials.upstream_trial",
         "--model", model, "--pyramid", "on" if UPSTREAM_ARMS[arm] else "off",
         "--ladder", ladder, "--prompt-len", str(prompt_len),
+        "--decode-tokens", str(decode_tokens), "--report", "{out}",
+    )  # fmt: skip
+
+
+def genai_command(model: str, ladder: str, prompt_len: int, decode_tokens: int) -> tuple[str, ...]:
+    return (
+        sys.executable, "-m", "compile_ahead.profiling.trials.genai_trial",
+        "--model", model, "--ladder", ladder, "--prompt-len", str(prompt_len),
         "--decode-tokens", str(decode_tokens), "--report", "{out}",
     )  # fmt: skip
 
