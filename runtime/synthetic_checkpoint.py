@@ -344,8 +344,9 @@ def synthetic_source(
         raise CompileAheadError(
             f"{ckpt.path}: config.json does not read back as the {preset} preset (a bug)"
         )
-    verb = "written to" if ckpt.generated else "read from"
-    origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, {verb} {ckpt.path}"
+    # The same on every run (stamps compare it); whether this run wrote the file is in
+    # ``generated`` and ``materialize_s``.
+    origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, checkpoint {ckpt.path}"
     fields_of = {f.name: getattr(loaded, f.name) for f in fields(ModelSource)}
     fields_of |= {"synthetic": True, "origin": origin}
     return SyntheticSource(**fields_of, materialize_s=ckpt.materialize_s, generated=ckpt.generated)
