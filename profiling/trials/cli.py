@@ -246,7 +246,8 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     if args.command is None and any(a not in baselines.BASELINES for a in schedules):
         schedule_ab.check_run_available()
     plan = make_plan(schedules, args.pairs, args.warmup)
-    # Our runs get the same device, precisions and graph mode (resolved here, once).
+    # Our runs get the same device, precisions and graph mode (resolved here, once); a
+    # --command template says its own.
     passed = ["--device", args.device, "--graph", graph_mode(args)]
     for flag, value in (
         ("--inference-precision", args.inference_precision),
@@ -254,6 +255,8 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     ):
         if value is not None:
             passed += [flag, value]
+    if args.command is not None:
+        passed = []
     arms = schedule_ab.make_arms(
         schedules, args.model, str(ladder), prompt_len, decode_tokens, args.command, passed
     )
