@@ -44,12 +44,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-import openvino as ov
-
 from .user_cache import cache_root
 
+# numpy and openvino are imported where used, so the command-line helpers at the bottom can be
+# imported while building a parser without loading OpenVINO.
 if TYPE_CHECKING:
+    import numpy as np
+    import openvino as ov
+
     from .compiler import CompileOptions
     from .graphs import GraphSpec
     from .sources import ModelSource
@@ -104,6 +106,12 @@ def _code_digest() -> str:
         if path.exists():
             h.update(name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def _openvino_version() -> str:
+    import openvino
+
+    return openvino.get_version()
 
 
 @functools.cache
@@ -228,7 +236,7 @@ class CompileCache:
             return None
         return {
             "format": FORMAT_VERSION,
-            "openvino": ov.get_version(),
+            "openvino": _openvino_version(),
             "code": _code_digest(),
             "device": device,
             "device_name": _device_name(device),
@@ -299,6 +307,9 @@ class CompileCache:
         config: Mapping[str, object],
         model_fn: Callable[[], ov.Model] | None,
     ) -> ov.CompiledModel:
+        import numpy as np
+        import openvino as ov
+
         from .compiler import core
 
         try:
@@ -398,7 +409,8 @@ class CompileCache:
         return CacheOutcome("miss", entry=None, note=f"not stored: {err}")
 
 
-Compiled = tuple[ov.CompiledModel, float, float]  # compiled model, build s, compile s
+if TYPE_CHECKING:
+    Compiled = tuple[ov.CompiledModel, float, float]  # compiled model, build s, compile s
 
 
 def cached_compile(
