@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import failed_sibling
 from compile_ahead.runtime.events import BoundaryTiming, RunEvents
+from compile_ahead.runtime.worker_protocol import PhaseSpan
 
 from . import counters
 from .trace_compile import Span, emit_nested
@@ -28,6 +29,7 @@ from .trace_writer import (
     TOKENS_PER_S,
     TraceWriter,
 )
+from .worker_trace import write_worker_phases
 
 _COUNTERS = {
     "kv_reserved_bytes": KV_RESERVED_BYTES,
@@ -63,7 +65,9 @@ class TraceRunEvents(RunEvents):
         self._lock = threading.Lock()
         self._jobs: dict[int, tuple[Any, int, int]] = {}  # job -> (track, begin, native tid)
         self._flows: dict[int, tuple[int, int]] = {}  # job -> (flow id, capacity)
-        self._finished: list[tuple[Any, int, int, int]] = []  # (track, begin, end, tid)
+        # (track, begin, end, native tid, a compile worker's phases or None)
+        self._finished: list[tuple[Any, int, int, int, list | None]] = []
+        self._worker: dict[int, list[PhaseSpan]] = {}  # job -> phases a compile worker sent
 
     def compile_started(
         self, job: int, capacity: int, kind: str, background: bool, ts: int
@@ -95,13 +99,24 @@ class TraceRunEvents(RunEvents):
             flows_out=[flow] if flow is not None else [],
         )
         with self._lock:
-            self._finished.append((track, begin, ts, tid))
+            self._finished.append((track, begin, ts, tid, self._worker.pop(job, None)))
+
+    def worker_phases(self, job: int, phases: Sequence[PhaseSpan]) -> None:
+        with self._lock:
+            self._worker.setdefault(job, []).extend(phases)
 
     def _write_phases(self) -> None:
+        # A compile worker has its own collector: its phases are written even when this
+        # process's collector is not observing.
+        for track, begin, end, _, worker in self._finished:
+            if worker:
+                write_worker_phases(self.writer, track, worker, begin, end)
         if not self.compile_phases or not self._finished:
             return
         recorded = [e for e in counters.events() if e.is_span and e.depth <= PHASE_DEPTH]
-        for track, begin, end, tid in self._finished:
+        for track, begin, end, tid, worker in self._finished:
+            if worker:
+                continue
             spans = [
                 Span(max(e.begin_ns, begin), min(e.end_ns, end), e.name, {"domain": e.domain})
                 for e in counters.spans_within(recorded, begin, end)

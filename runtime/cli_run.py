@@ -16,13 +16,16 @@ from .options import (
     add_graph_option,
     add_ladder_option,
     add_model_options,
+    add_placement_options,
     add_protocol_options,
     add_run_options,
     compile_options,
+    compile_timeout,
     decode_tokens_from_args,
     faults_from_args,
     graph_mode,
     ladder_from_args,
+    placement_mode,
     prompt_len_from_args,
 )
 from .progress import ProgressBar
@@ -57,6 +60,9 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         boundary_window=args.boundary_window,
         faults=faults_from_args(args, ladder),
         graph=graph_mode(args),
+        placement=placement_mode(args),
+        compile_timeout_s=compile_timeout(args),
+        model_ref=args.model,
     )
 
 
@@ -74,6 +80,7 @@ def register(subparsers) -> None:
     add_protocol_options(p)
     add_run_options(p)
     add_graph_option(p)
+    add_placement_options(p)
     p.add_argument("--report", type=Path, default=None, help="write the JSON run report here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(

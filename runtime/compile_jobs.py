@@ -29,6 +29,9 @@ class Faults:
     # Emulates a device whose decode step is slower than this CPU's (added to every step), so
     # a tiny test model can have the decode runway a real model has.
     step_delay_s: float = 0.0
+    # capacity -> what a compile worker does instead of compiling that rung once (raise,
+    # abort, segfault, hang): the worker placement's failure paths, on purpose.
+    worker_faults: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         delays = {
@@ -54,12 +57,18 @@ class Faults:
 
     def validate(self, ladder: Ladder) -> Faults:
         """Every injected failure names a rung of ``ladder`` (else it could never fire)."""
-        for capacity in self.fail_compiles:
-            if capacity not in ladder.rungs:
-                raise CompileAheadError(
-                    f"--inject-compile-failure {capacity}: not a rung of the ladder {ladder}"
-                )
+        for flag, capacities in (
+            ("--inject-compile-failure", self.fail_compiles),
+            ("--inject-worker-fault", self.worker_faults),
+        ):
+            for capacity in capacities:
+                if capacity not in ladder.rungs:
+                    raise CompileAheadError(f"{flag} {capacity}: not a rung of the ladder {ladder}")
         return self
+
+    def take_worker_fault(self, capacity: int) -> str | None:
+        """The worker fault to inject into this rung's compile (once)."""
+        return self.worker_faults.pop(capacity, None)
 
     def after_step(self) -> None:
         if self.step_delay_s > 0:
@@ -111,14 +120,16 @@ class RungCompiler:
     def __init__(
         self,
         spec_for: Callable[[int, int], graphs.GraphSpec],
-        build: Callable[[graphs.GraphSpec], CompiledStep],
+        # compiles one graph (spec, background): a CompiledStep, or a compile worker's result
+        # (its .step and .phases)
+        build: Callable[[graphs.GraphSpec, bool], object],
         events: RunEvents,
         faults: Faults,
         on_ready: Callable[[CompiledStep], None] | None = None,
         label: Callable[[graphs.GraphSpec], str] = lambda spec: spec.kind,
     ):
         self.spec_for = spec_for
-        self.build = build  # compiles one graph: the whole step graph, or a split rung's core
+        self.build = build  # the whole step graph, or a split rung's core
         self.events = events
         self.faults = faults
         self.on_ready = on_ready  # e.g. bind a shared KV buffer while still off the critical path
@@ -160,10 +171,18 @@ class RungCompiler:
             self.events.compile_started(job, capacity, kind, background, start)
         try:
             self.faults.before_compile(capacity, background)
-            step = self.build(spec)
+            built = self.build(spec, background)
+            phases = getattr(built, "phases", None)  # a compile worker's, on the job's track
+            if phases is not None:
+                self.events.worker_phases(job, phases)
+                built = built.step
+            step = built
             if self.on_ready is not None:
                 self.on_ready(step)
         except Exception as err:
+            worker_phases = getattr(err, "phases", None)
+            if worker_phases:
+                self.events.worker_phases(job, worker_phases)
             self._finish(job, chunk, start, False, {"error": str(err)})
             raise
         rung = CompiledRung(capacity, step, job, background, start, time.monotonic_ns(), length)

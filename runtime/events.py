@@ -6,6 +6,7 @@ compiles, from the compile thread: an observer must be thread-safe.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,9 @@ class RunEvents:
         self, job: int, capacity: int, kind: str, ok: bool, ts: int, info: dict[str, Any]
     ) -> None:
         pass
+
+    def worker_phases(self, job: int, phases: Sequence[Any]) -> None:
+        """Phases a compile worker recorded for ``job`` (PhaseSpan, on CLOCK_MONOTONIC)."""
 
     def step(self, token_index: int, capacity: int, begin: int, end: int) -> None:
         pass
@@ -76,6 +80,10 @@ class FanOut(RunEvents):
     def compile_finished(self, *args: Any) -> None:
         for o in self.observers:
             o.compile_finished(*args)
+
+    def worker_phases(self, *args: Any) -> None:
+        for o in self.observers:
+            o.worker_phases(*args)
 
     def step(self, *args: Any) -> None:
         for o in self.observers:

@@ -21,6 +21,7 @@ from . import graphs
 from .accounting import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
 from .compile_jobs import CompiledRung, Faults, RungCompiler
 from .compiler import CompileOptions, compile_step
+from .device_defaults import GRAPH_MODES, PLACEMENTS
 from .events import BoundaryTiming, FanOut, RunEvents
 from .kv_store import KVStore, check_kv_fits, make_store
 from .ladder import Ladder
@@ -32,26 +33,6 @@ from .schedules import CompileTiming, Schedule
 from .sources import ModelSource
 from .split_step import WeightParts, compile_attention_core
 from .step import StepOutput, prefill_chunks
-
-GRAPH_MODES = ("whole", "split")
-
-
-# Device -> graph mode measured best for long-context decode (see default_graph).
-MEASURED_GRAPH_DEFAULTS = {"CPU": "whole"}
-
-
-def default_graph(device: str) -> str:
-    """The graph mode a run uses when not told, chosen from measurement per device.
-
-    CPU: whole. Measured on qwen2.5-0.5b (benchmarks/split_vs_whole.py, ladder_schedules.py):
-    split compiles a successor rung in ~0.06 s instead of ~6.5 s and holds one weight copy
-    (0.24x the RSS with four rungs), but a split decode step is 8-11% slower (24 extra
-    attention calls). On the seed's full 1K..8K protocol that decides it: i2 finished in
-    456 s whole against 490 s split. Split only won short protocols (the 64..512 ladder),
-    where whole-graph background compiles take a larger share of the decoding cores.
-    Other devices: whole, until a fast small-graph path has been measured there.
-    """
-    return MEASURED_GRAPH_DEFAULTS.get(device.upper(), "whole")
 
 
 @dataclass
@@ -69,6 +50,12 @@ class RunSettings:
     # compiled once, a rung is only its weightless attention core (split_graphs.py).
     graph: str = "whole"
     faults: Faults = field(default_factory=Faults)
+    # "in-process": background compiles on a thread of this process; "worker": in a compile
+    # worker process at idle priority, imported here (compile_worker.py). Foreground compiles,
+    # retries and split attention cores always compile in-process.
+    placement: str = "in-process"
+    compile_timeout_s: float = 600.0  # a worker compile is killed (and retried) after this
+    model_ref: str | None = None  # how the worker resolves the model (what the user passed)
 
 
 @dataclass
@@ -112,6 +99,11 @@ class LadderRunner:
             )
         if settings.graph == "split" and settings.prefill_chunk > 1:
             raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
+        if settings.placement not in PLACEMENTS:
+            raise CompileAheadError(
+                f"--compile-placement must be one of {', '.join(PLACEMENTS)}, "
+                f"got {settings.placement!r}"
+            )
         self.first = self._rung_for(prompt_len + 1)
         assert self.options.kv_precision is not None
         self.kv_precision = self.options.kv_precision
@@ -126,6 +118,7 @@ class LadderRunner:
         self.events = FanOut(self.accounting, events) if events else self.accounting
         self.store: KVStore | None = None
         self.weight_parts: WeightParts | None = None
+        self.worker = None  # a WorkerPlacement, started on the first background compile
         self.compiler = RungCompiler(
             self._spec_for,
             self._build,
@@ -181,6 +174,8 @@ class LadderRunner:
             stop, error = f"error: {err}", err
         finally:
             self.policy.shutdown()
+            if self.worker is not None:
+                self.worker.shutdown()
         report = self._report(start, now_ns(), stop, error)
         acct = self.accounting
         return RunResult(report, self.predicted, self.kept, error, acct.step_ns, acct.step_context)
@@ -292,10 +287,31 @@ class LadderRunner:
             return f"the model's maximum context ({top}, max_position_embeddings) reached"
         return f"top rung capacity {top} reached"
 
-    def _build(self, spec: graphs.GraphSpec):
+    def _build(self, spec: graphs.GraphSpec, background: bool):
         if self.weight_parts is not None:
             return compile_attention_core(self.weight_parts, spec, self.options)
+        if background and self.settings.placement == "worker":
+            return self._build_in_worker(spec)
         return compile_step(self.source, spec, self.options).step
+
+    def _build_in_worker(self, spec: graphs.GraphSpec):
+        from .compile_worker import WorkerPlacement
+
+        if self.worker is None:
+            self.worker = WorkerPlacement(priority="idle")
+        s = self.settings
+        result = self.worker.compile(
+            s.model_ref or self.source.name,
+            spec,
+            self.options,
+            timeout_s=s.compile_timeout_s,
+            fault=s.faults.take_worker_fault(spec.capacity),  # type: ignore[arg-type]
+        )
+        if result.model_config != self.source.config:
+            raise CompileAheadError(
+                f"the compile worker resolved {s.model_ref!r} to another model than this run's"
+            )
+        return result
 
     def _compile_weight_parts(self) -> None:
         self.weight_parts = WeightParts(self.source, self.options)

@@ -24,6 +24,7 @@ GRAPH_CHOICES = ("whole", "split")
 # proportion, so the default prompt always fits.
 PROMPT_FRACTION_OF_FIRST_RUNG = 8
 DEFAULT_PROMPT_LEN = 128  # the seed's prompt, also for --ladder auto
+WORKER_FAULTS = ("raise", "abort", "segfault", "hang")  # as runtime/worker_protocol.py
 
 
 def add_model_options(p: argparse.ArgumentParser, required: bool = False) -> None:
@@ -112,9 +113,44 @@ def add_graph_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_placement_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--compile-placement",
+        choices=("in-process", "worker"),
+        default=None,
+        help="where one-ahead compiles run: in-process (a background thread) or worker (a "
+        "compile process at idle priority whose result is imported here; a crash or hang there "
+        "is a failed compile, retried in the foreground) (default: chosen per device from "
+        "measurement, in-process on CPU; see README)",
+    )
+    p.add_argument(
+        "--compile-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="with --compile-placement worker: kill a compile taking longer (default 600)",
+    )
+
+
+def compile_timeout(args: argparse.Namespace) -> float:
+    value = args.compile_timeout
+    if not 0 < value < float("inf"):
+        raise CompileAheadError(
+            f"--compile-timeout must be a positive number of seconds, got {value}"
+        )
+    return value
+
+
+def placement_mode(args: argparse.Namespace) -> str:
+    """--compile-placement, or the device's measured default."""
+    from .device_defaults import default_placement
+
+    return args.compile_placement or default_placement(args.device)
+
+
 def graph_mode(args: argparse.Namespace) -> str:
     """--graph, or the device's measured default (the same for every command)."""
-    from .ladder_runner import default_graph
+    from .device_defaults import default_graph
 
     return args.graph or default_graph(args.device)
 
@@ -177,6 +213,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="CAPACITY[:COUNT]",
         help="make the compile of this rung fail COUNT times (default 1)",
+    )
+    faults.add_argument(
+        "--inject-worker-fault",
+        action="append",
+        default=[],
+        metavar="CAPACITY:KIND",
+        help="with --compile-placement worker: the worker compiling this rung does KIND "
+        "instead (raise, abort, segfault, hang), once",
     )
     faults.add_argument(
         "--step-delay",
@@ -253,4 +297,14 @@ def faults_from_args(args: argparse.Namespace, ladder: Ladder) -> Faults:
             raise CompileAheadError(
                 f"--inject-compile-failure takes CAPACITY[:COUNT], got {item!r}"
             ) from None
-    return Faults(args.inject_compile_delay, fail, args.step_delay).validate(ladder)
+    worker: dict[int, str] = {}
+    for item in getattr(args, "inject_worker_fault", []):
+        cap, _, kind = item.partition(":")
+        if not cap.isdigit() or kind not in WORKER_FAULTS:
+            raise CompileAheadError(
+                f"--inject-worker-fault takes CAPACITY:KIND with KIND one of "
+                f"{', '.join(WORKER_FAULTS)}, got {item!r}"
+            )
+        worker[int(cap)] = kind
+    faults = Faults(args.inject_compile_delay, fail, args.step_delay, worker)
+    return faults.validate(ladder)

@@ -97,9 +97,9 @@ def test_run_cli_graph_flag(capsys):
 def test_graph_default_and_override(tmp_path):
     import json
 
-    from compile_ahead.runtime.ladder_runner import default_graph
+    from compile_ahead.runtime.device_defaults import default_graph
 
-    assert default_graph("CPU") == "whole"  # measured: see default_graph's docstring
+    assert default_graph("CPU") == "whole"  # measured: see runtime/device_defaults.py
     assert default_graph("NPU") == "whole"
     argv = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]
     assert main([*argv, "--report", str(tmp_path / "a.json")]) == 0

@@ -12,10 +12,13 @@ from compile_ahead.runtime.options import (
     add_graph_option,
     add_ladder_option,
     add_model_options,
+    add_placement_options,
     add_protocol_options,
+    compile_timeout,
     decode_tokens_from_args,
     graph_mode,
     ladder_from_args,
+    placement_mode,
     prompt_len_from_args,
 )
 
@@ -87,6 +90,7 @@ def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> N
     add_ladder_option(s, auto=False)
     add_protocol_options(s)
     add_graph_option(s)
+    add_placement_options(s)
     s.add_argument(
         "--command",
         default=None,
@@ -249,6 +253,8 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     # Our runs get the same device, precisions and graph mode (resolved here, once); a
     # --command template says its own.
     passed = ["--device", args.device, "--graph", graph_mode(args)]
+    passed += ["--compile-placement", placement_mode(args)]
+    passed += ["--compile-timeout", str(compile_timeout(args))]
     for flag, value in (
         ("--inference-precision", args.inference_precision),
         ("--kv-precision", args.kv_precision),
