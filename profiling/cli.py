@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
             "print the phase breakdown and write a Perfetto trace plus report.json."
         ),
     )
-    add_model_options(p)
+    add_model_options(p, cache=False)  # profiles real compiles: a cached import is not one
     add_ladder_option(p)
     p.add_argument(
         "--schedule",

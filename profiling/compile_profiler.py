@@ -94,7 +94,7 @@ class CompileProfiler:
             print(
                 f"device: {self.options.device}, inference precision "
                 f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
-                f"{self.graph} graphs"
+                f"{self.graph} graphs; compile cache off (every rung is really compiled)"
             )
         self.report = {
             "tool": "profile-compile",

@@ -88,6 +88,9 @@ class TraceRunEvents(RunEvents):
         args: dict[str, Any] = {"rung": capacity, "kind": kind, "ok": ok}
         if "error" in info:
             args["error"] = str(info["error"])[:200]
+        for key in ("cache", "import_s", "store_s"):  # the compile cache: hit means imported
+            if key in info:
+                args[key] = info[key]
         # Written now (a crash keeps it); the collector's phases are added at close, because
         # reading the collector's buffer here would delay the compile thread's completion.
         self.writer.slice(

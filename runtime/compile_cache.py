@@ -28,7 +28,6 @@ blobs for in-memory graphs can turn them on.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import hashlib
@@ -464,31 +463,3 @@ def cache_from_flags(
         return None
     max_bytes = None if max_gb is None or max_gb <= 0 else int(max_gb * 1e9)
     return CompileCache(Path(cache_dir) if cache_dir else default_cache_dir(), max_bytes=max_bytes)
-
-
-def add_cache_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--cache-dir",
-        default=None,
-        metavar="DIR",
-        help="where compiled graphs are kept across runs (default: "
-        "$COMPILE_AHEAD_CACHE_DIR/compiled, else $XDG_CACHE_HOME/compile-ahead/compiled, "
-        "else ~/.cache/compile-ahead/compiled)",
-    )
-    p.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="compile every graph, reading and writing no compile cache",
-    )
-    p.add_argument(
-        "--cache-max-gb",
-        type=float,
-        default=DEFAULT_MAX_GB,
-        metavar="GB",
-        help=f"compile cache size cap; least recently used entries are deleted beyond it "
-        f"(default {DEFAULT_MAX_GB:g}; 0: no cap)",
-    )
-
-
-def cache_from_args(args: argparse.Namespace) -> CompileCache | None:
-    return cache_from_flags(args.cache_dir, args.no_cache, args.cache_max_gb)

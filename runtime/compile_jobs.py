@@ -10,7 +10,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from compile_ahead.errors import CompileAheadError
 
@@ -107,6 +107,11 @@ class CompileJob:
     background: bool
     seconds: float
     ok: bool
+    cache: str = "off"  # hit: imported from the compile cache; miss: compiled and stored
+    import_s: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
 
 
 class RungCompiler:
@@ -143,19 +148,20 @@ class RungCompiler:
         self.in_flight_max = 0
         self.finished: list[CompileJob] = []
 
-    def compile_shared(self, kind: str, work: Callable[[], object]) -> float:
-        """A foreground compile that no rung owns (split mode's weight parts), as its own job."""
+    def compile_shared(self, kind: str, work: Callable[[], dict | None]) -> float:
+        """A foreground compile that no rung owns (split mode's weight parts), as its own job;
+        ``work`` may return what to report of it (e.g. its compile cache outcome)."""
         job = next(self._jobs)
         start = time.monotonic_ns()
         with self._lock:
             self._running[job] = (0, kind, False)
             self.events.compile_started(job, 0, kind, False, start)
         try:
-            work()
+            info = work() or {}
         except Exception as err:
             self._finish(job, 1, start, False, {"error": str(err)})
             raise
-        return self._finish(job, 1, start, True, {})
+        return self._finish(job, 1, start, True, info)
 
     def compile(self, capacity: int, background: bool, length: int, chunk: int = 1) -> CompiledRung:
         """Compile the graph for (capacity, chunk); chunk 1 is the rung's decode graph."""
@@ -191,7 +197,8 @@ class RungCompiler:
                 self.resident[(capacity, chunk)] = rung
                 self.resident_max = max(self.resident_max, len(self.resident))
                 self._resident_changed()
-        self._finish(job, chunk, start, True, {})
+        outcome = getattr(step, "compile_cache", None)  # hit or miss, and the import time
+        self._finish(job, chunk, start, True, outcome.describe() if outcome else {})
         return rung
 
     def _finish(self, job: int, chunk: int, start: int, ok: bool, info: dict) -> float:
@@ -202,7 +209,9 @@ class RungCompiler:
             if running is not None and not self._closed:
                 capacity, kind, background = running
                 seconds = (end - start) / 1e9
-                self.finished.append(CompileJob(job, capacity, chunk, background, seconds, ok))
+                cache, import_s = info.get("cache", "off"), info.get("import_s", 0.0)
+                record = CompileJob(job, capacity, chunk, background, seconds, ok, cache, import_s)
+                self.finished.append(record)
                 self.events.compile_finished(job, capacity, kind, ok, end, info)
         return (end - start) / 1e9
 

@@ -264,6 +264,9 @@ class LadderRunner:
             record.ready_margin_s = (b0 - rung.finished_ns) / 1e9
         record.compile_s = rung.compile_s
         record.compile_started_at_context = rung.started_at_length
+        outcome = getattr(rung.step, "compile_cache", None)
+        if outcome is not None:
+            record.cache, record.import_s = outcome.state, outcome.import_s
         m0 = now_ns()
         migration = self.store.grow_to(capacity)
         self.store.take_into_use(rung.step)
@@ -295,17 +298,33 @@ class LadderRunner:
         return compile_step(self.source, spec, self.options).step
 
     def _build_in_worker(self, spec: graphs.GraphSpec):
+        """A compile worker compiles; a compile cache entry, when there is one, is imported
+        instead, and a worker's blob is stored as the entry."""
+        from .compile_cache import step_graph_identity
         from .compile_worker import WorkerPlacement
+        from .compiler import make_step
+
+        s, cache = self.settings, self.options.cache
+        sink = None
+        if cache is not None:
+            compiled, outcome = cache.lookup(self.source, step_graph_identity(spec), self.options)
+            if compiled is not None:
+                step = make_step(compiled, spec, self.source.config.num_layers)
+                step.keep_alive, step.compile_cache = self.source.weights, outcome
+                return step
+
+            def sink(blob: bytes) -> None:
+                cache.store_blob(outcome, blob)
 
         if self.worker is None:
             self.worker = WorkerPlacement(priority="idle")
-        s = self.settings
         result = self.worker.compile(
             s.model_ref or self.source.name,
             spec,
             self.options,
             timeout_s=s.compile_timeout_s,
             fault=s.faults.take_worker_fault(spec.capacity),  # type: ignore[arg-type]
+            blob_sink=sink,
         )
         if result.model_config != self.source.config:
             raise CompileAheadError(
@@ -313,8 +332,9 @@ class LadderRunner:
             )
         return result
 
-    def _compile_weight_parts(self) -> None:
+    def _compile_weight_parts(self) -> dict:
         self.weight_parts = WeightParts(self.source, self.options)
+        return {"cache": self.weight_parts.cache_state, "import_s": self.weight_parts.import_s}
 
     def _rung_for(self, slots: int) -> int:
         return next((r for r in self.rungs if r >= slots), -1)
@@ -358,6 +378,7 @@ class LadderRunner:
 
     def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
         s, acct, store = self.settings, self.accounting, self.store
+        cache = self.options.cache
         jobs = self.compiler.finished
         first = next((j for j in jobs if j.capacity == self.first and j.chunk == 1), None)
         return RunReport(
@@ -396,6 +417,8 @@ class LadderRunner:
             # Whole graphs each hold a compiled copy of the weights; split rungs share one.
             weight_copies_resident_max=1 if s.graph == "split" else self.compiler.resident_max,
             compiles_in_flight_max=self.compiler.in_flight_max,
+            compile_jobs=[j.to_json() for j in jobs],
+            compile_cache_dir=str(cache.directory) if cache is not None else None,
             peak_rss_bytes=peak_rss_bytes(),
             error=f"{type(error).__name__}: {error}" if error is not None else None,
         )

@@ -27,8 +27,10 @@ DEFAULT_PROMPT_LEN = 128  # the seed's prompt, also for --ladder auto
 WORKER_FAULTS = ("raise", "abort", "segfault", "hang")  # as runtime/worker_protocol.py
 
 
-def add_model_options(p: argparse.ArgumentParser, required: bool = False) -> None:
-    """--model, --device and the precision flags."""
+def add_model_options(
+    p: argparse.ArgumentParser, required: bool = False, cache: bool = True
+) -> None:
+    """--model, --device, the precision flags and (with ``cache``) the compile cache's."""
     p.add_argument(
         "--model",
         required=required,
@@ -50,13 +52,53 @@ def add_model_options(p: argparse.ArgumentParser, required: bool = False) -> Non
         default=None,
         help="KV cache element type (default: the inference precision)",
     )
+    if cache:
+        add_cache_options(p)
+
+
+# Size cap of the compile cache: a whole-graph entry holds its compiled weights.
+DEFAULT_CACHE_MAX_GB = 40.0
+
+
+def add_cache_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where compiled graphs are kept across runs, so no rung is compiled twice "
+        "(default: $COMPILE_AHEAD_CACHE_DIR/compiled, else "
+        "$XDG_CACHE_HOME/compile-ahead/compiled, else ~/.cache/compile-ahead/compiled)",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile every graph, reading and writing no compile cache",
+    )
+    p.add_argument(
+        "--cache-max-gb",
+        type=float,
+        default=DEFAULT_CACHE_MAX_GB,
+        metavar="GB",
+        help="compile cache size cap; least recently used entries are deleted beyond it "
+        f"(default {DEFAULT_CACHE_MAX_GB:g}; 0: no cap)",
+    )
 
 
 def compile_options(args: argparse.Namespace) -> CompileOptions:
-    from .compiler import CompileOptions  # loads OpenVINO: not at import time
+    """The compile options of a command; the compile cache is on unless --no-cache (or the
+    command has no cache flags, e.g. profile-compile, which profiles real compiles)."""
+    from .compile_cache import cache_from_flags  # loads OpenVINO: not at import time
+    from .compiler import CompileOptions
 
     check_device(args.device)
-    return CompileOptions(args.device, args.inference_precision, args.kv_precision).resolved()
+    cache = None
+    if hasattr(args, "no_cache"):
+        if args.cache_max_gb < 0:
+            raise CompileAheadError(f"--cache-max-gb must be >= 0, got {args.cache_max_gb}")
+        cache = cache_from_flags(args.cache_dir, args.no_cache, args.cache_max_gb)
+    return CompileOptions(
+        args.device, args.inference_precision, args.kv_precision, cache=cache
+    ).resolved()
 
 
 AUTO_LADDER = "auto"

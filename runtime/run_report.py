@@ -31,6 +31,8 @@ class BoundaryRecord:
     ready_margin_s: float | None = None  # boundary time minus the compile's end
     compile_s: float | None = None
     compile_started_at_context: int | None = None
+    cache: str | None = None  # the successor's compile cache: hit (imported), miss or off
+    import_s: float | None = None  # importing it from the cache (hit)
     migration_s: float | None = None
     bytes_copied: int | None = None
     switch_s: float | None = None
@@ -112,6 +114,10 @@ class RunReport:
     graphs_resident_max: int = 0
     weight_copies_resident_max: int | None = None
     compiles_in_flight_max: int = 0
+    # Every compile of the run: job, capacity (0: split weight parts), chunk, background,
+    # seconds, ok, cache (hit: imported from the compile cache; miss; off), import_s.
+    compile_jobs: list[dict[str, Any]] = field(default_factory=list)
+    compile_cache_dir: str | None = None  # None: no compile cache
     peak_rss_bytes: int = 0
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # source-specific fields, kept as is
@@ -170,6 +176,13 @@ class RunReport:
             rate = f"{r.tok_s:.2f} tok/s" if r.tok_s else "-"
             lines.append(f"  rung {r.capacity:>6}: {r.tokens:>6} tokens, {rate}")
         lines += [_boundary_line(b) for b in self.boundaries]
+        if self.compile_cache_dir is not None:
+            hits = sum(1 for j in self.compile_jobs if j.get("cache") == "hit")
+            misses = sum(1 for j in self.compile_jobs if j.get("cache") == "miss")
+            lines.append(
+                f"compile cache {self.compile_cache_dir}: {hits} imported, {misses} compiled "
+                "and stored"
+            )
         lines.append(
             f"KV reserved avg {_mib(self.kv_reserved_avg_bytes)} MiB "
             f"(peak {_mib(self.kv_reserved_peak_bytes)}), committed avg "
@@ -196,7 +209,8 @@ def _boundary_line(b: BoundaryRecord) -> str:
     if b.compile_s is None:  # interrupted or failed before the successor was in hand
         return f"{head} not crossed (waited {_seconds(b.wait_s, 3)})"
     migration = "-" if b.migration_s is None else f"{b.migration_s * 1e3:.1f} ms"
+    how = f" (cache hit: import {b.import_s:.2f} s)" if b.cache == "hit" else ""
     return (
-        f"{head} compile {b.compile_s:.2f} s, margin {_seconds(b.ready_margin_s)}, "
+        f"{head} compile {b.compile_s:.2f} s{how}, margin {_seconds(b.ready_margin_s)}, "
         f"wait {_seconds(b.wait_s, 3)}, migration {migration}, {b.bytes_copied} B copied"
     )

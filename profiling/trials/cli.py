@@ -80,7 +80,7 @@ def _common(p: argparse.ArgumentParser, pairs: int) -> None:
 
 
 def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> None:
-    add_model_options(s, required=True)
+    add_model_options(s, required=True, cache=False)
     s.add_argument(
         "--arms",
         required=default_arms is None,
@@ -252,7 +252,8 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     plan = make_plan(schedules, args.pairs, args.warmup)
     # Our runs get the same device, precisions and graph mode (resolved here, once); a
     # --command template says its own.
-    passed = ["--device", args.device, "--graph", graph_mode(args)]
+    # Trials compile for real: a compile cache would turn later trials' compiles into imports.
+    passed = ["--device", args.device, "--graph", graph_mode(args), "--no-cache"]
     passed += ["--compile-placement", placement_mode(args)]
     passed += ["--compile-timeout", str(compile_timeout(args))]
     for flag, value in (

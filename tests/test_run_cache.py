@@ -1,0 +1,55 @@
+"""The compile cache through `compile-ahead run`: a second run imports every rung it compiled
+the first time (same logits), says so per boundary and per job, and --no-cache compiles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from compile_ahead.cli import main
+from compile_ahead.profiling.trace_validate import validate_trace
+
+RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--schedule", "i2", "--no-progress"]
+RUN += ["--inference-precision", "f32", "--prompt-len", "8"]
+
+
+def _run(tmp_path: Path, name: str, *extra: str) -> dict:
+    out = tmp_path / f"{name}.json"
+    assert main([*RUN, "--report", str(out), *extra]) == 0
+    return json.loads(out.read_text())
+
+
+def _digests(report: dict) -> dict[int, str]:
+    return {e["context"]: e["logits_digest"] for e in report["boundary_tokens"]}
+
+
+def test_a_warm_cache_imports_every_rung_with_the_same_logits(tmp_path, capsys):
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    cold = _run(tmp_path, "cold", *cache)
+    warm = _run(tmp_path, "warm", *cache, "--trace", str(tmp_path / "t.pftrace"))
+    assert {j["cache"] for j in cold["compile_jobs"]} == {"miss"}
+    assert {j["cache"] for j in warm["compile_jobs"]} == {"hit"}
+    assert all(b["cache"] == "hit" and b["import_s"] > 0 for b in warm["boundaries"])
+    assert _digests(warm) == _digests(cold)
+    assert "4 imported, 0 compiled" in capsys.readouterr().out
+    assert validate_trace(tmp_path / "t.pftrace").ok
+    assert b"hit" in (tmp_path / "t.pftrace").read_bytes()  # the compile slices say so
+
+
+def test_no_cache_compiles_everything(tmp_path):
+    report = _run(tmp_path, "off", "--no-cache")
+    assert {j["cache"] for j in report["compile_jobs"]} == {"off"}
+    assert report["compile_cache_dir"] is None
+
+
+def test_a_changed_capacity_or_precision_never_hits(tmp_path):
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    _run(tmp_path, "first", *cache)
+    other = ["run", "--model", "tiny", "--ladder", "32,64", "--no-progress", "--prompt-len", "8"]
+    out = tmp_path / "other.json"
+    assert main([*other, "--inference-precision", "f32", *cache, "--report", str(out)]) == 0
+    jobs = json.loads(out.read_text())["compile_jobs"]
+    assert {j["capacity"]: j["cache"] for j in jobs} == {32: "hit", 64: "hit"}
+    out = tmp_path / "bf16.json"
+    assert main([*other, "--inference-precision", "bf16", *cache, "--report", str(out)]) == 0
+    assert {j["cache"] for j in json.loads(out.read_text())["compile_jobs"]} == {"miss"}
