@@ -162,6 +162,7 @@ def format_table(rungs: list[dict]) -> str:
 def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     """Setup, a step per rung, the optional schedule overlay, then finish (publish whole)."""
     from .compile_profiler import CompileProfiler
+    from .trace_writer import TraceWriteError
 
     profiler = CompileProfiler(args, ladder)
     try:
@@ -179,6 +180,8 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
             profiler.overlay_schedule()
     except CompileAheadError as err:
         profiler.fail(err)
+    except TraceWriteError as err:  # what was measured is still reported, with the error
+        profiler.fail(CompileAheadError(f"the trace could not be written: {err}"))
     except KeyboardInterrupt:
         interrupted = True
         profiler.fail(CompileAheadError("interrupted"))

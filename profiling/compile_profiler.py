@@ -289,7 +289,9 @@ class CompileProfiler:
         from .trace_validate import OPEN_TRACE_HINT, validate_trace
 
         self.sampler.stop()
-        self.writer.close()
+        if self.sampler.error is not None and self.failure is None:
+            self.fail(CompileAheadError(f"the RSS counter failed: {self.sampler.error}"))
+        self.writer.close()  # ends what is open: valid up to a failure
         r = self.report
         r["peak_rss_bytes"] = peak_rss_bytes()
         r["collector"] = {

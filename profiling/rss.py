@@ -19,6 +19,7 @@ class RssSampler:
         self.interval_s = interval_s
         self.on_sample = on_sample
         self.samples: list[tuple[int, int]] = []
+        self.error: Exception | None = None  # what on_sample raised; it is not called again
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
@@ -40,7 +41,10 @@ class RssSampler:
             ts, value = time.monotonic_ns(), rss_bytes()
             self.samples.append((ts, value))
             if self.on_sample is not None:
-                self.on_sample(ts, value)
+                try:
+                    self.on_sample(ts, value)
+                except Exception as err:  # e.g. a closed trace: keep sampling, report it
+                    self.error, self.on_sample = err, None
         return value
 
     def peak_between(self, begin_ns: int, end_ns: int) -> int | None:

@@ -281,3 +281,38 @@ def test_schedule_overlay_on_the_compile_profile(tmp_path):
         ]
         assert [n for n in names if n.startswith("switch ")] == ["switch 16->32", "switch 32->64"]
         assert tp.scalar("select count(*) from flow") == 3
+
+
+TRACE_FAILS_ON_SECOND_RUNG = """
+import sys
+from compile_ahead.profiling import cli, trace_compile
+from compile_ahead.profiling.trace_writer import TraceWriteError
+
+real = trace_compile.end_job
+calls = []
+
+def end_job(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+        raise TraceWriteError("time goes back on 'Process RSS' (injected)")
+    return real(*args, **kwargs)
+
+trace_compile.end_job = end_job  # looked up when each rung is profiled
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_trace_error_keeps_the_measured_rungs_in_the_report(tmp_path):
+    out = tmp_path / "o"
+    proc = subprocess.run(
+        [sys.executable, "-c", TRACE_FAILS_ON_SECOND_RUNG, "--model", "tiny", "--ladder",
+         "16,32,64", "--out", str(out)],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "the trace could not be written" in proc.stderr.strip().splitlines()[-1]
+    assert "compile_model s" in proc.stdout  # the table of what was measured
+    report = json.loads((tmp_path / "o.failed" / "report.json").read_text())
+    assert [r["capacity"] for r in report["rungs"]] == [16]
+    assert "time goes back" in report["error"]
+    assert validate_trace(tmp_path / "o.failed" / "trace.pftrace").ok
