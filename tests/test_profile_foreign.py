@@ -97,3 +97,20 @@ def test_the_trace_processor_sees_the_compile_and_its_phases(tmp_path):
         assert tp.error_stats() == []
         assert tp.scalar("select count(*) from slice where name = 'compile C=0'") == 1
         assert tp.scalar("select count(*) from slice where name like 'manager %'") > 0
+
+
+def test_ab_compile_takes_a_model_compiled_as_it_is(tmp_path):
+    from compile_ahead.cli import build_parser
+
+    model = _onnx_model(tmp_path / "m.onnx")
+    out = tmp_path / "res"
+    args = build_parser().parse_args(
+        ["ab", "compile", "--arm", "A=current", "--arm", "B=current,INFERENCE_PRECISION_HINT=f32",
+         "--model", str(model), "--shape", "pixels=[1,3,32,32]", "--pairs", "1",
+         "--warmup", "0", "--out", str(out), "--quiet", "--no-plot"]
+    )  # fmt: skip
+    assert args.func(args) == 0
+    data = json.loads((out / "compile_ab.json").read_text())
+    total = next(e for e in data["endpoints"] if e["key"] == "compile_total")
+    assert all(v > 0 for v in total["values"]["A"] + total["values"]["B"])
+    assert all(t["result"]["rungs"][0]["capacity"] == 0 for t in data["trials"])

@@ -22,6 +22,7 @@ from compile_ahead.runtime.options import (
     prompt_len_from_args,
 )
 
+from ..foreign_model import parse_shapes
 from . import compile_ab, schedule_ab
 from .arms import parse_arm
 from .design import make_plan
@@ -124,7 +125,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME=SPEC",
         help="e.g. A=/tmp/ov-a/bin/python; give two or more",
     )
-    c.add_argument("--model", required=True, help="preset, cached hub id or checkpoint dir")
+    c.add_argument(
+        "--model",
+        required=True,
+        help="preset, cached hub id, checkpoint dir or stateful decoder IR (compiled per rung), "
+        "or any other IR or .onnx model (compiled as it is)",
+    )
+    c.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=[d0,d1,...]",
+        help="a model compiled as it is: a static shape for each dynamic input",
+    )
     add_ladder_option(c, auto=False)
     c.add_argument("--device", default="CPU")
     c.add_argument(
@@ -188,7 +201,9 @@ def run_compile_ab(args: argparse.Namespace) -> int:
     base_config, kv_precision = compile_ab.default_config(args.device)
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
-        exported = compile_ab.export_rungs(args.model, ladder, kv_precision, ir_dir)
+        exported = compile_ab.export_rungs(
+            args.model, ladder, kv_precision, ir_dir, parse_shapes(args.shape)
+        )
         arms, labels = compile_ab.make_arms(
             specs,
             exported,

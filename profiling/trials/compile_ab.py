@@ -59,25 +59,49 @@ class ExportedRungs:
 
 
 def export_rungs(
-    model_name: str, ladder: Sequence[int], kv_precision: str, directory: Path
+    model_name: str,
+    ladder: Sequence[int],
+    kv_precision: str,
+    directory: Path,
+    shapes: dict[str, list[int]] | None = None,
 ) -> ExportedRungs:
-    """Build each rung's decode graph once and save it as IR (reused if already there)."""
+    """Save each rung's decode graph once as IR (reused if already there). A model that is
+    not a stateful decoder (any IR or ONNX file) is one graph, made static with ``shapes``,
+    saved as rung 0."""
     import openvino as ov
 
+    from compile_ahead.profiling.foreign_model import model_file, read_static
     from compile_ahead.runtime.graphs import GraphSpec, build_step_model
     from compile_ahead.runtime.sources import resolve_model
 
-    source = resolve_model(model_name)
     directory.mkdir(parents=True, exist_ok=True)
+    foreign = model_file(model_name)
+    if foreign is not None:
+        ov.save_model(read_static(foreign, shapes or {}), str(directory / "rung-0.xml"))
+        described = {"model": str(foreign), "synthetic": False, "origin": "as given"}
+        return ExportedRungs(directory, (0,), kv_precision, described, f"{foreign} (as it is)")
+    if shapes:
+        raise CompileAheadError("--shape is for models compiled as they are, not decoders")
+    source = resolve_model(model_name)
+    if getattr(source, "files", None) is not None:  # a stateful decoder IR: cut per rung
+        from compile_ahead.runtime.ir_step import build_model as build_ir_rung
+
+        def build(spec: GraphSpec) -> ov.Model:
+            return build_ir_rung(source, spec)  # type: ignore[arg-type]
+    else:
+
+        def build(spec: GraphSpec) -> ov.Model:
+            return build_step_model(source.config, source.weights, spec)
+
     stamp_path = directory / "export.json"
-    stamp = {"model": source.describe(), "kv_precision": kv_precision}
+    identity = {k: source.describe().get(k) for k in ("model", "synthetic", "origin")}
+    stamp = {"model": identity, "kv_precision": kv_precision}
     previous = json.loads(stamp_path.read_text()) if stamp_path.exists() else None
     for capacity in ladder:
         xml = directory / f"rung-{capacity}.xml"
         if previous == stamp and xml.exists() and xml.with_suffix(".bin").exists():
             continue
-        spec = GraphSpec(capacity=capacity, chunk=1, kv_precision=kv_precision)
-        model = build_step_model(source.config, source.weights, spec)
+        model = build(GraphSpec(capacity=capacity, chunk=1, kv_precision=kv_precision))
         ov.save_model(model, str(xml), compress_to_fp16=False)
         del model
     stamp_path.write_text(json.dumps(stamp))
