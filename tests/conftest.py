@@ -87,3 +87,22 @@ def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
     tokens = out.sequences[0, len(prompt) :].tolist()
     logits = [step[0].numpy() for step in out.logits]
     return tokens, logits
+
+
+def start_decoding_run(argv: list[str]):
+    """`compile-ahead ARGV` in a child process, returned once it prints its first progress
+    line (decoding has begun); stderr stays open for the caller."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compile_ahead.cli", *argv],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("progress:"):
+            break
+    return proc

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 from compile_ahead.cli import main
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.runtime.device_defaults import default_placement
+from conftest import start_decoding_run
 
 RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--schedule", "i2", "--no-progress"]
 RUN += ["--inference-precision", "f32", "--prompt-len", "8", "--no-cache"]  # compile for real
@@ -82,16 +81,7 @@ def test_sigterm_during_a_worker_compile_leaves_no_worker(tmp_path):
     argv = [a for a in RUN if a != "--no-progress"]  # progress lines say decoding has begun
     argv += ["--compile-placement", "worker", "--inject-worker-fault", "32:hang"]
     argv += ["--step-delay", "0.05", "--report", str(report)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.cli", *argv],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith("progress:"):
-            break
+    proc = start_decoding_run(argv)
     workers: list[int] = []
     deadline = time.monotonic() + 60
     while not workers and time.monotonic() < deadline:  # the hung successor's worker

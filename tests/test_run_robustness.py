@@ -29,6 +29,7 @@ from compile_ahead.runtime.protocol import teacher_forced
 from compile_ahead.runtime.schedules import SCHEDULES
 from compile_ahead.runtime.sources import resolve_model
 from compile_ahead.runtime.step import StepOutput
+from conftest import start_decoding_run
 
 F32 = CompileOptions(device="CPU", inference_precision="f32")
 TINY = ["run", "--model", "tiny", "--ladder", "tiny", "--no-progress"]
@@ -117,16 +118,7 @@ def test_sigterm_ends_a_run_like_ctrl_c_with_its_report(tmp_path):
     report = tmp_path / "r.json"
     argv = ["run", "--model", "tiny", "--ladder", "tiny", "--step-delay", "0.05"]
     argv += ["--report", str(report)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.cli", *argv],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:  # a progress line: decoding has begun
-        if line.startswith("progress:"):
-            break
+    proc = start_decoding_run(argv)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

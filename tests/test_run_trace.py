@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.cli import main
-from trace_processor import NodeTraceProcessor, unavailable_reason
 from compile_ahead.profiling.trace_validate import validate_trace
 
 RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]

@@ -4,10 +4,10 @@ the trace processor."""
 from __future__ import annotations
 
 import pytest
+from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.profiling.trace_compile import Span, emit_nested
 from compile_ahead.profiling.trace_decode import StepSlicer
-from trace_processor import NodeTraceProcessor, unavailable_reason
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trace_writer import TraceWriter
 

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from trace_processor import NodeTraceProcessor, unavailable_reason
+
 from compile_ahead.profiling.trace_validate import validate_bytes, validate_trace
 from compile_ahead.profiling.trace_writer import (
     GRAPHS_RESIDENT,
