@@ -94,7 +94,9 @@ def main() -> None:
             )
             gc.collect()
     if args.json:
-        args.json.write_text(json.dumps({n: [x.report.to_json() for x in v] for n, v in runs.items()}))
+        args.json.write_text(
+            json.dumps({n: [x.report.to_json() for x in v] for n, v in runs.items()})
+        )
 
     def rep(name: str, key: str) -> float:
         return med([x.report[key] for x in runs[name]])
