@@ -145,14 +145,19 @@ def print_profile(title: str, totals: dict[str, float], top: int = 8) -> None:
     print(f"  {title}: {total:.1f} ms in nodes; {shown}")
 
 
-def profile_ours(model_dir: Path, options: CompileOptions, context: int) -> dict[str, float]:
+def profile_ours(
+    model_dir: Path, options: CompileOptions, context: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per node type: one decode step at ``context``, and one prefill chunk starting there."""
     opts = CompileOptions(
         options.device, options.inference_precision, options.kv_precision, {"PERF_COUNT": "YES"}
     )
-    ours = Ours(model_dir, LONG_C, opts, prefill=False)
+    ours = Ours(model_dir, LONG_C, opts, prefill=True)
     fill_random(ours.arena, context)
     ours.decode_ms(context, 3)
-    return by_node_type(ours.decode.request)
+    assert ours.prefill is not None
+    ours.prefill.run(np.arange(100, 100 + PREFILL_CHUNK), context - PREFILL_CHUNK, 0)
+    return by_node_type(ours.decode.request), by_node_type(ours.prefill.request)
 
 
 def profile_stateful(model_dir: Path, context: int) -> dict[str, float]:
@@ -267,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_profile:
         print(f"\nper-node counters, one decode step at context ~{LONG_PROMPT} (ms by node type)")
         for fmt in formats:
-            print_profile(f"{fmt} ours C={LONG_C}", profile_ours(dirs[fmt], options, LONG_PROMPT))
+            decode, prefill_chunk = profile_ours(dirs[fmt], options, LONG_PROMPT)
+            print_profile(f"{fmt} ours C={LONG_C} decode", decode)
+            print_profile(f"{fmt} ours C={LONG_C} prefill chunk {PREFILL_CHUNK}", prefill_chunk)
             gc.collect()
             print_profile(f"{fmt} IR stateful", profile_stateful(dirs[fmt], LONG_PROMPT))
             gc.collect()

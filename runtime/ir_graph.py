@@ -11,7 +11,8 @@ returns ``present`` = Concat(past, new) along the sequence axis. For the ladder:
 - a prefill chunk (L > 1) gathers the hidden row of ``last_index`` before the LM head, so one
   row of logits is computed instead of L;
 - input_ids, attention_mask and position_ids get static shapes [1, L], [1, C + L], [1, L]; the
-  mask (fed per step) hides the unwritten past slots.
+  mask (fed per step) hides the unwritten past slots;
+- a decode graph attends without the KV concat (ir_attention.py).
 
 The weights are the IR's constants as read (memory-mapped): compressed stays compressed.
 """
@@ -110,9 +111,17 @@ def _gather_last(model: ov.Model, logits: ov.Output) -> ov.Node:
 
 
 def build_ir_step_model(
-    model: ov.Model, kv: KVInputs, spec: GraphSpec, fast_attention: bool = True
+    model: ov.Model, kv: KVInputs, spec: GraphSpec, fast_attention: bool | None = None
 ) -> ov.Model:
-    """Turn a stateless decoder (ir_model.stateless) into the rung graph for ``spec``."""
+    """Turn a stateless decoder (ir_model.stateless) into the rung graph for ``spec``.
+
+    ``fast_attention`` (default: decode graphs only) replaces the IR's SDPA over the KV concat
+    (ir_attention.py). Measured on the CPU plugin: for one token the concat, repeated per query
+    group, costs several times the step; for a prefill chunk the plugin's fused SDPA kernel
+    beats the decomposed form, whose score matrices grow with chunk x capacity.
+    """
+    if fast_attention is None:
+        fast_attention = spec.chunk == 1
     kv_type = OV_TYPES[spec.kv_precision]
     L, C = spec.chunk, spec.capacity
     for i, (key, value) in enumerate(zip(kv.keys, kv.values, strict=True)):

@@ -126,6 +126,16 @@ def test_cli_run_and_generate_match_llmpipeline(ir_exports, tmp_path, capsys):
     assert out["tokens"] == expected[:20]
     assert out["model_format"] == "openvino-ir"
 
+    # A text prompt goes through the export's openvino-tokenizers IRs.
+    from tokenizers import Tokenizer
+
+    text = "the quick brown fox"
+    ids = Tokenizer.from_file(str(model_dir / "tokenizer.json")).encode(text).ids
+    assert main(["generate", *common, "--prompt", text, "--max-new-tokens", "6", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens"] == genai_greedy(model_dir, ids, 6)
+    assert isinstance(out["text"], str)
+
 
 # -- the IR stays what it is -------------------------------------------------------------------
 
@@ -165,6 +175,46 @@ def test_rung_graph_interface(ir_exports):
     assert outputs["new_value.1"] == [1, cfg.num_kv_heads, 4, cfg.head_dim]
     assert outputs["logits"] == [1, 1, cfg.vocab_size]
     assert not any(name.startswith("present") for name in outputs)
+    # A decode graph's attention reads the cache input directly: no SDPA over a KV concat is
+    # left (a prefill chunk keeps the plugin's fused SDPA).
+    decode = build_model(source, GraphSpec(32, 1, "f32", 128))
+    assert "ScaledDotProductAttention" not in {op.get_type_name() for op in decode.get_ops()}
+    assert "ScaledDotProductAttention" in {op.get_type_name() for op in model.get_ops()}
+
+
+def test_concat_free_attention_equals_the_irs_own(ir_exports):
+    """The replaced attention against the IR's own SDPA over Concat(past, new), same steps."""
+    from compile_ahead.runtime.compiler import core, device_config
+    from compile_ahead.runtime.ir_graph import build_ir_step_model
+    from compile_ahead.runtime.ir_model import read_ir, stateless
+    from compile_ahead.runtime.ir_step import IRStep
+    from compile_ahead.runtime.kv_store import KVArena
+
+    source = resolve_model(str(ir_exports[("phi3", "fp16")]))
+    cfg = source.config
+    logits = {}
+    for fast in (True, False):
+        steps = {}
+        for chunk in (4, 1):
+            spec = GraphSpec(32, chunk, "f32", 64)
+            model, kv = stateless(read_ir(source.files), "ir")
+            model = build_ir_step_model(model, kv, spec, fast_attention=fast)
+            compiled = core().compile_model(model, "CPU", device_config(F32.resolved()))
+            steps[chunk] = IRStep(compiled, spec, cfg.num_layers)
+        arena = KVArena(cfg, 64, "f32")
+        seen = []
+        t = 0
+        for chunk, ids in ((4, PROMPT[:4]), (4, PROMPT[4:7]), (1, [9]), (1, [33])):
+            step = steps[chunk]
+            step.bind(arena)
+            out = step.run(np.asarray(ids, np.int64), t, len(ids) - 1)
+            for layer in range(cfg.num_layers):
+                k, v = out.new_keys[layer], out.new_values[layer]
+                arena.write(layer, t, k[:, :, : len(ids)], v[:, :, : len(ids)])
+            t += len(ids)
+            seen.append(out.logits.copy())
+        logits[fast] = np.stack(seen)
+    np.testing.assert_allclose(logits[True], logits[False], rtol=1e-4, atol=1e-4)
 
 
 # -- tokenizers --------------------------------------------------------------------------------
