@@ -10,10 +10,11 @@ from __future__ import annotations
 GRAPH_MODES = ("whole", "split")
 PLACEMENTS = ("in-process", "worker")
 
-# CPU: whole. qwen2.5-0.5b shapes (benchmarks/split_vs_whole.py, ladder_schedules.py): split
-# compiles a successor rung in ~0.06 s instead of seconds and holds one weight copy (0.24x
-# the RSS with four rungs), but each split step makes 2N+1 infer calls and decodes 8-11%
-# slower; over the 1K..8K protocol the per-token cost outweighs the compile it saves.
+# CPU: whole. Split compiles a successor rung in ~0.06 s instead of seconds and holds one
+# weight copy, but each split step makes 2N+1 infer calls. Paired on a qwen2.5-0.5b-shaped
+# checkpoint (`ab schedule`, i2 whole vs split, 1K->2K, 1920 tokens, 3 AB/BA pairs): split
+# held 0.63x the peak RSS but decoded ~18% slower and its foreground compile (every weight
+# part) was 1.2x; on the 1K..8K protocol the per-token cost outweighs the compile it saves.
 MEASURED_GRAPH = {"CPU": "whole"}
 
 # CPU: in-process. A worker process compiles at idle priority and hands back an exported blob,
