@@ -106,6 +106,7 @@ def test_cli_run_and_generate_match_llmpipeline(ir_exports, tmp_path, capsys):
     expected = genai_greedy(model_dir, PROMPT, DECODE + 1)
     report_path = tmp_path / "run.json"
     common = ["--model", str(model_dir), "--inference-precision", "f32", "--kv-precision", "f32"]
+    common += ["--cache-dir", str(tmp_path / "cache")]  # compiled rungs cached here, not in ~
     ids = ",".join(map(str, PROMPT))
     run_args = ["--schedule", "i2", "--ladder", "16,32,64,128", "--prompt-ids", ids]
     run_args += ["--prefill-chunk", "4", "--no-progress", "--report", str(report_path)]
