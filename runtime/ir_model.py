@@ -193,6 +193,15 @@ def ir_config(model: ov.Model, kv: KVInputs, files: IRFiles) -> ModelConfig:
     )
 
 
+def sliding_window(files: IRFiles) -> int | None:
+    """The attention window config.json declares, if any is in force."""
+    hf = _read_json(files.config_json) if files.config_json else {}
+    window = hf.get("sliding_window")
+    if not isinstance(window, int) or window <= 0 or hf.get("use_sliding_window") is False:
+        return None
+    return window
+
+
 class NoWeightStore(WeightStore):
     """An IR's weights live in its .bin and run only as its own graph: our builders (split
     graphs, the stateful baseline) cannot take them, and say so."""
@@ -216,6 +225,16 @@ class IRSource(ModelSource):
 
     files: IRFiles | None = None
     weight_format: WeightFormat = field(default_factory=lambda: WeightFormat(()))
+    # The IR builds its mask as if the C past slots were all written before the new tokens; a
+    # window then counts from slot C, not from the filled length, so rungs must fit in it.
+    sliding_window: int | None = None
+
+    def check_capacity(self, capacity: int, chunk: int) -> None:
+        if self.sliding_window is not None and capacity + chunk > self.sliding_window:
+            raise CompileAheadError(
+                f"{self.name}: sliding-window attention (window {self.sliding_window}) cannot "
+                f"run a rung of {capacity} slots + {chunk}: rungs must fit in the window"
+            )
 
     @property
     def label(self) -> str:
@@ -243,4 +262,5 @@ def load_ir(path: Path, name: str) -> IRSource:
         model_dir=files.model_dir,
         files=files,
         weight_format=weight_format(model),
+        sliding_window=sliding_window(files),
     )

@@ -83,6 +83,7 @@ def is_ir_graph(compiled: ov.CompiledModel) -> bool:
 
 def build_model(source: IRSource, spec: graphs.GraphSpec) -> ov.Model:
     assert source.files is not None
+    source.check_capacity(spec.capacity, spec.chunk)
     model, kv = stateless(read_ir(source.files), str(source.files.xml))
     return build_ir_step_model(model, kv, spec)
 

@@ -352,6 +352,34 @@ def test_not_a_stateful_decoder(tmp_path, kwargs, expected):
     assert expected in _one_line(err)
 
 
+def test_sliding_window_rungs_must_fit(ir_exports, tmp_path):
+    src = ir_exports[("phi3", "int8")]
+    for name in ("openvino_model.xml", "openvino_model.bin"):
+        shutil.copy(src / name, tmp_path / name)
+    config = json.loads((src / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "sliding_window": 40}))
+    source = resolve_model(str(tmp_path))
+    run = run_ladder(source, F32, RunSettings(SCHEDULES["i1"], LADDER, greedy(PROMPT, 60)))
+    assert isinstance(run.error, CompileAheadError)
+    assert "sliding-window attention (window 40)" in str(run.error)
+    assert run.predicted == []  # i1 compiles every rung before decoding: nothing ran
+
+
+def test_weight_format_of_float_irs():
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    from compile_ahead.runtime.ir_weights import weight_format
+
+    x = ops.parameter([1, 64], ov.Type.f32, name="x")
+    f32 = ops.constant(np.ones((64, 64), np.float32))
+    bits = ov.Tensor(np.zeros((64, 64), np.uint16), [64, 64], ov.Type.bf16)
+    bf16 = ops.convert(ov.op.Constant(bits), ov.Type.f32)  # a bf16 weight and its decompression
+    y = ops.matmul(ops.matmul(x, f32, False, True), bf16, False, True)
+    model = ov.Model([ops.result(y)], [x])
+    assert dict(weight_format(model).parts) == {"FP32": 1, "BF16": 1}
+
+
 def test_graph_split_refused(ir_exports):
     source = resolve_model(str(ir_exports[("qwen2", "fp16")]))
     settings = RunSettings(SCHEDULES["i2"], LADDER, greedy(PROMPT, 4), graph="split")
