@@ -211,8 +211,8 @@ class NoWeightStore(WeightStore):
 
     def get(self, name: str) -> WeightTensor:
         raise CompileAheadError(
-            f"{self.where}: an OpenVINO IR runs as its own whole graph; --graph split and our "
-            "graph builders are not available for it (use --graph whole)"
+            f"{self.where}: an OpenVINO IR runs only as its own graph cut per rung (--graph "
+            "whole); --graph split and the baselines built from weights cannot use it"
         )
 
     def names(self) -> Iterator[str]:
