@@ -147,6 +147,8 @@ def compile_step(
         None if is_ir else lambda: graphs.build_step_model(source.config, source.weights, spec),
     )
     step = make_step(compiled, spec, source.config.num_layers)
+    # The compiled model may alias memory-mapped weights: they live as long as the step.
+    step.keep_alive = source.weights
     step.compile_cache = outcome  # type: ignore[attr-defined]  # hit/miss for reports
     return CompileResult(step, build_s, compile_s, outcome.state, outcome.import_s, outcome.store_s)
 
