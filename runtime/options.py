@@ -35,7 +35,8 @@ def add_model_options(
         "--model",
         required=required,
         default=None if required else DEFAULT_MODEL,
-        help="checkpoint directory, hub id in the local HF cache, or preset "
+        help="Hugging Face checkpoint directory, optimum-intel export directory or .xml IR, hub "
+        "id in the local HF cache, or preset "
         "(qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, tinyllama-1.1b, tiny)"
         + ("" if required else f"; default {DEFAULT_MODEL}"),
     )

@@ -163,8 +163,10 @@ class RunReport:
     def summary(self) -> str:
         """The console summary of a run (a failed or interrupted one too)."""
         kind = {True: "SYNTHETIC weights", False: "real weights"}.get(self.synthetic, "weights ?")
+        weights = self.model.get("weight_format", "as in the checkpoint")
         lines = [
-            f"model {self.model.get('model')} [{kind}] on {self.device}",
+            f"model {self.model.get('model')} [{kind}] on {self.device}, weights {weights}, "
+            f"KV {self.kv_precision}",
             f"schedule {self.schedule} ({self.schedule_title}), ladder {self.ladder}, "
             f"{self.graph} graphs",
             f"stop: {self.stop_reason} after {self.tokens_decoded} decode tokens",
