@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -115,23 +117,45 @@ def export(checkpoint: Path, out: Path, fmt: str, symmetric: bool) -> Path:
     return out
 
 
-def check_torchvision() -> None:
-    """transformers imports torchvision when installed; a wheel built for another torch fails
-    there and takes the export down with it."""
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        return
-    except RuntimeError as err:
-        raise RuntimeError(
-            f"torchvision does not import ({err}); uninstall it (pip uninstall torchvision): "
-            "the export does not need it"
-        ) from None
+# optimum-intel requires torchvision; pip's wheel may be built for another torch than the CPU
+# one installed here and then fails to import ("torchvision::nms does not exist"), taking the
+# export down with it although nothing exported needs it. An exporter process started with
+# this on its path sees no torchvision at all (transformers and optimum then skip it).
+# None in sys.modules: `import torchvision` fails and importlib.util.find_spec says absent.
+HIDE_TORCHVISION = 'import sys\nsys.modules["torchvision"] = None\n'
+
+
+MADE = "made: "  # how the script names each export on stdout
+
+
+def torchvision_imports() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True)
+    return probe.returncode == 0
+
+
+def make_all_in_subprocess(root: Path) -> dict[tuple[str, str], Path]:
+    """make_all in a fresh exporter process, with a torchvision that cannot import hidden."""
+    env = dict(os.environ)
+    if not torchvision_imports():
+        hide = root / "_hide_torchvision"
+        hide.mkdir(parents=True, exist_ok=True)
+        (hide / "sitecustomize.py").write_text(HIDE_TORCHVISION)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hide), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, __file__, str(root)], env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"exporting the IR fixtures failed:\n{proc.stderr[-3000:]}")
+    made = {}
+    for line in proc.stdout.splitlines():  # the exporter may print its own lines too
+        if line.startswith(MADE):
+            arch, fmt, path = line.removeprefix(MADE).split(" ", 2)
+            made[(arch, fmt)] = Path(path)
+    return made
 
 
 def make_all(root: Path) -> dict[tuple[str, str], Path]:
     """Every (architecture, format) export under root; existing exports are reused."""
-    check_torchvision()
     made = {}
     for seed, arch in enumerate(ARCHITECTURES):
         checkpoint = root / f"{arch}-hf"
@@ -148,5 +172,5 @@ def make_all(root: Path) -> dict[tuple[str, str], Path]:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    for key, path in make_all(Path(sys.argv[1])).items():
-        print(*key, path)
+    for (arch, fmt), path in make_all(Path(sys.argv[1])).items():
+        print(f"{MADE}{arch} {fmt} {path}")
