@@ -46,7 +46,7 @@ def test_generate_labels_synthetic_preset(capsys):
         (["--prompt-ids", "1,x"], "comma-separated integers"),
         (["--prompt-ids", "1,5000"], "out of the vocabulary"),
         (["--prompt-ids", "1", "--max-new-tokens", "0"], "--max-new-tokens must be positive"),
-        (["--prompt", "hello"], "need a tokenizer.json"),
+        (["--prompt", "hello"], "openvino_tokenizer.xml or tokenizer.json"),
     ],
 )
 def test_generate_bad_input(argv, message, capsys):

@@ -96,9 +96,12 @@ def test_hub_id_not_in_cache(monkeypatch, tmp_path):
 
 
 def test_file_instead_of_directory(tmp_path):
-    f = tmp_path / "model.xml"
-    f.write_text("<net/>")
+    f = tmp_path / "model.safetensors"
+    f.write_text("x")
     assert "is a file" in _error(str(f))
+    ir = tmp_path / "model.xml"  # an IR path: its weights must sit beside it
+    ir.write_text("<net/>")
+    assert "its weights file model.bin is missing" in _error(str(ir))
 
 
 def test_missing_config(tmp_path):
