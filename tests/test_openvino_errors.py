@@ -85,7 +85,7 @@ def test_npu_compile_failure_names_its_reason(capsys) -> None:
     except RuntimeError as err:
         raw = str(err)
     else:
-        pytest.skip("this machine compiles for NPU")
+        pytest.skip(reason="this machine compiles for NPU")
     reason = raw.strip().splitlines()[-1].rsplit(": ", 1)[-1]
     code = main(["generate", "--model", "tiny", "--prompt-ids", "1,2", "--max-new-tokens", "1",
                  "--device", "NPU"])  # fmt: skip

@@ -75,7 +75,7 @@ def test_failed_profile_is_one_line_and_leaves_the_earlier_profile_alone(tmp_pat
     # nothing): the first compile fails after the profile has started.
     proc = run_cli("--model", "tiny", "--ladder", "16", "--device", "NPU", "--out", str(out))
     if proc.returncode == 0:
-        pytest.skip("an NPU compiled the rung: nothing failed")
+        pytest.skip(reason="an NPU compiled the rung: nothing failed")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("profile-compile: error: ")
     assert (out / "report.json").read_text() == "keep me"

@@ -53,7 +53,7 @@ def test_bad_report_path_is_refused_before_any_work(where, tmp_path, capsys):
         report = tmp_path / "f" / "r.json"
     else:
         if os.geteuid() == 0:
-            pytest.skip("root writes into read-only directories")
+            pytest.skip(reason="root writes into read-only directories")
         ro = tmp_path / "ro"
         ro.mkdir(mode=0o500)
         report = ro / "r.json"
