@@ -117,14 +117,11 @@ class CompileResult:
 def compile_graph(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
 ) -> tuple[ov.CompiledModel, float, float]:
-    """Build and compile one step graph: (compiled model, build seconds, compile seconds)."""
-    if getattr(source, "files", None) is not None:  # an OpenVINO IR: cut, never rebuilt
-        from .ir_step import compile_ir_graph  # imports this module
-
-        return compile_ir_graph(source, spec, options)  # type: ignore[arg-type]
+    """Build (ModelSource.build_graph) and compile one step graph: (compiled model, build
+    seconds, compile seconds)."""
     options = options.resolved()
     t0 = time.perf_counter()
-    model = graphs.build_step_model(source.config, source.weights, spec)
+    model = source.build_graph(spec)
     t1 = time.perf_counter()
     what = f"the C={spec.capacity} {spec.kind} graph"
     compiled = compile_model(model, options.device, device_config(options), what)
@@ -137,14 +134,14 @@ def compile_step(
 ) -> CompileResult:
     from .compile_cache import cached_compile, step_graph_identity  # imports this module
 
-    is_ir = getattr(source, "files", None) is not None  # weightless import needs our graph
     (compiled, build_s, compile_s), outcome = cached_compile(
         options.cache,
         source,
         step_graph_identity(spec),
         options,
         lambda opts: compile_graph(source, spec, opts),
-        None if is_ir else lambda: graphs.build_step_model(source.config, source.weights, spec),
+        # weightless entries restore weights from the uncompiled graph: ours only
+        (lambda: source.build_graph(spec)) if source.built_from_weights else None,
     )
     step = make_step(compiled, spec, source.config.num_layers)
     # The compiled model may alias memory-mapped weights: they live as long as the step.

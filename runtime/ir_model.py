@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 import openvino as ov
 from openvino._offline_transformations import stateful_to_stateless_transformation
@@ -26,6 +27,9 @@ from .ir_files import IRFiles, locate_ir
 from .ir_weights import WeightFormat, weight_format
 from .sources import ModelSource
 from .weights import WeightStore, WeightTensor
+
+if TYPE_CHECKING:
+    from . import graphs
 
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
@@ -228,6 +232,14 @@ class IRSource(ModelSource):
     # The IR builds its mask as if the C past slots were all written before the new tokens; a
     # window then counts from slot C, not from the filled length, so rungs must fit in it.
     sliding_window: int | None = None
+
+    built_from_weights: ClassVar[bool] = False
+
+    def build_graph(self, spec: graphs.GraphSpec) -> ov.Model:
+        """The IR read, made stateless and cut to one rung (ir_step.py), never rebuilt."""
+        from .ir_step import build_model
+
+        return build_model(self, spec)
 
     def check_capacity(self, capacity: int, chunk: int) -> None:
         if self.sliding_window is not None and capacity + chunk > self.sliding_window:

@@ -9,15 +9,12 @@ buffers bound once as shared tensors, and the new K/V rows come back as small ou
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 
 from . import graphs
-from .compiler import CompileOptions, core, device_config, openvino_error_summary
 from .ir_graph import LAST_INDEX, build_ir_step_model
 from .ir_model import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS, IRSource, read_ir, stateless
 from .kv_store import KVArena
@@ -86,22 +83,3 @@ def build_model(source: IRSource, spec: graphs.GraphSpec) -> ov.Model:
     source.check_capacity(spec.capacity, spec.chunk)
     model, kv = stateless(read_ir(source.files), str(source.files.xml))
     return build_ir_step_model(model, kv, spec)
-
-
-def compile_ir_graph(
-    source: IRSource, spec: graphs.GraphSpec, options: CompileOptions
-) -> tuple[ov.CompiledModel, float, float]:
-    """Read, cut and reshape the IR for one rung, then compile it (weights as the IR has
-    them): (compiled model, build seconds, compile seconds), as compiler.compile_graph."""
-    options = options.resolved()
-    t0 = time.perf_counter()
-    model = build_model(source, spec)
-    t1 = time.perf_counter()
-    try:
-        compiled = core().compile_model(model, options.device, device_config(options))
-    except RuntimeError as err:
-        raise CompileAheadError(
-            f"compiling the C={spec.capacity} {spec.kind} graph of {source.name} for "
-            f"{options.device} failed: {openvino_error_summary(err)}"
-        ) from err
-    return compiled, t1 - t0, time.perf_counter() - t1

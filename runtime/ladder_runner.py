@@ -99,7 +99,7 @@ class LadderRunner:
             )
         if settings.graph == "split" and settings.prefill_chunk > 1:
             raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
-        if settings.graph == "split" and getattr(source, "files", None) is not None:
+        if settings.graph == "split" and not source.built_from_weights:
             raise CompileAheadError(
                 "--graph split is not available for an OpenVINO IR (its graph is cut, not "
                 "rebuilt); use --graph whole"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from compile_ahead.errors import CompileAheadError
 
@@ -12,6 +13,11 @@ from .config import ModelConfig, load_config
 from .ir_files import is_ir_path, refuse_onnx
 from .presets import PRESETS
 from .weights import SafetensorsStore, WeightStore, check_weights, checkpoint_files
+
+if TYPE_CHECKING:
+    import openvino as ov
+
+    from .graphs import GraphSpec
 
 SYNTHETIC_SEED = 0
 
@@ -37,6 +43,16 @@ class ModelSource:
 
     def describe(self) -> dict:
         return {"model": self.name, "synthetic": self.synthetic, "origin": self.origin}
+
+    # Whether rung graphs are built from the weights by graphs.py (so split graphs and the
+    # baselines built from weights work too) or cut from a graph the user brought (an IR).
+    built_from_weights: ClassVar[bool] = True
+
+    def build_graph(self, spec: GraphSpec) -> ov.Model:
+        """The uncompiled step graph of one rung (decode or prefill chunk)."""
+        from .graphs import build_step_model
+
+        return build_step_model(self.config, self.weights, spec)
 
 
 def load_checkpoint(model_dir: Path, name: str | None = None) -> ModelSource:

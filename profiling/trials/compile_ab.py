@@ -71,7 +71,7 @@ def export_rungs(
     import openvino as ov
 
     from compile_ahead.profiling.foreign_model import model_file, read_static
-    from compile_ahead.runtime.graphs import GraphSpec, build_step_model
+    from compile_ahead.runtime.graphs import GraphSpec
     from compile_ahead.runtime.sources import resolve_model
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -83,16 +83,6 @@ def export_rungs(
     if shapes:
         raise CompileAheadError("--shape is for models compiled as they are, not decoders")
     source = resolve_model(model_name)
-    if getattr(source, "files", None) is not None:  # a stateful decoder IR: cut per rung
-        from compile_ahead.runtime.ir_step import build_model as build_ir_rung
-
-        def build(spec: GraphSpec) -> ov.Model:
-            return build_ir_rung(source, spec)  # type: ignore[arg-type]
-    else:
-
-        def build(spec: GraphSpec) -> ov.Model:
-            return build_step_model(source.config, source.weights, spec)
-
     stamp_path = directory / "export.json"
     identity = {k: source.describe().get(k) for k in ("model", "synthetic", "origin")}
     stamp = {"model": identity, "kv_precision": kv_precision}
@@ -101,7 +91,7 @@ def export_rungs(
         xml = directory / f"rung-{capacity}.xml"
         if previous == stamp and xml.exists() and xml.with_suffix(".bin").exists():
             continue
-        model = build(GraphSpec(capacity=capacity, chunk=1, kv_precision=kv_precision))
+        model = source.build_graph(GraphSpec(capacity=capacity, chunk=1, kv_precision=kv_precision))
         ov.save_model(model, str(xml), compress_to_fp16=False)
         del model
     stamp_path.write_text(json.dumps(stamp))

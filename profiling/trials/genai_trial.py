@@ -35,8 +35,8 @@ def model_directory(model: str, workdir: Path) -> tuple[Path, object, float]:
     from compile_ahead.runtime.sources import resolve_model
 
     source = resolve_model(model)
-    files = getattr(source, "files", None)
-    if files is not None:
+    if not source.built_from_weights:  # an IR: LLMPipeline loads it as it is
+        files = source.files  # type: ignore[attr-defined]
         if files.xml.name == IR_NAME:
             return files.model_dir, source, 0.0
         # LLMPipeline reads openvino_model.xml from a directory: link the IR under that name.
