@@ -52,9 +52,11 @@ class BoundaryRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BoundaryRecord:
-        known = {f.name for f in fields(cls)}
+        """A record read back; a report from another tool may leave out where it happened."""
+        known = {f.name for f in fields(cls)} - {"from_rung", "at_step", "context"}
         values = {k: v for k, v in data.items() if k in known}
-        return cls(from_rung=data["from"], **values)
+        where = {"at_step": data.get("at_step", -1), "context": data.get("context", -1)}
+        return cls(from_rung=data["from"], **where, **values)
 
     @property
     def failed(self) -> bool:

@@ -11,6 +11,7 @@ import pytest
 from compile_ahead.cli import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials import schedule_ab
+from compile_ahead.runtime.run_report import BoundaryRecord
 
 # A stand-in for `compile-ahead run --report OUT`: the eager schedule (i1) compiles every rung
 # in the foreground, the one-ahead schedule (i2) only the first; "bad" flips one boundary token.
@@ -138,11 +139,14 @@ def test_agreement_from_boundary_records_with_top1_lists() -> None:
 
 
 def test_eager_boundaries_have_no_deadline() -> None:
-    assert schedule_ab._is_ready({"ready_margin_s": None, "wait_s": 0.0}) is None
+    def ready(**record):
+        return schedule_ab._is_ready(BoundaryRecord.from_json({"from": 16, "to": 32, **record}))
+
+    assert ready(ready_margin_s=None, wait_s=0.0) is None
     eager = {"ready": True, "wait_s": 0.0, "decode_left_s": None, "ready_margin_s": None}
-    assert schedule_ab._is_ready(eager) is None  # compiled up front: no deadline to meet
-    assert schedule_ab._is_ready({"ready": False, "ready_margin_s": 1.0}) is False
-    assert schedule_ab._is_ready({"ready_margin_s": -0.1}) is False
+    assert ready(**eager) is None  # compiled up front: no deadline to meet
+    assert ready(ready=False, ready_margin_s=1.0) is False
+    assert ready(ready_margin_s=-0.1) is False
 
 
 def test_failed_trial_leaves_a_partial_report(tmp_path: Path, command: str) -> None:

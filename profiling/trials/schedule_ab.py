@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.run_report import BoundaryRecord
 
 from .analysis import Analysis, Endpoint, Tally, block_results, result_field
 from .runner import Arm, TrialRecord
@@ -154,16 +155,25 @@ def genai_command(model: str, ladder: str, prompt_len: int, decode_tokens: int) 
     )  # fmt: skip
 
 
+def boundary_records(result: dict) -> list[BoundaryRecord] | None:
+    """A report's boundaries as typed records; None when it has none or a malformed one."""
+    bounds = result.get("boundaries")
+    if not isinstance(bounds, list):
+        return None
+    try:
+        return [BoundaryRecord.from_json(b) for b in bounds]
+    except (KeyError, TypeError):
+        return None
+
+
 def _boundary_sum(key: str):
     def get(result: dict) -> float | None:
-        bounds = result.get("boundaries")
-        if not isinstance(bounds, list):
-            return None
-        values = [b.get(key) for b in bounds if isinstance(b, dict)]
+        records = boundary_records(result)
+        values = [getattr(b, key) for b in records or []]
         numbers = [float(v) for v in values if isinstance(v, int | float)]
         # no boundary records (one rung, or an upstream pipeline that switches internally):
         # nothing was measured, which is not the same as zero
-        return sum(numbers) if numbers and len(numbers) == len(bounds) else None
+        return sum(numbers) if numbers and len(numbers) == len(values) else None
 
     return get
 
@@ -206,19 +216,15 @@ def schedule_endpoints(ladder: Sequence[int]) -> list[Endpoint]:
     return eps
 
 
-def _is_ready(boundary: dict) -> bool | None:
+def _is_ready(boundary: BoundaryRecord) -> bool | None:
     """Was the successor compiled before its boundary? None where no deadline applies (an
     eager schedule compiles everything before decoding)."""
-    margin = boundary.get("ready_margin_s")
-    has_deadline = isinstance(margin, int | float) or isinstance(
-        boundary.get("decode_left_s"), int | float
-    )
-    if not has_deadline:
+    margin = boundary.ready_margin_s
+    if margin is None and boundary.decode_left_s is None:
         return None
-    ready = boundary.get("ready")
-    if isinstance(ready, bool):
-        return ready
-    return isinstance(margin, int | float) and margin >= 0
+    if isinstance(boundary.ready, bool):
+        return boundary.ready
+    return margin is not None and margin >= 0
 
 
 def readiness_tally(per_block: dict[str, list[dict | None]]) -> Tally:
@@ -226,11 +232,7 @@ def readiness_tally(per_block: dict[str, list[dict | None]]) -> Tally:
     per_arm: dict[str, str] = {}
     for arm, results in per_block.items():
         flags = [
-            _is_ready(b)
-            for res in results
-            if res is not None
-            for b in res.get("boundaries") or []
-            if isinstance(b, dict)
+            _is_ready(b) for res in results if res is not None for b in boundary_records(res) or []
         ]
         known = [x for x in flags if x is not None]
         per_arm[arm] = f"{sum(known)} / {len(known)} ready" if known else "\u2014"
