@@ -18,7 +18,7 @@ from . import graphs
 from .ir_graph import LAST_INDEX, build_ir_step_model
 from .ir_model import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS, IRSource, read_ir, stateless
 from .kv_store import KVArena
-from .step import StepOutput
+from .step import StepOutput, bind_past_kv
 
 
 def _shared(array: np.ndarray) -> ov.Tensor:
@@ -49,10 +49,7 @@ class IRStep:
 
     def bind(self, arena: KVArena) -> None:
         """Point the past-KV inputs at an arena's buffers (no copy, now or per step)."""
-        keys, values = arena.tensors()
-        for i in range(self.num_layers):
-            self.request.set_tensor(graphs.past_key_name(i), keys[i])
-            self.request.set_tensor(graphs.past_value_name(i), values[i])
+        bind_past_kv(self.request, self.num_layers, arena)
         self.bound = arena  # the tensors alias its memory: keep it referenced
 
     def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:

@@ -33,6 +33,15 @@ def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
     return logits.copy()
 
 
+def bind_past_kv(request: ov.InferRequest, num_layers: int, arena: KVArena) -> None:
+    """Set every layer's past K/V input to a tensor aliasing the arena (the caller keeps the
+    arena referenced while the request may run)."""
+    keys, values = arena.tensors()
+    for i in range(num_layers):
+        request.set_tensor(graphs.past_key_name(i), keys[i])
+        request.set_tensor(graphs.past_value_name(i), values[i])
+
+
 class CompiledStep:
     """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers."""
 
@@ -54,10 +63,7 @@ class CompiledStep:
 
     def bind(self, arena: KVArena) -> None:
         """Point the past-KV inputs at an arena's buffers (no copy, now or per step)."""
-        keys, values = arena.tensors()
-        for i in range(self.num_layers):
-            self.request.set_tensor(graphs.past_key_name(i), keys[i])
-            self.request.set_tensor(graphs.past_value_name(i), values[i])
+        bind_past_kv(self.request, self.num_layers, arena)
         self.bound = arena  # the tensors alias its memory: keep it referenced
 
     def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
