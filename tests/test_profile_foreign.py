@@ -4,12 +4,11 @@ it is (dynamic inputs made static with --shape), with the same table, report and
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_profile_compile import run_cli
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.profiling.trace_validate import validate_trace
@@ -50,15 +49,6 @@ def _ir_model(path: Path) -> Path:
 
     ov.save_model(ov.Core().read_model(str(_onnx_model(path.with_suffix(".onnx")))), path)
     return path
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.profiling.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
 
 
 @pytest.mark.parametrize("kind", ["onnx", "ir"])
