@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 
+from .device_defaults import GRAPH_MODES, PLACEMENTS
 from .ladder import NAMED_LADDERS, Ladder
+from .worker_protocol import FAULTS  # standard library only, like this module
 
 if TYPE_CHECKING:
     from .compile_jobs import Faults
@@ -19,12 +21,10 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
 PRECISIONS = ("f32", "f16", "bf16")  # as runtime/precision.py, which loads OpenVINO
-GRAPH_CHOICES = ("whole", "split")
 # The seed's protocol: a 128-token prompt on a 1024-slot first rung. Other ladders keep the
 # proportion, so the default prompt always fits.
 PROMPT_FRACTION_OF_FIRST_RUNG = 8
 DEFAULT_PROMPT_LEN = 128  # the seed's prompt, also for --ladder auto
-WORKER_FAULTS = ("raise", "abort", "segfault", "hang")  # as runtime/worker_protocol.py
 
 
 def add_model_options(
@@ -148,7 +148,7 @@ def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:
 def add_graph_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--graph",
-        choices=GRAPH_CHOICES,
+        choices=GRAPH_MODES,
         default=None,
         help="whole: one graph per rung, each with its own compiled weights; split: weight "
         "parts compiled once, a rung is only its attention core (default: chosen per device "
@@ -159,7 +159,7 @@ def add_graph_option(p: argparse.ArgumentParser) -> None:
 def add_placement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compile-placement",
-        choices=("in-process", "worker"),
+        choices=PLACEMENTS,
         default=None,
         help="where one-ahead compiles run: in-process (a background thread) or worker (a "
         "compile process at idle priority whose result is imported here; a crash or hang there "
@@ -343,10 +343,10 @@ def faults_from_args(args: argparse.Namespace, ladder: Ladder) -> Faults:
     worker: dict[int, str] = {}
     for item in getattr(args, "inject_worker_fault", []):
         cap, _, kind = item.partition(":")
-        if not cap.isdigit() or kind not in WORKER_FAULTS:
+        if not cap.isdigit() or kind not in FAULTS:
             raise CompileAheadError(
                 f"--inject-worker-fault takes CAPACITY:KIND with KIND one of "
-                f"{', '.join(WORKER_FAULTS)}, got {item!r}"
+                f"{', '.join(FAULTS)}, got {item!r}"
             )
         worker[int(cap)] = kind
     faults = Faults(args.inject_compile_delay, fail, args.step_delay, worker)

@@ -1,7 +1,7 @@
 """What a ladder run reports: typed records, their JSON form, and one summary formatter.
 
 The JSON keys are the report's public format (README "The run report"); `ab schedule` reads
-reports written by other processes back with RunReport.from_json.
+the boundaries of reports written by other processes back with BoundaryRecord.from_json.
 """
 
 from __future__ import annotations
@@ -147,20 +147,6 @@ class RunReport:
             out[f.name] = value
         out.update(self.extra)
         return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunReport:
-        """Read a report back; keys this version does not know land in ``extra``."""
-        names = {f.name for f in fields(cls)} - {"model", "extra"}
-        model_keys = ("model", "synthetic", "origin")
-        values: dict[str, Any] = {k: v for k, v in data.items() if k in names}
-        values["rungs"] = [
-            RungStats(r["capacity"], r["tokens"], r["decode_s"]) for r in data.get("rungs", [])
-        ]
-        values["boundaries"] = [BoundaryRecord.from_json(b) for b in data.get("boundaries", [])]
-        model = {k: data[k] for k in model_keys if k in data}
-        extra = {k: v for k, v in data.items() if k not in names and k not in model_keys}
-        return cls(model=model, extra=extra, **values)
 
     def summary(self) -> str:
         """The console summary of a run (a failed or interrupted one too)."""
