@@ -35,14 +35,20 @@ from pathlib import Path
 
 import numpy as np
 
-from compile_ahead.runtime.compile_cache import CompileCache
-from compile_ahead.runtime.compiler import CompileOptions, compile_step, core, device_config
-from compile_ahead.runtime.config import ModelConfig
-from compile_ahead.runtime.graphs import DECOMPRESSION_KEY, GraphSpec, build_step_model
-from compile_ahead.runtime.kv_store import KVArena
-from compile_ahead.runtime.presets import PRESETS
-from compile_ahead.runtime.sources import load_checkpoint, synthetic_model
-from compile_ahead.runtime.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.base.ov_core import core
+from compile_ahead.runtime.compile.cache import CompileCache
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions, device_config
+from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.graphs.decoder import (
+    DECOMPRESSION_KEY,
+    GraphSpec,
+    build_step_model,
+)
+from compile_ahead.runtime.model.architecture import ModelConfig
+from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.model.presets import PRESETS
+from compile_ahead.runtime.sources.resolve import load_checkpoint, synthetic_model
 
 
 def hf_checkpoint(cfg: ModelConfig, target: Path, dtype: str) -> Path:

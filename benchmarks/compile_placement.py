@@ -24,12 +24,14 @@ from collections.abc import Callable
 import numpy as np
 import openvino as ov
 
-from compile_ahead.runtime import graphs
-from compile_ahead.runtime.compile_worker import WorkerPlacement
-from compile_ahead.runtime.compiler import CompileOptions, compile_step
-from compile_ahead.runtime.precision import OV_TYPES, STORAGE_DTYPES
-from compile_ahead.runtime.sources import ModelSource, resolve_model
-from compile_ahead.runtime.step import CompiledStep
+from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.step import CompiledStep
+from compile_ahead.runtime.sources.base import ModelSource
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 PAST = 512  # context length the decode steps run at (any value below the rung)
 

@@ -18,13 +18,14 @@ import time
 import numpy as np
 import openvino as ov
 
-from compile_ahead.runtime.accounting import rss_bytes
-from compile_ahead.runtime.compiler import CompileOptions, compile_step
-from compile_ahead.runtime.cpu_dynamic import compile_dynamic_cpu
-from compile_ahead.runtime.graphs import GraphSpec
-from compile_ahead.runtime.kv_store import KVArena
-from compile_ahead.runtime.precision import STORAGE_DTYPES, f32_to_bf16_bits
-from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.base.measure import rss_bytes
+from compile_ahead.runtime.base.precision import STORAGE_DTYPES, f32_to_bf16_bits
+from compile_ahead.runtime.baselines.cpu_dynamic import compile_dynamic_cpu
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 
 def fill_random(arena: KVArena, length: int, rng: np.random.Generator) -> None:

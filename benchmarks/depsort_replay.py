@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from compile_ahead import depsort
+from compile_ahead.profiling import depsort
 
 SEED_HIT_RATE = 0.942
 SEED_REQUESTS = 33.33e6

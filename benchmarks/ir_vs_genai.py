@@ -30,11 +30,13 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from compile_ahead.runtime.compiler import CompileOptions, compile_step, core
-from compile_ahead.runtime.graphs import GraphSpec
-from compile_ahead.runtime.kv_store import KVArena
-from compile_ahead.runtime.precision import f32_to_bf16_bits
-from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.base.ov_core import core
+from compile_ahead.runtime.base.precision import f32_to_bf16_bits
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ir_exports import FORMATS, prepare  # a sibling script

@@ -29,9 +29,10 @@ import time
 CHILD = """
 import json, sys, time
 import compile_ahead
-from compile_ahead.runtime import graphs
-from compile_ahead.runtime.compiler import CompileOptions, core, device_config
-from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.base.ov_core import core
+from compile_ahead.runtime.compile.options import CompileOptions, device_config
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 model, capacity, compiles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 source = resolve_model(model)

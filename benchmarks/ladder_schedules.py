@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from compile_ahead.runtime.compiler import CompileOptions
-from compile_ahead.runtime.ladder import Ladder
-from compile_ahead.runtime.ladder_runner import RunResult, RunSettings, run_ladder
-from compile_ahead.runtime.protocol import teacher_forced
-from compile_ahead.runtime.schedules import SCHEDULES
-from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 MIB = 2**20
 

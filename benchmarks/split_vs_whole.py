@@ -22,13 +22,14 @@ import time
 
 import numpy as np
 
-from compile_ahead.runtime.accounting import rss_bytes
-from compile_ahead.runtime.compiler import CompileOptions, compile_step
-from compile_ahead.runtime.graphs import GraphSpec
-from compile_ahead.runtime.kv_store import KVArena
-from compile_ahead.runtime.ladder import DEFAULT_LADDER
-from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.base.measure import rss_bytes
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER
+from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 
 def materialize(source) -> None:
@@ -45,7 +46,7 @@ def child_rss(model: str, mode: str, ladder: list[int]) -> dict:
     t0 = time.perf_counter()
     keep: list[object] = []
     if mode == "npuw":
-        from compile_ahead.runtime.npuw import compile_npuw
+        from compile_ahead.runtime.baselines.npuw import compile_npuw
 
         runner = compile_npuw(source, ladder[-1] - 64, 64, pyramid=True)
         keep.append(runner)

@@ -6,7 +6,9 @@
   monotonic timeline;
 - ``trace_writer`` / ``trace_validate``: streamed Perfetto traces and their structural checks
   (the tests also load traces with Perfetto's own trace processor, tests/trace_processor.py);
-- ``compile_profile`` / ``trace_compile`` / ``trace_decode``: a rung's compile broken into
+- ``rung_profile`` / ``trace_compile`` / ``trace_decode``: a rung's compile broken into
   phases and laid on job tracks; decode steps on a device track;
-- ``cli``: the ``profile-compile`` command; ``trials``: A/B trials.
+- ``compile_profiler`` (one session) and ``cli``: the ``profile-compile`` command;
+- ``depsort``: the patched NPU compiler's sorted-dependency counters, and the replay;
+- ``trials``: A/B trials.
 """

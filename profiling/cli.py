@@ -17,16 +17,15 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.schedules import SCHEDULES, get_schedule
-
-from .compile_profiler import REPORT_NAME, TRACE_NAME
+from compile_ahead.profiling.compile_profiler import REPORT_NAME, TRACE_NAME
+from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
 
 DEFAULT_OUT = "profile-out"
 PYSPY_NAME = "pyspy.json"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from compile_ahead.runtime.options import (
+    from compile_ahead.runtime.cli.options import (
         add_graph_option,
         add_ladder_option,
         add_model_options,
@@ -94,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_args(args: argparse.Namespace) -> list[int]:
-    from compile_ahead.runtime.options import ladder_from_args, prompt_len_from_args
+    from compile_ahead.runtime.cli.options import ladder_from_args, prompt_len_from_args
 
     ladder = ladder_from_args(args)
     if args.decode_tokens is None and args.schedule is None:
@@ -113,56 +112,10 @@ def check_args(args: argparse.Namespace) -> list[int]:
     return list(ladder.rungs)
 
 
-def _fmt_s(ns: int | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1e9:.2f}"
-
-
-def fmt_mb(value: int | None) -> str:
-    return "n/a" if value is None else f"{value / 2**20:.0f}"
-
-
-def format_table(rungs: list[dict]) -> str:
-    head = (
-        "rung C",
-        "total s",
-        "build s",
-        "compile_model s",
-        "transforms s",
-        "dnnl create s*",
-        "other s",
-        "peak RSS MiB",
-        "RSS +MiB",
-    )
-    rows = []
-    for r in rungs:
-        ph = r["phases_ns"]
-        rows.append(
-            (
-                str(r["capacity"]),
-                _fmt_s(ph["total"]),
-                _fmt_s(ph["build"]),
-                _fmt_s(ph["compile_model"]),
-                _fmt_s(ph["transformations"]),
-                _fmt_s(ph["primitive_create"]),
-                _fmt_s(ph["other"]),
-                fmt_mb(r["rss_peak_bytes"]),
-                fmt_mb(r["rss_after_bytes"] - r["rss_before_bytes"]),
-            )
-        )
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    lines.append(
-        "* oneDNN primitive creation summed over threads; transforms = outermost pass managers; "
-        "other = compile_model - transforms - dnnl create"
-    )
-    return "\n".join(lines)
-
-
 def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     """Setup, a step per rung, the optional schedule overlay, then finish (publish whole)."""
-    from .compile_profiler import CompileProfiler
-    from .trace_writer import TraceWriteError
+    from compile_ahead.profiling.compile_profiler import CompileProfiler
+    from compile_ahead.profiling.trace_writer import TraceWriteError
 
     profiler = CompileProfiler(args, ladder)
     try:
@@ -197,9 +150,9 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Re-run this command under py-spy, then put its samples on the child's trace."""
     import shutil
 
-    from .pyspy import PYSPY_ENV, emit_samples, load_samples
-    from .trace_validate import validate_trace
-    from .trace_writer import TraceWriter
+    from compile_ahead.profiling.pyspy import PYSPY_ENV, emit_samples, load_samples
+    from compile_ahead.profiling.trace_validate import validate_trace
+    from compile_ahead.profiling.trace_writer import TraceWriter
 
     if shutil.which("py-spy") is None:
         raise CompileAheadError("--py-spy: py-spy is not installed (pip install py-spy)")

@@ -18,9 +18,8 @@ from typing import Any
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
-
-from . import passprofile
-from .foreign_model import compile_foreign, model_file, parse_shapes
+from compile_ahead.profiling import passprofile
+from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
 
 TRACE_NAME = "trace.pftrace"
 REPORT_NAME = "report.json"
@@ -59,13 +58,17 @@ class CompileProfiler:
     # -- setup --------------------------------------------------------------------------
     def setup(self) -> None:
         """Resolve the model and open the trace (the collector must be bound by now)."""
-        from compile_ahead.runtime.options import compile_options, graph_mode
-        from compile_ahead.runtime.sources import resolve_model
-
-        from . import counters  # after pass profiling is armed: it may load OpenVINO
-        from .rss import RssSampler
-        from .trace_decode import StepSlicer
-        from .trace_writer import GRAPHS_RESIDENT, PROCESS_RSS_BYTES, TOKENS_PER_S, TraceWriter
+        from compile_ahead.profiling import counters
+        from compile_ahead.profiling.rss import RssSampler
+        from compile_ahead.profiling.trace_decode import StepSlicer
+        from compile_ahead.profiling.trace_writer import (
+            GRAPHS_RESIDENT,
+            PROCESS_RSS_BYTES,
+            TOKENS_PER_S,
+            TraceWriter,
+        )
+        from compile_ahead.runtime.cli.options import compile_options, graph_mode
+        from compile_ahead.runtime.sources.resolve import resolve_model
 
         problem = counters.collector_status().problem()
         if problem is not None:
@@ -111,7 +114,7 @@ class CompileProfiler:
             "error": None,
         }
         if args.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
-            from .pyspy import clock_marker
+            from compile_ahead.profiling.pyspy import clock_marker
 
             self.report["pyspy_marker_ns"] = list(clock_marker())
         self.writer = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
@@ -130,28 +133,18 @@ class CompileProfiler:
             self.compile_rung = self._rung_compiler()
 
     def _rung_compiler(self):
-        from compile_ahead.runtime.compiler import CompileResult, compile_step
-        from compile_ahead.runtime.split_step import WeightParts, compile_attention_core
+        from compile_ahead.runtime.compile.rung_builder import RungBuilder
 
-        if self.graph != "split":
-            return lambda spec: compile_step(self.source, spec, self.options)
         # Split: the first rung's profile includes the weight parts, later rungs only a core.
-        parts: list[WeightParts] = []
-
-        def compile_rung(spec):
-            if not parts:
-                parts.append(WeightParts(self.source, self.options))
-            return CompileResult(compile_attention_core(parts[0], spec, self.options), 0.0, 0.0)
-
-        return compile_rung
+        return RungBuilder(self.source, self.options, self.graph).build
 
     # -- a model compiled as it is -------------------------------------------------------
     def profile_model(self) -> None:
         """One compile of a model that is not a stateful decoder (capacity shown as 0)."""
-        from . import counters
-        from .compile_profile import profile_rung
-        from .progress_line import ProgressLine
-        from .trace_compile import begin_job, end_job
+        from compile_ahead.profiling import counters
+        from compile_ahead.profiling.progress_line import ProgressLine
+        from compile_ahead.profiling.rung_profile import profile_rung
+        from compile_ahead.profiling.trace_compile import begin_job, end_job
 
         assert self.foreign is not None
         w = self.writer
@@ -174,12 +167,11 @@ class CompileProfiler:
 
     # -- one rung -------------------------------------------------------------------------
     def profile_rung(self, capacity: int) -> None:
-        from compile_ahead.runtime.graphs import GraphSpec
-
-        from . import counters
-        from .compile_profile import profile_rung
-        from .progress_line import ProgressLine
-        from .trace_compile import begin_job, end_job
+        from compile_ahead.profiling import counters
+        from compile_ahead.profiling.progress_line import ProgressLine
+        from compile_ahead.profiling.rung_profile import profile_rung
+        from compile_ahead.profiling.trace_compile import begin_job, end_job
+        from compile_ahead.runtime.graphs.decoder import GraphSpec
 
         w = self.writer
         spec = GraphSpec(capacity=capacity, chunk=1, kv_precision=self.options.kv_precision)
@@ -239,15 +231,14 @@ class CompileProfiler:
     def overlay_schedule(self) -> None:
         """Run the ladder protocol under the schedule, on the same trace (the RSS sampler
         already draws the process RSS counter)."""
-        from compile_ahead.runtime.events import FanOut
-        from compile_ahead.runtime.ladder import Ladder
-        from compile_ahead.runtime.ladder_runner import RunSettings, run_ladder
-        from compile_ahead.runtime.options import decode_tokens_from_args, prompt_len_from_args
-        from compile_ahead.runtime.progress import ProgressBar
-        from compile_ahead.runtime.protocol import teacher_forced
-        from compile_ahead.runtime.schedules import get_schedule
-
-        from .run_trace import TraceRunEvents
+        from compile_ahead.profiling.run_trace import TraceRunEvents
+        from compile_ahead.runtime.cli.options import decode_tokens_from_args, prompt_len_from_args
+        from compile_ahead.runtime.cli.progress import ProgressBar
+        from compile_ahead.runtime.ladder.capacities import Ladder
+        from compile_ahead.runtime.ladder.events import FanOut
+        from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+        from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+        from compile_ahead.runtime.ladder.schedules import get_schedule
 
         args, ladder = self.args, Ladder(tuple(self.ladder))
         prompt_len = prompt_len_from_args(args, ladder)
@@ -282,11 +273,9 @@ class CompileProfiler:
     def finish(self) -> int:
         """Close the trace, write the report (also of a failed profile: the error is named),
         print the table, publish the directory."""
-        from compile_ahead.runtime.accounting import peak_rss_bytes
-
-        from . import counters
-        from .cli import fmt_mb, format_table
-        from .trace_validate import OPEN_TRACE_HINT, validate_trace
+        from compile_ahead.profiling import counters
+        from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace
+        from compile_ahead.runtime.base.measure import peak_rss_bytes
 
         self.sampler.stop()
         if self.sampler.error is not None and self.failure is None:
@@ -337,3 +326,49 @@ class CompileProfiler:
     def abandon(self) -> None:
         """Setup failed before anything was measured: leave no staging directory behind."""
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def fmt_mb(value: int | None) -> str:
+    return "n/a" if value is None else f"{value / 2**20:.0f}"
+
+
+def format_table(rungs: list[dict]) -> str:
+    head = (
+        "rung C",
+        "total s",
+        "build s",
+        "compile_model s",
+        "transforms s",
+        "dnnl create s*",
+        "other s",
+        "peak RSS MiB",
+        "RSS +MiB",
+    )
+    rows = []
+    for r in rungs:
+        ph = r["phases_ns"]
+        rows.append(
+            (
+                str(r["capacity"]),
+                _fmt_s(ph["total"]),
+                _fmt_s(ph["build"]),
+                _fmt_s(ph["compile_model"]),
+                _fmt_s(ph["transformations"]),
+                _fmt_s(ph["primitive_create"]),
+                _fmt_s(ph["other"]),
+                fmt_mb(r["rss_peak_bytes"]),
+                fmt_mb(r["rss_after_bytes"] - r["rss_before_bytes"]),
+            )
+        )
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.append(
+        "* oneDNN primitive creation summed over threads; transforms = outermost pass managers; "
+        "other = compile_model - transforms - dnnl create"
+    )
+    return "\n".join(lines)
+
+
+def _fmt_s(ns: int | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e9:.2f}"

@@ -37,12 +37,12 @@ def model_file(name: str) -> Path | None:
     path = Path(name).expanduser()
     if path.is_file() and path.suffix.lower() == ".onnx":
         return path
-    from compile_ahead.runtime.ir_files import is_ir_path, locate_ir
+    from compile_ahead.runtime.model.ir_files import is_ir_path, locate_ir
 
     if not path.exists() or not is_ir_path(path):
         return None
     files = locate_ir(path)
-    from compile_ahead.runtime.ir_model import check_stateful_decoder, read_ir
+    from compile_ahead.runtime.model.ir_reader import check_stateful_decoder, read_ir
 
     try:
         check_stateful_decoder(read_ir(files), str(files.xml))
@@ -62,7 +62,7 @@ class ForeignCompile:
 
 def read_static(path: Path, shapes: dict[str, list[int]]):
     """Read the model and make every input static; name the input and the flag otherwise."""
-    from compile_ahead.runtime.compiler import core, openvino_error_summary
+    from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
 
     try:
         model = core().read_model(str(path))
@@ -93,7 +93,8 @@ def read_static(path: Path, shapes: dict[str, list[int]]):
 
 
 def compile_foreign(path: Path, shapes: dict[str, list[int]], options) -> ForeignCompile:
-    from compile_ahead.runtime.compiler import compile_model, device_config
+    from compile_ahead.runtime.base.ov_core import compile_model
+    from compile_ahead.runtime.compile.options import device_config
 
     t0 = time.perf_counter()
     model = read_static(path, shapes)

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .trace_compile import Span, emit_nested
-from .trace_writer import TraceWriter
+from compile_ahead.profiling.trace_compile import Span, emit_nested
+from compile_ahead.profiling.trace_writer import TraceWriter
 
 MARKER_FUNCTION = "clock_marker"
 MARKER_SECONDS = 0.15

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from compile_ahead.runtime.accounting import rss_bytes
+from compile_ahead.runtime.base.measure import rss_bytes
 
 
 class RssSampler:

@@ -14,14 +14,11 @@ from typing import Any
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import failed_sibling
-from compile_ahead.runtime.events import BoundaryTiming, RunEvents
-from compile_ahead.runtime.worker_protocol import PhaseSpan
-
-from . import counters
-from .trace_compile import Span, emit_nested
-from .trace_decode import StepSlicer
-from .trace_validate import OPEN_TRACE_HINT, validate_trace
-from .trace_writer import (
+from compile_ahead.profiling import counters
+from compile_ahead.profiling.trace_compile import Span, emit_nested
+from compile_ahead.profiling.trace_decode import StepSlicer
+from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace
+from compile_ahead.profiling.trace_writer import (
     GRAPHS_RESIDENT,
     KV_COMMITTED_BYTES,
     KV_RESERVED_BYTES,
@@ -29,7 +26,9 @@ from .trace_writer import (
     TOKENS_PER_S,
     TraceWriter,
 )
-from .worker_trace import write_worker_phases
+from compile_ahead.profiling.worker_trace import write_worker_phases
+from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
+from compile_ahead.runtime.ladder.events import BoundaryTiming, RunEvents
 
 _COUNTERS = {
     "kv_reserved_bytes": KV_RESERVED_BYTES,

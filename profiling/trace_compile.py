@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .compile_profile import RungProfile
-from .trace_writer import Args, TraceWriter, Track
+from compile_ahead.profiling.rung_profile import RungProfile
+from compile_ahead.profiling.trace_writer import Args, TraceWriter, Track
 
 
 @dataclass

@@ -3,7 +3,7 @@ small), with a tokens/s counter updated at each slice."""
 
 from __future__ import annotations
 
-from .trace_writer import TOKENS_PER_S, Args, TraceWriter, Track
+from compile_ahead.profiling.trace_writer import TOKENS_PER_S, Args, TraceWriter, Track
 
 
 class StepSlicer:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from .varint import decode_varint
+from compile_ahead.profiling.varint import decode_varint
 
 _MAX_ERRORS = 50
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from .varint import encode_varint
+from compile_ahead.profiling.varint import encode_varint
 
 COMPILE_GROUP = "CPU compile"
 KV_RESERVED_BYTES = "KV reserved bytes"

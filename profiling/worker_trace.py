@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from compile_ahead.runtime.worker_protocol import PhaseSpan
-
-from .trace_compile import Span, emit_nested
-from .trace_writer import TraceWriter, Track
+from compile_ahead.profiling.trace_compile import Span, emit_nested
+from compile_ahead.profiling.trace_writer import TraceWriter, Track
+from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
 
 PHASES_TRACK = "phases"  # the child track name the in-process phases use too
 

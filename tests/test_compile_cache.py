@@ -10,17 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.runtime import compile_cache as cc
-from compile_ahead.runtime.compiler import CompileOptions, compile_step
-from compile_ahead.runtime.graphs import GraphSpec
-from compile_ahead.runtime.kv_store import KVArena
-from compile_ahead.runtime.ladder import Ladder
-from compile_ahead.runtime.ladder_runner import RunSettings, run_ladder
-from compile_ahead.runtime.protocol import teacher_forced
-from compile_ahead.runtime.schedules import SCHEDULES
-from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.synthetic_checkpoint import synthetic_source
+from compile_ahead.runtime.compile import cache as cc
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.sources.resolve import resolve_model
+from compile_ahead.runtime.sources.synthetic import synthetic_source
 
 SPEC = GraphSpec(64, 1, "f32")
 

@@ -13,7 +13,7 @@ import pytest
 
 from compile_ahead.cli import main
 from compile_ahead.profiling.trace_validate import validate_trace
-from compile_ahead.runtime.device_defaults import default_placement
+from compile_ahead.runtime.compile.device_defaults import default_placement
 from conftest import start_decoding_run
 
 RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--schedule", "i2", "--no-progress"]
@@ -31,7 +31,9 @@ def _digests(report: dict) -> dict[int, str]:
 
 
 def test_cpu_places_compiles_in_process_by_default():
-    assert default_placement("CPU") == "in-process"  # measured: see runtime/device_defaults.py
+    assert (
+        default_placement("CPU") == "in-process"
+    )  # measured: see runtime/compile/device_defaults.py
 
 
 def test_worker_compiled_rungs_give_the_same_logits(tmp_path):

@@ -19,11 +19,12 @@ import pytest
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trace_writer import TraceWriter
 from compile_ahead.profiling.worker_trace import write_worker_phases
-from compile_ahead.runtime import graphs
-from compile_ahead.runtime.compile_worker import WorkerCompileError, WorkerPlacement
-from compile_ahead.runtime.compiler import CompileOptions, compile_step
-from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.worker_protocol import WORKER_DOMAIN
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.worker_client import WorkerCompileError, WorkerPlacement
+from compile_ahead.runtime.compile.worker_protocol import WORKER_DOMAIN
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 MODEL = "tiny"
 OPTIONS = CompileOptions("CPU", "f32", "f32")
@@ -75,7 +76,7 @@ def _our_workers() -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"compile_worker_main" in cmdline:
+        if b"compile.worker_main" in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -101,9 +102,10 @@ def test_worker_rung_gives_identical_logits(placement):
     blobs: list[bytes] = []
     result = placement.compile(MODEL, SPEC, OPTIONS, timeout_s=120, blob_sink=blobs.append)
     assert [len(b) for b in blobs] == [result.blob_bytes]  # e.g. for the compile cache
-    assert type(result.step) is type(local)
-    assert result.step.num_layers == cfg.num_layers and result.step.spec == SPEC
-    ours, theirs = _decode(local, kv, tokens), _decode(result.step, kv, tokens)
+    step = source.make_step(result.compiled, SPEC)
+    assert type(step) is type(local)
+    assert step.num_layers == cfg.num_layers and step.spec == SPEC
+    ours, theirs = _decode(local, kv, tokens), _decode(step, kv, tokens)
     for a, b in zip(ours, theirs, strict=True):
         assert np.array_equal(a, b)
     assert result.worker_pid != os.getpid() and result.blob_bytes > 0
@@ -196,9 +198,9 @@ _CHILD = textwrap.dedent(
     """
     import sys, time
     import compile_ahead
-    from compile_ahead.runtime import graphs
-    from compile_ahead.runtime.compile_worker import WorkerPlacement
-    from compile_ahead.runtime.compiler import CompileOptions
+    from compile_ahead.runtime.graphs import decoder as graphs
+    from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+    from compile_ahead.runtime.compile.options import CompileOptions
 
     placement = WorkerPlacement(tmp_dir=sys.argv[2])
     print(placement.start(), flush=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compile_ahead import depsort
+from compile_ahead.profiling import depsort
 
 _depsort = depsort.native()
 

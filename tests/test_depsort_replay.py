@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from compile_ahead import depsort
+from compile_ahead.profiling import depsort
 
 _depsort = depsort.native()
 

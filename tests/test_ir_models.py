@@ -13,14 +13,14 @@ import pytest
 
 from compile_ahead.cli import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compiler import CompileOptions
-from compile_ahead.runtime.graphs import GraphSpec
-from compile_ahead.runtime.ladder import Ladder
-from compile_ahead.runtime.ladder_runner import RunSettings, run_ladder
-from compile_ahead.runtime.protocol import greedy
-from compile_ahead.runtime.schedules import SCHEDULES
-from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.tokenizer import load_tokenizer
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.run_protocol import greedy
+from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.sources.resolve import resolve_model
+from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 
 pytest.importorskip("optimum.intel")
 pytest.importorskip("openvino_genai")
@@ -143,8 +143,7 @@ def test_cli_run_and_generate_match_llmpipeline(ir_exports, tmp_path, capsys):
 
 @pytest.mark.parametrize(("arch", "fmt"), EXPORTS, ids=[f"{a}-{f}" for a, f in EXPORTS])
 def test_weight_format_named_and_kept_in_rung_graphs(ir_exports, arch, fmt):
-    from compile_ahead.runtime.ir_step import build_model
-    from compile_ahead.runtime.ir_weights import weight_format
+    from compile_ahead.runtime.model.ir_weights import weight_format
 
     source = resolve_model(str(ir_exports[(arch, fmt)]))
     expected = {
@@ -156,16 +155,14 @@ def test_weight_format_named_and_kept_in_rung_graphs(ir_exports, arch, fmt):
     assert expected in source.label
     assert source.describe()["weight_format"] == source.weight_format.summary
     # A rung graph holds the same compressed constants: nothing was decompressed.
-    rung = build_model(source, GraphSpec(32, 4, "f32", 128))
+    rung = source.build_graph(GraphSpec(32, 4, "f32", 128))
     assert weight_format(rung) == source.weight_format
 
 
 def test_rung_graph_interface(ir_exports):
-    from compile_ahead.runtime.ir_step import build_model
-
     source = resolve_model(str(ir_exports[("llama", "fp16")]))
     cfg = source.config
-    model = build_model(source, GraphSpec(32, 4, "bf16", 128))
+    model = source.build_graph(GraphSpec(32, 4, "bf16", 128))
     shapes = {p.get_any_name(): (list(p.get_shape()), p.get_element_type()) for p in model.inputs}
     assert shapes["past_key.0"][0] == [1, cfg.num_kv_heads, 128, cfg.head_dim]
     assert shapes["past_key.0"][1].to_string() == "bf16"
@@ -178,18 +175,19 @@ def test_rung_graph_interface(ir_exports):
     assert not any(name.startswith("present") for name in outputs)
     # A decode graph's attention reads the cache input directly: no SDPA over a KV concat is
     # left (a prefill chunk keeps the plugin's fused SDPA).
-    decode = build_model(source, GraphSpec(32, 1, "f32", 128))
+    decode = source.build_graph(GraphSpec(32, 1, "f32", 128))
     assert "ScaledDotProductAttention" not in {op.get_type_name() for op in decode.get_ops()}
     assert "ScaledDotProductAttention" in {op.get_type_name() for op in model.get_ops()}
 
 
 def test_concat_free_attention_equals_the_irs_own(ir_exports):
     """The replaced attention against the IR's own SDPA over Concat(past, new), same steps."""
-    from compile_ahead.runtime.compiler import core, device_config
-    from compile_ahead.runtime.ir_graph import build_ir_step_model
-    from compile_ahead.runtime.ir_model import read_ir, stateless
-    from compile_ahead.runtime.ir_step import IRStep
-    from compile_ahead.runtime.kv_store import KVArena
+    from compile_ahead.runtime.base.ov_core import core
+    from compile_ahead.runtime.compile.options import device_config
+    from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
+    from compile_ahead.runtime.graphs.ir_step import IRStep
+    from compile_ahead.runtime.model.ir_reader import read_ir, stateless
+    from compile_ahead.runtime.model.kv_arena import KVArena
 
     source = resolve_model(str(ir_exports[("phi3", "fp16")]))
     cfg = source.config
@@ -224,7 +222,7 @@ def test_concat_free_attention_equals_the_irs_own(ir_exports):
 def test_openvino_tokenizer_then_tokenizer_json(ir_exports, tmp_path):
     from tokenizers import Tokenizer
 
-    from compile_ahead.runtime.ov_tokenizer import OpenVINOTokenizer
+    from compile_ahead.runtime.sources.ov_tokenizer import OpenVINOTokenizer
 
     model_dir = ir_exports[("qwen2", "int8")]
     text = "the quick brown fox compiles ahead"
@@ -369,7 +367,7 @@ def test_weight_format_of_float_irs():
     import openvino as ov
     from openvino import opset13 as ops
 
-    from compile_ahead.runtime.ir_weights import weight_format
+    from compile_ahead.runtime.model.ir_weights import weight_format
 
     x = ops.parameter([1, 64], ov.Type.f32, name="x")
     f32 = ops.constant(np.ones((64, 64), np.float32))

@@ -16,9 +16,10 @@ OBSERVE_COMPILE = textwrap.dedent(
     import json, time
     import compile_ahead
     from compile_ahead.profiling import counters
-    from compile_ahead.runtime.compiler import CompileOptions, compile_step
-    from compile_ahead.runtime.graphs import GraphSpec
-    from compile_ahead.runtime.sources import resolve_model
+    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.sources.resolve import resolve_model
 
     source = resolve_model("tiny")
     spec = GraphSpec(capacity=128, chunk=1, kv_precision="bf16")
@@ -219,9 +220,10 @@ MUTE_INFERENCE = textwrap.dedent(
     import numpy as np
     import compile_ahead
     from compile_ahead.profiling import counters
-    from compile_ahead.runtime.compiler import CompileOptions, compile_step
-    from compile_ahead.runtime.graphs import GraphSpec
-    from compile_ahead.runtime.sources import resolve_model
+    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.sources.resolve import resolve_model
 
     result = compile_step(resolve_model("tiny"), GraphSpec(capacity=128, chunk=1,
                           kv_precision="bf16"), CompileOptions(device="CPU"))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compile_ahead.runtime.kv_store import PAGE, KVArena
-from compile_ahead.runtime.presets import PRESETS
+from compile_ahead.runtime.model.kv_arena import PAGE, KVArena
+from compile_ahead.runtime.model.presets import PRESETS
 
 
 def _anonymous_bytes() -> int:

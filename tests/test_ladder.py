@@ -10,16 +10,16 @@ import pytest
 
 from compile_ahead.cli import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime import kv_store
-from compile_ahead.runtime.compile_jobs import Faults
-from compile_ahead.runtime.compiler import CompileOptions
-from compile_ahead.runtime.events import RunEvents
-from compile_ahead.runtime.kv_store import KVArena
-from compile_ahead.runtime.ladder import Ladder
-from compile_ahead.runtime.ladder_runner import LadderRunner, RunSettings, run_ladder
-from compile_ahead.runtime.protocol import greedy, teacher_forced
-from compile_ahead.runtime.schedules import SCHEDULES
-from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.compile_jobs import Faults
+from compile_ahead.runtime.ladder.events import RunEvents
+from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
+from compile_ahead.runtime.ladder.runner import LadderRunner, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.model import kv_arena
+from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import reference_greedy
 
 F32 = CompileOptions(device="CPU", inference_precision="f32")
@@ -214,7 +214,7 @@ def test_second_failure_stops_cleanly_with_report(source, tmp_path, capsys):
 
 
 def test_interrupt_writes_the_report_of_what_ran(tmp_path, monkeypatch):
-    from compile_ahead.runtime import progress
+    from compile_ahead.runtime.cli import progress
 
     def interrupt_at_50(self, token_index, capacity, begin, end):
         if token_index == 50:
@@ -253,7 +253,7 @@ def test_out_of_memory_on_grow_is_a_clear_error(source, monkeypatch):
             raise OSError(12, "Cannot allocate memory")
         return real_mmap(fileno, length, *args, **kwargs)
 
-    monkeypatch.setattr(kv_store.mmap, "mmap", refuse_large)
+    monkeypatch.setattr(kv_arena.mmap, "mmap", refuse_large)
     proto = teacher_forced(source.config.vocab_size, 8, 120)
     run = run_ladder(source, F32, RunSettings(SCHEDULES["i1"], LADDER, proto))
     assert isinstance(run.error, CompileAheadError)

@@ -212,8 +212,8 @@ def test_run_rejects_non_finite_delays_and_empty_rungs(capsys, argv: list[str], 
 
 def test_fault_values_are_checked_where_they_are_made() -> None:
     from compile_ahead.errors import CompileAheadError
-    from compile_ahead.runtime.compile_jobs import Faults
-    from compile_ahead.runtime.ladder import Ladder
+    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.compile_jobs import Faults
 
     for bad in ({"compile_delay_s": float("inf")}, {"step_delay_s": float("nan")}):
         with pytest.raises(CompileAheadError, match="finite number of seconds"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compile_ahead.runtime.compiler import CompileOptions
-from compile_ahead.runtime.generate import StaticDecoder
-from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.ladder.greedy import StaticDecoder
+from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import reference_greedy
 
 F32 = CompileOptions(device="CPU", inference_precision="f32")

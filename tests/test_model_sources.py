@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.presets import PRESETS
-from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.weights import SyntheticStore, expected_shapes
+from compile_ahead.runtime.model.presets import PRESETS
+from compile_ahead.runtime.model.weights import SyntheticStore, expected_shapes
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 
 @pytest.fixture
@@ -188,7 +188,7 @@ def test_truncated_weights(qwen_copy):
 
 
 def test_bf16_checkpoint_loads_exactly(qwen_copy):
-    from compile_ahead.runtime.precision import f32_to_bf16_bits
+    from compile_ahead.runtime.base.precision import f32_to_bf16_bits
 
     def to_bf16(infos, tensors):
         for k, info in infos.items():

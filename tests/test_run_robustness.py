@@ -19,16 +19,16 @@ from compile_ahead.cli import main
 from compile_ahead.profiling.rss import RssSampler
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trace_writer import PROCESS_RSS_BYTES, TraceWriter
-from compile_ahead.runtime import rung_policy
-from compile_ahead.runtime.compile_jobs import Faults
-from compile_ahead.runtime.compiler import CompileOptions
-from compile_ahead.runtime.kv_store import GrowingKV
-from compile_ahead.runtime.ladder import Ladder
-from compile_ahead.runtime.ladder_runner import LadderRunner, RunSettings, run_ladder
-from compile_ahead.runtime.protocol import teacher_forced
-from compile_ahead.runtime.schedules import SCHEDULES
-from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.step import StepOutput
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.graphs.step import StepOutput
+from compile_ahead.runtime.ladder import rung_policy
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.compile_jobs import Faults
+from compile_ahead.runtime.ladder.kv_store import GrowingKV
+from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.runner import LadderRunner, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import start_decoding_run
 
 F32 = CompileOptions(device="CPU", inference_precision="f32")
@@ -146,12 +146,12 @@ def test_a_failed_first_compile_still_counts_its_foreground_time(source):
 
 
 def test_out_of_memory_reserving_the_kv_is_reported(source, monkeypatch):
-    from compile_ahead.runtime import kv_store
+    from compile_ahead.runtime.model import kv_arena
 
     def refuse(*args, **kwargs):
         raise OSError(12, "Cannot allocate memory")
 
-    monkeypatch.setattr(kv_store.mmap, "mmap", refuse)
+    monkeypatch.setattr(kv_arena.mmap, "mmap", refuse)
     proto = teacher_forced(source.config.vocab_size, 8, 20)
     result = run_ladder(source, F32, RunSettings(SCHEDULES["b0"], Ladder.parse("tiny"), proto))
     assert "out of memory reserving" in result.report.error

@@ -7,14 +7,14 @@ import pytest
 
 from compile_ahead.cli import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime import split_graphs
-from compile_ahead.runtime.compiler import CompileOptions
-from compile_ahead.runtime.events import RunEvents
-from compile_ahead.runtime.ladder import Ladder
-from compile_ahead.runtime.ladder_runner import LadderRunner, RunSettings, run_ladder
-from compile_ahead.runtime.protocol import teacher_forced
-from compile_ahead.runtime.schedules import SCHEDULES
-from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.graphs import split as split_graphs
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.events import RunEvents
+from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.runner import LadderRunner, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 F32 = CompileOptions(device="CPU", inference_precision="f32")
 LADDER = Ladder.parse("16,32,64,128")
@@ -97,9 +97,9 @@ def test_run_cli_graph_flag(capsys):
 def test_graph_default_and_override(tmp_path):
     import json
 
-    from compile_ahead.runtime.device_defaults import default_graph
+    from compile_ahead.runtime.compile.device_defaults import default_graph
 
-    assert default_graph("CPU") == "whole"  # measured: see runtime/device_defaults.py
+    assert default_graph("CPU") == "whole"  # measured: see runtime/compile/device_defaults.py
     assert default_graph("NPU") == "whole"
     argv = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]
     assert main([*argv, "--report", str(tmp_path / "a.json")]) == 0

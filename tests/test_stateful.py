@@ -7,11 +7,11 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from compile_ahead.runtime import stateful
-from compile_ahead.runtime.cpu_dynamic import cpu_config
-from compile_ahead.runtime.ir_round_trip import through_ir
-from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.stateful_runner import StatefulRunner
+from compile_ahead.runtime.baselines.cpu_dynamic import cpu_config
+from compile_ahead.runtime.baselines.ir_round_trip import through_ir
+from compile_ahead.runtime.baselines.stateful_runner import StatefulRunner
+from compile_ahead.runtime.graphs import stateful
+from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import reference_greedy
 
 PROMPT = [int(x) for x in np.random.default_rng(11).integers(3, 1000, size=19)]
@@ -129,7 +129,7 @@ def test_cpu_plugin_fuses_attention_with_the_kv_state(tiny_qwen2_dir):
 def test_ir_round_trip_keeps_weights_compressed(tmp_path):
     """The decompression mark is lost by save_model; through_ir restores it on every weight,
     or the CPU plugin would fold the f16 weights to f32 (twice the memory)."""
-    from compile_ahead.runtime.weights import expected_shapes
+    from compile_ahead.runtime.model.weights import expected_shapes
 
     source = resolve_model("tiny")  # synthetic f16 weights
     model = stateful.build_stateful_model(source.config, source.weights)

@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.runtime import synthetic_checkpoint as sc
-from compile_ahead.runtime.config import config_from_hf
-from compile_ahead.runtime.presets import PRESETS
-from compile_ahead.runtime.sources import resolve_model
-from compile_ahead.runtime.user_cache import CACHE_DIR_ENV
-from compile_ahead.runtime.weights import SafetensorsStore, SyntheticStore
+from compile_ahead.runtime.base.user_cache import CACHE_DIR_ENV
+from compile_ahead.runtime.model import synthetic_checkpoint as sc
+from compile_ahead.runtime.model.architecture import config_from_hf
+from compile_ahead.runtime.model.presets import PRESETS
+from compile_ahead.runtime.model.weights import SafetensorsStore, SyntheticStore
+from compile_ahead.runtime.sources.resolve import resolve_model
+from compile_ahead.runtime.sources.synthetic import synthetic_source
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def test_written_once_then_read_from_the_file(cache_dir):
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
 def test_bytes_equal_the_seeded_values(cache_dir, dtype):
     cfg = PRESETS["tiny"].config
-    source = sc.synthetic_source("tiny", seed=3, dtype=dtype)
+    source = synthetic_source("tiny", seed=3, dtype=dtype)
     seeded = SyntheticStore(cfg, 3, dtype=dtype)
     for name in seeded.names():
         on_disk, drawn = source.weights.get(name), seeded.get(name)
@@ -68,7 +69,7 @@ def test_default_dtype_matches_the_in_memory_store(cache_dir):
 
 def test_keyed_by_seed_and_dtype(cache_dir):
     dirs = {
-        sc.synthetic_source("tiny", seed, dtype).model_dir
+        synthetic_source("tiny", seed, dtype).model_dir
         for seed, dtype in ((0, "f16"), (1, "f16"), (0, "f32"))
     }
     assert len(dirs) == 3
@@ -81,12 +82,12 @@ def test_config_reads_back_as_the_preset(preset):
 
 
 def test_truncated_checkpoint_is_written_again(cache_dir):
-    path = sc.synthetic_source("tiny").model_dir
+    path = synthetic_source("tiny").model_dir
     weights_file = path / sc.WEIGHTS_FILE
     with weights_file.open("r+b") as f:
         f.truncate(weights_file.stat().st_size // 2)
     with pytest.warns(sc.SyntheticCheckpointWarning, match="corrupt"):
-        again = sc.synthetic_source("tiny")
+        again = synthetic_source("tiny")
     assert again.generated
     assert again.weights.get("model.norm.weight").shape == (PRESETS["tiny"].config.hidden_size,)
 
@@ -97,7 +98,7 @@ def test_no_half_file_under_the_final_name(cache_dir, monkeypatch):
 
     monkeypatch.setattr(sc, "_write", fail)
     with pytest.warns(sc.SyntheticCheckpointWarning, match="in memory"):
-        source = sc.synthetic_source("tiny")
+        source = synthetic_source("tiny")
     assert source.synthetic and isinstance(source.weights, SyntheticStore)
     final = sc.checkpoint_dir("tiny", 0, "f16")
     assert not final.exists()
@@ -139,19 +140,19 @@ def test_not_enough_disk_falls_back_to_memory_before_writing(cache_dir, monkeypa
     real = sc.shutil.disk_usage
     monkeypatch.setattr(sc.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
     with pytest.warns(sc.SyntheticCheckpointWarning, match="GB free"):
-        source = sc.synthetic_source("tiny")
+        source = synthetic_source("tiny")
     assert source.synthetic and isinstance(source.weights, SyntheticStore)
     final = sc.checkpoint_dir("tiny", 0, "f16")
     assert not final.exists() and not list(final.parent.glob(f".{final.name}.tmp-*"))
 
 
 def test_unreadable_header_is_written_again(cache_dir):
-    path = sc.synthetic_source("tiny").model_dir
+    path = synthetic_source("tiny").model_dir
     with (path / sc.WEIGHTS_FILE).open("r+b") as f:
         f.seek(8)
         f.write(b"\xff" * 32)  # same size, header no longer JSON
     with pytest.warns(sc.SyntheticCheckpointWarning, match="corrupt"):
-        again = sc.synthetic_source("tiny")
+        again = synthetic_source("tiny")
     assert again.generated
     seeded = SyntheticStore(PRESETS["tiny"].config, 0)
     name = "model.embed_tokens.weight"

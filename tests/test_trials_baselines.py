@@ -32,7 +32,7 @@ def test_boundary_tokens_match_the_runtime_keys() -> None:
 
 
 def test_npuw_kv_bytes() -> None:
-    from compile_ahead.runtime.presets import PRESETS
+    from compile_ahead.runtime.model.presets import PRESETS
 
     cfg = PRESETS["qwen2.5-0.5b"].config
     # 24 layers x K,V x 2 heads x 64 dims x 2 bytes = 12 KiB per slot

@@ -172,7 +172,7 @@ def test_pairs_must_be_positive() -> None:
 def test_pass_profile_summary_resolves_nesting_written_out_of_order() -> None:
     sys.path.insert(0, str(WORKER.parent))
     try:
-        import compile_worker
+        import compile_trial
     finally:
         sys.path.remove(str(WORKER.parent))
     # inner manager finished (and was written) before the outer one that encloses it
@@ -188,7 +188,7 @@ def test_pass_profile_summary_resolves_nesting_written_out_of_order() -> None:
         "m_start;Later;5000",
         "m_end;Later;6000",
     ]
-    summary = compile_worker.summarise_passes(lines)
+    summary = compile_trial.summarise_passes(lines)
     assert summary["transformations_s"] == pytest.approx(3000 / 1e9)
     assert summary["pass_records"] == 1
     assert list(summary["top_managers_s"]) == ["Outer", "Later", "Inner"]

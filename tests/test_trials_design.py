@@ -8,12 +8,7 @@ from itertools import pairwise
 import pytest
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.trials.design import (
-    Plan,
-    alternation,
-    make_plan,
-    williams_sequences,
-)
+from compile_ahead.profiling.trials.design import Plan, alternation, make_plan, williams_sequences
 
 
 @pytest.mark.parametrize("k", [2, 3, 4, 5, 6])

@@ -18,11 +18,7 @@ from pathlib import Path
 import pytest
 
 from compile_ahead.cli import main
-from compile_ahead.profiling.trials.runner import (
-    DEFAULT_TRIAL_TIMEOUT_S,
-    TRIALS_LOG,
-    load_records,
-)
+from compile_ahead.profiling.trials.runner import DEFAULT_TRIAL_TIMEOUT_S, TRIALS_LOG, load_records
 
 HANG_GUARD_S = 180  # far above any --timeout used here; only a hang reaches it
 CLI = [sys.executable, "-m", "compile_ahead.cli"]

@@ -11,7 +11,7 @@ import pytest
 from compile_ahead.cli import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials import schedule_ab
-from compile_ahead.runtime.run_report import BoundaryRecord
+from compile_ahead.runtime.ladder.report import BoundaryRecord
 
 # A stand-in for `compile-ahead run --report OUT`: the eager schedule (i1) compiles every rung
 # in the foreground, the one-ahead schedule (i2) only the first; "bad" flips one boundary token.

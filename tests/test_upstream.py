@@ -20,8 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.runtime.npuw import compile_npuw, npuw_generate_sizes, npuw_kv_size, run_npuw
-from compile_ahead.runtime.sources import resolve_model
+from compile_ahead.runtime.baselines.npuw import (
+    compile_npuw,
+    npuw_generate_sizes,
+    npuw_kv_size,
+    run_npuw,
+)
+from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import reference_greedy
 
 F32_TOL = 1e-4

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .design import Plan
-from .runner import TrialRecord
-from .stats import Better, PairedSummary, paired_summary
+from compile_ahead.profiling.trials.design import Plan
+from compile_ahead.profiling.trials.runner import TrialRecord
+from compile_ahead.profiling.trials.stats import Better, PairedSummary, paired_summary
 
 Getter = Callable[[dict], float | None]
 

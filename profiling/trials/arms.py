@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-
-from .runner import run_bounded
+from compile_ahead.profiling.trials.runner import run_bounded
 
 
 @dataclass(frozen=True)

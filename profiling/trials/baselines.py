@@ -2,8 +2,10 @@
 
 The seed's B0 and B1 as OpenVINO ships them: its NPU LLM pipeline (NPUW) run on CPU with the
 generate pyramid off (arm npuw-b0) and on (npuw-b1), on the same weights as our static graphs
-(the stateful model of runtime/stateful.py, configured by runtime/npuw.py and run by
-runtime/stateful_runner.py). Each such trial is upstream_trial.py in a fresh process, writing
+(the stateful model of runtime/graphs/stateful.py, configured by runtime/baselines/npuw.py and run
+by
+runtime/baselines/stateful_runner.py). Each such trial is upstream_trial.py in a fresh process,
+writing
 the keys of `compile-ahead run --report` (foreground compile = build + compile_model with every
 variant, decode tok/s per rung range, reserved KV, peak RSS, top-1 around the boundaries), so
 design, statistics, table and plot are the schedule A/B's. (b0/b1 without the prefix are the
@@ -23,7 +25,7 @@ BASELINES = {
     "genai": "openvino-genai LLMPipeline on CPU (dynamic shapes, one compile; greedy, since it "
     "cannot be teacher-forced)",
 }
-UPSTREAM_MODULE = "compile_ahead.runtime.npuw"
+UPSTREAM_MODULE = "compile_ahead.runtime.baselines.npuw"
 
 
 def require_upstream() -> None:

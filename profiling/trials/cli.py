@@ -8,7 +8,22 @@ import time
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.options import (
+from compile_ahead.profiling.foreign_model import parse_shapes
+from compile_ahead.profiling.trials import compile_ab, schedule_ab
+from compile_ahead.profiling.trials.arms import parse_arm
+from compile_ahead.profiling.trials.design import make_plan
+from compile_ahead.profiling.trials.experiment import (
+    load_experiment,
+    report_experiment,
+    run_experiment,
+)
+from compile_ahead.profiling.trials.runner import (
+    DEFAULT_TRIAL_TIMEOUT_S,
+    Arm,
+    load_records,
+    trial_timeout,
+)
+from compile_ahead.runtime.cli.options import (
     add_graph_option,
     add_ladder_option,
     add_model_options,
@@ -21,13 +36,6 @@ from compile_ahead.runtime.options import (
     placement_mode,
     prompt_len_from_args,
 )
-
-from ..foreign_model import parse_shapes
-from . import compile_ab, schedule_ab
-from .arms import parse_arm
-from .design import make_plan
-from .experiment import load_experiment, report_experiment, run_experiment
-from .runner import DEFAULT_TRIAL_TIMEOUT_S, Arm, load_records, trial_timeout
 
 
 def _positive(text: str) -> int:
@@ -258,7 +266,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
             f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
             f"rung {ladder.top}"
         )
-    from . import baselines
+    from compile_ahead.profiling.trials import baselines
 
     if any(a in baselines.BASELINES for a in schedules):
         baselines.require_upstream()

@@ -3,7 +3,7 @@ OpenVINO installation (or configuration against configuration).
 
 The rung graphs are built once here with our builder and saved as IR (weights kept in their
 stored precision). Every trial is one fresh process of the arm's interpreter running the
-standalone compile_worker.py, which reads the IR, re-marks the weight decompression and
+standalone compile_trial.py, which reads the IR, re-marks the weight decompression and
 compiles each rung in ladder order.
 """
 
@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.trials.analysis import Endpoint, result_field
+from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
+from compile_ahead.profiling.trials.runner import Arm
 
-from .analysis import Endpoint, result_field
-from .arms import PROBE_TIMEOUT_S, ArmSpec, probe
-from .runner import Arm
-
-WORKER = Path(__file__).with_name("compile_worker.py")
+WORKER = Path(__file__).with_name("compile_trial.py")
 
 DEFAULT_LADDER = (1024, 2048, 4096, 8192)
 
@@ -31,7 +30,7 @@ DEFAULT_LADDER = (1024, 2048, 4096, 8192)
 def parse_ladder(text: str) -> tuple[int, ...]:
     """The runtime's ladder rules (positive, increasing multiples of 16, no empty rung), so a
     trial never fails on a ladder we could have refused up front."""
-    from compile_ahead.runtime.ladder import Ladder
+    from compile_ahead.runtime.ladder.capacities import Ladder
 
     return Ladder.parse(text).rungs
 
@@ -71,8 +70,8 @@ def export_rungs(
     import openvino as ov
 
     from compile_ahead.profiling.foreign_model import model_file, read_static
-    from compile_ahead.runtime.graphs import GraphSpec
-    from compile_ahead.runtime.sources import resolve_model
+    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.sources.resolve import resolve_model
 
     directory.mkdir(parents=True, exist_ok=True)
     foreign = model_file(model_name)
@@ -101,12 +100,9 @@ def export_rungs(
 def default_config(device: str) -> tuple[dict[str, str], str]:
     """The compile properties our runtime uses on ``device`` as strings, and the KV precision
     matching the inference precision (a mismatch adds a reorder of the whole cache)."""
-    from compile_ahead.runtime.compiler import (
-        CompileOptions,
-        device_config,
-        openvino_error_summary,
-    )
-    from compile_ahead.runtime.precision import OV_TYPES
+    from compile_ahead.runtime.base.ov_core import openvino_error_summary
+    from compile_ahead.runtime.base.precision import OV_TYPES
+    from compile_ahead.runtime.compile.options import CompileOptions, device_config
 
     try:
         options = CompileOptions(device=device).resolved()

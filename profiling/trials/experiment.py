@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-
-from . import compile_ab, schedule_ab
-from .analysis import Analysis, analyse
-from .design import Plan, make_plan
-from .runner import Arm, TrialFailed, TrialRecord, run_plan
+from compile_ahead.profiling.trials import compile_ab, schedule_ab
+from compile_ahead.profiling.trials.analysis import Analysis, analyse
+from compile_ahead.profiling.trials.design import Plan, make_plan
+from compile_ahead.profiling.trials.runner import Arm, TrialFailed, TrialRecord, run_plan
 
 
 def _progress(quiet: bool):
@@ -71,14 +70,14 @@ def _finish(
     labels: dict[str, str] | None = None,
     echo: bool = True,
 ) -> Path:
-    from .report import markdown, write_reports
+    from compile_ahead.profiling.trials.report import markdown, write_reports
 
     md, js = write_reports(out, stem, analysis, title, context, arms, records, labels)
     if echo:
         print(markdown(analysis, title, context, labels))
     print(f"written: {md}, {js}", file=sys.stderr)
     if not no_plot:
-        from .plot import plot_differences
+        from compile_ahead.profiling.trials.plot import plot_differences
 
         png = plot_differences(analysis, out / f"{stem}.png", title)
         print(f"written: {png}", file=sys.stderr)
@@ -114,7 +113,7 @@ def report_experiment(
         labels = dict(exp["labels"])
         stem, title = "compile_ab", f"Compile A/B: {' vs '.join(plan.arms)}"
     else:
-        from . import baselines
+        from compile_ahead.profiling.trials import baselines
 
         analysis = analyse(records, plan, schedule_ab.schedule_endpoints(ladder))
         schedule_ab.add_tallies(analysis, records)

@@ -6,7 +6,8 @@ on a CPU, on the same model; writes a RunReport like `compile-ahead run --report
         --prompt-len 128 --decode-tokens 1920 --report OUT
 
 The model: an optimum-intel export (or a stateful decoder IR) is used as it is; a checkpoint
-or preset is first built as the stateful model of runtime/stateful.py and saved as an IR (that
+or preset is first built as the stateful model of runtime/graphs/stateful.py and saved as an IR
+(that
 time is reported as ir_export_s, on the critical path but not in the foreground compile).
 LLMPipeline cannot be teacher-forced, so it generates greedily from the protocol's prompt for
 the same number of tokens (EOS ignored); its boundary top-1 ids are left out, because they
@@ -32,7 +33,7 @@ def model_directory(model: str, workdir: Path) -> tuple[Path, object, float]:
     """(directory LLMPipeline loads, the resolved source, seconds spent exporting an IR)."""
     import openvino as ov
 
-    from compile_ahead.runtime.sources import resolve_model
+    from compile_ahead.runtime.sources.resolve import resolve_model
 
     source = resolve_model(model)
     if not source.built_from_weights:  # an IR: LLMPipeline loads it as it is
@@ -43,7 +44,7 @@ def model_directory(model: str, workdir: Path) -> tuple[Path, object, float]:
         os.symlink(files.xml, workdir / IR_NAME)
         os.symlink(files.bin, workdir / "openvino_model.bin")
         return workdir, source, 0.0
-    from compile_ahead.runtime.stateful import build_stateful_model
+    from compile_ahead.runtime.graphs.stateful import build_stateful_model
 
     t0 = time.perf_counter()
     model_ir = build_stateful_model(source.config, source.weights)
@@ -65,12 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     import openvino_genai as genai
 
     from compile_ahead.atomic import write_json_atomic
-    from compile_ahead.runtime.accounting import peak_rss_bytes
-    from compile_ahead.runtime.ladder import Ladder
-    from compile_ahead.runtime.protocol import teacher_forced
-    from compile_ahead.runtime.run_report import RungStats, RunReport
-
-    from .upstream_trial import per_rung_rates
+    from compile_ahead.profiling.trials.upstream_trial import per_rung_rates
+    from compile_ahead.runtime.base.measure import peak_rss_bytes
+    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.report import RungStats, RunReport
+    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 
     ladder = list(Ladder.parse(args.ladder).rungs)
     t_start = time.perf_counter()  # critical path: IR export, load, generate

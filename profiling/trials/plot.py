@@ -10,8 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from .analysis import Analysis
-from .report import display_unit
+from compile_ahead.profiling.trials.analysis import Analysis
+from compile_ahead.profiling.trials.report import display_unit
 
 
 def plot_differences(analysis: Analysis, path: Path, title: str, max_cols: int = 3) -> Path:

@@ -7,9 +7,9 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .analysis import Analysis
-from .runner import Arm, TrialRecord
-from .stats import PairedSummary
+from compile_ahead.profiling.trials.analysis import Analysis
+from compile_ahead.profiling.trials.runner import Arm, TrialRecord
+from compile_ahead.profiling.trials.stats import PairedSummary
 
 MINUS = "\u2212"
 

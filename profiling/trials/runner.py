@@ -23,8 +23,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-
-from .design import Plan, TrialSlot
+from compile_ahead.profiling.trials.design import Plan, TrialSlot
 
 TRIALS_LOG = "trials.jsonl"
 # Seconds a trial may run before it counts as hung: generous for the largest preset's full

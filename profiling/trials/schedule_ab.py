@@ -14,10 +14,15 @@ import sys
 from collections.abc import Sequence
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.run_report import BoundaryRecord
-
-from .analysis import Analysis, Endpoint, Tally, block_results, result_field
-from .runner import Arm, TrialRecord
+from compile_ahead.profiling.trials.analysis import (
+    Analysis,
+    Endpoint,
+    Tally,
+    block_results,
+    result_field,
+)
+from compile_ahead.profiling.trials.runner import Arm, TrialRecord
+from compile_ahead.runtime.ladder.report import BoundaryRecord
 
 SCHEDULE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
@@ -27,9 +32,8 @@ TEMPLATE_KEYS = ("schedule", "model", "ladder", "prompt_len", "decode_tokens", "
 
 def known_arms() -> tuple[str, ...]:
     """What `compile-ahead run` and the upstream trial can run: our schedules, npuw-b0/b1."""
-    from compile_ahead.runtime.schedules import SCHEDULES
-
-    from .baselines import BASELINES
+    from compile_ahead.profiling.trials.baselines import BASELINES
+    from compile_ahead.runtime.ladder.schedules import SCHEDULES
 
     return (*SCHEDULES, *BASELINES)
 
@@ -116,8 +120,8 @@ def make_arms(
 ) -> list[Arm]:
     """Our schedules run `compile-ahead run`; npuw-b0/npuw-b1 run the upstream baseline trial
     (OpenVINO's NPU LLM pipeline on CPU, pyramid off/on) with the same protocol."""
-    from .genai_trial import ARM as GENAI_ARM
-    from .upstream_trial import ARMS as UPSTREAM_ARMS
+    from compile_ahead.profiling.trials.genai_trial import ARM as GENAI_ARM
+    from compile_ahead.profiling.trials.upstream_trial import ARMS as UPSTREAM_ARMS
 
     arms = []
     for s in schedules:
@@ -137,7 +141,7 @@ def make_arms(
 def upstream_command(
     arm: str, model: str, ladder: str, prompt_len: int, decode_tokens: int
 ) -> tuple[str, ...]:
-    from .upstream_trial import ARMS as UPSTREAM_ARMS
+    from compile_ahead.profiling.trials.upstream_trial import ARMS as UPSTREAM_ARMS
 
     return (
         sys.executable, "-m", "compile_ahead.profiling.trials.upstream_trial",

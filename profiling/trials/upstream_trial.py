@@ -9,7 +9,7 @@ same table as i1/i2/i3.
 NPUW is configured as OpenVINO ships it for this context: MIN_RESPONSE_LEN 64 and
 MAX_PROMPT_LEN = top rung - 64 (8128 for an 8K ladder). NPUW aligns the prompt capacity up to its
 prefill chunk, so the largest generate graph holds top + 64 slots when the top exceeds 1024 (8256
-for 8K; runtime/npuw.py derives the sizes); with the pyramid it also compiles 1024+64,
+for 8K; runtime/baselines/npuw.py derives the sizes); with the pyramid it also compiles 1024+64,
 2048+64, ... variants, all inside compile_model (up front).
 Its KV cache is one allocation of the largest size shared by every variant (f16 by default), so
 reserved KV = that size from startup; committed host pages are not observable there (None).
@@ -79,12 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", type=Path, required=True)
     args = p.parse_args(argv)
 
-    from compile_ahead.runtime.npuw import compile_npuw, npuw_generate_sizes
-    from compile_ahead.runtime.protocol import teacher_forced
-    from compile_ahead.runtime.run_report import RungStats, RunReport
-    from compile_ahead.runtime.sources import resolve_model
-
-    from .compile_ab import parse_ladder
+    from compile_ahead.profiling.trials.compile_ab import parse_ladder
+    from compile_ahead.runtime.baselines.npuw import compile_npuw, npuw_generate_sizes
+    from compile_ahead.runtime.ladder.report import RungStats, RunReport
+    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+    from compile_ahead.runtime.sources.resolve import resolve_model
 
     ladder = list(parse_ladder(args.ladder))
     pyramid = args.pyramid == "on"

@@ -19,8 +19,8 @@ from compile_ahead.errors import CompileAheadError
 
 # Modules that add subcommands, imported lazily so `--help` stays fast.
 SUBCOMMAND_MODULES = (
-    "compile_ahead.runtime.cli_generate",
-    "compile_ahead.runtime.cli_run",
+    "compile_ahead.runtime.cli.generate",
+    "compile_ahead.runtime.cli.run",
     "compile_ahead.profiling.trials.cli",
     "compile_ahead.patches_check",
 )
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(args, "compile-ahead")
 
 
-# Background compiles run on daemon threads with this name prefix (runtime/rung_policy.py).
+# Background compiles run on daemon threads with this name prefix (runtime/ladder/rung_policy.py).
 COMPILE_THREAD_PREFIX = "compile-ahead-"
 
 

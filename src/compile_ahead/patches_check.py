@@ -215,7 +215,7 @@ def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
             "  this tree already caches sorted dependency vectors itself:",
             f"    {result.upstream_cache}",
             "  The series is for releases before upstream's cache; do not apply it here.",
-            "  (compile_ahead.depsort.read_loaded_counters() will report None for such a build.)",
+            "  (compile_ahead.profiling.depsort.read_loaded_counters() will report None for such a build.)",
         ]
         return lines
     if result.already_applied:
@@ -245,7 +245,7 @@ def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
         [
             "once, run a compile with COMPILE_AHEAD_DEPSORT_SHADOW=1 (aborts on any mismatch);",
             "A/B with COMPILE_AHEAD_DEPSORT=off; read the counters in-process with",
-            "compile_ahead.depsort.read_loaded_counters().",
+            "compile_ahead.profiling.depsort.read_loaded_counters().",
         ],
     ]
     lines.append("next:")

@@ -1,0 +1,2 @@
+"""The bottom layer of the runtime: OpenVINO helpers, precisions, time and memory measures, the user
+cache directory. Imports nothing else of the runtime."""

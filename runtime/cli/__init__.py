@@ -1,0 +1,1 @@
+"""The `run` and `generate` commands and the options every command shares."""

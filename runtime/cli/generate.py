@@ -1,0 +1,92 @@
+"""`compile-ahead generate`: greedy generation from a prompt on the static graphs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.cli.options import add_model_options, compile_options
+from compile_ahead.runtime.ladder.greedy import StaticDecoder
+from compile_ahead.runtime.sources.resolve import resolve_model
+from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
+
+CAPACITY_ALIGNMENT = 64
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("generate", help="greedy generation from a prompt")
+    add_model_options(p)
+    prompt = p.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in the model dir)")
+    prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=32,
+        help="tokens to generate at most (default 32); prompt + this must fit the model's "
+        "max_position_embeddings",
+    )
+    p.add_argument("--prefill-chunk", type=int, default=16, help="tokens per prefill call")
+    p.add_argument("--stop-at-eos", action="store_true", help="stop at the model's EOS token")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_new_tokens <= 0:
+        raise CompileAheadError("--max-new-tokens must be positive")
+    if args.prefill_chunk <= 0:
+        raise CompileAheadError("--prefill-chunk must be positive")
+    source = resolve_model(args.model)
+    tokenizer = None
+    if args.prompt is not None:
+        tokenizer = load_tokenizer(source.model_dir, source.name)
+        prompt = tokenizer.encode(args.prompt).ids
+        if not prompt:
+            raise CompileAheadError("the prompt encodes to no tokens")
+    else:
+        prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
+    options = compile_options(args)
+    need = len(prompt) + args.max_new_tokens
+    limit = source.config.max_position_embeddings
+    if need > limit:
+        raise CompileAheadError(
+            f"prompt ({len(prompt)}) + --max-new-tokens ({args.max_new_tokens}) = {need} tokens "
+            f"exceeds the model's max_position_embeddings ({limit})"
+        )
+    capacity = -(-need // CAPACITY_ALIGNMENT) * CAPACITY_ALIGNMENT
+    if not args.json:
+        print(f"model: {source.label}")
+        print(f"compiling capacity {capacity} on {options.device} ...", flush=True)
+    t0 = time.perf_counter()
+    decoder = StaticDecoder(source, capacity, options, prefill_chunk=args.prefill_chunk)
+    t1 = time.perf_counter()
+    result = decoder.generate(prompt, args.max_new_tokens, stop_at_eos=args.stop_at_eos)
+    t2 = time.perf_counter()
+    report = {
+        **source.describe(),
+        "device": options.device,
+        "inference_precision": options.inference_precision,
+        "kv_precision": options.kv_precision,
+        "capacity": capacity,
+        "prompt_tokens": len(prompt),
+        "tokens": result.tokens,
+        "stop_reason": result.stop_reason,
+        "compile_s": round(t1 - t0, 3),
+        "generate_s": round(t2 - t1, 3),
+    }
+    if tokenizer is not None:
+        report["text"] = tokenizer.decode(result.tokens)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"tokens: {result.tokens}")
+        if "text" in report:
+            print(f"text: {report['text']}")
+        print(
+            f"stop: {result.stop_reason}; compile {report['compile_s']} s, "
+            f"generate {report['generate_s']} s"
+        )
+    return 0

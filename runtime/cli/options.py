@@ -1,0 +1,352 @@
+"""Command-line options shared by `run`, `generate`, `profile-compile` and `ab`: one definition
+of each flag, one ladder parser, one prompt check, one graph-mode default.
+
+Importing this module must not load OpenVINO (profile-compile arms its profiling first).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.base.precision import PRECISIONS
+from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS
+from compile_ahead.runtime.compile.worker_protocol import FAULTS
+from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.ladder.compile_jobs import Faults
+
+DEFAULT_MODEL = "qwen2.5-0.5b"
+# The seed's protocol: a 128-token prompt on a 1024-slot first rung. Other ladders keep the
+# proportion, so the default prompt always fits.
+PROMPT_FRACTION_OF_FIRST_RUNG = 8
+DEFAULT_PROMPT_LEN = 128  # the seed's prompt, also for --ladder auto
+
+
+def add_model_options(
+    p: argparse.ArgumentParser, required: bool = False, cache: bool = True
+) -> None:
+    """--model, --device, the precision flags and (with ``cache``) the compile cache's."""
+    p.add_argument(
+        "--model",
+        required=required,
+        default=None if required else DEFAULT_MODEL,
+        help="Hugging Face checkpoint directory, optimum-intel export directory or .xml IR, hub "
+        "id in the local HF cache, or preset "
+        "(qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, tinyllama-1.1b, tiny)"
+        + ("" if required else f"; default {DEFAULT_MODEL}"),
+    )
+    p.add_argument("--device", default="CPU", help="OpenVINO device (CPU, NPU, ...)")
+    p.add_argument(
+        "--inference-precision",
+        choices=PRECISIONS,
+        default=None,
+        help="compute precision hint (default: the device's own, bf16 on AMX CPUs)",
+    )
+    p.add_argument(
+        "--kv-precision",
+        choices=PRECISIONS,
+        default=None,
+        help="KV cache element type (default: the inference precision)",
+    )
+    if cache:
+        add_cache_options(p)
+
+
+# Size cap of the compile cache: a whole-graph entry holds its compiled weights.
+DEFAULT_CACHE_MAX_GB = 40.0
+
+
+def add_cache_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where compiled graphs are kept across runs, so no rung is compiled twice "
+        "(default: $COMPILE_AHEAD_CACHE_DIR/compiled, else "
+        "$XDG_CACHE_HOME/compile-ahead/compiled, else ~/.cache/compile-ahead/compiled)",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile every graph, reading and writing no compile cache",
+    )
+    p.add_argument(
+        "--cache-max-gb",
+        type=float,
+        default=DEFAULT_CACHE_MAX_GB,
+        metavar="GB",
+        help="compile cache size cap; least recently used entries are deleted beyond it "
+        f"(default {DEFAULT_CACHE_MAX_GB:g}; 0: no cap)",
+    )
+
+
+def compile_options(args: argparse.Namespace) -> CompileOptions:
+    """The compile options of a command; the compile cache is on unless --no-cache (or the
+    command has no cache flags, e.g. profile-compile, which profiles real compiles)."""
+    from compile_ahead.runtime.compile.cache import cache_from_flags
+    from compile_ahead.runtime.compile.options import CompileOptions
+
+    check_device(args.device)
+    cache = None
+    if hasattr(args, "no_cache"):
+        if args.cache_max_gb < 0:
+            raise CompileAheadError(f"--cache-max-gb must be >= 0, got {args.cache_max_gb}")
+        cache = cache_from_flags(args.cache_dir, args.no_cache, args.cache_max_gb)
+    return CompileOptions(
+        args.device, args.inference_precision, args.kv_precision, cache=cache
+    ).resolved()
+
+
+AUTO_LADDER = "auto"
+
+
+def check_device(device: str) -> None:
+    """A device OpenVINO has a plugin for (its hardware may still be missing: the compile says
+    so); refused before any work otherwise."""
+    from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
+
+    try:
+        known = bool(core().get_versions(device))
+    except RuntimeError as err:
+        raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from None
+    if not known:
+        raise CompileAheadError(
+            f"--device {device}: not a device of this OpenVINO (available here: "
+            f"{', '.join(core().available_devices)})"
+        )
+
+
+def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:
+    names = [*NAMED_LADDERS, AUTO_LADDER] if auto else list(NAMED_LADDERS)
+    p.add_argument(
+        "--ladder",
+        default="default",
+        help="rung capacities, e.g. 1024,2048,4096,8192, or one of "
+        f"{', '.join(names)} (default: default = 1024,2048,4096,8192)"
+        + (
+            "; auto: rungs doubling from the first that holds the prompt up to the model's "
+            "max_position_embeddings or --max-context"
+            if auto
+            else ""
+        ),
+    )
+    if auto:
+        p.add_argument(
+            "--max-context",
+            type=int,
+            default=None,
+            metavar="N",
+            help="with --ladder auto: the top rung (default: the model's max_position_embeddings)",
+        )
+
+
+def add_graph_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--graph",
+        choices=GRAPH_MODES,
+        default=None,
+        help="whole: one graph per rung, each with its own compiled weights; split: weight "
+        "parts compiled once, a rung is only its attention core (default: chosen per device "
+        "from measurement, whole on CPU; see README)",
+    )
+
+
+def add_placement_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--compile-placement",
+        choices=PLACEMENTS,
+        default=None,
+        help="where one-ahead compiles run: in-process (a background thread) or worker (a "
+        "compile process at idle priority whose result is imported here; a crash or hang there "
+        "is a failed compile, retried in the foreground) (default: chosen per device from "
+        "measurement, in-process on CPU; see README)",
+    )
+    p.add_argument(
+        "--compile-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="with --compile-placement worker: kill a compile taking longer (default 600)",
+    )
+
+
+def compile_timeout(args: argparse.Namespace) -> float:
+    value = args.compile_timeout
+    if not 0 < value < float("inf"):
+        raise CompileAheadError(
+            f"--compile-timeout must be a positive number of seconds, got {value}"
+        )
+    return value
+
+
+def placement_mode(args: argparse.Namespace) -> str:
+    """--compile-placement, or the device's measured default."""
+    from compile_ahead.runtime.compile.device_defaults import default_placement
+
+    return args.compile_placement or default_placement(args.device)
+
+
+def graph_mode(args: argparse.Namespace) -> str:
+    """--graph, or the device's measured default (the same for every command)."""
+    from compile_ahead.runtime.compile.device_defaults import default_graph
+
+    return args.graph or default_graph(args.device)
+
+
+def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = None) -> None:
+    """The teacher-forced protocol's prompt and decode lengths."""
+    p.add_argument(
+        "--prompt-len",
+        type=int,
+        default=None,
+        metavar="P",
+        help="teacher-forced prompt tokens (default: 1/8 of the first rung, 128 for the "
+        "default ladder)",
+    )
+    p.add_argument(
+        "--decode-tokens",
+        "--max-new-tokens",
+        dest="decode_tokens",
+        type=int,
+        default=None,
+        metavar="T",
+        help=decode_help
+        or "decode steps; greedy: tokens to generate at most, ending earlier at EOS "
+        "(default: up to the top rung's capacity)",
+    )
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Greedy prompts, prefill and boundary recording for a ladder run."""
+    p.add_argument(
+        "--prompt-ids",
+        default=None,
+        help="greedy mode: generate from these comma-separated token ids",
+    )
+    p.add_argument("--prompt", default=None, help="greedy mode: generate from this text")
+    p.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=1,
+        help="tokens per prefill call; 1 (default) prefills on the first decode graph, larger "
+        "values compile a prefill graph in the foreground",
+    )
+    p.add_argument(
+        "--boundary-window",
+        type=int,
+        default=3,
+        help="decode steps recorded on each side of a boundary (default 3)",
+    )
+    faults = p.add_argument_group("fault injection (tests and benchmarks)")
+    faults.add_argument(
+        "--inject-compile-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="add this much to every background compile",
+    )
+    faults.add_argument(
+        "--inject-compile-failure",
+        action="append",
+        default=[],
+        metavar="CAPACITY[:COUNT]",
+        help="make the compile of this rung fail COUNT times (default 1)",
+    )
+    faults.add_argument(
+        "--inject-worker-fault",
+        action="append",
+        default=[],
+        metavar="CAPACITY:KIND",
+        help="with --compile-placement worker: the worker compiling this rung does KIND "
+        "instead (raise, abort, segfault, hang), once",
+    )
+    faults.add_argument(
+        "--step-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="emulate a slower device: add this much to every decode step",
+    )
+
+
+def ladder_from_args(
+    args: argparse.Namespace, max_positions: int | None = None, prompt_len: int | None = None
+) -> Ladder:
+    """--ladder; ``auto`` needs the model's max_position_embeddings and the prompt length."""
+    if args.ladder != AUTO_LADDER:
+        ladder = Ladder.parse(args.ladder)
+        if max_positions is not None and ladder.top > max_positions:
+            raise CompileAheadError(
+                f"--ladder {ladder}: the top rung {ladder.top} exceeds the model's "
+                f"max_position_embeddings ({max_positions})"
+            )
+        return ladder
+    if max_positions is None:
+        raise CompileAheadError("--ladder auto needs the model (its max_position_embeddings)")
+    maximum = max_positions
+    if getattr(args, "max_context", None) is not None:
+        if not 0 < args.max_context <= max_positions:
+            raise CompileAheadError(
+                f"--max-context must be in 1..{max_positions} (the model's "
+                f"max_position_embeddings), got {args.max_context}"
+            )
+        maximum = args.max_context
+    return Ladder.auto(prompt_len if prompt_len is not None else DEFAULT_PROMPT_LEN, maximum)
+
+
+def default_prompt_len(ladder: Ladder) -> int:
+    return max(1, ladder.rungs[0] // PROMPT_FRACTION_OF_FIRST_RUNG)
+
+
+def prompt_len_from_args(args: argparse.Namespace, ladder: Ladder) -> int:
+    """--prompt-len, checked against the ladder (the one prompt check of every command)."""
+    prompt_len = args.prompt_len if args.prompt_len is not None else default_prompt_len(ladder)
+    check_prompt_fits(prompt_len, ladder)
+    return prompt_len
+
+
+def check_prompt_fits(prompt_len: int, ladder: Ladder) -> None:
+    if not 0 < prompt_len < ladder.top:
+        raise CompileAheadError(
+            f"--prompt-len {prompt_len} must be in 1..{ladder.top - 1} to leave room to decode "
+            f"below the top rung ({ladder.top}); e.g. --prompt-len {default_prompt_len(ladder)}"
+        )
+
+
+def decode_tokens_from_args(args: argparse.Namespace, ladder: Ladder, prompt_len: int) -> int:
+    """--decode-tokens, or up to the top rung."""
+    room = ladder.top - prompt_len
+    tokens = args.decode_tokens if args.decode_tokens is not None else room
+    if tokens <= 0:
+        raise CompileAheadError(f"--decode-tokens must be positive, got {tokens}")
+    return tokens
+
+
+def faults_from_args(args: argparse.Namespace, ladder: Ladder) -> Faults:
+    """The fault-injection flags; Faults checks its own values against the ladder."""
+    from compile_ahead.runtime.ladder.compile_jobs import Faults
+
+    fail: dict[int, int] = {}
+    for item in args.inject_compile_failure:
+        cap, _, count = item.partition(":")
+        try:
+            fail[int(cap)] = int(count or 1)
+        except ValueError:
+            raise CompileAheadError(
+                f"--inject-compile-failure takes CAPACITY[:COUNT], got {item!r}"
+            ) from None
+    worker: dict[int, str] = {}
+    for item in getattr(args, "inject_worker_fault", []):
+        cap, _, kind = item.partition(":")
+        if not cap.isdigit() or kind not in FAULTS:
+            raise CompileAheadError(
+                f"--inject-worker-fault takes CAPACITY:KIND with KIND one of "
+                f"{', '.join(FAULTS)}, got {item!r}"
+            )
+        worker[int(cap)] = kind
+    faults = Faults(args.inject_compile_delay, fail, args.step_delay, worker)
+    return faults.validate(ladder)

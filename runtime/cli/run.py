@@ -1,0 +1,157 @@
+"""`compile-ahead run`: one schedule on the ladder, a progress bar and a JSON run report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from compile_ahead.atomic import write_json_atomic
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.outputs import check_distinct, check_output_file, failed_sibling
+from compile_ahead.runtime.cli.options import (
+    add_graph_option,
+    add_ladder_option,
+    add_model_options,
+    add_placement_options,
+    add_protocol_options,
+    add_run_options,
+    compile_options,
+    compile_timeout,
+    decode_tokens_from_args,
+    faults_from_args,
+    graph_mode,
+    ladder_from_args,
+    placement_mode,
+    prompt_len_from_args,
+)
+from compile_ahead.runtime.cli.progress import ProgressBar
+from compile_ahead.runtime.ladder.events import FanOut, RunEvents
+from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
+from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
+from compile_ahead.runtime.sources.base import ModelSource
+from compile_ahead.runtime.sources.resolve import resolve_model
+from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
+
+
+def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: str) -> RunSettings:
+    max_positions = source.config.max_position_embeddings
+    if args.prompt_ids is not None or args.prompt is not None:
+        if args.prompt is not None:
+            prompt = load_tokenizer(source.model_dir, source.name).encode(args.prompt).ids
+        else:
+            prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
+        ladder = ladder_from_args(args, max_positions, len(prompt))
+        tokens = decode_tokens_from_args(args, ladder, len(prompt))
+        protocol = greedy(prompt, tokens, source.config.eos_token_ids)
+    else:
+        ladder = ladder_from_args(args, max_positions, args.prompt_len)
+        prompt_len = prompt_len_from_args(args, ladder)
+        tokens = decode_tokens_from_args(args, ladder, prompt_len)
+        protocol = teacher_forced(source.config.vocab_size, prompt_len, tokens)
+    if args.boundary_window < 0:
+        raise CompileAheadError("--boundary-window must be >= 0")
+    return RunSettings(
+        get_schedule(schedule),
+        ladder,
+        protocol,
+        prefill_chunk=args.prefill_chunk,
+        boundary_window=args.boundary_window,
+        faults=faults_from_args(args, ladder),
+        graph=graph_mode(args),
+        placement=placement_mode(args),
+        compile_timeout_s=compile_timeout(args),
+        model_ref=args.model,
+    )
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("run", help="run one schedule on the capacity ladder")
+    add_model_options(p)
+    p.add_argument(
+        "--schedule",
+        default="i2",
+        choices=sorted(SCHEDULES),
+        help="b0 direct, b1 shared-max pyramid, i1 copy-and-grow, i2 one-ahead JIT, "
+        "i3 reserve-and-commit (default i2)",
+    )
+    add_ladder_option(p)
+    add_protocol_options(p)
+    add_run_options(p)
+    add_graph_option(p)
+    add_placement_options(p)
+    p.add_argument("--report", type=Path, default=None, help="write the JSON run report here")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="also write a Perfetto trace of the run here",
+    )
+    p.add_argument(
+        "--steps-per-slice",
+        type=int,
+        default=1,
+        help="with --trace: one decode slice per N steps (keeps long traces small)",
+    )
+    p.set_defaults(func=run)
+
+
+def check_run_outputs(args: argparse.Namespace) -> None:
+    """Every output is checked before any work: a bad path must not cost a whole run."""
+    if args.report is not None:
+        check_output_file(args.report, "--report")
+    if getattr(args, "trace", None) is not None:
+        check_output_file(args.trace, "--trace")
+        if args.steps_per_slice < 1:
+            raise CompileAheadError("--steps-per-slice must be >= 1")
+    check_distinct({"--report": args.report, "--trace": getattr(args, "trace", None)})
+
+
+def execute(
+    args: argparse.Namespace, schedule: str, events: RunEvents | None = None, quiet: bool = False
+) -> tuple[RunResult, ModelSource, RunSettings]:
+    """Resolve and run; the caller reports (also when the run fails)."""
+    source = resolve_model(args.model)
+    options = compile_options(args)
+    settings = settings_from_args(args, source, schedule)
+    if not quiet:
+        print(f"model: {source.label}", file=sys.stderr)
+    bar = ProgressBar(settings.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
+    try:
+        result = run_ladder(source, options, settings, FanOut(bar, events) if events else bar)
+    finally:
+        bar.close()
+    return result, source, settings
+
+
+def write_report(path: Path | None, result: RunResult) -> Path | None:
+    """The report of a failed run goes beside the requested path, never over it."""
+    if path is None:
+        return None
+    target = failed_sibling(path) if result.error is not None else path
+    return write_json_atomic(target, result.report.to_json())
+
+
+def run(args: argparse.Namespace) -> int:
+    check_run_outputs(args)
+    if args.trace is None:
+        result = execute(args, args.schedule)[0]
+    else:
+        # Profiling sits above the runtime: imported only when a trace is asked for.
+        from compile_ahead.profiling.run_trace import traced
+
+        with traced(args.trace, args.device, args.steps_per_slice) as events:
+            result = execute(args, args.schedule, events)[0]
+            events.failed = result.error is not None
+    # The summary first: a failed write must not hide what ran.
+    print(result.report.summary())
+    written = write_report(args.report, result)
+    if written is not None:
+        print(f"report: {written}")
+    if result.report.interrupted:
+        return 130
+    if result.error is not None:
+        raise result.error  # CompileAheadError prints as one line; anything else is a bug
+    return 0

@@ -1,0 +1,60 @@
+"""Compile step graphs for a device, with the precision options applied and time measured."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import openvino as ov
+
+from compile_ahead.runtime.base.ov_core import compile_model
+from compile_ahead.runtime.compile.cache import cached_compile, step_graph_identity
+from compile_ahead.runtime.compile.options import CompileOptions, device_config
+from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.step import CompiledStep
+from compile_ahead.runtime.sources.base import ModelSource
+
+
+@dataclass
+class CompileResult:
+    step: CompiledStep
+    build_s: float  # graph construction on the host (0 on a cache hit)
+    compile_s: float  # compile_model wall time (0 on a cache hit: nothing was compiled)
+    cache: str = "off"  # "hit" (imported), "miss" (compiled, then stored) or "off"
+    import_s: float = 0.0  # importing the cached graph (hit)
+    store_s: float = 0.0  # exporting and writing it to the cache (miss)
+    # A compile worker's phases (for the job's trace track); empty when compiled here.
+    phases: list[PhaseSpan] = field(default_factory=list)
+
+
+def compile_graph(
+    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
+) -> tuple[ov.CompiledModel, float, float]:
+    """Build (ModelSource.build_graph) and compile one step graph: (compiled model, build
+    seconds, compile seconds)."""
+    options = options.resolved()
+    t0 = time.perf_counter()
+    model = source.build_graph(spec)
+    t1 = time.perf_counter()
+    what = f"the C={spec.capacity} {spec.kind} graph"
+    compiled = compile_model(model, options.device, device_config(options), what)
+    t2 = time.perf_counter()
+    return compiled, t1 - t0, t2 - t1
+
+
+def compile_step(
+    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
+) -> CompileResult:
+    (compiled, build_s, compile_s), outcome = cached_compile(
+        options.cache,
+        source,
+        step_graph_identity(spec),
+        options,
+        lambda opts: compile_graph(source, spec, opts),
+        # weightless entries restore weights from the uncompiled graph: ours only
+        (lambda: source.build_graph(spec)) if source.built_from_weights else None,
+    )
+    step = source.make_step(compiled, spec)
+    step.compile_cache = outcome  # type: ignore[attr-defined]  # hit/miss for reports
+    return CompileResult(step, build_s, compile_s, outcome.state, outcome.import_s, outcome.store_s)

@@ -1,0 +1,46 @@
+"""How a graph is compiled: the device, precisions, extra OpenVINO properties and the compile
+cache; and the device config they make."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from compile_ahead.runtime.base.ov_core import core
+from compile_ahead.runtime.base.precision import (
+    OV_TYPES,
+    check_precision,
+    default_inference_precision,
+)
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.compile.cache import CompileCache
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    device: str = "CPU"
+    inference_precision: str | None = None  # None: the device's default
+    kv_precision: str | None = None  # None: follow the inference precision (a mismatch
+    # makes the CPU plugin reorder the whole cache input every step)
+    extra_config: dict[str, str] = field(default_factory=dict)
+    # Compiled graphs kept across runs (compile_cache.cache_from_flags); None compiles all.
+    cache: CompileCache | None = field(default=None, compare=False)
+
+    def resolved(self) -> CompileOptions:
+        inf = self.inference_precision or default_inference_precision(self.device)
+        check_precision(inf, "--inference-precision")
+        kv = check_precision(self.kv_precision or inf, "--kv-precision")
+        return replace(
+            self, inference_precision=inf, kv_precision=kv, extra_config=dict(self.extra_config)
+        )
+
+
+def device_config(options: CompileOptions) -> dict[str, object]:
+    cfg: dict[str, object] = dict(options.extra_config)
+    supported = core().get_property(options.device, "SUPPORTED_PROPERTIES")
+    if "INFERENCE_PRECISION_HINT" in supported and options.inference_precision:
+        cfg.setdefault("INFERENCE_PRECISION_HINT", OV_TYPES[options.inference_precision])
+    if "PERFORMANCE_HINT" in supported:
+        cfg.setdefault("PERFORMANCE_HINT", "LATENCY")
+    return cfg

@@ -1,0 +1,184 @@
+"""Running the split graphs: weight parts compiled once, one attention core per capacity.
+
+All tensors between calls are pre-bound host buffers (set_output_tensor on one request, the
+same buffer as input of the next), so a token is 2N+1 infer calls and no copies. One compiled
+attention core serves every layer through one infer request per layer, each bound to that
+layer's KV buffers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+import openvino as ov
+
+from compile_ahead.runtime.base.ov_core import compile_model
+from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES, bf16_bits_to_f32
+from compile_ahead.runtime.compile.cache import (
+    CacheOutcome,
+    attention_core_identity,
+    cached_compile,
+    weight_part_identity,
+)
+from compile_ahead.runtime.compile.options import CompileOptions, device_config
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs import split as split_graphs
+from compile_ahead.runtime.graphs.step import StepOutput
+from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.sources.base import ModelSource
+
+
+def _shared(array: np.ndarray, element_type: ov.Type | None = None) -> ov.Tensor:
+    if element_type is None:
+        return ov.Tensor(array, shared_memory=True)
+    return ov.Tensor(array, list(array.shape), element_type)
+
+
+def _compile(
+    source: ModelSource,
+    build: Callable[[], ov.Model],
+    options: CompileOptions,
+    what: str,
+    graph: dict[str, object],
+) -> tuple[ov.CompiledModel, CacheOutcome]:
+    """Import the graph from the compile cache (options.cache), or build and compile it."""
+
+    def compile_fn(opts: CompileOptions) -> tuple[ov.CompiledModel, float, float]:
+        return compile_model(build(), opts.device, device_config(opts), what), 0.0, 0.0
+
+    (compiled, _, _), outcome = cached_compile(
+        options.cache, source, graph, options, compile_fn, build
+    )
+    return compiled, outcome
+
+
+class WeightParts:
+    """The weight-bearing part of the decoder, compiled once and shared by every rung."""
+
+    def __init__(self, source: ModelSource, options: CompileOptions):
+        options = options.resolved()
+        cfg = source.config
+        self.source = source
+        self.kv_precision = options.kv_precision
+        assert self.kv_precision is not None
+        kv_dtype, kv_type = STORAGE_DTYPES[self.kv_precision], OV_TYPES[self.kv_precision]
+        kv = self.kv_precision
+        t0 = time.perf_counter()
+        compiled = [
+            _compile(
+                source,
+                lambda i=i: split_graphs.build_weight_part(cfg, source.weights, i, kv),
+                options,
+                f"weight part {i}",
+                weight_part_identity(i, kv),
+            )
+            for i in range(cfg.num_layers + 1)
+        ]
+        self.compile_s = time.perf_counter() - t0  # compile or cache import, all parts
+        self.compiled = [c for c, _ in compiled]
+        self.cache_outcomes = [o for _, o in compiled]
+        self.requests = [c.create_infer_request() for c in self.compiled]
+        d, qd, hd = cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.head_dim
+        n = cfg.num_layers
+        # Buffers: hidden[i] is layer i's input residual; the host writes hidden[0].
+        self.hidden = [np.zeros((1, 1, d), np.float32) for _ in range(n)]
+        self.query = [np.zeros((1, cfg.num_heads, 1, hd), np.float32) for _ in range(n)]
+        kv_shape = (1, cfg.num_kv_heads, 1, hd)
+        self.new_keys = [np.zeros(kv_shape, kv_dtype) for _ in range(n)]
+        self.new_values = [np.zeros(kv_shape, kv_dtype) for _ in range(n)]
+        self.attn = [np.zeros((1, 1, qd), np.float32) for _ in range(n)]
+        self.logits = np.zeros((1, cfg.vocab_size), np.float32)
+        self.past_length = np.zeros((), np.int64)
+        past = _shared(self.past_length)
+        for i, req in enumerate(self.requests):
+            if i < n:
+                req.set_tensor(graphs.PAST_LENGTH, past)
+                req.set_tensor(split_graphs.QUERY, _shared(self.query[i]))
+                req.set_tensor(split_graphs.NEW_KEY, _shared(self.new_keys[i], kv_type))
+                req.set_tensor(split_graphs.NEW_VALUE, _shared(self.new_values[i], kv_type))
+            if i == 0:
+                req.set_tensor(split_graphs.HIDDEN_IN, _shared(self.hidden[0]))
+            else:
+                req.set_tensor(split_graphs.HIDDEN_IN, _shared(self.hidden[i - 1]))
+                req.set_tensor(split_graphs.ATTN_IN, _shared(self.attn[i - 1]))
+            if 0 < i < n:
+                req.set_tensor(split_graphs.HIDDEN_OUT, _shared(self.hidden[i]))
+        self.requests[n].set_tensor(graphs.LOGITS, _shared(self.logits))
+        self._embed = source.weights.get("model.embed_tokens.weight")
+
+    @property
+    def cache_state(self) -> str:
+        """hit when every part was imported, off when no part used the cache, else miss."""
+        states = {o.state for o in self.cache_outcomes}
+        return states.pop() if len(states) == 1 else "miss"
+
+    @property
+    def import_s(self) -> float:
+        return sum(o.import_s for o in self.cache_outcomes)
+
+    def embed(self, token: int) -> None:
+        """Gather the token's embedding row on the host, decompressed to f32."""
+        row = self._embed.array[token]
+        bf16 = self._embed.element_type == ov.Type.bf16
+        self.hidden[0][0, 0] = bf16_bits_to_f32(row) if bf16 else row
+
+
+class SplitStep:
+    """One rung in split mode; the same interface as CompiledStep (decode only)."""
+
+    def __init__(self, parts: WeightParts, compiled_core: ov.CompiledModel, spec: graphs.GraphSpec):
+        cfg = parts.source.config
+        self.parts = parts
+        self.compiled = compiled_core
+        self.spec = spec
+        self.num_layers = cfg.num_layers
+        kv_type = OV_TYPES[parts.kv_precision]
+        past = _shared(parts.past_length)
+        self.requests = []
+        for i in range(cfg.num_layers):
+            req = compiled_core.create_infer_request()
+            req.set_tensor(split_graphs.QUERY, _shared(parts.query[i]))
+            req.set_tensor(split_graphs.NEW_KEY, _shared(parts.new_keys[i], kv_type))
+            req.set_tensor(split_graphs.NEW_VALUE, _shared(parts.new_values[i], kv_type))
+            req.set_tensor(graphs.PAST_LENGTH, past)
+            req.set_tensor(split_graphs.ATTN_OUT, _shared(parts.attn[i]))
+            self.requests.append(req)
+        self.bound: KVArena | None = None
+        self.compile_cache: CacheOutcome | None = None  # hit/miss of this rung's core
+
+    def bind(self, arena: KVArena) -> None:
+        keys, values = arena.tensors()
+        for i, req in enumerate(self.requests):
+            req.set_tensor(graphs.past_key_name(0), keys[i])
+            req.set_tensor(graphs.past_value_name(0), values[i])
+        self.bound = arena
+
+    def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
+        parts = self.parts
+        parts.embed(int(ids[0]))
+        parts.past_length[...] = past_length
+        for weights, attention in zip(parts.requests, self.requests, strict=False):
+            weights.infer()
+            attention.infer()
+        parts.requests[-1].infer()
+        return StepOutput(parts.logits[0], parts.new_keys, parts.new_values)
+
+
+def compile_attention_core(
+    parts: WeightParts, spec: graphs.GraphSpec, options: CompileOptions
+) -> SplitStep:
+    """A rung in split mode: only its attention core is compiled, in the same precision as
+    the rest (on an AMX CPU an f32 core spends more converting the bf16 cache than a bf16 core
+    spends in total)."""
+    compiled, outcome = _compile(
+        parts.source,
+        lambda: split_graphs.build_attention_core(parts.source.config, spec),
+        options.resolved(),
+        f"the C={spec.capacity} attention core",
+        attention_core_identity(spec),
+    )
+    step = SplitStep(parts, compiled, spec)
+    step.compile_cache = outcome
+    return step

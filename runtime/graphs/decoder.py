@@ -1,0 +1,333 @@
+"""Static-shape decoder graphs per KV capacity, built with OpenVINO's opset.
+
+One builder makes the step graph for a chunk of L tokens against a past of capacity C:
+L=1 is the decode step, L>1 a prefill chunk. The past K/V are explicit inputs of static shape
+[1, kv_heads, C, head_dim] (head-major, so each KV head's slots are contiguous); attention
+scores the C past slots and the chunk's own tokens separately and never concatenates the
+cache, so a step reads the cache once and copies nothing. Only the chunk's new K/V and the
+logits come out; the host writes the new K/V into the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+from openvino import opset13 as ops
+
+from compile_ahead.runtime.base.precision import OV_TYPES
+from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
+from compile_ahead.runtime.model.weights import WeightStore
+
+# rt_info key the CPU plugin reads to keep a Convert of compressed weights as decompression
+# (weights stay f16/bf16 in memory) instead of constant-folding them to f32.
+DECOMPRESSION_KEY = "decompression_0"
+
+INPUT_IDS = "input_ids"
+PAST_LENGTH = "past_length"
+LAST_INDEX = "last_index"
+LOGITS = "logits"
+
+
+def past_key_name(layer: int) -> str:
+    return f"past_key.{layer}"
+
+
+def past_value_name(layer: int) -> str:
+    return f"past_value.{layer}"
+
+
+def new_key_name(layer: int) -> str:
+    return f"new_key.{layer}"
+
+
+def new_value_name(layer: int) -> str:
+    return f"new_value.{layer}"
+
+
+def rope_inv_freq(head_dim: int, rope: RopeConfig) -> np.ndarray:
+    """Inverse RoPE frequencies [head_dim/2], including the scaling types we implement."""
+    inv = 1.0 / (rope.theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    if rope.rope_type == "linear":
+        inv = inv / rope.factor
+    elif rope.rope_type == "llama3":
+        old_ctx = rope.original_max_position_embeddings
+        low_wavelen = old_ctx / rope.low_freq_factor
+        high_wavelen = old_ctx / rope.high_freq_factor
+        wavelen = 2 * np.pi / inv
+        smooth = (old_ctx / wavelen - rope.low_freq_factor) / (
+            rope.high_freq_factor - rope.low_freq_factor
+        )
+        blended = (1 - smooth) * inv / rope.factor + smooth * inv
+        inv = np.where(wavelen > low_wavelen, inv / rope.factor, inv)
+        mid = (wavelen <= low_wavelen) & (wavelen >= high_wavelen)
+        inv = np.where(mid, blended, inv)
+    return inv.astype(np.float32)
+
+
+def const(value, dtype=np.float32) -> ov.Node:
+    return ops.constant(np.asarray(value, dtype=dtype))
+
+
+class WeightConstants:
+    """Weight constants for one graph: compressed storage aliased, decompressed in-graph.
+
+    The constants alias the store's arrays without owning them: the store (held by the
+    ModelSource) must outlive every model and compiled model built from it.
+    """
+
+    def __init__(self, store: WeightStore):
+        self._store = store
+        self._nodes: dict[str, ov.Output] = {}
+
+    def __call__(self, name: str) -> ov.Output:
+        if name not in self._nodes:
+            tensor = self._store.get(name)
+            array = np.ascontiguousarray(tensor.array)
+            const = ov.op.Constant(ov.Tensor(array, list(array.shape), tensor.element_type))
+            node = const.output(0)
+            if tensor.element_type != ov.Type.f32:
+                convert = ops.convert(node, ov.Type.f32)
+                convert.get_rt_info()[DECOMPRESSION_KEY] = ""
+                node = convert.output(0)
+            self._nodes[name] = node
+        return self._nodes[name]
+
+
+def linear(x: ov.Output, w: WeightConstants, name: str, bias: bool = False) -> ov.Output:
+    y = ops.matmul(x, w(name + ".weight"), transpose_a=False, transpose_b=True)
+    return ops.add(y, w(name + ".bias")).output(0) if bias else y.output(0)
+
+
+def rms_norm(x: ov.Output, weight: ov.Output, eps: float) -> ov.Output:
+    var = ops.reduce_mean(ops.multiply(x, x), const([-1], np.int64), keep_dims=True)
+    normed = ops.divide(x, ops.sqrt(ops.add(var, const(eps))))
+    return ops.multiply(normed, weight).output(0)
+
+
+def rotate(x: ov.Output, cos: ov.Output, sin: ov.Output) -> ov.Output:
+    """x*cos + rotate_half(x)*sin, rotate_half(x) = [-x2, x1] over the last axis."""
+    x1, x2 = ops.split(x, const(-1, np.int64), 2).outputs()
+    rotated = ops.concat([ops.negative(x2), x1], -1)
+    return ops.add(ops.multiply(x, cos), ops.multiply(rotated, sin)).output(0)
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    capacity: int  # C: past KV slots the graph reads
+    chunk: int = 1  # L: tokens per call (1 = decode step)
+    kv_precision: str = "f32"
+    # Slots of the bound KV buffer when larger than ``capacity``: the graph then reads the
+    # buffer's first ``capacity`` slots (a shared top-capacity reservation, b1/i3).
+    buffer_capacity: int | None = None
+
+    @property
+    def input_capacity(self) -> int:
+        return max(self.capacity, self.buffer_capacity or 0)
+
+    @property
+    def kind(self) -> str:
+        return "decode" if self.chunk == 1 else "prefill"
+
+
+# -- decoder pieces, shared by the whole step graph and the split graphs ----------------------
+
+
+def rope_tables(cfg: ModelConfig, past_len: ov.Output, chunk: int) -> tuple[ov.Output, ov.Output]:
+    """cos/sin [1, 1, L, hd] for positions t..t+L-1 (t = past_len)."""
+    hd = cfg.head_dim
+    positions = ops.convert(
+        ops.add(
+            ops.range(const(0, np.int64), const(chunk, np.int64), const(1, np.int64), ov.Type.i64),
+            past_len,
+        ),
+        ov.Type.f32,
+    )
+    freqs = ops.multiply(
+        ops.unsqueeze(positions, const([1], np.int64)),
+        const(rope_inv_freq(hd, cfg.rope)[None, :]),
+    )
+    emb = ops.concat([freqs, freqs], -1)
+    shape = const([1, 1, chunk, hd], np.int64)
+    return (
+        ops.reshape(ops.cos(emb), shape, False).output(0),
+        ops.reshape(ops.sin(emb), shape, False).output(0),
+    )
+
+
+def layer_qkv(
+    cfg: ModelConfig,
+    w: WeightConstants,
+    x: ov.Output,
+    layer: int,
+    rope: tuple[ov.Output, ov.Output],
+    chunk: int,
+):
+    """Input norm, q/k/v projections and RoPE: q [1, H, L, hd], k and v [1, kv, L, hd]."""
+    p = f"model.layers.{layer}."
+    h = rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
+
+    def heads_first(t: ov.Output, n: int) -> ov.Output:
+        t = ops.reshape(t, const([1, chunk, n, cfg.head_dim], np.int64), False)
+        return ops.transpose(t, const([0, 2, 1, 3], np.int64)).output(0)
+
+    bias = cfg.attention_bias
+    q = heads_first(linear(h, w, p + "self_attn.q_proj", bias), cfg.num_heads)
+    k = heads_first(linear(h, w, p + "self_attn.k_proj", bias), cfg.num_kv_heads)
+    v = heads_first(linear(h, w, p + "self_attn.v_proj", bias), cfg.num_kv_heads)
+    cos, sin = rope
+    return rotate(q, cos, sin), rotate(k, cos, sin), v
+
+
+def as_stored(t: ov.Output, kv_type: ov.Type) -> tuple[ov.Output, ov.Output]:
+    """A new K or V as the cache stores it, and that rounded value back in f32, so a token
+    attends to itself exactly as later tokens will see it."""
+    if kv_type == ov.Type.f32:
+        return t, t
+    stored = ops.convert(t, kv_type).output(0)
+    return stored, ops.convert(stored, ov.Type.f32).output(0)
+
+
+def past_kv_inputs(cfg: ModelConfig, spec: GraphSpec, layer: int):
+    """Parameters past_key.i / past_value.i and their first C slots in f32."""
+    kv_type = OV_TYPES[spec.kv_precision]
+    shape = [1, cfg.num_kv_heads, spec.input_capacity, cfg.head_dim]
+    params = [
+        ops.parameter(shape, kv_type, name=past_key_name(layer)),
+        ops.parameter(shape, kv_type, name=past_value_name(layer)),
+    ]
+    views = []
+    for param in params:
+        t = param.output(0)
+        if spec.input_capacity > spec.capacity:
+            # Only the first C slots: the Slice copies that prefix, never the whole buffer.
+            t = ops.slice(
+                t,
+                const([0], np.int64),
+                const([spec.capacity], np.int64),
+                const([1], np.int64),
+                const([2], np.int64),
+            ).output(0)
+        if kv_type != ov.Type.f32:
+            t = ops.convert(t, ov.Type.f32).output(0)
+        views.append(t)
+    return params, views[0], views[1]
+
+
+class AttentionMasks:
+    """Additive masks shared by every layer of a graph."""
+
+    def __init__(self, cfg: ModelConfig, past_len: ov.Output, capacity: int, chunk: int):
+        # Past slots j < t are valid.
+        slots = ops.range(
+            const(0, np.int64), const(capacity, np.int64), const(1, np.int64), ov.Type.i64
+        )
+        self.past = ops.select(ops.less(slots, past_len), const(0.0), const(-np.inf)).output(0)
+        # Chunk rows are (query group g, token i) flattened g-major; token i sees tokens j <= i.
+        causal = np.where(np.tril(np.ones((chunk, chunk), bool)), 0.0, -np.inf).astype(np.float32)
+        self.chunk = const(np.tile(causal, (cfg.group_size, 1)))  # [G*L, L]
+        self.scale = const(1.0 / np.sqrt(cfg.head_dim))
+        self.capacity = capacity
+        self.chunk_len = chunk
+
+
+def attention(
+    cfg: ModelConfig,
+    q: ov.Output,
+    k: ov.Output,
+    v: ov.Output,
+    past_k: ov.Output,
+    past_v: ov.Output,
+    masks: AttentionMasks,
+) -> ov.Output:
+    """Scores the C past slots and the chunk's own tokens separately (no KV concat).
+
+    GQA without repeating KV: the G query heads of each KV head become rows.
+    Returns [1, L, H*hd].
+    """
+    L, hd, heads = masks.chunk_len, cfg.head_dim, cfg.num_heads
+    qg = ops.reshape(q, const([1, cfg.num_kv_heads, cfg.group_size * L, hd], np.int64), False)
+    qg = ops.multiply(qg, masks.scale)  # scale the G*L query rows, not the G*L x C scores
+    s_past = ops.add(ops.matmul(qg, past_k, False, True), masks.past)
+    s_new = ops.add(ops.matmul(qg, k, False, True), masks.chunk)
+    probs = ops.softmax(ops.concat([s_past, s_new], -1), -1)
+    p_past, p_new = ops.variadic_split(
+        probs, const(-1, np.int64), const([masks.capacity, L], np.int64)
+    ).outputs()
+    out = ops.add(ops.matmul(p_past, past_v, False, False), ops.matmul(p_new, v, False, False))
+    out = ops.reshape(out, const([1, heads, L, hd], np.int64), False)
+    return ops.reshape(
+        ops.transpose(out, const([0, 2, 1, 3], np.int64)),
+        const([1, L, heads * hd], np.int64),
+        False,
+    ).output(0)
+
+
+def layer_out(
+    cfg: ModelConfig, w: WeightConstants, x: ov.Output, attn: ov.Output, layer: int
+) -> ov.Output:
+    """o_proj residual, then the post-attention norm and SwiGLU MLP residual."""
+    p = f"model.layers.{layer}."
+    x = ops.add(x, linear(attn, w, p + "self_attn.o_proj")).output(0)
+    h = rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg.rms_norm_eps)
+    gate = linear(h, w, p + "mlp.gate_proj")
+    up = linear(h, w, p + "mlp.up_proj")
+    mlp = linear(ops.multiply(ops.swish(gate), up).output(0), w, p + "mlp.down_proj")
+    return ops.add(x, mlp).output(0)
+
+
+def lm_head(cfg: ModelConfig, w: WeightConstants, row: ov.Output) -> ov.Output:
+    """Final norm and the (possibly tied) output projection: [1, D] -> [1, vocab]."""
+    row = rms_norm(row, w("model.norm.weight"), cfg.rms_norm_eps)
+    return linear(row, w, "model.embed_tokens" if cfg.tie_word_embeddings else "lm_head")
+
+
+def name_io(params: list, results: list) -> None:
+    """Tensor names = friendly names, so requests address ports by name."""
+    for node in params + results:
+        node.output(0).get_tensor().set_names({node.get_friendly_name()})
+
+
+def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> ov.Model:
+    """The decode (chunk=1) or prefill-chunk graph for capacity ``spec.capacity``.
+
+    Inputs: input_ids [1, L] i64; past_length [] i64 (valid past slots t, the chunk sits at
+    positions t..t+L-1); past_key.i / past_value.i [1, kv, C, hd]; for L>1 also last_index []
+    i64 (the row whose logits to return, for a chunk padded past the prompt's end).
+    Outputs: logits [1, vocab] f32; new_key.i / new_value.i [1, kv, L, hd].
+    Rows of a padded chunk beyond the prompt never influence valid rows (causal mask).
+    """
+    L = spec.chunk
+    kv_type = OV_TYPES[spec.kv_precision]
+    w = WeightConstants(store)
+
+    ids = ops.parameter([1, L], ov.Type.i64, name=INPUT_IDS)
+    past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
+    params = [ids, past_len]
+    last_index = const(0, np.int64)
+    if L > 1:
+        last_index = ops.parameter([], ov.Type.i64, name=LAST_INDEX)
+        params.append(last_index)
+
+    x = ops.gather(w("model.embed_tokens.weight"), ids, const(0, np.int64)).output(0)  # [1,L,D]
+    rope = rope_tables(cfg, past_len, L)
+    masks = AttentionMasks(cfg, past_len, spec.capacity, L)
+
+    results = []
+    for i in range(cfg.num_layers):
+        q, k, v = layer_qkv(cfg, w, x, i, rope, L)
+        new_k, k = as_stored(k, kv_type)
+        new_v, v = as_stored(v, kv_type)
+        results += [
+            ops.result(new_k, name=new_key_name(i)),
+            ops.result(new_v, name=new_value_name(i)),
+        ]
+        past_params, past_k, past_v = past_kv_inputs(cfg, spec, i)
+        params += past_params
+        x = layer_out(cfg, w, x, attention(cfg, q, k, v, past_k, past_v, masks), i)
+
+    row = ops.gather(x, last_index, const(1, np.int64)).output(0)  # [1, D]
+    results.insert(0, ops.result(lm_head(cfg, w, row), name=LOGITS))
+    name_io(params, results)
+    return ov.Model(results, params, f"{spec.kind}_C{spec.capacity}_L{L}_B{spec.input_capacity}")

@@ -1,0 +1,74 @@
+"""Compile and run a rung graph cut from a stateful decoder IR, with the interface of
+CompiledStep (``spec``, ``num_layers``, ``bound``, ``bind``, ``run``) so the ladder runner and
+the static decoder use it unchanged.
+
+Per step the host writes only the token ids, positions and the attention mask (ones over the
+filled past slots and the chunk, zeros over the unwritten slots); the past K/V are the store's
+buffers bound once as shared tensors, and the new K/V rows come back as small outputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.ir_cut import LAST_INDEX
+from compile_ahead.runtime.graphs.step import StepOutput, bind_past_kv
+from compile_ahead.runtime.model.ir_reader import (
+    ATTENTION_MASK,
+    INPUT_IDS,
+    LOGITS,
+    POSITION_IDS,
+)
+from compile_ahead.runtime.model.kv_arena import KVArena
+
+
+def _shared(array: np.ndarray) -> ov.Tensor:
+    return ov.Tensor(array, shared_memory=True)
+
+
+class IRStep:
+    """One compiled IR rung graph; ``bind`` points its past-KV inputs at a cache's buffers."""
+
+    def __init__(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int):
+        self.compiled = compiled
+        self.spec = spec
+        self.num_layers = num_layers
+        self.request = compiled.create_infer_request()
+        L, C = spec.chunk, spec.capacity
+        self._ids = np.zeros((1, L), np.int64)
+        self._positions = np.zeros((1, L), np.int64)
+        self._mask = np.ones((1, C + L), np.int64)
+        self._last = np.zeros((1,), np.int64)
+        names = {name for port in compiled.inputs for name in port.get_names()}
+        self.request.set_tensor(INPUT_IDS, _shared(self._ids))
+        self.request.set_tensor(ATTENTION_MASK, _shared(self._mask))
+        if POSITION_IDS in names:
+            self.request.set_tensor(POSITION_IDS, _shared(self._positions))
+        if LAST_INDEX in names:
+            self.request.set_tensor(LAST_INDEX, _shared(self._last))
+        self.bound: KVArena | None = None
+
+    def bind(self, arena: KVArena) -> None:
+        """Point the past-KV inputs at an arena's buffers (no copy, now or per step)."""
+        bind_past_kv(self.request, self.num_layers, arena)
+        self.bound = arena  # the tensors alias its memory: keep it referenced
+
+    def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
+        L, C = self.spec.chunk, self.spec.capacity
+        if past_length > C:
+            raise CompileAheadError(f"past length {past_length} exceeds the rung capacity {C}")
+        self._ids[0, : len(ids)] = ids
+        self._ids[0, len(ids) :] = 0
+        self._positions[0] = np.arange(past_length, past_length + L)
+        self._mask[0, :past_length] = 1
+        self._mask[0, past_length:C] = 0
+        self._last[0] = last_index
+        self.request.infer()
+        out = self.request
+        keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]
+        values = [out.get_tensor(graphs.new_value_name(i)).data for i in range(self.num_layers)]
+        logits = out.get_tensor(LOGITS).data[0, -1]
+        return StepOutput(logits, keys, values)

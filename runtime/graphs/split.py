@@ -1,0 +1,90 @@
+"""Split graphs: what holds weights is compiled once, only attention depends on capacity.
+
+The decoder is cut at every attention:
+- part 0: layer 0's input norm, q/k/v projections and RoPE;
+- part i (1..N-1): layer i-1's o_proj and MLP, then layer i's norm, q/k/v and RoPE;
+- the head: the last layer's o_proj and MLP, the final norm and lm_head;
+- the attention core, weightless, one per capacity C: q, the new k/v and the past K/V of one
+  layer -> that layer's attention output. One compiled core serves every layer.
+The embedding row is gathered on the host. Every piece is the same function the whole step
+graph uses (graphs.py), so the math is identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+from openvino import opset13 as ops
+
+from compile_ahead.runtime.base.precision import OV_TYPES
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.model.architecture import ModelConfig
+from compile_ahead.runtime.model.weights import WeightStore
+
+HIDDEN_IN = "hidden_in"
+HIDDEN_OUT = "hidden_out"
+ATTN_IN = "attn_in"
+ATTN_OUT = "attn_out"
+QUERY = "query"
+NEW_KEY = "new_key"
+NEW_VALUE = "new_value"
+
+
+def _qkv_results(cfg, w, x, layer, past_len, kv_type):
+    q, k, v = graphs.layer_qkv(cfg, w, x, layer, graphs.rope_tables(cfg, past_len, 1), 1)
+    new_k, _ = graphs.as_stored(k, kv_type)
+    new_v, _ = graphs.as_stored(v, kv_type)
+    return [
+        ops.result(q, name=QUERY),
+        ops.result(new_k, name=NEW_KEY),
+        ops.result(new_v, name=NEW_VALUE),
+    ]
+
+
+def build_weight_part(
+    cfg: ModelConfig, store: WeightStore, index: int, kv_precision: str
+) -> ov.Model:
+    """Part ``index`` in 0..num_layers (num_layers is the head), see the module docstring."""
+    w = graphs.WeightConstants(store)
+    kv_type = OV_TYPES[kv_precision]
+    d, qd = cfg.hidden_size, cfg.num_heads * cfg.head_dim
+    x = ops.parameter([1, 1, d], ov.Type.f32, name=HIDDEN_IN)
+    params = [x]
+    results = []
+    hidden = x.output(0)
+    if index > 0:
+        attn = ops.parameter([1, 1, qd], ov.Type.f32, name=ATTN_IN)
+        params.append(attn)
+        hidden = graphs.layer_out(cfg, w, hidden, attn.output(0), index - 1)
+    if index < cfg.num_layers:
+        past_len = ops.parameter([], ov.Type.i64, name=graphs.PAST_LENGTH)
+        params.append(past_len)
+        if index > 0:
+            results.append(ops.result(hidden, name=HIDDEN_OUT))
+        results += _qkv_results(cfg, w, hidden, index, past_len, kv_type)
+        name = f"weights_part{index}"
+    else:
+        row = ops.reshape(hidden, graphs.const([1, d], np.int64), False).output(0)
+        results.append(ops.result(graphs.lm_head(cfg, w, row), name=graphs.LOGITS))
+        name = "weights_head"
+    graphs.name_io(params, results)
+    return ov.Model(results, params, name)
+
+
+def build_attention_core(cfg: ModelConfig, spec: graphs.GraphSpec) -> ov.Model:
+    """Weightless attention of one layer at capacity C (decode, one token)."""
+    kv_type = OV_TYPES[spec.kv_precision]
+    hd = cfg.head_dim
+    q = ops.parameter([1, cfg.num_heads, 1, hd], ov.Type.f32, name=QUERY)
+    new_k = ops.parameter([1, cfg.num_kv_heads, 1, hd], kv_type, name=NEW_KEY)
+    new_v = ops.parameter([1, cfg.num_kv_heads, 1, hd], kv_type, name=NEW_VALUE)
+    past_len = ops.parameter([], ov.Type.i64, name=graphs.PAST_LENGTH)
+    past_params, past_k, past_v = graphs.past_kv_inputs(cfg, spec, 0)
+    k = ops.convert(new_k, ov.Type.f32).output(0) if kv_type != ov.Type.f32 else new_k.output(0)
+    v = ops.convert(new_v, ov.Type.f32).output(0) if kv_type != ov.Type.f32 else new_v.output(0)
+    masks = graphs.AttentionMasks(cfg, past_len, spec.capacity, 1)
+    out = graphs.attention(cfg, q.output(0), k, v, past_k, past_v, masks)
+    params = [q, new_k, new_v, past_len, *past_params]
+    results = [ops.result(out, name=ATTN_OUT)]
+    graphs.name_io(params, results)
+    return ov.Model(results, params, f"attention_C{spec.capacity}_B{spec.input_capacity}")

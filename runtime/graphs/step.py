@@ -1,0 +1,80 @@
+"""A compiled step graph (decode or prefill chunk) with its infer request bound to KV memory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.ladder.kv_store import KVStore
+from compile_ahead.runtime.model.kv_arena import KVArena
+
+
+@dataclass
+class StepOutput:
+    logits: np.ndarray  # [vocab] f32
+    new_keys: list[np.ndarray]  # per layer [1, kv, L, hd], views valid until the next call
+    new_values: list[np.ndarray]
+
+
+def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
+    """Run a prompt through a step graph chunk by chunk (the last chunk padded) after the
+    store's filled slots, appending its K/V; returns a copy of the last token's logits."""
+    chunk = step.spec.chunk
+    logits = None
+    for start in range(0, len(prompt), chunk):
+        ids = np.asarray(prompt[start : start + chunk], np.int64)
+        out = step.run(ids, store.length, last_index=len(ids) - 1)
+        store.append(out, len(ids))
+        logits = out.logits
+    assert logits is not None, "empty prompt"
+    return logits.copy()
+
+
+def bind_past_kv(request: ov.InferRequest, num_layers: int, arena: KVArena) -> None:
+    """Set every layer's past K/V input to a tensor aliasing the arena (the caller keeps the
+    arena referenced while the request may run)."""
+    keys, values = arena.tensors()
+    for i in range(num_layers):
+        request.set_tensor(graphs.past_key_name(i), keys[i])
+        request.set_tensor(graphs.past_value_name(i), values[i])
+
+
+class CompiledStep:
+    """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers."""
+
+    keep_alive: object = None  # what the compiled model's constants may alias (weights)
+
+    def __init__(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int):
+        self.compiled = compiled
+        self.spec = spec
+        self.num_layers = num_layers
+        self.request = compiled.create_infer_request()
+        self._ids = np.zeros((1, spec.chunk), np.int64)
+        self._past_len = np.zeros((), np.int64)
+        self._last = np.zeros((), np.int64)
+        self.request.set_tensor(graphs.INPUT_IDS, ov.Tensor(self._ids, shared_memory=True))
+        self.request.set_tensor(graphs.PAST_LENGTH, ov.Tensor(self._past_len, shared_memory=True))
+        if spec.chunk > 1:
+            self.request.set_tensor(graphs.LAST_INDEX, ov.Tensor(self._last, shared_memory=True))
+        self.bound: KVArena | None = None
+
+    def bind(self, arena: KVArena) -> None:
+        """Point the past-KV inputs at an arena's buffers (no copy, now or per step)."""
+        bind_past_kv(self.request, self.num_layers, arena)
+        self.bound = arena  # the tensors alias its memory: keep it referenced
+
+    def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
+        self._ids[0, : len(ids)] = ids
+        self._ids[0, len(ids) :] = 0
+        self._past_len[...] = past_length
+        self._last[...] = last_index
+        self.request.infer()
+        out = self.request
+        keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]
+        values = [out.get_tensor(graphs.new_value_name(i)).data for i in range(self.num_layers)]
+        logits = out.get_tensor(graphs.LOGITS).data[0]
+        return StepOutput(logits, keys, values)

@@ -1,0 +1,203 @@
+"""KV memory for the static graphs, and the three ways the ladder holds it.
+
+Every buffer is per layer K and V of shape [1, kv_heads, capacity, head_dim] (head-major),
+carved page-aligned out of one anonymous mmap. Pages of an anonymous mapping are committed only
+when written, so "reserved" (the allocation size: what a device driver would pin) and
+"committed" (pages backing written slots) are both exact, and reported separately:
+
+- TopCapacityKV (b0, b1 "shared-max"; i3 "reserve-commit"): one allocation at the top capacity
+  from the start; rung graphs read a prefix of it, so a boundary copies nothing.
+- GrowingKV (i1, i2 "copy-grow"): an allocation at the active rung's capacity; a boundary
+  allocates the next capacity, copies the live slots and frees the old allocation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.base.precision import STORAGE_DTYPES
+from compile_ahead.runtime.ladder.schedules import KVPolicy
+from compile_ahead.runtime.model.architecture import ModelConfig
+from compile_ahead.runtime.model.kv_arena import Bindable, KVArena
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.graphs.step import StepOutput
+
+
+@dataclass(frozen=True)
+class Migration:
+    bytes_copied: int
+    peak_reserved_bytes: int = 0  # old and new allocations coexisting during the copy
+
+
+class KVStore:
+    """One KV policy's memory: it owns the buffers, the filled length, and which buffer a rung
+    graph reads (its own, or a prefix of a larger one)."""
+
+    kind: str
+    # Whether rung graphs below the top read a prefix of a larger buffer (built with
+    # GraphSpec.buffer_capacity) rather than a buffer of their own capacity.
+    shared_buffer: bool
+
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str):
+        self.cfg = cfg
+        self.ladder = ladder
+        self.precision = precision
+        self.length = 0  # KV slots written; only append() moves it
+
+    @property
+    def arena(self) -> KVArena:
+        raise NotImplementedError
+
+    def reserved_bytes(self) -> int:
+        raise NotImplementedError
+
+    def committed_bytes(self) -> int:
+        return self.arena.committed_bytes(self.length)
+
+    def buffer_capacity(self, capacity: int) -> int | None:
+        """Slots of the buffer a rung of ``capacity`` reads, when larger than the rung."""
+        return None
+
+    def grow_to(self, capacity: int) -> Migration:
+        """Make the store hold ``capacity`` slots (called at a boundary)."""
+        raise NotImplementedError
+
+    def append(self, out: StepOutput, n: int) -> None:
+        """Store a step's first n new K/V rows after the filled slots."""
+        if self.length + n > self.arena.capacity:
+            raise CompileAheadError(
+                f"KV store full: {self.length} + {n} slots exceed capacity {self.arena.capacity}"
+            )
+        for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
+            self.arena.write(layer, self.length, k[:, :, :n], v[:, :, :n])
+        self.length += n
+
+    def on_compiled(self, step: Bindable) -> None:
+        """A rung graph was compiled: a shared buffer binds it now, off the critical path."""
+        if self.shared_buffer:
+            step.bind(self.arena)
+
+    def take_into_use(self, step: Bindable) -> None:
+        """A rung graph becomes the active one: bind it to the live buffer if not bound yet,
+        then free what a boundary left behind (no request reads it any more)."""
+        if step.bound is not self.arena:
+            step.bind(self.arena)
+        self.release_retired()
+
+    def release_retired(self) -> None:
+        """Free memory a boundary left behind, once no request is bound to it."""
+
+
+class TopCapacityKV(KVStore):
+    """One allocation at the top capacity from the start; every rung reads a prefix of it.
+
+    b0/b1 model a device that pins the top KV before decoding (``shared-max``: the reserved
+    figure is what they claim). i3 models reserving address space once and committing pages
+    on write (``reserve-commit``: the committed figure is what it claims). On a host both are
+    the same lazily committed anonymous mapping, so one class serves both, labelled by kind.
+    """
+
+    shared_buffer = True
+
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, kind: str):
+        super().__init__(cfg, ladder, precision)
+        self.kind = kind
+        self._arena = KVArena(cfg, ladder[-1], precision)
+
+    @property
+    def arena(self) -> KVArena:
+        return self._arena
+
+    def reserved_bytes(self) -> int:
+        return self._arena.nbytes
+
+    def buffer_capacity(self, capacity: int) -> int | None:
+        top = self._arena.capacity
+        return top if capacity < top else None
+
+    def grow_to(self, capacity: int) -> Migration:
+        return Migration(0)
+
+
+class GrowingKV(KVStore):
+    """An allocation at the active rung's capacity; a boundary allocates the next capacity,
+    copies the live slots and frees the old allocation (both coexist meanwhile)."""
+
+    kind = "copy-grow"
+    shared_buffer = False
+
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, first: int):
+        super().__init__(cfg, ladder, precision)
+        self._arena = KVArena(cfg, first, precision)
+        self._retired: KVArena | None = None
+
+    @property
+    def arena(self) -> KVArena:
+        return self._arena
+
+    def reserved_bytes(self) -> int:
+        retired = self._retired.nbytes if self._retired is not None else 0
+        return self._arena.nbytes + retired
+
+    def grow_to(self, capacity: int) -> Migration:
+        if capacity <= self._arena.capacity:
+            return Migration(0)
+        old = self._arena
+        new = KVArena(self.cfg, capacity, self.precision)
+        copied = new.copy_prefix_from(old, self.length)
+        self._arena = new
+        self._retired = old  # closed by release_retired() once requests are rebound
+        return Migration(copied, old.nbytes + new.nbytes)
+
+    def release_retired(self) -> None:
+        if self._retired is not None:
+            self._retired.close()
+            self._retired = None
+
+
+def make_store(
+    policy: KVPolicy, cfg: ModelConfig, rungs: tuple[int, ...], precision: str, first: int
+) -> KVStore:
+    """The store for a schedule's KV policy over its rungs, starting at rung ``first``."""
+    if policy is KVPolicy.COPY_GROW:
+        return GrowingKV(cfg, rungs, precision, first)
+    return TopCapacityKV(cfg, rungs, precision, policy.value)
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of the host, or None where /proc/meminfo does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_kv_fits(
+    policy: KVPolicy, cfg: ModelConfig, rungs: tuple[int, ...], slots: int, precision: str
+) -> None:
+    """Refuse, before allocating, a run whose KV would not fit the host's available memory:
+    what the policy holds at its peak for ``slots`` tokens (copy-grow: both buffers during
+    the last copy; reserve-commit: only the pages written)."""
+    per_slot = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim
+    per_slot *= STORAGE_DTYPES[precision].itemsize
+    rung = next((r for r in rungs if r >= slots), rungs[-1])
+    if policy is KVPolicy.COPY_GROW:
+        below = [r for r in rungs if r < rung]
+        need = per_slot * (rung + (below[-1] if below else 0))
+    elif policy is KVPolicy.RESERVE_COMMIT:
+        need = per_slot * slots
+    else:
+        need = per_slot * rungs[-1]
+    available = available_memory_bytes()
+    if available is not None and need > available:
+        raise CompileAheadError(
+            f"the KV for {slots} tokens needs {need / 2**30:.2f} GiB ({policy.value}, rung "
+            f"{rung}) but only {available / 2**30:.2f} GiB of memory is available"
+        )

@@ -1,0 +1,125 @@
+"""When rungs are compiled: all before decoding (eager), or one successor ahead in the background.
+
+A policy decides; RungCompiler (compile_jobs.py) compiles and counts; the runner asks the
+policy for the rung a boundary needs and never looks at how it got there.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, RungCompiler
+from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
+
+
+@dataclass
+class Taken:
+    """The rung a boundary asked for, and how it was obtained."""
+
+    rung: CompiledRung
+    ready: bool  # compiled before the boundary asked for it (no wait)
+    compile_error: str | None = None  # the background compile's failure, when retried
+    retried: bool = False  # compiled again in the foreground after a failure
+
+
+class RungUnavailable(CompileAheadError):
+    """A successor failed in the background and again on its foreground retry."""
+
+    def __init__(self, capacity: int, compile_error: str, retry_error: str):
+        super().__init__(
+            f"compiling rung {capacity} failed in the background ({compile_error}) and on the "
+            f"foreground retry ({retry_error})"
+        )
+        self.compile_error = compile_error
+        self.retry_error = retry_error
+
+
+class RungPolicy:
+    """Eager: every rung compiled before decoding; a boundary takes what is there."""
+
+    def __init__(self, compiler: RungCompiler, rungs: tuple[int, ...]):
+        self.compiler = compiler
+        self.rungs = rungs
+
+    def before_decoding(self, first: int) -> None:
+        for capacity in self.rungs:
+            self.compiler.compile(capacity, background=False, length=0)
+
+    def rung_taken(self, capacity: int, length: int) -> None:
+        """``capacity`` became the active rung at context ``length``."""
+
+    def take(self, capacity: int, length: int) -> Taken:
+        return Taken(self.compiler.get(capacity), ready=True)
+
+    def shutdown(self) -> None:
+        """The run is over: stop reporting compiles, never wait for one."""
+        self.compiler.close()
+
+    def successor(self, capacity: int) -> int | None:
+        i = self.rungs.index(capacity)
+        return self.rungs[i + 1] if i + 1 < len(self.rungs) else None
+
+
+class OneAheadPolicy(RungPolicy):
+    """The first rung before decoding; then exactly one successor compiling in the background,
+    started when a rung is taken. A failed successor is retried once in the foreground."""
+
+    def __init__(self, compiler: RungCompiler, rungs: tuple[int, ...]):
+        super().__init__(compiler, rungs)
+        self._pending: dict[int, Future[CompiledRung]] = {}
+
+    def before_decoding(self, first: int) -> None:
+        self.compiler.compile(first, background=False, length=0)
+
+    def rung_taken(self, capacity: int, length: int) -> None:
+        following = self.successor(capacity)
+        if following is None:
+            return
+        if self._pending:
+            raise RuntimeError("one-ahead: a successor compile is already in flight")
+        future: Future[CompiledRung] = Future()
+        self._pending[following] = future
+
+        def work() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(self.compiler.compile(following, True, length))
+            except BaseException as err:  # handed to take(), which decides about a retry
+                future.set_exception(err)
+
+        # A daemon thread: a compile still running when the process exits (Ctrl-C, SIGTERM)
+        # must not hold the exit up; compile_model cannot be interrupted.
+        threading.Thread(target=work, name=f"compile-ahead-{following}", daemon=True).start()
+
+    def ready(self, capacity: int) -> bool:
+        future = self._pending.get(capacity)
+        return future is not None and future.done() and future.exception() is None
+
+    def take(self, capacity: int, length: int) -> Taken:
+        ready = self.ready(capacity)
+        future = self._pending.pop(capacity)
+        try:
+            return Taken(future.result(), ready)
+        except Exception as err:
+            compile_error = str(err)
+        try:
+            rung = self.compiler.compile(capacity, background=False, length=length)
+        except Exception as err:
+            raise RungUnavailable(capacity, compile_error, str(err)) from err
+        return Taken(rung, ready=False, compile_error=compile_error, retried=True)
+
+    def shutdown(self) -> None:
+        for future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+        super().shutdown()
+
+
+def make_policy(schedule: Schedule, compiler: RungCompiler, rungs: tuple[int, ...]) -> RungPolicy:
+    if schedule.compile is CompileTiming.ONE_AHEAD:
+        return OneAheadPolicy(compiler, rungs)
+    return RungPolicy(compiler, rungs)

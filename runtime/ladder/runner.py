@@ -1,0 +1,390 @@
+"""Run a protocol on the ladder under one schedule: the mechanism, with no policy of its own.
+
+The schedule's rung policy (rung_policy.py) decides when rungs are compiled; the KV store
+(kv_store.py) owns memory, the filled length and which buffer a rung reads; the runner steps
+the active rung, crosses boundaries, and tells observers (accounting, trace, progress) what
+happened. A boundary is where the context no longer fits the active rung: the policy hands
+over the next rung (waiting only if its compile is late), the store grows, and the retired
+rung is released where the schedule says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
+from compile_ahead.runtime.compile.compiler import CompileResult
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.rung_builder import RungBuilder
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.step import StepOutput, prefill_chunks
+from compile_ahead.runtime.ladder.accounting import RunAccounting
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, Faults, RungCompiler
+from compile_ahead.runtime.ladder.events import BoundaryTiming, FanOut, RunEvents
+from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
+from compile_ahead.runtime.ladder.report import BoundaryRecord, RunReport
+from compile_ahead.runtime.ladder.run_protocol import Protocol
+from compile_ahead.runtime.ladder.rung_policy import (
+    RungPolicy,
+    RungUnavailable,
+    make_policy,
+)
+from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
+from compile_ahead.runtime.sources.base import ModelSource
+
+
+@dataclass
+class RunSettings:
+    schedule: Schedule
+    ladder: Ladder
+    protocol: Protocol
+    # 1 (default): prefill token by token on the first rung's decode graph, so no schedule
+    # pays a prefill-graph compile; >1: a chunked prefill graph, compiled in the foreground.
+    prefill_chunk: int = 1
+    boundary_window: int = 3  # steps recorded on each side of a boundary
+    keep_logits: bool = False  # keep every step's logits (tests on tiny models)
+    counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
+    # "whole": one graph per rung, each with its own compiled weights; "split": weight parts
+    # compiled once, a rung is only its weightless attention core (split_graphs.py).
+    graph: str = "whole"
+    faults: Faults = field(default_factory=Faults)
+    # "in-process": background compiles on a thread of this process; "worker": in a compile
+    # worker process at idle priority, imported here (compile/rung_builder.py decides).
+    placement: str = "in-process"
+    compile_timeout_s: float = 600.0  # a worker compile is killed (and retried) after this
+    model_ref: str | None = None  # how the worker resolves the model (what the user passed)
+
+
+@dataclass
+class RunResult:
+    report: RunReport
+    predicted: list[int]  # top-1 after each decode step
+    logits: list[np.ndarray]  # every step's logits when keep_logits, else empty
+    error: BaseException | None = None
+    step_ns: list[int] = field(default_factory=list)  # wall time of decode step i
+    step_context: list[int] = field(default_factory=list)  # KV slots filled before step i
+
+
+def logits_digest(logits: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(logits, np.float32).tobytes()).hexdigest()[:16]
+
+
+class LadderRunner:
+    def __init__(
+        self,
+        source: ModelSource,
+        options: CompileOptions,
+        settings: RunSettings,
+        events: RunEvents | None = None,
+    ):
+        self.source = source
+        self.options = options.resolved()
+        self.settings = settings
+        self.schedule = settings.schedule
+        self.rungs = self.schedule.ladder_rungs(settings.ladder.rungs)
+        prompt_len = len(settings.protocol.prompt)
+        if prompt_len + 1 > settings.ladder.top:
+            raise CompileAheadError(
+                f"the prompt ({prompt_len} tokens) does not fit the top rung "
+                f"({settings.ladder.top}) with room to decode"
+            )
+        if settings.prefill_chunk <= 0:
+            raise CompileAheadError("--prefill-chunk must be positive")
+        # The compile layer decides where and how each rung is compiled (and checks the modes).
+        self.builder = RungBuilder(
+            source,
+            self.options,
+            settings.graph,
+            settings.placement,
+            settings.compile_timeout_s,
+            settings.model_ref,
+        )
+        if self.builder.shares_weights and settings.prefill_chunk > 1:
+            raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
+        self.first = self._rung_for(prompt_len + 1)
+        assert self.options.kv_precision is not None
+        self.kv_precision = self.options.kv_precision
+        if settings.prefill_chunk > self.first:
+            raise CompileAheadError(
+                f"--prefill-chunk {settings.prefill_chunk} exceeds the first rung ({self.first})"
+            )
+        slots = min(prompt_len + settings.protocol.decode_tokens, self.rungs[-1])
+        cfg = source.config
+        check_kv_fits(self.schedule.kv, cfg, self.rungs, slots, self.kv_precision)
+        self.accounting = RunAccounting(now_ns(), 0)
+        self.events = FanOut(self.accounting, events) if events else self.accounting
+        self.store: KVStore | None = None
+        self.compiler = RungCompiler(
+            self._spec_for,
+            self._build,
+            self.events,
+            settings.faults,
+            on_ready=lambda step: self.store.on_compiled(step) if self.store else None,
+            label=self.builder.label,
+        )
+        self.policy: RungPolicy = make_policy(self.schedule, self.compiler, self.rungs)
+        self.boundaries: list[BoundaryRecord] = []
+        self.window: list[dict] = []
+        self.predicted: list[int] = []
+        self.kept: list[np.ndarray] = []
+
+    # -- the run -----------------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Compile what must exist, prefill, decode; the report covers a failed run too."""
+        proto = self.settings.protocol
+        start = self._start = now_ns()
+        reset_peak_rss()
+        self.accounting.restart(start)
+        stop, error = "completed", None
+        self.events.run_started(
+            {
+                "model_label": self.source.label,
+                **self.source.describe(),
+                "schedule": self.schedule.name,
+                "ladder": str(self.settings.ladder),
+                "graph": self.settings.graph,
+                "device": self.options.device,
+            }
+        )
+        try:
+            active = self._before_decoding()
+            logits = self._prefill(active)
+            self.policy.rung_taken(self.first, self.store.length)
+            last = int(np.argmax(logits))
+            for i in range(proto.decode_tokens):
+                need = self._rung_for(self.store.length + 1)
+                if need < 0:
+                    stop = self._top_reached()
+                    break
+                if need != active.capacity:
+                    active = self._switch(active, need, i)
+                out = self._step(active, i, proto.next_input(i, last))
+                last = int(np.argmax(out.logits))
+                if proto.ends(last):
+                    stop = "eos"
+                    break
+        except KeyboardInterrupt:
+            stop = "interrupted"
+        except Exception as err:  # reported in the run report, then re-raised by the caller
+            stop, error = f"error: {err}", err
+        finally:
+            self.policy.shutdown()
+            self.builder.shutdown()
+        report = self._report(start, now_ns(), stop, error)
+        acct = self.accounting
+        return RunResult(report, self.predicted, self.kept, error, acct.step_ns, acct.step_context)
+
+    # -- pieces of the run ---------------------------------------------------------------
+    def _before_decoding(self) -> CompiledRung:
+        """Reserve the KV and compile what has to exist before the first token (foreground)."""
+        t0 = now_ns()
+        try:
+            self.store = make_store(
+                self.schedule.kv, self.source.config, self.rungs, self.kv_precision, self.first
+            )
+            self._memory(self._start)  # the reservation is the run's first act
+            if self.builder.shares_weights:
+                self.compiler.compile_shared("weights", self.builder.prepare)
+            self.policy.before_decoding(self.first)
+            active = self.compiler.get(self.first)
+            self.store.take_into_use(active.step)
+            return active
+        finally:
+            self.events.foreground(t0, now_ns())
+
+    def _prefill(self, active: CompiledRung) -> np.ndarray:
+        """The prompt, in chunks on a prefill graph (dropped afterwards) or token by token on
+        the first rung's decode graph."""
+        chunk = self.settings.prefill_chunk
+        step = active.step
+        if chunk > 1:
+            t0 = now_ns()
+            try:
+                step = self.compiler.compile(self.first, False, 0, chunk).step
+                self.store.take_into_use(step)
+            finally:
+                self.events.foreground(t0, now_ns())
+        prompt = self.settings.protocol.prompt
+        p0 = now_ns()
+        logits = prefill_chunks(step, prompt, self.store)
+        self.events.prefill(self.first, len(prompt), p0, now_ns())
+        if chunk > 1:
+            self.compiler.release(self.first, chunk)
+        self._memory(now_ns())
+        return logits
+
+    def _step(self, active: CompiledRung, i: int, token: int) -> StepOutput:
+        t = self.store.length
+        a = now_ns()
+        out = active.step.run(np.asarray([token], np.int64), t)
+        self.settings.faults.after_step()
+        self.store.append(out, 1)
+        b = now_ns()
+        self.predicted.append(int(np.argmax(out.logits)))
+        if self.settings.keep_logits:
+            self.kept.append(out.logits.copy())
+        if self._record_window(t):
+            self.window.append(self._window_entry(i, t, active.capacity, out.logits))
+        self._memory(b)
+        self.events.step(i, active.capacity, a, b)
+        if (i + 1) % self.settings.counter_every == 0:
+            self._sample_counters(b, active.capacity)
+        return out
+
+    def _switch(self, active: CompiledRung, capacity: int, step_index: int) -> CompiledRung:
+        """Cross a boundary; its record is kept also when it fails."""
+        b0 = now_ns()
+        t = self.store.length
+        record = BoundaryRecord(active.capacity, capacity, step_index, t)
+        self.boundaries.append(record)
+        taken = None
+        try:
+            taken = self.policy.take(capacity, t)
+        except RungUnavailable as err:
+            record.compile_error, record.retry_error = err.compile_error, err.retry_error
+            raise
+        finally:
+            # Waiting for a late compile (or retrying it) is compile time on the critical
+            # path; a successor that was ready, or compiled before decoding, costs none.
+            waited = now_ns()
+            record.ready = taken is not None and taken.ready
+            record.wait_s = 0.0 if record.ready else (waited - b0) / 1e9
+            if not record.ready:
+                self.events.foreground(b0, waited)
+        rung = taken.rung
+        record.retried, record.compile_error = taken.retried, taken.compile_error
+        if self.schedule.compile is CompileTiming.ONE_AHEAD:
+            record.decode_left_s = (b0 - rung.started_ns) / 1e9
+            record.ready_margin_s = (b0 - rung.finished_ns) / 1e9
+        record.compile_s = rung.compile_s
+        record.compile_started_at_context = rung.started_at_length
+        outcome = getattr(rung.step, "compile_cache", None)
+        if outcome is not None:
+            record.cache, record.import_s = outcome.state, outcome.import_s
+        m0 = now_ns()
+        migration = self.store.grow_to(capacity)
+        self.store.take_into_use(rung.step)
+        m1 = now_ns()
+        record.migration_s = (m1 - m0) / 1e9
+        record.bytes_copied = migration.bytes_copied
+        if self.schedule.release_retired:
+            self.compiler.release(active.capacity)
+        self.policy.rung_taken(capacity, t)
+        end = now_ns()
+        record.switch_s = (end - b0) / 1e9
+        timing = BoundaryTiming(record, b0, end, m0, m1, migration.peak_reserved_bytes)
+        self.events.boundary(timing, rung.job)
+        self._memory(end)
+        return rung
+
+    # -- helpers -----------------------------------------------------------------------
+    def _top_reached(self) -> str:
+        top = self.rungs[-1]
+        if top >= self.source.config.max_position_embeddings:
+            return f"the model's maximum context ({top}, max_position_embeddings) reached"
+        return f"top rung capacity {top} reached"
+
+    def _build(self, spec: graphs.GraphSpec, background: bool) -> CompileResult:
+        fault = self.settings.faults.take_worker_fault(spec.capacity) if background else None
+        return self.builder.build(spec, background, fault)  # type: ignore[arg-type]
+
+    def _rung_for(self, slots: int) -> int:
+        return next((r for r in self.rungs if r >= slots), -1)
+
+    def _spec_for(self, capacity: int, chunk: int) -> graphs.GraphSpec:
+        assert self.store is not None, "the KV store is made before any compile"
+        buffer = self.store.buffer_capacity(capacity)
+        return graphs.GraphSpec(capacity, chunk, self.kv_precision, buffer)
+
+    def _memory(self, ts: int) -> None:
+        if self.store is not None:
+            self.events.memory(ts, self.store.reserved_bytes(), self.store.committed_bytes())
+
+    def _record_window(self, t: int) -> bool:
+        w = self.settings.boundary_window
+        return any(-w <= t - c < w for c in self.rungs)
+
+    def _window_entry(self, i: int, t: int, capacity: int, logits: np.ndarray) -> dict:
+        top = np.argsort(logits)[::-1][:5]
+        return {
+            "step": i,
+            "context": t,
+            "rung": capacity,
+            "top1": int(top[0]),
+            "top5": [int(x) for x in top],
+            "top5_logits": [float(logits[x]) for x in top],
+            "logits_digest": logits_digest(logits),
+        }
+
+    def _sample_counters(self, ts: int, capacity: int) -> None:
+        assert self.store is not None
+        self.events.counters(
+            ts,
+            {
+                "kv_reserved_bytes": self.store.reserved_bytes(),
+                "kv_committed_bytes": self.store.committed_bytes(),
+                "rss_bytes": rss_bytes(),
+                "tokens_per_s": self.accounting.rate(capacity),
+            },
+        )
+
+    def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
+        s, acct, store = self.settings, self.accounting, self.store
+        cache = self.options.cache
+        jobs = self.compiler.finished
+        first = next((j for j in jobs if j.capacity == self.first and j.chunk == 1), None)
+        return RunReport(
+            model=self.source.describe(),
+            device=self.options.device,
+            inference_precision=self.options.inference_precision,
+            kv_precision=self.kv_precision,
+            schedule=self.schedule.name,
+            schedule_title=self.schedule.title,
+            graph=s.graph,
+            kv_policy=self.schedule.kv.value,
+            ladder=list(s.ladder.rungs),
+            rungs_used=list(self.rungs),
+            protocol=s.protocol.name,
+            prompt_len=len(s.protocol.prompt),
+            decode_tokens=s.protocol.decode_tokens,
+            tokens_decoded=len(self.predicted),
+            context_final=store.length if store else 0,
+            stop_reason=stop,
+            foreground_compile_s=acct.foreground_ns / 1e9,
+            first_rung_compile_s=first.seconds if first else 0.0,
+            weights_compile_s=sum(j.seconds for j in jobs if j.capacity == 0),
+            prefill_compile_s=sum(j.seconds for j in jobs if j.chunk > 1),
+            background_compile_s=sum(j.seconds for j in jobs if j.background),
+            prefill_s=acct.prefill_ns / 1e9,
+            decode_s=acct.decode_ns / 1e9,
+            critical_path_s=(end - start) / 1e9,
+            rungs=[acct.rungs[c] for c in sorted(acct.rungs)],
+            boundaries=self.boundaries,
+            boundary_tokens=self.window,
+            kv_reserved_avg_bytes=acct.reserved.average(end),
+            kv_reserved_peak_bytes=int(acct.reserved.peak),
+            kv_committed_avg_bytes=acct.committed.average(end),
+            kv_committed_peak_bytes=int(acct.committed.peak),
+            graphs_resident_max=self.compiler.resident_max,
+            # Whole graphs each hold a compiled copy of the weights; split rungs share one.
+            weight_copies_resident_max=1 if s.graph == "split" else self.compiler.resident_max,
+            compiles_in_flight_max=self.compiler.in_flight_max,
+            compile_jobs=[j.to_json() for j in jobs],
+            compile_cache_dir=str(cache.directory) if cache is not None else None,
+            peak_rss_bytes=peak_rss_bytes(),
+            error=f"{type(error).__name__}: {error}" if error is not None else None,
+        )
+
+
+def run_ladder(
+    source: ModelSource,
+    options: CompileOptions,
+    settings: RunSettings,
+    events: RunEvents | None = None,
+) -> RunResult:
+    return LadderRunner(source, options, settings, events).run()

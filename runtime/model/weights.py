@@ -1,0 +1,353 @@
+"""Weight stores: memory-mapped safetensors checkpoints and seeded synthetic weights.
+
+A store hands out each tensor as its raw storage array plus the OpenVINO element type, so the
+graph can keep weights compressed (f16/bf16) and alias the mapped file instead of copying it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.base.precision import bf16_bits_to_f32, f32_to_bf16_bits
+from compile_ahead.runtime.model.architecture import ModelConfig
+
+# safetensors dtype -> (numpy storage dtype, OpenVINO element type). numpy has no bfloat16, so
+# bf16 is stored as its raw uint16 bits and typed bf16 on the OpenVINO side.
+_SAFETENSORS_DTYPES: dict[str, tuple[np.dtype, ov.Type]] = {
+    "F32": (np.dtype(np.float32), ov.Type.f32),
+    "F16": (np.dtype(np.float16), ov.Type.f16),
+    "BF16": (np.dtype(np.uint16), ov.Type.bf16),
+}
+# Bytes per element of every dtype the safetensors format defines, to check each tensor's byte
+# span against its shape even when we cannot load that dtype.
+_SAFETENSORS_ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+    "U16": 2, "I16": 2, "F16": 2, "BF16": 2,
+    "U32": 4, "I32": 4, "F32": 4,
+    "U64": 8, "I64": 8, "F64": 8,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WeightTensor:
+    array: np.ndarray  # storage, C-contiguous; for bf16 the raw uint16 bits
+    element_type: ov.Type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    def to_float32(self) -> np.ndarray:
+        if self.element_type == ov.Type.bf16:
+            return bf16_bits_to_f32(self.array)
+        return self.array.astype(np.float32)
+
+
+def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the graphs read, with its Hugging Face name and shape."""
+    d, hd = cfg.hidden_size, cfg.head_dim
+    q_out, kv_out = cfg.num_heads * hd, cfg.num_kv_heads * hd
+    shapes: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (cfg.vocab_size, d),
+        "model.norm.weight": (d,),
+    }
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, d)
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "input_layernorm.weight": (d,),
+            p + "post_attention_layernorm.weight": (d,),
+            p + "self_attn.q_proj.weight": (q_out, d),
+            p + "self_attn.k_proj.weight": (kv_out, d),
+            p + "self_attn.v_proj.weight": (kv_out, d),
+            p + "self_attn.o_proj.weight": (d, q_out),
+            p + "mlp.gate_proj.weight": (cfg.intermediate_size, d),
+            p + "mlp.up_proj.weight": (cfg.intermediate_size, d),
+            p + "mlp.down_proj.weight": (d, cfg.intermediate_size),
+        }
+        if cfg.attention_bias:
+            shapes |= {
+                p + "self_attn.q_proj.bias": (q_out,),
+                p + "self_attn.k_proj.bias": (kv_out,),
+                p + "self_attn.v_proj.bias": (kv_out,),
+            }
+    return shapes
+
+
+class WeightStore:
+    """Name -> WeightTensor for one model; subclasses say where the bytes come from."""
+
+    def get(self, name: str) -> WeightTensor:
+        raise NotImplementedError
+
+    def names(self) -> Iterator[str]:
+        raise NotImplementedError
+
+    def identity(self) -> dict[str, Any] | None:
+        """What identifies these weight values (the compile cache's key); None: nothing does."""
+        return None
+
+
+def file_identity(path: Path, st: os.stat_result) -> dict[str, Any]:
+    """A file as it was when opened. ctime and the inode cannot be set back by a user (mtime
+    can, with ``touch -r``): a file rewritten in place or replaced gets another identity."""
+    return {
+        "path": str(path.resolve()),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "inode": st.st_ino,
+        "device": st.st_dev,
+    }
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    fields = ("st_ino", "st_dev", "st_size", "st_mtime_ns", "st_ctime_ns")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
+def _read_safetensors_header(path: Path) -> tuple[int, int, dict[str, object]]:
+    """Parse the safetensors header (8-byte length + JSON) without reading the tensors:
+    (offset of the data section, file size, entries without ``__metadata__``).
+
+    Done by hand because safetensors' numpy loader cannot represent bf16, and we need the
+    byte offsets to memory-map each tensor in place.
+    """
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            prefix = f.read(8)
+            if len(prefix) != 8:
+                raise CompileAheadError(f"{path}: truncated safetensors file (no header)")
+            (length,) = struct.unpack("<Q", prefix)
+            if length > 100_000_000:
+                raise CompileAheadError(f"{path}: not a safetensors file (header length {length})")
+            raw = f.read(length)
+    except OSError as err:
+        raise CompileAheadError(f"{path}: cannot read ({err.strerror})") from None
+    if len(raw) != length:
+        raise CompileAheadError(
+            f"{path}: truncated safetensors file (header of {length} bytes, {len(raw)} present)"
+        )
+    try:
+        header = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise CompileAheadError(f"{path}: corrupt safetensors header") from None
+    if not isinstance(header, dict):
+        raise CompileAheadError(
+            f"{path}: corrupt safetensors header (a JSON {type(header).__name__}, not an object "
+            "of tensors)"
+        )
+    header.pop("__metadata__", None)
+    return 8 + length, size, header
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """Where one tensor lives: file, absolute byte span, dtype name and shape (checked)."""
+
+    path: Path
+    begin: int
+    end: int
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def _parse_entry(path: Path, name: str, info: object, data_start: int, size: int) -> _Entry:
+    """One header entry, checked against the format and the file before any byte is read."""
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(info, dict):
+        raise CompileAheadError(f"{where}: header entry is a {type(info).__name__}, not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise CompileAheadError(f"{where}: header entry has no dtype string")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise CompileAheadError(
+            f"{where}: shape must be a list of non-negative integers, got {shape!r}"
+        )
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_int, offsets))):
+        raise CompileAheadError(
+            f"{where}: data_offsets must be two integers [begin, end], got {offsets!r}"
+        )
+    begin, end = offsets
+    available = size - data_start
+    if not 0 <= begin <= end:
+        raise CompileAheadError(f"{where}: data_offsets {offsets} must satisfy 0 <= begin <= end")
+    if end > available:
+        raise CompileAheadError(
+            f"{where}: data_offsets end {end} is past the data section ({available} bytes; "
+            "truncated file?)"
+        )
+    itemsize = _SAFETENSORS_ITEMSIZE.get(dtype)
+    if itemsize is not None and (end - begin) != math.prod(shape) * itemsize:
+        raise CompileAheadError(
+            f"{where}: shape {shape} of {dtype} needs {math.prod(shape) * itemsize} bytes but "
+            f"data_offsets span {end - begin}"
+        )
+    return _Entry(path, data_start + begin, data_start + end, dtype, tuple(shape))
+
+
+class SafetensorsStore(WeightStore):
+    """Tensors of one or more .safetensors files, memory-mapped read-only.
+
+    Every header entry is checked when the store opens (a malformed file fails there, naming
+    the file and tensor); tensors are mapped, not read.
+    """
+
+    def __init__(self, files: list[Path]):
+        self._index: dict[str, tuple[np.memmap, _Entry]] = {}
+        self._identity: list[dict[str, Any]] = []
+        for path in files:
+            before = path.stat()
+            data_start, size, header = _read_safetensors_header(path)
+            entries = {
+                name: _parse_entry(path, name, info, data_start, size)
+                for name, info in header.items()
+            }
+            if not entries:
+                continue
+            with path.open("rb") as f:
+                opened = os.fstat(f.fileno())
+                mapped = np.memmap(f, dtype=np.uint8, mode="r")
+            if not _same_file(before, opened):
+                raise CompileAheadError(f"{path}: changed while being opened; try again")
+            # Taken now, for the mapping in use: a file replaced or rewritten later is another
+            # identity, while these weights stay the ones mapped here.
+            self._identity.append(file_identity(path, opened))
+            for name, entry in entries.items():
+                self._index[name] = (mapped, entry)
+
+    def names(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def identity(self) -> dict[str, Any] | None:
+        return {"files": self._identity}
+
+    def get(self, name: str) -> WeightTensor:
+        try:
+            mapped, entry = self._index[name]
+        except KeyError:
+            raise CompileAheadError(f"checkpoint has no tensor {name!r}") from None
+        if entry.dtype not in _SAFETENSORS_DTYPES:
+            raise CompileAheadError(
+                f"{entry.path}: tensor {name!r} has unsupported dtype {entry.dtype}; supported: "
+                f"{', '.join(_SAFETENSORS_DTYPES)}"
+            )
+        np_dtype, ov_type = _SAFETENSORS_DTYPES[entry.dtype]
+        array = mapped[entry.begin : entry.end].view(np_dtype).reshape(entry.shape)
+        return WeightTensor(array, ov_type)
+
+
+def checkpoint_files(model_dir: Path) -> list[Path]:
+    """The safetensors files of a checkpoint directory, single file or sharded with an index."""
+    index = model_dir / "model.safetensors.index.json"
+    if index.exists():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (OSError, json.JSONDecodeError, KeyError) as err:
+            raise CompileAheadError(f"{index}: unreadable shard index ({err})") from None
+        files = [model_dir / f for f in sorted(set(weight_map.values()))]
+        missing = [f.name for f in files if not f.exists()]
+        if missing:
+            raise CompileAheadError(f"{model_dir}: shard files missing: {', '.join(missing)}")
+        return files
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise CompileAheadError(f"{model_dir}: no *.safetensors weights in the model directory")
+    return files
+
+
+class SyntheticStore(WeightStore):
+    """Seeded random weights of a model's exact shapes (never a real model), stored as f16 by
+    default; ``dtype`` "bf16" or "f32" stores the same draws at that precision.
+
+    Each tensor is drawn from its own generator seeded by (seed, crc32(name)), so a tensor's
+    values do not depend on which others were drawn before it. With ``zeros=True`` every tensor
+    is zero-filled lazily (pages never touched), for graph-structure work on huge presets.
+    """
+
+    DTYPES = ("f16", "bf16", "f32")
+
+    def __init__(self, cfg: ModelConfig, seed: int = 0, zeros: bool = False, dtype: str = "f16"):
+        if dtype not in self.DTYPES:
+            raise CompileAheadError(
+                f"synthetic weights dtype must be one of {', '.join(self.DTYPES)}, got {dtype!r}"
+            )
+        self._shapes = expected_shapes(cfg)
+        self._seed = seed
+        self._zeros = zeros
+        self._dtype = dtype
+        self._cache: dict[str, WeightTensor] = {}
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
+
+    @property
+    def zeros(self) -> bool:
+        return self._zeros
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._shapes[name]
+
+    def names(self) -> Iterator[str]:
+        return iter(self._shapes)
+
+    def identity(self) -> dict[str, Any] | None:
+        drawn = {"seed": self._seed, "dtype": self._dtype}
+        return {"synthetic_in_memory": drawn} | ({"zeros": True} if self._zeros else {})
+
+    def get(self, name: str) -> WeightTensor:
+        if name not in self._cache:
+            self._cache[name] = self.draw(name)
+        return self._cache[name]
+
+    def draw(self, name: str) -> WeightTensor:
+        """The tensor's values, made afresh and not kept (for streaming them to a file)."""
+        shape = self._shapes[name]
+        if self._zeros:
+            return WeightTensor(np.zeros(shape, np.float16), ov.Type.f16)
+        rng = np.random.default_rng([self._seed, zlib.crc32(name.encode())])
+        if name.endswith("norm.weight"):
+            values = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
+        else:
+            values = 0.02 * rng.standard_normal(shape, dtype=np.float32)
+        if self._dtype == "f32":
+            return WeightTensor(values, ov.Type.f32)
+        if self._dtype == "bf16":
+            return WeightTensor(f32_to_bf16_bits(values), ov.Type.bf16)
+        return WeightTensor(values.astype(np.float16), ov.Type.f16)
+
+
+def check_weights(store: WeightStore, cfg: ModelConfig, source: str) -> None:
+    """Every tensor the graphs need is present with the right shape, or a clear error."""
+    present = set(store.names())
+    for name, shape in expected_shapes(cfg).items():
+        if name not in present:
+            raise CompileAheadError(f"{source}: weight {name!r} is missing")
+        tensor = store.get(name)  # an unsupported dtype says so, naming file and tensor
+        if tensor.shape != shape:
+            raise CompileAheadError(
+                f"{source}: weight {name!r} has shape {list(tensor.shape)}, expected {list(shape)}"
+            )

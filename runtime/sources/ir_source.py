@@ -1,0 +1,113 @@
+"""A stateful decoder IR (optimum-intel export) as a model source: rung graphs cut from it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import openvino as ov
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
+from compile_ahead.runtime.graphs.ir_step import IRStep
+from compile_ahead.runtime.model.ir_files import IRFiles, locate_ir
+from compile_ahead.runtime.model.ir_reader import ir_config, read_ir, sliding_window, stateless
+from compile_ahead.runtime.model.ir_weights import WeightFormat, weight_format
+from compile_ahead.runtime.model.weights import WeightStore, WeightTensor, file_identity
+from compile_ahead.runtime.sources.base import ModelSource
+
+
+class NoWeightStore(WeightStore):
+    """An IR's weights live in its .bin and run only as its own graph: our builders (split
+    graphs, the stateful baseline) cannot take them, and say so."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def get(self, name: str) -> WeightTensor:
+        raise CompileAheadError(
+            f"{self.where}: an OpenVINO IR runs only as its own graph cut per rung (--graph "
+            "whole); --graph split and the baselines built from weights cannot use it"
+        )
+
+    def names(self) -> Iterator[str]:
+        return iter(())
+
+
+@dataclass(frozen=True)
+class IRSource(ModelSource):
+    """A stateful decoder IR: compiled per rung by ir_step.py, never rebuilt."""
+
+    files: IRFiles | None = None
+    weight_format: WeightFormat = field(default_factory=lambda: WeightFormat(()))
+    # The IR builds its mask as if the C past slots were all written before the new tokens; a
+    # window then counts from slot C, not from the filled length, so rungs must fit in it.
+    sliding_window: int | None = None
+
+    # The IR files as they were when the source was resolved: each rung reads them again, and
+    # a rung is never compiled from files that changed since (the compile cache keys on this).
+    file_identity: tuple[dict[str, Any], ...] = ()
+
+    built_from_weights: ClassVar[bool] = False
+
+    def build_graph(self, spec: graphs.GraphSpec) -> ov.Model:
+        """The IR read, made stateless and cut to one rung (graphs/ir_cut.py), never rebuilt."""
+        assert self.files is not None
+        self.check_capacity(spec.capacity, spec.chunk)
+        if _ir_identity(self.files) != self.file_identity:
+            raise CompileAheadError(
+                f"{self.files.xml}: the IR changed on disk since this run opened it; run again"
+            )
+        model, kv = stateless(read_ir(self.files), str(self.files.xml))
+        return build_ir_step_model(model, kv, spec)
+
+    def make_step(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec) -> IRStep:
+        return IRStep(compiled, spec, self.config.num_layers)
+
+    def weights_identity(self) -> dict[str, Any] | None:
+        return {"ir": list(self.file_identity)}
+
+    def check_capacity(self, capacity: int, chunk: int) -> None:
+        if self.sliding_window is not None and capacity + chunk > self.sliding_window:
+            raise CompileAheadError(
+                f"{self.name}: sliding-window attention (window {self.sliding_window}) cannot "
+                f"run a rung of {capacity} slots + {chunk}: rungs must fit in the window"
+            )
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} [OpenVINO IR, {self.weight_format.summary} weights; {self.origin}]"
+
+    def describe(self) -> dict:
+        return {
+            **super().describe(),
+            "model_format": "openvino-ir",
+            "weight_format": self.weight_format.summary,
+            "weight_format_primary": self.weight_format.primary,
+        }
+
+
+def _ir_identity(files: IRFiles) -> tuple[dict[str, Any], ...]:
+    return tuple(file_identity(p, p.stat()) for p in (files.xml, files.bin))
+
+
+def load_ir(path: Path, name: str) -> IRSource:
+    files = locate_ir(path)
+    where = str(files.xml)
+    identity = _ir_identity(files)
+    model, kv = stateless(read_ir(files), where)
+    return IRSource(
+        name=name,
+        config=ir_config(model, kv, files),
+        weights=NoWeightStore(where),
+        synthetic=False,
+        origin=where,
+        model_dir=files.model_dir,
+        files=files,
+        weight_format=weight_format(model),
+        sliding_window=sliding_window(files),
+        file_identity=identity,
+    )

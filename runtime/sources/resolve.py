@@ -1,0 +1,75 @@
+"""Resolve ``--model NAME`` to a model source: a directory (an optimum-intel export or a Hugging
+Face checkpoint), an ``.xml`` IR, a hub id in the local cache, or a preset (the real checkpoint
+when cached locally, else seeded synthetic weights). Never downloads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.model.ir_files import is_ir_path, refuse_onnx
+from compile_ahead.runtime.model.presets import PRESETS, SYNTHETIC_SEED
+from compile_ahead.runtime.sources.base import ModelSource
+from compile_ahead.runtime.sources.checkpoint import load_checkpoint
+
+
+def find_in_hf_cache(repo_id: str) -> Path | None:
+    """The snapshot directory of a hub repo if the local cache holds its config and weights."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        path = Path(snapshot_download(repo_id, local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        return None
+    if (path / "config.json").exists() and any(path.glob("*.safetensors")):
+        return path
+    return None
+
+
+def synthetic_model(
+    preset_name: str, seed: int = SYNTHETIC_SEED, dtype: str = "f16"
+) -> ModelSource:
+    """Seeded synthetic weights of a preset, written once as a checkpoint in the user cache
+    and memory-mapped like a real one; labelled synthetic (see synthetic_checkpoint)."""
+    from compile_ahead.runtime.sources.synthetic import synthetic_source
+
+    return synthetic_source(PRESETS[preset_name].name, seed, dtype)
+
+
+def resolve_model(name: str, allow_synthetic: bool = True) -> ModelSource:
+    """Directory path (optimum-intel export or HF checkpoint), ``.xml`` IR, hub id in the local
+    cache, or preset name (see PRESETS)."""
+    path = Path(name).expanduser()
+    refuse_onnx(path)
+    if path.exists():
+        if is_ir_path(path):
+            from compile_ahead.runtime.sources.ir_source import load_ir
+
+            return load_ir(path, name)
+        if path.is_file():
+            raise CompileAheadError(
+                f"{path}: is a file; pass an OpenVINO IR (.xml), an optimum-intel export or "
+                "Hugging Face checkpoint directory, or a preset name"
+            )
+        return load_checkpoint(path, name)
+    preset = PRESETS.get(name.lower())
+    if preset is not None:
+        for repo_id in preset.hub_ids:
+            cached = find_in_hf_cache(repo_id)
+            if cached is not None:
+                return load_checkpoint(cached, f"{preset.name} ({repo_id})")
+        if not allow_synthetic:
+            raise CompileAheadError(f"preset {preset.name}: no real checkpoint in the local cache")
+        return synthetic_model(preset.name)
+    if "/" in name and not name.startswith((".", "/")):
+        cached = find_in_hf_cache(name)
+        if cached is not None:
+            return load_checkpoint(cached, name)
+        raise CompileAheadError(
+            f"{name}: not found in the local Hugging Face cache (nothing is downloaded); "
+            "pass a checkpoint directory or a preset"
+        )
+    raise CompileAheadError(
+        f"{name}: no such directory, cached hub id or preset; presets: {', '.join(PRESETS)}"
+    )

@@ -1,0 +1,84 @@
+"""Synthetic preset weights as a model source: the checkpoint written once in the user cache
+(model/synthetic_checkpoint.py), memory-mapped like a real one and labelled synthetic."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, TextIO
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.base.user_cache import cache_root
+from compile_ahead.runtime.model.presets import PRESETS, SYNTHETIC_SEED
+from compile_ahead.runtime.model.synthetic_checkpoint import (
+    SyntheticCheckpointWarning,
+    ensure_checkpoint,
+    synthetic_identity,
+)
+from compile_ahead.runtime.model.weights import SyntheticStore
+from compile_ahead.runtime.sources.base import ModelSource
+from compile_ahead.runtime.sources.checkpoint import load_checkpoint
+
+
+@dataclass(frozen=True)
+class SyntheticSource(ModelSource):
+    """A ModelSource whose weights are synthetic, with the one-time generation's cost."""
+
+    materialize_s: float = 0.0  # writing the checkpoint in this process (0 when reused)
+    generated: bool = False  # True when this process wrote the checkpoint
+
+    def weights_identity(self) -> dict[str, Any] | None:
+        """The checkpoint's synthetic marker (preset, seed, dtype, generator version, shapes):
+        the same values on every machine, however often the file is written again."""
+        marker = synthetic_identity(self.model_dir) if self.model_dir is not None else None
+        return {"synthetic": marker} if marker is not None else super().weights_identity()
+
+    def describe(self) -> dict:
+        return {
+            **super().describe(),
+            "materialize_s": round(self.materialize_s, 3),
+            "synthetic_generated": self.generated,
+        }
+
+
+def synthetic_source(
+    preset: str,
+    seed: int = SYNTHETIC_SEED,
+    dtype: str = "f16",
+    root: Path | None = None,
+    stream: TextIO | None = None,
+) -> ModelSource:
+    """A preset with synthetic weights, loaded from its cached checkpoint like a real one.
+
+    When the cache directory cannot be written, the weights are drawn in memory instead (the
+    slower-compiling path) with a warning; either way the source is labelled synthetic.
+    """
+    cfg = PRESETS[preset].config
+    try:
+        ckpt = ensure_checkpoint(preset, seed, dtype, root, stream)
+        try:
+            loaded = load_checkpoint(ckpt.path, preset)
+        except CompileAheadError:  # complete in size but unreadable: write it again
+            ckpt = ensure_checkpoint(preset, seed, dtype, root, stream, rewrite=True)
+            loaded = load_checkpoint(ckpt.path, preset)
+    except OSError as err:
+        warnings.warn(
+            f"cannot write the synthetic {preset} checkpoint under {root or cache_root()} "
+            f"({err.strerror or err}); drawing the weights in memory (compiles slower)",
+            SyntheticCheckpointWarning,
+            stacklevel=2,
+        )
+        origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, in memory"
+        store = SyntheticStore(cfg, seed, dtype=dtype)
+        return SyntheticSource(preset, cfg, store, True, origin)
+    if loaded.config != cfg:
+        raise CompileAheadError(
+            f"{ckpt.path}: config.json does not read back as the {preset} preset (a bug)"
+        )
+    # The same on every run (stamps compare it); whether this run wrote the file is in
+    # ``generated`` and ``materialize_s``.
+    origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, checkpoint {ckpt.path}"
+    fields_of = {f.name: getattr(loaded, f.name) for f in fields(ModelSource)}
+    fields_of |= {"synthetic": True, "origin": origin}
+    return SyntheticSource(**fields_of, materialize_s=ckpt.materialize_s, generated=ckpt.generated)

@@ -1,0 +1,45 @@
+"""Text <-> token ids through the model's own tokenizer (never fetched): an optimum-intel
+export's openvino-tokenizers IRs, or a tokenizer.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.model.ir_files import TOKENIZER_XML
+
+
+def load_tokenizer(model_dir: Path | None, model_name: str):
+    """The export's openvino-tokenizers IRs when present, else tokenizer.json; both give
+    ``encode(text).ids`` and ``decode(ids)``."""
+    from tokenizers import Tokenizer
+
+    if model_dir is not None and (model_dir / TOKENIZER_XML).is_file():
+        from compile_ahead.runtime.sources.ov_tokenizer import OpenVINOTokenizer
+
+        return OpenVINOTokenizer(model_dir)
+    path = model_dir / "tokenizer.json" if model_dir is not None else None
+    if path is None or not path.exists():
+        raise CompileAheadError(
+            f"{model_name}: text prompts need {TOKENIZER_XML} or tokenizer.json in the model "
+            "directory (neither here); pass token ids with --prompt-ids instead"
+        )
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises its own Exception subclass
+        raise CompileAheadError(f"{path}: cannot load tokenizer ({err})") from None
+
+
+def parse_token_ids(text: str, vocab_size: int) -> list[int]:
+    try:
+        ids = [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise CompileAheadError(
+            f"--prompt-ids must be comma-separated integers, got {text!r}"
+        ) from None
+    if not ids:
+        raise CompileAheadError("--prompt-ids is empty")
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise CompileAheadError(f"token ids out of the vocabulary [0, {vocab_size}): {bad[:5]}")
+    return ids
