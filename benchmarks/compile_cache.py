@@ -40,11 +40,7 @@ from compile_ahead.runtime.compile.cache import CompileCache
 from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.graphs.decoder import (
-    DECOMPRESSION_KEY,
-    GraphSpec,
-    build_step_model,
-)
+from compile_ahead.runtime.graphs.decoder import DECOMPRESSION_KEY, GraphSpec, build_step_model
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.model.presets import PRESETS

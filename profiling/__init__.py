@@ -1,7 +1,7 @@
 """Perfetto traces of device decode against CPU compile, compile-phase counters, A/B trials.
 
-- ``counters``: events and per-phase aggregates from the in-process ITT collector
-  (``compile_ahead._itt``), thread names, the patched NPU compiler's counters when loaded;
+- events and per-phase aggregates come from the in-process ITT collector, read by
+  ``compile_ahead.itt_collector`` at the package root (the compile worker reads it too);
 - ``passprofile``: OpenVINO's per-transformation timings (``OV_ENABLE_PROFILE_PASS``) on the
   monotonic timeline;
 - ``trace_writer`` / ``trace_validate``: streamed Perfetto traces and their structural checks

@@ -58,7 +58,7 @@ class CompileProfiler:
     # -- setup --------------------------------------------------------------------------
     def setup(self) -> None:
         """Resolve the model and open the trace (the collector must be bound by now)."""
-        from compile_ahead.profiling import counters
+        from compile_ahead import itt_collector as counters
         from compile_ahead.profiling.rss import RssSampler
         from compile_ahead.profiling.trace_decode import StepSlicer
         from compile_ahead.profiling.trace_writer import (
@@ -141,7 +141,7 @@ class CompileProfiler:
     # -- a model compiled as it is -------------------------------------------------------
     def profile_model(self) -> None:
         """One compile of a model that is not a stateful decoder (capacity shown as 0)."""
-        from compile_ahead.profiling import counters
+        from compile_ahead import itt_collector as counters
         from compile_ahead.profiling.progress_line import ProgressLine
         from compile_ahead.profiling.rung_profile import profile_rung
         from compile_ahead.profiling.trace_compile import begin_job, end_job
@@ -167,7 +167,7 @@ class CompileProfiler:
 
     # -- one rung -------------------------------------------------------------------------
     def profile_rung(self, capacity: int) -> None:
-        from compile_ahead.profiling import counters
+        from compile_ahead import itt_collector as counters
         from compile_ahead.profiling.progress_line import ProgressLine
         from compile_ahead.profiling.rung_profile import profile_rung
         from compile_ahead.profiling.trace_compile import begin_job, end_job
@@ -273,7 +273,7 @@ class CompileProfiler:
     def finish(self) -> int:
         """Close the trace, write the report (also of a failed profile: the error is named),
         print the table, publish the directory."""
-        from compile_ahead.profiling import counters
+        from compile_ahead import itt_collector as counters
         from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace
         from compile_ahead.runtime.base.measure import peak_rss_bytes
 

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from compile_ahead import itt_collector as counters
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import failed_sibling
-from compile_ahead.profiling import counters
 from compile_ahead.profiling.trace_compile import Span, emit_nested
 from compile_ahead.profiling.trace_decode import StepSlicer
 from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace

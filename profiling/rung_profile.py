@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_ahead.profiling import counters
-from compile_ahead.profiling.counters import IttEvent, PhaseAggregate
+from compile_ahead import itt_collector as counters
+from compile_ahead.itt_collector import IttEvent, PhaseAggregate
 from compile_ahead.profiling.passprofile import ClockPair, PassProfile, parse_file
 from compile_ahead.profiling.rss import RssSampler
 

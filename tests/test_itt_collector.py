@@ -15,7 +15,7 @@ OBSERVE_COMPILE = textwrap.dedent(
     """
     import json, time
     import compile_ahead
-    from compile_ahead.profiling import counters
+    from compile_ahead import itt_collector as counters
     from compile_ahead.runtime.compile.compiler import compile_step
     from compile_ahead.runtime.compile.options import CompileOptions
     from compile_ahead.runtime.graphs.decoder import GraphSpec
@@ -142,7 +142,7 @@ def test_openvino_imported_first_is_reported():
     code = (
         "import openvino\n"
         "import compile_ahead\n"
-        "from compile_ahead.profiling import counters\n"
+        "from compile_ahead import itt_collector as counters\n"
         "print(counters.collector_status().problem())\n"
     )
     out = run_python(code, clean_env())
@@ -152,7 +152,7 @@ def test_openvino_imported_first_is_reported():
 def test_another_collector_is_left_alone():
     code = (
         "import compile_ahead, os\n"
-        "from compile_ahead.profiling import counters\n"
+        "from compile_ahead import itt_collector as counters\n"
         "print(os.environ['INTEL_LIBITTNOTIFY64'], counters.collector_status().problem())\n"
     )
     out = run_python(code, clean_env(INTEL_LIBITTNOTIFY64="/opt/vtune/libittnotify_collector.so"))
@@ -180,7 +180,7 @@ def test_python_annotations_nest_and_reset_keeps_open_spans():
 
 
 def test_depsort_counters_unavailable_is_not_zero():
-    from compile_ahead.profiling.counters import depsort_counters
+    from compile_ahead.itt_collector import depsort_counters
 
     reading = depsort_counters()
     # No patched NPU compiler is loaded in the test process.
@@ -204,7 +204,7 @@ def test_module_is_a_loadable_collector_library():
 
 def test_depsort_counters_when_a_patched_compiler_is_loaded(monkeypatch):
     from compile_ahead import _depsort
-    from compile_ahead.profiling.counters import depsort_counters
+    from compile_ahead.itt_collector import depsort_counters
 
     loaded = {"library": "/opt/npu/libnpu_compiler.so", "requests": 10, "hits": 9, "misses": 1}
     monkeypatch.setattr(_depsort, "read_loaded_counters", lambda: loaded)
@@ -219,7 +219,7 @@ MUTE_INFERENCE = textwrap.dedent(
     import json
     import numpy as np
     import compile_ahead
-    from compile_ahead.profiling import counters
+    from compile_ahead import itt_collector as counters
     from compile_ahead.runtime.compile.compiler import compile_step
     from compile_ahead.runtime.compile.options import CompileOptions
     from compile_ahead.runtime.graphs.decoder import GraphSpec

@@ -104,7 +104,7 @@ class ExtensionCounters:
 
     def __init__(self) -> None:
         import compile_ahead  # noqa: F401  (announces the ITT collector to OpenVINO)
-        from compile_ahead.profiling import counters
+        from compile_ahead import itt_collector as counters
 
         self._counters = counters
         self.problem = counters.collector_status().problem()

@@ -79,7 +79,7 @@ class Worker:
         """Our own steps and the collector's spans of this thread inside [begin, end]."""
         if not self.observing:
             return own
-        from compile_ahead.profiling import counters
+        from compile_ahead import itt_collector as counters
 
         tid = threading.get_native_id()
         seen = [
@@ -160,7 +160,7 @@ def main(argv: list[str]) -> int:
     lower_priority(priority)
     requests, replies = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log, not the pipe
-    from compile_ahead.profiling import counters
+    from compile_ahead import itt_collector as counters
     from compile_ahead.runtime.base.ov_core import core
 
     core()

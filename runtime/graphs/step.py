@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import openvino as ov
 
 from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.ladder.kv_store import KVStore
 from compile_ahead.runtime.model.kv_arena import KVArena
 
 
@@ -18,20 +16,6 @@ class StepOutput:
     logits: np.ndarray  # [vocab] f32
     new_keys: list[np.ndarray]  # per layer [1, kv, L, hd], views valid until the next call
     new_values: list[np.ndarray]
-
-
-def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
-    """Run a prompt through a step graph chunk by chunk (the last chunk padded) after the
-    store's filled slots, appending its K/V; returns a copy of the last token's logits."""
-    chunk = step.spec.chunk
-    logits = None
-    for start in range(0, len(prompt), chunk):
-        ids = np.asarray(prompt[start : start + chunk], np.int64)
-        out = step.run(ids, store.length, last_index=len(ids) - 1)
-        store.append(out, len(ids))
-        logits = out.logits
-    assert logits is not None, "empty prompt"
-    return logits.copy()
 
 
 def bind_past_kv(request: ov.InferRequest, num_layers: int, arena: KVArena) -> None:

@@ -10,8 +10,9 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.graphs.step import CompiledStep, prefill_chunks
+from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.kv_store import make_store
+from compile_ahead.runtime.ladder.prefill import prefill_chunks
 from compile_ahead.runtime.ladder.schedules import KVPolicy
 from compile_ahead.runtime.sources.base import ModelSource
 

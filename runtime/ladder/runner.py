@@ -21,19 +21,16 @@ from compile_ahead.runtime.compile.compiler import CompileResult
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.graphs.step import StepOutput, prefill_chunks
+from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder.accounting import RunAccounting
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, Faults, RungCompiler
 from compile_ahead.runtime.ladder.events import BoundaryTiming, FanOut, RunEvents
 from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
+from compile_ahead.runtime.ladder.prefill import prefill_chunks
 from compile_ahead.runtime.ladder.report import BoundaryRecord, RunReport
 from compile_ahead.runtime.ladder.run_protocol import Protocol
-from compile_ahead.runtime.ladder.rung_policy import (
-    RungPolicy,
-    RungUnavailable,
-    make_policy,
-)
+from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 from compile_ahead.runtime.sources.base import ModelSource
 

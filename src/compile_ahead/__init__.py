@@ -8,7 +8,7 @@ OpenVINO before its library loads.
 On import, ``INTEL_LIBITTNOTIFY64`` is pointed at the package's ITT collector
 (``compile_ahead._itt``) unless it is already set (e.g. to VTune's collector) or
 ``COMPILE_AHEAD_ITT=0`` opts out. Whether that came in time is recorded: see
-:func:`compile_ahead.profiling.counters.collector_status`.
+:func:`compile_ahead.itt_collector.collector_status`.
 """
 
 import importlib.util as _importlib_util
@@ -46,5 +46,5 @@ def _announce_itt_collector() -> tuple[str | None, bool, bool]:
     return spec.origin, False, early
 
 
-# Read by compile_ahead.profiling.counters; private to the package.
+# Read by compile_ahead.itt_collector; private to the package.
 _ITT_COLLECTOR_PATH, _ITT_ENV_PRESET, _OPENVINO_LOADED_BEFORE_ITT = _announce_itt_collector()
