@@ -59,11 +59,14 @@ def test_pin_records_commit_date_and_openvino_pairing():
     assert sorted(p.name for p in PATCHES.glob("*.patch")) == [p.name for p in PIN.patches]
 
 
-@pytest.mark.parametrize("patch", PIN.patches, ids=lambda p: p.name[:4])
-def test_patch_is_a_well_formed_mail_with_consistent_hunks(patch):
+@pytest.mark.parametrize("number", range(1, len(PIN.patches) + 1), ids=lambda n: f"{n:04}")
+def test_patch_is_a_well_formed_mail_with_consistent_hunks(number):
+    patch = PIN.patches[number - 1]
     text = patch.read_text()
     assert text.startswith("From 0000000000000000000000000000000000000000 ")
-    assert re.search(r"^Subject: \[PATCH \d+/\d+\] core: ", text, re.M)
+    # Numbered in series order; the subject names the component (core, vpux_driver_compiler).
+    subject = rf"^Subject: \[PATCH {number}/{len(PIN.patches)}\] (core|vpux_driver_compiler): "
+    assert re.search(subject, text, re.M)
     for path, diff in file_diffs(patch).items():
         assert hunks(diff), path
         for (_, old_len, _, new_len), body in hunks(diff):
