@@ -223,3 +223,43 @@ def test_the_driver_library_target_compiles_the_getters_itself():
     assert f"${{InferenceEngineVPUXPlugin_SOURCE_DIR}}/{c_api}" in added
     # Right after the source list of add_library(npu_driver_compiler SHARED ...).
     assert "\n         vcl_query_network.cpp\n )\n \n+" in diff
+
+
+def test_a_getter_writing_another_stats_layout_is_refused(tmp_path):
+    source = tmp_path / "other_layout.cpp"
+    source.write_text(
+        r"""
+        #include "sorted_deps_cache.hpp"
+        extern "C" void compile_ahead_depsort_counters(compile_ahead_depsort_stats* out) {
+            std::memset(out, 0, sizeof(*out));
+            out->version = 2;
+            out->struct_size = sizeof(*out);
+        }
+        """
+    )
+    library = tmp_path / "libother_layout.so"
+    run(
+        compiler(),
+        *COMPILE_FLAGS,
+        f"-I{DEPSORT_DIR}",
+        *SHARED_LINK_FLAGS,
+        source,
+        "-o",
+        library,
+        cwd=tmp_path,
+    )
+    code = f"""
+        import ctypes, os
+        import {depsort.__name__} as depsort
+        from compile_ahead.errors import CompileAheadError
+        ctypes.CDLL({str(library)!r}, mode=os.RTLD_LOCAL)
+        try:
+            depsort.read_loaded_counters()
+        except CompileAheadError as err:
+            print(err)
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "stats layout version 2" in done.stdout and str(library) in done.stdout

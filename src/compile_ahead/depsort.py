@@ -15,11 +15,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from compile_ahead.errors import CompileAheadError
+
 if TYPE_CHECKING:
     import openvino as ov
 
 COUNTERS_SYMBOL = "compile_ahead_depsort_counters"
 RESET_SYMBOL = "compile_ahead_depsort_reset"
+STATS_VERSION = 1  # the frozen struct compile_ahead_depsort_stats layout the getter writes
 
 
 def native() -> ModuleType:
@@ -61,9 +64,20 @@ class DepsortCounters:
 
 
 def read_loaded_counters() -> DepsortCounters | None:
-    """Counters of the patched NPU compiler loaded in this process, or None when none is."""
+    """Counters of the patched NPU compiler loaded in this process, or None when none is.
+
+    The patched libnpu_driver_compiler.so (and npu_mlir_compiler module) export the getters from
+    their own objects; any loaded object exporting them answers, also one loaded RTLD_LOCAL.
+    """
     raw = native().read_loaded_counters()
-    return None if raw is None else DepsortCounters.from_native(raw)
+    if raw is None:
+        return None
+    if raw["version"] != STATS_VERSION:
+        raise CompileAheadError(
+            f"{raw.get('library')}: {COUNTERS_SYMBOL} wrote stats layout version "
+            f"{raw['version']}, this reader knows version {STATS_VERSION}"
+        )
+    return DepsortCounters.from_native(raw)
 
 
 def reset_loaded_counters() -> bool:
