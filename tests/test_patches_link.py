@@ -11,8 +11,8 @@ files the series adds (byte-identical to ext/depsort/):
 * the shared library: a driver entry point calling the compiler (vcl_compiler.cpp).
 
 "series" is patches/npu_compiler: the shared library compiles sorted_deps_cache_c_api.cpp as
-one of its own sources (0003). "archive only" is where 0001 once put the getters: in the core
-library, unreferenced. The library is loaded RTLD_LOCAL in a child process, as the NPU plugin
+one of its own sources (0003). "archive only" has the getters in the core library alone,
+referenced by nothing. The library is loaded RTLD_LOCAL in a child process, as the NPU plugin
 and driver load their compiler, exercised, and read with depsort.read_loaded_counters().
 """
 
