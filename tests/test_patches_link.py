@@ -112,7 +112,7 @@ def objects(tmp_path_factory) -> Path:
 
 def linkers() -> list:
     params = [pytest.param("bfd", id="ld.bfd")]
-    # OpenVINO's cmake can move GCC builds to gold (ov_try_use_gold_linker); clang ones use lld.
+    # OpenVINO's cmake can move GCC builds to gold (ov_try_use_gold_linker); clang may use lld.
     for name in ("gold", "lld"):
         mark = pytest.mark.skipif(shutil.which(f"ld.{name}") is None, reason=f"no ld.{name}")
         params.append(pytest.param(name, id=f"ld.{name}", marks=mark))
