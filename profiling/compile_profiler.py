@@ -19,6 +19,7 @@ from typing import Any
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling import passprofile
+from compile_ahead.profiling.depsort import depsort_reading
 from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
 
 TRACE_NAME = "trace.pftrace"
@@ -191,7 +192,7 @@ class CompileProfiler:
         flow = w.new_flow()
         names = counters.thread_names({e.tid for e in profile.spans})
         # A patched NPU compiler's counters, when one is loaded (never zeros in its place).
-        depsort = counters.depsort_counters()
+        depsort = depsort_reading()
         extra = {f"depsort_{k}": v for k, v in (depsort.values or {}).items()}
         end_job(w, job, profile, names, flows_out=[flow] if tokens else (), extra_args=extra)
         w.counter(self.graphs_track, None, 1)
@@ -287,7 +288,7 @@ class CompileProfiler:
             "path": counters.collector_status().path,
             "bound_libraries": list(counters.collector_status().bound_libraries),
         }
-        r["depsort_counters"] = counters.depsort_counters().to_json()
+        r["depsort_counters"] = depsort_reading().to_json()
         has_passes = self.pass_file is not None and self.pass_file.exists()
         r["pass_profile_file"] = str(self.out / PASSES_NAME) if has_passes else None
         validation = validate_trace(self.staging / TRACE_NAME)

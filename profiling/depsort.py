@@ -11,15 +11,18 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+from compile_ahead.errors import CompileAheadError
 
 if TYPE_CHECKING:
     import openvino as ov
 
 COUNTERS_SYMBOL = "compile_ahead_depsort_counters"
 RESET_SYMBOL = "compile_ahead_depsort_reset"
+STATS_VERSION = 1  # the frozen struct compile_ahead_depsort_stats layout the getter writes
 
 
 def native() -> ModuleType:
@@ -61,9 +64,20 @@ class DepsortCounters:
 
 
 def read_loaded_counters() -> DepsortCounters | None:
-    """Counters of the patched NPU compiler loaded in this process, or None when none is."""
+    """Counters of the patched NPU compiler loaded in this process, or None when none is.
+
+    The patched libnpu_driver_compiler.so (and npu_mlir_compiler module) export the getters from
+    their own objects; any loaded object exporting them answers, also one loaded RTLD_LOCAL.
+    """
     raw = native().read_loaded_counters()
-    return None if raw is None else DepsortCounters.from_native(raw)
+    if raw is None:
+        return None
+    if raw["version"] != STATS_VERSION:
+        raise CompileAheadError(
+            f"{raw.get('library')}: {COUNTERS_SYMBOL} wrote stats layout version "
+            f"{raw['version']}, this reader knows version {STATS_VERSION}"
+        )
+    return DepsortCounters.from_native(raw)
 
 
 def reset_loaded_counters() -> bool:
@@ -172,3 +186,31 @@ def preset_op_graph(
     )
     label = f"{preset}/{'decode' if chunk == 1 else f'prefill{chunk}'}/C{capacity}"
     return op_graph_from_model(model, label, tile_bytes=tile_bytes, max_tiles=max_tiles)
+
+
+@dataclass(frozen=True)
+class DepsortReading:
+    """Counters of a patched NPU compiler (dependency-sort cache), when one is loaded here."""
+
+    available: bool
+    reason: str  # why unavailable, or where the values came from
+    values: dict[str, int] | None  # None when unavailable: never reported as zeros
+
+    def to_json(self) -> dict:
+        return {"available": self.available, "reason": self.reason, "values": self.values}
+
+
+def depsort_reading() -> DepsortReading:
+    """The patched NPU compiler's counters for a report: their values, or why there are none."""
+    try:
+        loaded = read_loaded_counters()
+    except ImportError:
+        return DepsortReading(False, "the compile_ahead._depsort module is not built", None)
+    if loaded is None:
+        return DepsortReading(
+            False,
+            "no patched NPU compiler (dependency-sort counters) is loaded in this process",
+            None,
+        )
+    values = {f.name: getattr(loaded, f.name) for f in fields(loaded) if f.name != "library"}
+    return DepsortReading(True, f"read from {loaded.library}", values)

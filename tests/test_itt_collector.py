@@ -180,9 +180,9 @@ def test_python_annotations_nest_and_reset_keeps_open_spans():
 
 
 def test_depsort_counters_unavailable_is_not_zero():
-    from compile_ahead.itt_collector import depsort_counters
+    from compile_ahead.profiling.depsort import depsort_reading
 
-    reading = depsort_counters()
+    reading = depsort_reading()
     # No patched NPU compiler is loaded in the test process.
     assert reading.available is False
     assert reading.values is None
@@ -204,13 +204,15 @@ def test_module_is_a_loadable_collector_library():
 
 def test_depsort_counters_when_a_patched_compiler_is_loaded(monkeypatch):
     from compile_ahead import _depsort
-    from compile_ahead.itt_collector import depsort_counters
+    from compile_ahead.profiling.depsort import STATS_VERSION, depsort_reading
 
-    loaded = {"library": "/opt/npu/libnpu_compiler.so", "requests": 10, "hits": 9, "misses": 1}
+    counts = {"requests": 10, "hits": 9, "misses": 1, "elements_sorted": 40, "sort_ns": 7}
+    counts |= {"invalidations": 2, "shadow_checks": 0}
+    loaded = {"library": "/opt/npu/libnpu_compiler.so", "version": STATS_VERSION, **counts}
     monkeypatch.setattr(_depsort, "read_loaded_counters", lambda: loaded)
-    reading = depsort_counters()
+    reading = depsort_reading()
     assert reading.available is True
-    assert reading.values == {"requests": 10, "hits": 9, "misses": 1}
+    assert reading.values == counts
     assert "/opt/npu/libnpu_compiler.so" in reading.reason
 
 

@@ -59,11 +59,14 @@ def test_pin_records_commit_date_and_openvino_pairing():
     assert sorted(p.name for p in PATCHES.glob("*.patch")) == [p.name for p in PIN.patches]
 
 
-@pytest.mark.parametrize("patch", PIN.patches, ids=lambda p: p.name[:4])
-def test_patch_is_a_well_formed_mail_with_consistent_hunks(patch):
+@pytest.mark.parametrize("number", range(1, len(PIN.patches) + 1), ids=lambda n: f"{n:04}")
+def test_patch_is_a_well_formed_mail_with_consistent_hunks(number):
+    patch = PIN.patches[number - 1]
     text = patch.read_text()
     assert text.startswith("From 0000000000000000000000000000000000000000 ")
-    assert re.search(r"^Subject: \[PATCH \d+/\d+\] core: ", text, re.M)
+    # Numbered in series order; the subject names the component (core, vpux_driver_compiler).
+    subject = rf"^Subject: \[PATCH {number}/{len(PIN.patches)}\] (core|vpux_driver_compiler): "
+    assert re.search(subject, text, re.M)
     for path, diff in file_diffs(patch).items():
         assert hunks(diff), path
         for (_, old_len, _, new_len), body in hunks(diff):
@@ -210,6 +213,69 @@ def test_check_reports_a_series_that_does_not_apply(checkout):
     assert "async_deps_info.cpp" in result.apply_error
 
 
+def series_pinned_at(tmp_path: Path, commit: str) -> Path:
+    """A copy of the series whose pin.toml names `commit` (for exit codes through the CLI)."""
+    patches = tmp_path / "series"
+    shutil.copytree(PATCHES, patches)
+    pin_toml = patches / "pin.toml"
+    pin_toml.write_text(pin_toml.read_text().replace(PIN.commit, commit))
+    return patches
+
+
+def check_cli(checkout: Path, patches: Path, capsys) -> tuple[int, str]:
+    code = main(["patches", "check", "--patches", str(patches), "--npu-compiler", str(checkout)])
+    return code, capsys.readouterr().out
+
+
+def test_descendant_of_the_pin_with_the_series_files_unchanged_is_ready(checkout, tmp_path, capsys):
+    patches = series_pinned_at(tmp_path, git(checkout, "rev-parse", "HEAD"))
+    (checkout / "NOTES.md").write_text("an unrelated later commit\n")
+    commit_all(checkout)
+    code, out = check_cli(checkout, patches, capsys)
+    assert "commit: descends from the pin" in out
+    assert "applies cleanly" in out and "result: ready" in out and " am " in out
+    assert code == 0
+
+
+def test_descendant_of_the_pin_that_changed_a_series_file_says_why_it_fails(
+    checkout, tmp_path, capsys
+):
+    patches = series_pinned_at(tmp_path, git(checkout, "rev-parse", "HEAD"))
+    source = checkout / patches_check.ASYNC_DEPS_SOURCE
+    # A change outside every hunk: the series still applies textually.
+    source.write_text(source.read_text() + "\nvoid laterUpstreamMutation();\n")
+    commit_all(checkout)
+    code, out = check_cli(checkout, patches, capsys)
+    assert code == 1
+    assert "applies cleanly" in out
+    reason = next(line for line in out.splitlines() if line.startswith("result:"))
+    assert "NOT ready" in reason and patches_check.ASYNC_DEPS_SOURCE in reason
+    assert "review: git -C" in out
+
+
+def test_partly_applied_series_names_what_is_applied_and_what_remains(checkout, tmp_path, capsys):
+    patches = series_pinned_at(tmp_path, git(checkout, "rev-parse", "HEAD"))
+    first, *rest = PIN.patches
+    git(checkout, "apply", str(first))
+    commit_all(checkout)
+    code, out = check_cli(checkout, patches, capsys)
+    assert code == 1
+    assert "commit: descends from the pin" in out
+    still = ", ".join(p.name[:4] for p in rest)
+    assert f"series: {first.name[:4]} already applied; {still} still to apply and apply" in out
+    assert "result: NOT ready: the series is partly applied" in out
+    assert "does NOT apply" not in out and "already exists" not in out
+    assert "Check out the pinned commit" not in out
+    (apply_line,) = [line for line in out.splitlines() if " am " in line]
+    assert first.name not in apply_line and all(p.name in apply_line for p in rest)
+    # Applying what it names completes the series.
+    git(checkout, "apply", *[str(p) for p in rest])
+    commit_all(checkout)
+    code, out = check_cli(checkout, patches, capsys)
+    assert code == 0
+    assert f"series: already applied ({len(PIN.patches)} patches)" in out
+
+
 def test_check_rejects_paths_that_are_not_npu_compiler_checkouts(tmp_path):
     with pytest.raises(CompileAheadError, match="does not exist"):
         patches_check.check_checkout(tmp_path / "missing", PIN)
@@ -223,7 +289,9 @@ def test_check_rejects_paths_that_are_not_npu_compiler_checkouts(tmp_path):
 def test_cli_exit_codes(checkout, tmp_path, capsys):
     args = ["patches", "check", "--patches", str(PATCHES), "--npu-compiler"]
     assert main([*args, str(checkout)]) == 1  # not the pinned commit: applies, but flagged
-    assert "applies cleanly" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "applies cleanly" in out
+    assert "result: NOT ready: HEAD is neither the pinned commit nor a descendant" in out
     assert main([*args, str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
 

@@ -2,8 +2,12 @@
 // Copyright (C) 2026 compile-ahead authors
 // SPDX-License-Identifier: Apache-2.0
 //
-// The extern "C" counter getters of SortedDepsCache. A library that uses the cache compiles this
-// file once; tools find the functions in a running process with dlsym.
+// The extern "C" counter getters of SortedDepsCache; tools find them in a running process with
+// dlsym. Compile this file into the shared library itself, as one of its own sources: nothing
+// calls these functions, so from a static library the linker would leave them out, and
+// -Wl,--exclude-libs,ALL (OpenVINO's shared-library flags) hides what static libraries define.
+// Default-visibility symbols of the library's own objects are exported, and --gc-sections keeps
+// every exported symbol of a shared library.
 //
 
 #if __has_include("vpux/compiler/core/sorted_deps_cache.hpp")

@@ -105,16 +105,22 @@ class ExtensionCounters:
     def __init__(self) -> None:
         import compile_ahead  # noqa: F401  (announces the ITT collector to OpenVINO)
         from compile_ahead import itt_collector as counters
+        from compile_ahead.profiling import depsort
 
         self._counters = counters
+        self._depsort = depsort
         self.problem = counters.collector_status().problem()
 
     def begin(self) -> None:
+        """Zero what the next compile is measured by: the ITT events and, when a patched NPU
+        compiler is loaded, its dependency-sort counters (else each rung would count the
+        rungs compiled before it in this process)."""
         if self.problem is None:
             self._counters.reset()
+        self._depsort.reset_loaded_counters()
 
     def end(self, top: int = 8) -> dict:
-        out: dict = {"depsort": self._counters.depsort_counters().to_json()}
+        out: dict = {"depsort": self._depsort.depsort_reading().to_json()}
         if self.problem is None:
             phases = self._counters.aggregates()
             out["itt_phases_s"] = {f"{a.domain}/{a.name}": a.total_ns / 1e9 for a in phases[:top]}

@@ -178,35 +178,6 @@ def totals_by_name(evs: Iterable[IttEvent]) -> dict[tuple[str, str], PhaseAggreg
     return {k: PhaseAggregate(k[0], k[1], *v) for k, v in acc.items()}
 
 
-@dataclass(frozen=True)
-class DepsortReading:
-    """Counters of a patched NPU compiler (dependency-sort cache), when one is loaded here."""
-
-    available: bool
-    reason: str  # why unavailable, or where the values came from
-    values: dict[str, int] | None  # None when unavailable: never reported as zeros
-
-    def to_json(self) -> dict:
-        return {"available": self.available, "reason": self.reason, "values": self.values}
-
-
-def depsort_counters() -> DepsortReading:
-    """Read the patched NPU compiler's counters from whichever loaded library exports them."""
-    try:
-        from compile_ahead import _depsort
-    except ImportError:
-        return DepsortReading(False, "the compile_ahead._depsort module is not built", None)
-    loaded = _depsort.read_loaded_counters()
-    if loaded is None:
-        return DepsortReading(
-            False,
-            "no patched NPU compiler (dependency-sort counters) is loaded in this process",
-            None,
-        )
-    values = {k: v for k, v in dict(loaded).items() if k != "library"}
-    return DepsortReading(True, f"read from {loaded['library']}", values)
-
-
 # Per-node inference tasks: thousands per decode step (about 3,000 for Qwen2.5-0.5B), so a long
 # decode fills the event cap; mute them while decoding if only compile phases matter.
 INFERENCE_DOMAINS = ("ov::op::cpu::exec", "ov::op::cpu::details", "dnnl::primitive::execute")

@@ -1,16 +1,19 @@
 """`compile-ahead patches check`: is an npu_compiler checkout ready for patches/npu_compiler?
 
 Checks the checkout's commit against the pin (patches/npu_compiler/pin.toml), recognises a tree
-that already caches sorted dependency vectors (newer upstream) or already carries this series,
-runs ``git apply --check`` for the series, and prints what to do next. It never builds anything:
-building the compiler follows upstream's own guide.
+that already caches sorted dependency vectors (newer upstream) or carries the series (all of it
+or its first patches), runs ``git apply --check`` for what remains, and prints a verdict with its
+reasons and what to do next. It never builds anything: building the compiler follows upstream's
+own guide.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,16 +107,45 @@ class CheckResult:
     at_pin: bool
     based_on_pin: bool = False  # HEAD descends from the pin (e.g. after `git am` of the series)
     upstream_cache: str | None = None  # "file: declaration" when the tree caches on its own
-    already_applied: bool = False
-    applies: bool = False
+    applied: list[str] = field(default_factory=list)  # patch names already in the tree, in order
+    remaining: list[str] = field(default_factory=list)  # patch names still to apply, in order
+    applies: bool = False  # the remaining patches apply cleanly
     apply_error: str = ""
+    # Files the series touches whose content is not the pin's (plus the applied patches).
+    changed_since_pin: list[str] = field(default_factory=list)
     dirty: list[str] = field(default_factory=list)
 
     @property
-    def ok(self) -> bool:
+    def already_applied(self) -> bool:
+        return bool(self.applied) and not self.remaining
+
+    def problems(self) -> list[str]:
+        """Why the checkout is not ready for building the patched compiler; empty when it is."""
         if self.upstream_cache is not None:
-            return False
-        return self.already_applied or (self.applies and self.at_pin)
+            return ["this tree already caches sorted dependency vectors itself"]
+        found = []
+        if not self.already_applied and not (self.at_pin or self.based_on_pin):
+            found.append("HEAD is neither the pinned commit nor a descendant of it")
+        if self.changed_since_pin:
+            found.append(
+                "files the series touches differ from the pinned ones: "
+                + ", ".join(self.changed_since_pin)
+            )
+        if not self.already_applied:
+            still = ", ".join(_number(name) for name in self.remaining)
+            if not self.applies:
+                found.append(
+                    f"{still} do not apply on top of the applied patches"
+                    if self.applied
+                    else "the series does not apply"
+                )
+            elif self.applied:
+                found.append(f"the series is partly applied; still to apply: {still}")
+        return found
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems()
 
 
 def default_patches_dir() -> Path:
@@ -131,10 +163,16 @@ def default_patches_dir() -> Path:
     )
 
 
-def _git(checkout: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _git(
+    checkout: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            ["git", "-C", str(checkout), *args], capture_output=True, text=True, check=False
+            ["git", "-C", str(checkout), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=None if env is None else {**os.environ, **env},
         )
     except FileNotFoundError:
         raise CompileAheadError("git is not installed") from None
@@ -165,6 +203,44 @@ def _find_upstream_cache(root: Path) -> str | None:
     return None
 
 
+def _applied_prefix(root: Path, patches: list[Path]) -> int:
+    """How many leading patches of the series the tree already carries (0 to all of them)."""
+    for count in range(len(patches), 0, -1):
+        # Reversed last first: a later patch may change what an earlier one added.
+        newest_first = [str(p) for p in reversed(patches[:count])]
+        if _git(root, "apply", "--check", "--reverse", *newest_first).returncode == 0:
+            return count
+    return 0
+
+
+def _changed_since_pin(root: Path, pin: Pin, applied: list[Path]) -> list[str]:
+    """Files the series touches whose working-tree content differs from the pin's with the
+    applied patches on top (an added file absent from both counts as unchanged)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        steps = [("read-tree", pin.commit)]
+        if applied:
+            steps.append(("apply", "--cached", *[str(p) for p in applied]))
+        steps.append(("write-tree",))
+        for step in steps:
+            done = _git(root, *step, env=index)
+            if done.returncode != 0:
+                raise CompileAheadError(f"git {step[0]} failed in {root}: {done.stderr.strip()}")
+        tree = done.stdout.strip()
+    changed = []
+    for rel in [*pin.modified, *pin.added]:
+        expected = subprocess.run(
+            ["git", "-C", str(root), "cat-file", "blob", f"{tree}:{rel}"],
+            capture_output=True,
+            check=False,
+        )
+        path = root / rel
+        actual = path.read_bytes() if path.is_file() else None
+        if actual != (expected.stdout if expected.returncode == 0 else None):
+            changed.append(rel)
+    return changed
+
+
 def check_checkout(checkout: Path, pin: Pin) -> CheckResult:
     root = _toplevel(checkout)
     for rel in (ASYNC_DEPS_HEADER, ASYNC_DEPS_SOURCE):
@@ -181,15 +257,22 @@ def check_checkout(checkout: Path, pin: Pin) -> CheckResult:
     status = _git(root, "status", "--porcelain", "--", *touched)
     result.dirty = [line[3:] for line in status.stdout.splitlines() if line.strip()]
     result.upstream_cache = _find_upstream_cache(root)
-    patches = [str(p) for p in pin.patches]
-    reverse = _git(root, "apply", "--check", "--reverse", *patches)
-    if reverse.returncode == 0:
-        result.already_applied = True
-        return result
-    forward = _git(root, "apply", "--check", *patches)
-    result.applies = forward.returncode == 0
-    result.apply_error = forward.stderr.strip()
+    count = _applied_prefix(root, list(pin.patches))
+    result.applied = [p.name for p in pin.patches[:count]]
+    result.remaining = [p.name for p in pin.patches[count:]]
+    if result.remaining:
+        forward = _git(root, "apply", "--check", *[str(p) for p in pin.patches[count:]])
+        result.applies = forward.returncode == 0
+        result.apply_error = forward.stderr.strip()
+    if result.based_on_pin:
+        # Past the pin, the series is only as good as the files it was written against.
+        result.changed_since_pin = _changed_since_pin(root, pin, list(pin.patches[:count]))
     return result
+
+
+def _number(patch_name: str) -> str:
+    """0001 for 0001-core-add-....patch."""
+    return patch_name.split("-", 1)[0]
 
 
 def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
@@ -215,23 +298,50 @@ def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
             "  this tree already caches sorted dependency vectors itself:",
             f"    {result.upstream_cache}",
             "  The series is for releases before upstream's cache; do not apply it here.",
-            "  (compile_ahead.profiling.depsort.read_loaded_counters() will report None for such a build.)",
+            "  (compile_ahead.profiling.depsort.read_loaded_counters() reports None for such a"
+            " build.)",
         ]
         return lines
+    verdict = "apply cleanly" if result.applies else "do NOT apply:"
     if result.already_applied:
-        lines.append("  series: already applied")
+        lines.append(f"  series: already applied ({len(pin.patches)} patches)")
+    elif result.applied:
+        applied = ", ".join(_number(name) for name in result.applied)
+        still = ", ".join(_number(name) for name in result.remaining)
+        lines.append(f"  series: {applied} already applied; {still} still to apply and {verdict}")
     elif result.applies:
         lines.append(f"  series: applies cleanly ({len(pin.patches)} patches, git apply --check)")
     else:
         lines.append("  series: does NOT apply:")
+    if result.remaining and not result.applies:
         lines += [f"    {line}" for line in result.apply_error.splitlines()]
-        lines.append(f"  Check out the pinned commit: git -C {checkout} checkout {pin.commit}")
+    if result.changed_since_pin:
+        files = " ".join(result.changed_since_pin)
+        lines += [
+            "  changed since the pin, in files the series touches (it was written against the",
+            "  pinned ones; a new place that changes AsyncDepsInfo's maps needs its own hook):",
+            *[f"    {path}" for path in result.changed_since_pin],
+            f"    review: git -C {checkout} diff {pin.commit[:12]} -- {files}",
+        ]
+    problems = result.problems()
+    lines.append("result: " + ("ready" if not problems else "NOT ready: " + "; ".join(problems)))
+    if result.remaining and not result.applies:
+        if not (result.at_pin or result.based_on_pin):
+            lines.append(f"  Check out the pinned commit: git -C {checkout} checkout {pin.commit}")
+        elif result.changed_since_pin:
+            lines.append(
+                f"  Apply the series on the pin itself: git -C {checkout} checkout {pin.commit}"
+            )
+        else:
+            lines.append(
+                f"  The tree differs from what the series expects (git -C {checkout} status)"
+            )
         return lines
     guides = [g for g in BUILD_GUIDES if (checkout / g).is_file()]
     guide = f": {checkout / guides[0]}" if guides else " (docs in the npu_compiler tree)"
     steps: list[list[str]] = []
-    if not result.already_applied:
-        series = " ".join(str(p) for p in pin.patches)
+    if result.remaining:
+        series = " ".join(str(p) for p in pin.patches if p.name in result.remaining)
         steps.append([f"apply:  git -C {checkout} am {series}"])
     steps += [
         [
@@ -240,7 +350,8 @@ def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
         ],
         [
             "confirm the counters are exported:",
-            "nm -D --defined-only <compiler library> | grep compile_ahead_depsort",
+            "nm -D --defined-only libnpu_driver_compiler.so | grep compile_ahead_depsort",
+            "(likewise the npu_mlir_compiler module, when the build makes one)",
         ],
         [
             "once, run a compile with COMPILE_AHEAD_DEPSORT_SHADOW=1 (aborts on any mismatch);",
@@ -272,8 +383,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check = commands.add_parser(
         "check",
         help="check an npu_compiler checkout against the pinned commit and the series",
-        description="Exit 0 when the checkout is at the pin and the series applies (or is "
-        "already applied); 1 otherwise.",
+        description="Exit 0 when the series applies (or is already applied) at the pin or on a "
+        "descendant whose files the series touches are still the pinned ones; 1 otherwise, "
+        "with the reasons.",
     )
     check.add_argument("--npu-compiler", type=Path, required=True, metavar="PATH")
     check.add_argument(
