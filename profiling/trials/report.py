@@ -157,9 +157,14 @@ def write_reports(
     arms: Sequence[Arm],
     records: Sequence[TrialRecord],
     arm_labels: Mapping[str, str] | None = None,
+    sections: Sequence[str] = (),
+    extra: Mapping[str, object] | None = None,
 ) -> tuple[Path, Path]:
+    """The markdown (the table, then ``sections``) and the JSON (plus the ``extra`` keys)."""
     md_path = out_dir / f"{stem}.md"
     json_path = out_dir / f"{stem}.json"
-    md_path.write_text(markdown(analysis, title, context, arm_labels))
-    json_path.write_text(json.dumps(to_json(analysis, title, context, arms, records), indent=2))
+    text = "\n".join([markdown(analysis, title, context, arm_labels), *sections])
+    md_path.write_text(text)
+    data = {**to_json(analysis, title, context, arms, records), **dict(extra or {})}
+    json_path.write_text(json.dumps(data, indent=2))
     return md_path, json_path
