@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .analysis import Analysis, Endpoint, Getter, analyse, block_results
 from .design import Plan
-from .report import MINUS, fmt_effect, fmt_number
+from .report import MINUS, fmt_effect, fmt_number, table_row
 from .runner import TrialRecord
 from .stats import PairedSummary
 
@@ -122,10 +122,6 @@ def analyse_passes(records: Sequence[TrialRecord], plan: Plan) -> PassAnalysis:
     return PassAnalysis(analysis, {k.key: k for k in every}, comparisons)
 
 
-def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-
 def _ms(value: float | None) -> str:
     return "\u2014" if value is None else f"{fmt_number(value)} ms"
 
@@ -155,14 +151,14 @@ def markdown(passes: PassAnalysis, arm_labels: dict[str, str] | None = None) -> 
         ]  # fmt: skip
         header = ["#", "Pass", "Manager", labels.get(control, control), labels.get(t, t)]
         header += [f"Median {t} − {control}", "Direction", f"Paired effect ({t} − {control})"]
-        lines.append(_row(header))
-        lines.append(_row(["---"] * len(header)))
+        lines.append(table_row(header))
+        lines.append(table_row(["---"] * len(header)))
         for rank, r in enumerate(comp.ranked[:TABLE_ROWS], 1):
             s = r.summary
             direction = "slower" if s.median_diff > 0 else "faster" if s.median_diff < 0 else "="
             median = ("+" if s.median_diff > 0 else "") + _ms(s.median_diff)
             lines.append(
-                _row(
+                table_row(
                     [str(rank), r.key.name, r.key.manager, _ms(passes.mean_ms(r.key, control)),
                      _ms(passes.mean_ms(r.key, t)), median, direction, fmt_effect(s, "ms")]
                 )

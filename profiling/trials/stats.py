@@ -25,9 +25,10 @@ Better = Literal["lower", "higher"] | None
 
 # Exact enumeration up to 2^20 sign vectors; beyond that scipy's permutation_test draws a seeded
 # Monte Carlo sample. The enumeration is our own because scipy's exact permutation_test gives
-# the same p values but is slower: measured (scipy 1.17, numpy 2.4, this repo's CI machine)
-# 0.008 vs 0.13 ms at n <= 5, 0.02 vs 1.4 ms at n = 10, 5 vs 180 ms at n = 16, 0.13 vs 4.6 s
-# at n = 20; a per-pass A/B computes it for hundreds of endpoints.
+# the same p values (tests hold them equal) but is slower: measured (scipy 1.17, numpy 2.4, 2
+# cores) 0.008 vs 0.13 ms at n <= 5, 0.02 vs 1.4 ms at n = 10, 5 vs 180 ms at n = 16, 0.13 vs
+# 4.6 s at n = 20, and a per-pass A/B computes it for hundreds of endpoints; scipy also refuses
+# a single pair, where the answer is p = 1.
 EXACT_SIGN_FLIP_MAX_N = 20
 MONTE_CARLO_DRAWS = 1 << 16
 
