@@ -12,6 +12,13 @@ have no start time of their own: they are laid end to end from their manager's s
 places them to within the gaps between passes (the manager's total minus the passes' sum is
 reported as ``unaccounted_ns``). A file cut short (a crash or a read during a compile) parses to
 its complete records; the cut is reported in ``problems``.
+
+A pass's self time is its duration minus the managers it ran inside it. Records are written as
+things finish, so an inner manager's ``m`` record comes before the ``t`` record of the pass that
+ran it: a nested manager belongs to the first pass of its parent manager written after it.
+
+Standard library only: ``ab compile``'s trial worker loads this file by path under other
+interpreters (another OpenVINO release's venv) where compile_ahead is not installed.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -37,6 +44,12 @@ class PassRun:
     duration_ns: int
     applied: bool
     start_ns: int | None = None  # approximate, on the clock of the manager bounds
+    seq: int = 0  # line number of its record (file order = order of finishing)
+    nested_ns: int = 0  # time in managers this pass ran
+
+    @property
+    def self_ns(self) -> int:
+        return max(0, self.duration_ns - self.nested_ns)
 
 
 @dataclass
@@ -49,6 +62,7 @@ class ManagerRun:
     passes: list[PassRun] = field(default_factory=list)
     depth: int = 0
     parent: int | None = None  # index into PassProfile.managers
+    seq: int = 0  # line number of its "m" record
 
     @property
     def unaccounted_ns(self) -> int:
@@ -69,6 +83,29 @@ class PassProfile:
         """Time inside outermost managers (nested ones are already counted in them)."""
         return sum(m.duration_ns for m in self.top_level)
 
+    def self_times(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """Per (manager, pass): (runs, total self ns), nested managers' time left out."""
+        totals: dict[tuple[str, str], tuple[int, int]] = {}
+        for manager in self.managers:
+            for p in manager.passes:
+                runs, ns = totals.get((p.manager, p.name), (0, 0))
+                totals[(p.manager, p.name)] = (runs + 1, ns + p.self_ns)
+        return totals
+
+    def summary(self, top: int = 8) -> dict:
+        """What a compile trial reports per rung: time in outermost managers, the number of
+        pass records and the busiest manager names (nested time included)."""
+        by_manager: dict[str, int] = {}
+        for m in self.managers:
+            by_manager[m.name] = by_manager.get(m.name, 0) + m.duration_ns
+        busiest = sorted(by_manager.items(), key=lambda kv: -kv[1])[:top]
+        return {
+            "transformations_s": self.total_ns() / 1e9,
+            "pass_records": sum(len(m.passes) for m in self.managers) + len(self.orphan_passes),
+            "top_managers_s": {name: ns / 1e9 for name, ns in busiest},
+            "problems": list(self.problems),
+        }
+
     def pass_totals(self) -> dict[str, tuple[int, int]]:
         """Per pass name: (runs, total ns); a pass that runs a nested manager includes it."""
         totals: dict[str, tuple[int, int]] = {}
@@ -82,24 +119,15 @@ class PassProfile:
         """The same profile with every absolute time moved by offset_ns (epoch -> monotonic)."""
         out = PassProfile(problems=list(self.problems), orphan_passes=list(self.orphan_passes))
         for m in self.managers:
-            moved = ManagerRun(
-                m.name,
-                m.duration_ns,
-                m.applied,
-                None if m.start_ns is None else m.start_ns + offset_ns,
-                None if m.end_ns is None else m.end_ns + offset_ns,
-                [
-                    PassRun(
-                        p.name,
-                        p.manager,
-                        p.duration_ns,
-                        p.applied,
-                        None if p.start_ns is None else p.start_ns + offset_ns,
-                    )
-                    for p in m.passes
-                ],
-                m.depth,
-                m.parent,
+            passes = [
+                replace(p, start_ns=None if p.start_ns is None else p.start_ns + offset_ns)
+                for p in m.passes
+            ]
+            moved = replace(
+                m,
+                start_ns=None if m.start_ns is None else m.start_ns + offset_ns,
+                end_ns=None if m.end_ns is None else m.end_ns + offset_ns,
+                passes=passes,
             )
             out.managers.append(moved)
         return out
@@ -143,10 +171,10 @@ def parse_lines(lines: Iterable[str]) -> PassProfile:
         kind = fields[0]
         try:
             if kind == "t" and len(fields) == 5:
-                run = PassRun(fields[1], fields[2], int(fields[3]), _flag(fields[4]))
+                run = PassRun(fields[1], fields[2], int(fields[3]), _flag(fields[4]), seq=number)
                 pending.setdefault(run.manager, []).append(run)
             elif kind == "m" and len(fields) == 4:
-                manager = ManagerRun(fields[1], int(fields[2]), _flag(fields[3]))
+                manager = ManagerRun(fields[1], int(fields[2]), _flag(fields[3]), seq=number)
                 manager.passes = pending.pop(manager.name, [])
                 profile.managers.append(manager)
                 awaiting_bounds.setdefault(manager.name, []).append(manager)
@@ -169,6 +197,7 @@ def parse_lines(lines: Iterable[str]) -> PassProfile:
         profile.problems.append(f"{len(runs)} pass record(s) of {name!r} without a manager record")
     _nest(profile)
     _place_passes(profile)
+    _attribute_nested(profile)
     return profile
 
 
@@ -195,6 +224,18 @@ def _place_passes(profile: PassProfile) -> None:
         for p in m.passes:
             p.start_ns = cursor
             cursor += p.duration_ns
+
+
+def _attribute_nested(profile: PassProfile) -> None:
+    """Charge each nested manager to the pass of its parent that ran it: the parent's first
+    pass whose record was written after the nested manager's. A nested manager written after
+    all of its parent's passes ran between passes and stays in the parent's unaccounted time."""
+    for child in profile.managers:
+        if child.parent is None:
+            continue
+        host = next((p for p in profile.managers[child.parent].passes if p.seq > child.seq), None)
+        if host is not None:
+            host.nested_ns += child.duration_ns
 
 
 def parse_text(text: str) -> PassProfile:

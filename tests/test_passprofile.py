@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from compile_ahead.profiling.passprofile import ClockPair, parse_file, parse_text
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from compile_ahead.profiling import passprofile
+from compile_ahead.profiling.passprofile import ClockPair, parse_file, parse_lines, parse_text
 
 # Outer manager "Plugin" runs pass "RunInner" which runs manager "Inner" (two passes); records
-# are written as things finish, so the inner manager's lines come first.
+# are written as things finish, so the inner manager's lines come before RunInner's.
 NESTED = """\
+t;First;Plugin;30;0
 t;A;Inner;100;1
 t;B;Inner;200;0
 m;Inner;400;1
 m_start;Inner;1000050
 m_end;Inner;1000450
-t;First;Plugin;30;0
 t;RunInner;Plugin;450;1
 t;Last;Plugin;100;0
 m;Plugin;700;1
@@ -77,3 +84,70 @@ def test_byte_range_of_one_compile_and_clock_shift(tmp_path):
     assert shifted.managers[1].passes[1].start_ns == 80
     sampled = ClockPair.sample()
     assert sampled.epoch_ns > 10**18 and sampled.monotonic_ns > 0
+
+
+def test_self_time_leaves_out_the_nested_manager():
+    profile = parse_text(NESTED)
+    run_inner = profile.managers[1].passes[1]
+    assert (run_inner.name, run_inner.nested_ns, run_inner.self_ns) == ("RunInner", 400, 50)
+    selves = profile.self_times()
+    assert selves[("Plugin", "RunInner")] == (1, 50)
+    assert selves[("Plugin", "First")] == (1, 30)
+    assert selves[("Inner", "A")] == (1, 100)
+    # every nanosecond is counted once: passes' self times plus managers' own overhead
+    overhead = sum(m.unaccounted_ns for m in profile.managers)
+    assert sum(ns for _, ns in selves.values()) + overhead == profile.total_ns()
+
+
+def test_nested_manager_goes_to_the_pass_written_after_it():
+    # Outer runs P1, then P2 which runs Inner, then P3: Inner's lines come between P1 and P2.
+    text = (
+        "t;P1;Outer;10;0\n"
+        "t;X;Inner;60;1\n"
+        "m;Inner;70;1\nm_start;Inner;1020\nm_end;Inner;1090\n"
+        "t;P2;Outer;80;1\n"
+        "t;P3;Outer;5;0\n"
+        "m;Outer;100;1\nm_start;Outer;1000\nm_end;Outer;1100\n"
+    )
+    selves = parse_text(text).self_times()
+    assert selves[("Outer", "P1")] == (1, 10)
+    assert selves[("Outer", "P2")] == (1, 10)
+    assert selves[("Outer", "P3")] == (1, 5)
+
+
+def test_repeated_pass_sums_its_runs():
+    text = "t;P;M;10;0\nt;P;M;15;1\nm;M;30;1\nm_start;M;0\nm_end;M;30\n"
+    assert parse_text(text).self_times() == {("M", "P"): (2, 25)}
+
+
+def test_summary_resolves_nesting_written_out_of_order():
+    # the inner manager finished (and was written) before the outer one that encloses it
+    lines = [
+        "t;PassA;Inner;400;1",
+        "m;Inner;500;1",
+        "m_start;Inner;1200",
+        "m_end;Inner;1700",
+        "m;Outer;2000;1",
+        "m_start;Outer;1000",
+        "m_end;Outer;3000",
+        "m;Later;1000;0",
+        "m_start;Later;5000",
+        "m_end;Later;6000",
+    ]
+    summary = parse_lines(lines).summary()
+    assert summary["transformations_s"] == pytest.approx(3000 / 1e9)
+    assert summary["pass_records"] == 1
+    assert list(summary["top_managers_s"]) == ["Outer", "Later", "Inner"]
+    assert summary["problems"] == []
+
+
+def test_parser_needs_only_the_standard_library():
+    # ab compile's trial worker loads passprofile.py by path in arms without compile_ahead
+    tree = ast.parse(Path(passprofile.__file__).read_text())
+    imported = {
+        (node.module or "").split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names)

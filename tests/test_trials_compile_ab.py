@@ -107,7 +107,13 @@ def test_worker_remarks_decompression(tmp_path: Path) -> None:
     assert rung["capacity"] == 16 and rung["compile_s"] > 0
     # the tiny preset stores f16 weights: every weight Convert must be marked again after IR
     assert rung["decompression_marked"] > 0
-    assert rung["passes"]["pass_records"] > 0
+    assert rung["passes"]["pass_records"] > 0 and rung["passes"]["problems"] == []
+    # per-pass self times, by manager then pass, never more than the managers' total
+    self_s = result["pass_self_s"]
+    assert self_s and all(v >= 0 for passes in self_s.values() for v in passes.values())
+    total_self = sum(sum(passes.values()) for passes in self_s.values())
+    assert 0 < total_self <= result["total_transformations_s"]
+    assert set(result["pass_runs"]) == set(self_s)
     assert result["extension_counters"] == {"available": False, "reason": "not requested"}
 
 
@@ -169,31 +175,6 @@ def test_pairs_must_be_positive() -> None:
                                 "--pairs", "0"])  # fmt: skip
 
 
-def test_pass_profile_summary_resolves_nesting_written_out_of_order() -> None:
-    sys.path.insert(0, str(WORKER.parent))
-    try:
-        import compile_trial
-    finally:
-        sys.path.remove(str(WORKER.parent))
-    # inner manager finished (and was written) before the outer one that encloses it
-    lines = [
-        "t;PassA;Inner;400;1",
-        "m;Inner;500;1",
-        "m_start;Inner;1200",
-        "m_end;Inner;1700",
-        "m;Outer;2000;1",
-        "m_start;Outer;1000",
-        "m_end;Outer;3000",
-        "m;Later;1000;0",
-        "m_start;Later;5000",
-        "m_end;Later;6000",
-    ]
-    summary = compile_trial.summarise_passes(lines)
-    assert summary["transformations_s"] == pytest.approx(3000 / 1e9)
-    assert summary["pass_records"] == 1
-    assert list(summary["top_managers_s"]) == ["Outer", "Later", "Inner"]
-
-
 def test_arms_do_not_inherit_our_collector(monkeypatch: pytest.MonkeyPatch) -> None:
     import compile_ahead
     from compile_ahead.profiling.trials.compile_ab import symmetric_collector_env
@@ -209,3 +190,70 @@ def test_arms_do_not_inherit_our_collector(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(compile_ahead.ITT_ENV, "/opt/vtune/libittnotify.so")
     env, unset = symmetric_collector_env({}, (), counters=False)
     assert compile_ahead.ITT_ENV not in unset
+
+
+def _pass_keys(result: dict) -> set[tuple[str, str]]:
+    return {(m, name) for m, passes in result["pass_self_s"].items() for name in passes}
+
+
+def _rank_key(row: dict) -> tuple[int, float]:
+    c = row["comparison"]
+    return (0 if c["ci_excludes_zero"] else 1, -abs(c["median_diff"]))
+
+
+def test_ab_compile_pass_profile_per_pass_endpoints(tmp_path: Path) -> None:
+    from compile_ahead.profiling.trials.stats import paired_summary
+
+    out = tmp_path / "res"
+    code = run_ab(
+        ["ab", "compile", "--arm", "A=current,INFERENCE_PRECISION_HINT=f32",
+         "--arm", "B=current,INFERENCE_PRECISION_HINT=bf16", "--model", "tiny", "--ladder", "16",
+         "--pairs", "2", "--warmup", "0", "--pass-profile", "--out", str(out), "--quiet"]
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads((out / "compile_ab.json").read_text())
+    keys = [e["key"] for e in data["endpoints"]]
+    assert {"compile_total", "transformations", "pass_self_total"} <= set(keys)
+    comparison = data["passes"]["comparisons"]["B"]
+    ranked = comparison["ranked"]
+    assert len(ranked) > 50
+    # sorted as documented: CI excluding 0 first, then |median paired difference|, descending
+    assert [_rank_key(r) for r in ranked] == sorted(_rank_key(r) for r in ranked)
+    assert "CI excludes 0 first" in data["passes"]["ranking"]
+    # each pass is an endpoint under the same paired statistics, from the trials' self times
+    trials = {(t["arm"], t["block"]): t["result"] for t in data["trials"]}
+    top = ranked[0]
+    for arm in ("A", "B"):
+        expected = [
+            trials[(arm, b)]["pass_self_s"].get(top["manager"], {}).get(top["pass"], 0.0) * 1e3
+            for b in range(2)
+        ]
+        assert top["values"][arm] == pytest.approx(expected)
+    again = paired_summary(top["values"]["A"], top["values"]["B"], "lower").to_dict()
+    assert top["comparison"] == pytest.approx(again)
+    # passes seen in one arm only are listed as such, and never ranked
+    seen = {arm: set().union(*(_pass_keys(trials[(arm, b)]) for b in range(2))) for arm in "AB"}
+    only = comparison["one_arm_only"]
+    for arm, other in (("A", "B"), ("B", "A")):
+        assert {(p["manager"], p["pass"]) for p in only[arm]} == seen[arm] - seen[other]
+    assert {(r["manager"], r["pass"]) for r in ranked} == seen["A"] & seen["B"]
+    import openvino as ov
+
+    if "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        assert only["B"], "bf16 inference runs passes that f32 does not"
+    md = (out / "compile_ab.md").read_text()
+    assert "| Compile wall, all rungs |" in md  # beside the compile wall
+    assert "### Transformation passes, self time per pass" in md
+    first_row = f"| 1 | {top['pass']} | {top['manager']} |"
+    assert first_row in md
+    for p in only["B"]:
+        assert f"- {p['pass']} [{p['manager']}]:" in md
+    assert (out / "compile_ab_passes.png").stat().st_size > 0
+    # `ab report DIR` rebuilds the same report from the directory
+    before_md, before_json = md, (out / "compile_ab.json").read_text()
+    for name in ("compile_ab.md", "compile_ab.json", "compile_ab_passes.png"):
+        (out / name).unlink()
+    assert run_ab(["ab", "report", str(out)]) == 0
+    assert (out / "compile_ab.md").read_text() == before_md
+    assert json.loads((out / "compile_ab.json").read_text()) == json.loads(before_json)
+    assert (out / "compile_ab_passes.png").exists()

@@ -7,20 +7,25 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials import stats
 
-scipy_stats = pytest.importorskip("scipy.stats", reason="scipy is the reference for the t CI")
 
-
-@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 6, 7, 10, 19, 40, 250])
-def test_t_quantile_and_cdf_match_scipy(df: int) -> None:
-    for q in (0.6, 0.9, 0.975, 0.995):
-        assert stats.t_quantile(q, df) == pytest.approx(scipy_stats.t.ppf(q, df), rel=1e-9)
-        assert stats.t_quantile(1 - q, df) == pytest.approx(scipy_stats.t.ppf(1 - q, df), rel=1e-9)
-    for t in (-7.5, -1.3, 0.0, 0.4, 2.2, 30.0):
-        assert stats.t_cdf(t, df) == pytest.approx(scipy_stats.t.cdf(t, df), abs=1e-12)
+def test_paired_t_ci_uses_the_tabulated_t_quantiles() -> None:
+    # Student-t 0.975 quantiles from printed tables: df=1 12.706, df=4 2.776
+    a = [10.0, 12.0]
+    b = [11.0, 14.0]  # diffs 1, 2: mean 1.5, sd 0.7071
+    low, high = stats.paired_t_ci(a, b)
+    half = 12.7062047 * (math.sqrt(0.5) / math.sqrt(2))
+    assert (low, high) == pytest.approx((1.5 - half, 1.5 + half), rel=1e-7)
+    diffs = np.array([-1.0, 0.5, 2.0, 1.5, 0.0])
+    low, high = stats.paired_t_ci(np.zeros(5), diffs)
+    half = 2.7764451 * diffs.std(ddof=1) / math.sqrt(5)
+    assert (low, high) == pytest.approx((0.6 - half, 0.6 + half), rel=1e-7)
+    assert stats.paired_t_ci([1.0], [2.0]) is None
+    assert stats.paired_t_ci([1.0, 2.0], [3.0, 4.0]) == (2.0, 2.0)  # no spread: the point
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8, 13])
@@ -35,7 +40,7 @@ def test_paired_t_ci_matches_scipy_ttest_rel(n: int) -> None:
     log_ref = scipy_stats.ttest_rel(np.log(b), np.log(a)).confidence_interval(0.95)
     assert s.ratio_ci_low == pytest.approx(math.exp(log_ref.low), rel=1e-9)
     assert s.ratio_ci_high == pytest.approx(math.exp(log_ref.high), rel=1e-9)
-    lo90, hi90 = stats.paired_t_ci(b - a, 0.90)
+    lo90, hi90 = stats.paired_t_ci(a, b, 0.90)
     ref90 = scipy_stats.ttest_rel(b, a).confidence_interval(0.90)
     assert (lo90, hi90) == pytest.approx((ref90.low, ref90.high), rel=1e-9)
 
@@ -58,6 +63,23 @@ def test_sign_flip_p_matches_enumeration(seed: int) -> None:
     n = int(rng.integers(1, 11))
     diffs = [float(x) for x in np.round(rng.normal(0.3, 1.0, n), 2)]  # rounding makes ties
     assert stats.sign_flip_p(diffs) == pytest.approx(brute_force_sign_flip(diffs), abs=1e-15)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 9])  # scipy refuses a single pair; ours says p=1
+def test_sign_flip_p_matches_scipy_permutation_test(n: int) -> None:
+    rng = np.random.default_rng(100 + n)
+    d = np.round(rng.normal(0.5, 1.0, n), 1)
+    exact = scipy_stats.permutation_test(
+        (d,), np.sum, vectorized=True, permutation_type="samples", n_resamples=np.inf
+    )
+    assert stats.sign_flip_p(d) == pytest.approx(exact.pvalue, abs=1e-15)
+
+
+def test_sign_flip_p_beyond_exact_is_a_close_monte_carlo_estimate() -> None:
+    d = np.round(np.random.default_rng(5).normal(0.4, 1.0, 12), 2)
+    estimate = stats.sign_flip_p(d, max_exact=8)  # forced onto the Monte Carlo path
+    assert estimate == pytest.approx(brute_force_sign_flip(list(d)), abs=0.01)
+    assert estimate == stats.sign_flip_p(d, max_exact=8)  # seeded: repeatable
 
 
 def test_sign_flip_p_with_ties_and_zeros() -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.trials.analysis import Endpoint, result_field
 from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
 from compile_ahead.profiling.trials.runner import Arm
@@ -50,6 +51,8 @@ class ExportedRungs:
             "device": device,
             "config": config,
             "pass_profile": pass_profile,
+            # the worker loads the parser from here (stdlib only; see passprofile.py)
+            "passprofile": str(Path(passprofile.__file__).resolve()),
             "extension_counters": counters,
             "rungs": [
                 {"capacity": c, "xml": str(self.directory / f"rung-{c}.xml")} for c in self.rungs
@@ -214,6 +217,9 @@ def compile_endpoints(
                 result_field("total_transformations_s"),
             )
         )
+        eps.append(
+            Endpoint("pass_self_total", "Pass self time, all passes", "s", "lower", _self_sum)
+        )
     if counters:
         itt = _sum_rungs("extension_counters", "itt_compile_model_s")
         eps.append(Endpoint("itt_compile", "ITT 'Compile model' region", "s", "lower", itt))
@@ -222,6 +228,14 @@ def compile_endpoints(
     wall = result_field("trial_wall_s")
     eps.append(Endpoint("process_wall", "Trial process wall", "s", "lower", wall))
     return eps
+
+
+def _self_sum(result: dict) -> float | None:
+    """Every pass's self time of a trial, summed (the managers' own overhead left out)."""
+    per_manager = result.get("pass_self_s")
+    if not isinstance(per_manager, dict):
+        return None
+    return sum(sum(passes.values()) for passes in per_manager.values())
 
 
 def _rung_field(index: int, key: str):

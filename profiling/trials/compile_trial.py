@@ -6,17 +6,19 @@ the standard library, openvino and numpy, and is executed by path:
     python compile_trial.py MANIFEST.json OUT.json
 
 MANIFEST: {"device": "CPU", "config": {"KEY": "VALUE"}, "pass_profile": false,
-           "extension_counters": false,
+           "passprofile": "/.../profiling/passprofile.py", "extension_counters": false,
            "rungs": [{"capacity": 1024, "xml": "/tmp/.../rung-1024.xml"}, ...]}
 
 The f16/bf16 weight Converts are re-marked as decompression after reading (rt_info
 "decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the
 weights to f32). With "pass_profile", OpenVINO's per-transformation timing
-(OV_ENABLE_PROFILE_PASS) is switched on and summarised per rung. With "extension_counters", the
-compile_ahead package is imported before openvino (so its ITT collector is announced) and its
-counters are read per rung: ITT phase totals and, when a patched NPU compiler is loaded, the
-dependency-sort cache counters. An arm where compile_ahead does not import reports them
-unavailable, never as zeros.
+(OV_ENABLE_PROFILE_PASS) is switched on, parsed by compile_ahead's passprofile.py (loaded from
+the manifest's "passprofile" path), summarised per rung, and each pass's self time (nested
+managers left out) summed over the rungs per manager and pass ("pass_self_s"). With
+"extension_counters", the compile_ahead package is imported before openvino (so its ITT
+collector is announced) and its counters are read per rung: ITT phase totals and, when a
+patched NPU compiler is loaded, the dependency-sort cache counters. An arm where compile_ahead
+does not import reports them unavailable, never as zeros.
 """
 
 from __future__ import annotations
@@ -52,51 +54,27 @@ def remark_decompression(model, ov) -> int:
     return marked
 
 
-def covered_ns(intervals: list[tuple[int, int]]) -> int:
-    """Length of the union of [start, end) intervals."""
-    total = 0
-    cur_start = cur_end = None
-    for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
+def load_passprofile(path: str):
+    """compile_ahead's pass-profile parser, loaded from its file: it needs only the standard
+    library, and this arm's interpreter may have no compile_ahead installed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_compile_ahead_passprofile", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the pass-profile parser from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their annotations through it
+    spec.loader.exec_module(module)
+    return module
 
 
-def summarise_passes(lines: list[str]) -> dict:
-    """OV_ENABLE_PROFILE_PASS records: wall time covered by pass managers, busiest managers.
-
-    A manager's m_start/m_end lines are written together when it finishes (inner managers
-    first), so nesting is resolved by the union of their epoch intervals, not by file order.
-    """
-    intervals: list[tuple[int, int]] = []
-    pending: dict[str, int] = {}
-    by_manager: dict[str, int] = {}
-    n_pass = 0
-    for line in lines:
-        parts = line.strip().split(";")
-        kind = parts[0]
-        if kind == "t":
-            n_pass += 1
-        elif len(parts) < 3:
-            continue
-        elif kind == "m":
-            by_manager[parts[1]] = by_manager.get(parts[1], 0) + int(parts[2])
-        elif kind == "m_start":
-            pending[parts[1]] = int(parts[2])
-        elif kind == "m_end" and parts[1] in pending:
-            intervals.append((pending.pop(parts[1]), int(parts[2])))
-    top = sorted(by_manager.items(), key=lambda kv: -kv[1])[:8]
-    return {
-        "transformations_s": covered_ns(intervals) / 1e9,
-        "pass_records": n_pass,
-        "top_managers_s": {name: ns / 1e9 for name, ns in top},
-    }
+def add_self_times(totals: dict, runs: dict, profile) -> None:
+    """Accumulate a rung's per-pass self times into manager -> pass -> seconds (and run counts)."""
+    for (manager, name), (count, ns) in profile.self_times().items():
+        per_manager = totals.setdefault(manager, {})
+        per_manager[name] = per_manager.get(name, 0.0) + ns / 1e9
+        counted = runs.setdefault(manager, {})
+        counted[name] = counted.get(name, 0) + count
 
 
 class ExtensionCounters:
@@ -151,7 +129,9 @@ def main(argv: list[str]) -> int:
         manifest = json.load(fh)
     out_path = argv[2]
     pass_file = out_path + ".passes"
-    if manifest.get("pass_profile"):
+    profiling = bool(manifest.get("pass_profile"))
+    passprofile = load_passprofile(manifest["passprofile"]) if profiling else None
+    if profiling:
         if os.path.exists(pass_file):
             os.remove(pass_file)
         os.environ["OV_ENABLE_PROFILE_PASS"] = pass_file  # before openvino is loaded
@@ -164,6 +144,8 @@ def main(argv: list[str]) -> int:
     config = dict(manifest.get("config", {}))
     rungs = []
     pass_offset = 0
+    self_s: dict[str, dict[str, float]] = {}
+    self_runs: dict[str, dict[str, int]] = {}
     for rung in manifest["rungs"]:
         t0 = time.perf_counter()
         model = core.read_model(rung["xml"])
@@ -185,12 +167,12 @@ def main(argv: list[str]) -> int:
         }
         if counters is not None:
             entry["extension_counters"] = counters
-        if manifest.get("pass_profile") and os.path.exists(pass_file):
-            with open(pass_file) as fh:
-                fh.seek(pass_offset)
-                chunk = fh.read()
-                pass_offset = fh.tell()
-            entry["passes"] = summarise_passes(chunk.splitlines())
+        if passprofile is not None and os.path.exists(pass_file):
+            end = os.path.getsize(pass_file)
+            profile = passprofile.parse_file(pass_file, pass_offset, end)
+            pass_offset = end
+            entry["passes"] = profile.summary()
+            add_self_times(self_s, self_runs, profile)
         rungs.append(entry)
         del compiled, model
     result = {
@@ -209,12 +191,14 @@ def main(argv: list[str]) -> int:
             if ext is not None
             else {"available": False, "reason": reason}
         ),
-        "pass_profile": bool(manifest.get("pass_profile")),
+        "pass_profile": profiling,
     }
-    if manifest.get("pass_profile"):
+    if profiling:
         result["total_transformations_s"] = sum(
             r.get("passes", {}).get("transformations_s", 0.0) for r in rungs
         )
+        result["pass_self_s"] = self_s
+        result["pass_runs"] = self_runs
     with open(out_path, "w") as fh:
         json.dump(result, fh, indent=1)
     return 0

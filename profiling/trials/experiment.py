@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.trials import compile_ab, schedule_ab
+from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.design import Plan, make_plan
+from compile_ahead.profiling.trials.pass_ab import PassAnalysis
 from compile_ahead.profiling.trials.runner import Arm, TrialFailed, TrialRecord, run_plan
 
 
@@ -69,18 +70,26 @@ def _finish(
     records: list[TrialRecord],
     labels: dict[str, str] | None = None,
     echo: bool = True,
+    passes: PassAnalysis | None = None,
 ) -> Path:
     from compile_ahead.profiling.trials.report import markdown, write_reports
 
-    md, js = write_reports(out, stem, analysis, title, context, arms, records, labels)
+    sections = [] if passes is None else [pass_ab.markdown(passes, labels)]
+    extra = {} if passes is None else {"passes": pass_ab.to_json(passes)}
+    md, js = write_reports(
+        out, stem, analysis, title, context, arms, records, labels, sections, extra
+    )
     if echo:
-        print(markdown(analysis, title, context, labels))
+        print("\n".join([markdown(analysis, title, context, labels), *sections]))
     print(f"written: {md}, {js}", file=sys.stderr)
     if not no_plot:
         from compile_ahead.profiling.trials.plot import plot_differences
 
         png = plot_differences(analysis, out / f"{stem}.png", title)
         print(f"written: {png}", file=sys.stderr)
+        if passes is not None and passes.passes:
+            png = pass_ab.plot_passes(passes, out / f"{stem}_passes.png", title)
+            print(f"written: {png}", file=sys.stderr)
     return md
 
 
@@ -106,9 +115,12 @@ def report_experiment(
     plan = make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"])
     arms = _arms_from(exp)
     ladder = tuple(exp["ladder"])
+    passes = None
     if exp["kind"] == "compile":
         endpoints = compile_ab.compile_endpoints(ladder, exp["pass_profile"], exp["counters"])
         analysis = analyse(records, plan, endpoints)
+        if exp["pass_profile"]:
+            passes = pass_ab.analyse_passes(records, plan)
         context = dict(exp["context"])
         labels = dict(exp["labels"])
         stem, title = "compile_ab", f"Compile A/B: {' vs '.join(plan.arms)}"
@@ -131,7 +143,7 @@ def report_experiment(
         context = {"status": status, **context}
         stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
     return _finish(
-        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None
+        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None, passes
     )
 
 

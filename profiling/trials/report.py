@@ -63,7 +63,7 @@ def fmt_effect(s: PairedSummary | None, unit: str) -> str:
     return " · ".join(parts)
 
 
-def _row(cells: Sequence[str]) -> str:
+def table_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
@@ -97,16 +97,16 @@ def markdown(
     lines.append("")
     header = ["Endpoint"] + [labels.get(a, a) for a in plan.arms]
     header += [f"Paired effect ({t} − {control})" for t in analysis.treatments]
-    lines.append(_row(header))
-    lines.append(_row(["---"] * len(header)))
+    lines.append(table_row(header))
+    lines.append(table_row(["---"] * len(header)))
     for ep in analysis.endpoints:
         cells = [ep.label] + [fmt_value(analysis.values[ep.key][a], ep.unit) for a in plan.arms]
         cells += [fmt_effect(analysis.comparisons[ep.key][t], ep.unit) for t in analysis.treatments]
-        lines.append(_row(cells))
+        lines.append(table_row(cells))
     for tally in analysis.tallies:
         cells = [tally.label] + [tally.per_arm.get(a, "\u2014") for a in plan.arms]
         cells += [tally.effect] * len(analysis.treatments)
-        lines.append(_row(cells))
+        lines.append(table_row(cells))
     lines.append("")
     lines.append("Verdicts (what the test supports):")
     for ep in analysis.endpoints:
@@ -157,9 +157,14 @@ def write_reports(
     arms: Sequence[Arm],
     records: Sequence[TrialRecord],
     arm_labels: Mapping[str, str] | None = None,
+    sections: Sequence[str] = (),
+    extra: Mapping[str, object] | None = None,
 ) -> tuple[Path, Path]:
+    """The markdown (the table, then ``sections``) and the JSON (plus the ``extra`` keys)."""
     md_path = out_dir / f"{stem}.md"
     json_path = out_dir / f"{stem}.json"
-    md_path.write_text(markdown(analysis, title, context, arm_labels))
-    json_path.write_text(json.dumps(to_json(analysis, title, context, arms, records), indent=2))
+    text = "\n".join([markdown(analysis, title, context, arm_labels), *sections])
+    md_path.write_text(text)
+    data = {**to_json(analysis, title, context, arms, records), **dict(extra or {})}
+    json_path.write_text(json.dumps(data, indent=2))
     return md_path, json_path

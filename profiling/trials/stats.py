@@ -1,10 +1,11 @@
 """Paired statistics for A/B trials, in the seed's terms.
 
-Differences are treatment minus control, per block. Reported: mean effect in units and as a
-percent of the control mean, the paired-t 95% confidence interval, the exact two-sided
-sign-flip (randomisation) p-value from all 2^n sign vectors, the wins count, and the geometric
-mean of the per-pair ratios. With n pairs the smallest possible sign-flip p is 2 / 2^n (0.0625
-for five pairs); the verdict text never claims more than the test can support.
+Differences are treatment minus control, per block. Reported: mean (and median) effect in units
+and as a percent of the control mean, the paired-t 95% confidence interval (scipy's t quantile),
+the exact two-sided sign-flip (randomisation) p-value from all 2^n sign vectors, the wins
+count, and the geometric mean of the per-pair ratios. With n pairs the smallest possible
+sign-flip p is 2 / 2^n (0.0625 for five pairs); the verdict text never claims more than the
+test can support.
 """
 
 from __future__ import annotations
@@ -16,69 +17,38 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from compile_ahead.errors import CompileAheadError
 
 Better = Literal["lower", "higher"] | None
 
-EXACT_SIGN_FLIP_MAX_N = 20  # 2^20 sign vectors; beyond that a seeded Monte Carlo estimate
-
-
-def t_cdf(t: float, df: int) -> float:
-    """Student-t CDF for integer degrees of freedom (closed-form series in cos(theta))."""
-    if df < 1:
-        raise ValueError("df must be >= 1")
-    if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
-    theta = math.atan2(abs(t), math.sqrt(df))
-    s, c = math.sin(theta), math.cos(theta)
-    c2 = c * c
-    if df % 2 == 1:
-        # P(|T| < t) = 2/pi * (theta + sin * (c + 2/3 c^3 + (2*4)/(3*5) c^5 + ...)), df-2 terms
-        total, term = 0.0, c
-        for j in range(1, (df - 1) // 2 + 1):
-            total += term
-            term *= c2 * (2 * j) / (2 * j + 1)
-        central = 2.0 / math.pi * (theta + s * total) if df > 1 else 2.0 * theta / math.pi
-    else:
-        # P(|T| < t) = sin * (1 + 1/2 c^2 + (1*3)/(2*4) c^4 + ...), df/2 terms
-        total, term = 0.0, 1.0
-        for j in range(1, df // 2 + 1):
-            total += term
-            term *= c2 * (2 * j - 1) / (2 * j)
-        central = s * total
-    central = min(max(central, 0.0), 1.0)
-    return 0.5 + 0.5 * central if t >= 0 else 0.5 - 0.5 * central
+# Exact enumeration up to 2^20 sign vectors; beyond that scipy's permutation_test draws a seeded
+# Monte Carlo sample. The enumeration is our own because scipy's exact permutation_test gives
+# the same p values (tests hold them equal) but is slower: measured (scipy 1.17, numpy 2.4, 2
+# cores) 0.008 vs 0.13 ms at n <= 5, 0.02 vs 1.4 ms at n = 10, 5 vs 180 ms at n = 16, 0.13 vs
+# 4.6 s at n = 20, and a per-pass A/B computes it for hundreds of endpoints; scipy also refuses
+# a single pair, where the answer is p = 1.
+EXACT_SIGN_FLIP_MAX_N = 20
+MONTE_CARLO_DRAWS = 1 << 16
 
 
 @lru_cache(maxsize=256)
-def t_quantile(q: float, df: int) -> float:
-    """Inverse of t_cdf by bisection (monotone, so this is exact to float precision)."""
-    if not 0.0 < q < 1.0:
-        raise ValueError("q must lie in (0, 1)")
-    if q < 0.5:
-        return -t_quantile(1.0 - q, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < q:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < q:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-14 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+def _t_quantile(q: float, df: int) -> float:
+    return float(scipy_stats.t.ppf(q, df))
 
 
-def paired_t_ci(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
-    """Mean difference +- t_{(1+level)/2, n-1} * sd / sqrt(n); None with fewer than 2 pairs."""
-    d = np.asarray(diffs, dtype=np.float64)
+def paired_t_ci(
+    control: Sequence[float], treatment: Sequence[float], level: float = 0.95
+) -> tuple[float, float] | None:
+    """The paired-t interval of mean(treatment - control), the interval of scipy's ttest_rel
+    (tests hold them equal) from scipy's t quantile: ttest_rel itself costs 0.2 ms a call, and
+    a per-pass A/B asks for two intervals per pass. None with fewer than 2 pairs."""
+    d = np.asarray(treatment, dtype=np.float64) - np.asarray(control, dtype=np.float64)
     n = d.size
     if n < 2:
         return None
-    half = t_quantile(0.5 + level / 2.0, n - 1) * float(d.std(ddof=1)) / math.sqrt(n)
+    half = _t_quantile(0.5 + level / 2.0, n - 1) * float(d.std(ddof=1)) / math.sqrt(n)
     mean = float(d.mean())
     return mean - half, mean + half
 
@@ -101,11 +71,17 @@ def sign_flip_p(diffs: Sequence[float], *, max_exact: int = EXACT_SIGN_FLIP_MAX_
     if n <= max_exact:
         sums = np.abs(_sign_matrix(n) @ d)
         return float(np.count_nonzero(sums >= observed - tol)) / float(2**n)
-    rng = np.random.default_rng(0)
-    draws = 1 << 16
-    signs = rng.integers(0, 2, size=(draws, n)) * 2 - 1
-    hits = np.count_nonzero(np.abs(signs @ d) >= observed - tol)
-    return (hits + 1) / (draws + 1)  # Monte Carlo estimate; never zero
+    # Monte Carlo estimate ((hits + 1) / (draws + 1), never zero), seeded for repeatability
+    result = scipy_stats.permutation_test(
+        (d,),
+        np.sum,
+        vectorized=True,
+        permutation_type="samples",  # one sample: sign flips
+        alternative="two-sided",
+        n_resamples=MONTE_CARLO_DRAWS,
+        rng=np.random.default_rng(0),
+    )
+    return float(result.pvalue)
 
 
 def min_sign_flip_p(n: int) -> float:
@@ -127,6 +103,7 @@ class PairedSummary:
     control_mean: float
     treatment_mean: float
     mean_diff: float  # treatment - control
+    median_diff: float  # median of the per-pair differences (robust to one disturbed block)
     percent: float | None  # mean_diff / control_mean * 100
     ci_low: float | None
     ci_high: float | None
@@ -210,11 +187,11 @@ def paired_summary(
     if n == 0:
         raise CompileAheadError("no complete pairs to analyse")
     d = b - a
-    ci = paired_t_ci(d, level)
+    ci = paired_t_ci(a, b, level)
     control_mean = float(a.mean())
     ratio_ci = None
     if np.all(a > 0) and np.all(b > 0):
-        ratio_ci = paired_t_ci(np.log(b) - np.log(a), level)
+        ratio_ci = paired_t_ci(np.log(a), np.log(b), level)
     wins: int | None = None
     if better == "lower":
         wins = int(np.count_nonzero(d < 0))
@@ -225,6 +202,7 @@ def paired_summary(
         control_mean=control_mean,
         treatment_mean=float(b.mean()),
         mean_diff=float(d.mean()),
+        median_diff=float(np.median(d)),
         percent=float(d.mean() / control_mean * 100.0) if control_mean != 0 else None,
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
