@@ -59,18 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(args, "compile-ahead")
 
 
-# Background compiles run on daemon threads with this name prefix (runtime/ladder/rung_policy.py).
-COMPILE_THREAD_PREFIX = "compile-ahead-"
-
-
 def exit_process(code: int) -> None:
     """End the process with ``code``. A compile still running (the run ended or was
     interrupted first) cannot be stopped, and tearing the interpreter and OpenVINO's
     libraries down under it crashes; so then exit at once, everything already written."""
-    compiling = any(
-        t.name.startswith(COMPILE_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
-    )
-    if compiling:
+    # Only a command that ran the ladder has loaded the rung policy (and so can be compiling).
+    policy = sys.modules.get("compile_ahead.runtime.ladder.rung_policy")
+    if policy is not None and policy.compiles_running():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
