@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
 import sys
 import threading
 import time
@@ -132,7 +131,8 @@ class TraceServer(ThreadingHTTPServer):
         self.ui = ui
         self.log = log
         self.fetched = threading.Event()
-        self.last_request = time.monotonic()
+        self._last_activity = time.monotonic()
+        self._active = 0  # connections being served
         self._sent_whole: set[Any] = set()  # sockets that carried the whole trace
         self._lock = threading.Lock()
         super().__init__((HOST, port), TraceRequestHandler)
@@ -150,6 +150,21 @@ class TraceServer(ThreadingHTTPServer):
         if self.ui is None:
             return f"{UI_ORIGIN}/{route}"
         return f"http://{HOST}:{self.port}{UI_PREFIX}{self.ui.index}{route}"
+
+    def idle_s(self) -> float:
+        """Seconds since the last connection closed; 0 while one is open."""
+        with self._lock:
+            return 0.0 if self._active else time.monotonic() - self._last_activity
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            self._active += 1
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._active -= 1
+                self._last_activity = time.monotonic()
 
     def sent_whole(self, request: Any) -> None:
         with self._lock:
@@ -182,7 +197,7 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         if self.server.log is not None:
-            self.server.log(f"{self.requestline} -> {int(code)}")
+            self.server.log(f"{self.requestline} -> {int(code) if isinstance(code, int) else code}")
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # http.server's own access log would bury the link on stderr
@@ -190,7 +205,6 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
     def do_OPTIONS(self) -> None:
         """CORS preflight, including Chrome's private-network one (a public page asking a
         loopback server)."""
-        self.server.last_request = time.monotonic()
         self.send_response(HTTPStatus.NO_CONTENT)
         self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
         if headers := self.headers.get("Access-Control-Request-Headers"):
@@ -202,7 +216,6 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
 
     def do_POST(self) -> None:
         # The UI probes 127.0.0.1:9001/status for a trace_processor RPC server: there is none.
-        self.server.last_request = time.monotonic()
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_error(HTTPStatus.NOT_FOUND)
 
@@ -213,13 +226,15 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
         self._serve(body=False)
 
     def _serve(self, body: bool) -> None:
-        self.server.last_request = time.monotonic()
         path = self.path.split("?", 1)[0]
         if path == self.server.trace_path:
             self._send_trace(body)
         elif self.server.ui is not None and path.startswith(UI_PREFIX):
             self.path = "/" + self.path[len(UI_PREFIX) :]
-            super().do_GET() if body else super().do_HEAD()
+            if body:
+                super().do_GET()
+            else:
+                super().do_HEAD()
         else:
             self.send_error(HTTPStatus.NOT_FOUND)
 
@@ -236,10 +251,16 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
             self.end_headers()
             if not body:
                 return
+            # Exactly the announced length, even if the file grew since.
+            left = self.server.trace_size
             try:
-                shutil.copyfileobj(f, self.wfile)
+                while left > 0 and (chunk := f.read(min(left, 1 << 20))):
+                    self.wfile.write(chunk)
+                    left -= len(chunk)
             except OSError:
                 return  # the browser went away mid-transfer: not fetched
+            if left:
+                return  # the file shrank: the UI did not get the whole trace
         self.server.sent_whole(self.request)
 
     def list_directory(self, path: str | Path) -> None:
@@ -301,7 +322,7 @@ def open_trace(
         while not server.fetched.wait(0.2):
             pass
         if ui is not None:
-            while time.monotonic() - server.last_request < OFFLINE_IDLE_S:
+            while server.idle_s() < OFFLINE_IDLE_S:
                 time.sleep(0.2)
         print(f"the UI fetched the trace ({size} bytes); server closed", file=out, flush=True)
     finally:
