@@ -541,3 +541,51 @@ def test_online_link_loads_the_trace_across_origins(tmp_path, trace):
         assert p.wait(timeout=60) == 0, p.stderr
     assert_shows_the_tracks(titles, trace)
     assert f"GET {urlsplit(trace_url_in(link)).path} HTTP/1.1 -> 200" in p.stderr
+
+
+# --- `--open` on the commands that write traces ----------------------------------------------
+
+
+def test_run_open_needs_a_trace(capsys):
+    assert main(["run", "--model", "tiny", "--ladder", "tiny", "--open"]) == 2
+    assert "--open opens the trace: give --trace FILE too" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "written"),
+    [
+        (
+            ["compile_ahead.cli", "run"],
+            [
+                "--ladder",
+                "tiny",
+                "--prompt-len",
+                "8",
+                "--no-progress",
+                "--trace",
+                "{tmp}/r.pftrace",
+            ],
+            "r.pftrace",
+        ),
+        (
+            ["compile_ahead.profiling.cli"],
+            ["--ladder", "16", "--out", "{tmp}/prof"],
+            "prof/trace.pftrace",
+        ),
+    ],
+    ids=["run", "profile-compile"],
+)
+def test_open_after_writing_the_trace(tmp_path, command, args, written):
+    env, fetched = fake_browser(tmp_path)
+    argv = [a.format(tmp=tmp_path) for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-m", *command, "--model", "tiny", *argv, "--open"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trace = tmp_path / written
+    assert fetched.read_bytes() == trace.read_bytes()  # the whole published trace
+    assert "fetched the trace" in proc.stdout
