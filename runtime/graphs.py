@@ -17,6 +17,7 @@ import openvino as ov
 from openvino import opset13 as ops
 
 from .config import ModelConfig, RopeConfig
+from .fold_guard import keep_lookups_unfolded
 from .precision import OV_TYPES
 from .weights import WeightStore
 
@@ -330,4 +331,6 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
     row = ops.gather(x, last_index, const(1, np.int64)).output(0)  # [1, D]
     results.insert(0, ops.result(lm_head(cfg, w, row), name=LOGITS))
     name_io(params, results)
-    return ov.Model(results, params, f"{spec.kind}_C{spec.capacity}_L{L}_B{spec.input_capacity}")
+    model = ov.Model(results, params, f"{spec.kind}_C{spec.capacity}_L{L}_B{spec.input_capacity}")
+    keep_lookups_unfolded(model)  # static input_ids: see fold_guard.py
+    return model

@@ -25,6 +25,7 @@ from openvino import opset13 as ops
 
 from compile_ahead.errors import CompileAheadError
 
+from .fold_guard import keep_lookups_unfolded
 from .graphs import GraphSpec, new_key_name, new_value_name, past_key_name, past_value_name
 from .ir_attention import replace_attention
 from .ir_model import (
@@ -145,4 +146,5 @@ def build_ir_step_model(
     if fast_attention:
         replace_attention(model, kv, C)
     model.validate_nodes_and_infer_types()
+    keep_lookups_unfolded(model)  # static input_ids: see fold_guard.py
     return model
