@@ -11,8 +11,9 @@ MANIFEST: {"device": "CPU", "config": {"KEY": "VALUE"}, "pass_profile": false,
 
 The f16/bf16 weight Converts are re-marked as decompression after reading (rt_info
 "decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the
-weights to f32). With "pass_profile", OpenVINO's per-transformation timing
-(OV_ENABLE_PROFILE_PASS) is switched on and summarised per rung. With "extension_counters", the
+weights to f32), and the embedding lookup as not to be folded (runtime/fold_guard.py). With
+"pass_profile", OpenVINO's per-transformation timing (OV_ENABLE_PROFILE_PASS) is switched on
+and summarised per rung. With "extension_counters", the
 compile_ahead package is imported before openvino (so its ITT collector is announced) and its
 counters are read per rung: ITT phase totals and, when a patched NPU compiler is loaded, the
 dependency-sort cache counters. An arm where compile_ahead does not import reports them
@@ -28,6 +29,9 @@ import sys
 import time
 
 DECOMPRESSION_KEY = "decompression_0"
+# runtime/fold_guard.py's mark, under both names OpenVINO has used for it (this worker may run
+# another release and cannot import compile_ahead); a name a release does not know is ignored.
+NO_FOLDING_KEYS = ("DisableConstantFolding_0", "disabled_constant_folding_0")
 
 
 def _max_rss_bytes() -> int:
@@ -48,6 +52,24 @@ def remark_decompression(model, ov) -> int:
             and op.get_output_element_type(0) == ov.Type.f32
         ):
             op.get_rt_info()[DECOMPRESSION_KEY] = ""
+            marked += 1
+    return marked
+
+
+def remark_lookups(model, ov) -> int:
+    """Mark Gathers of a f16/bf16 constant table (through its Convert) not to be folded, as
+    our rung graphs are before export (see runtime/fold_guard.py); returns count."""
+    compressed = {ov.Type.f16, ov.Type.bf16}
+    marked = 0
+    for op in model.get_ordered_ops():
+        if op.get_type_name() != "Gather":
+            continue
+        table = op.input_value(0).get_node()
+        if table.get_type_name() == "Convert":
+            table = table.input_value(0).get_node()
+        if table.get_type_name() == "Constant" and table.get_output_element_type(0) in compressed:
+            for key in NO_FOLDING_KEYS:
+                op.get_rt_info()[key] = ""
             marked += 1
     return marked
 
@@ -163,6 +185,7 @@ def main(argv: list[str]) -> int:
         model = core.read_model(rung["xml"])
         t1 = time.perf_counter()
         marked = remark_decompression(model, ov)
+        lookups = remark_lookups(model, ov)
         t2 = time.perf_counter()
         if ext is not None:
             ext.begin()
@@ -175,6 +198,7 @@ def main(argv: list[str]) -> int:
             "remark_s": t2 - t1,
             "compile_s": t3 - t2,
             "decompression_marked": marked,
+            "lookups_marked": lookups,
             "max_rss_bytes": _max_rss_bytes(),
         }
         if counters is not None:
