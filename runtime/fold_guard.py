@@ -2,12 +2,13 @@
 
 With a static ``input_ids`` the lookup Gather(table, input_ids) has a static output shape, and
 ConstantFolding takes any Gather with a static output for a folding candidate, whatever its
-inputs. The CPU plugin first moves the table's decompression Convert behind the Gather, so the
-Gather reads the f16 table; every ConstantFolding run (about ten per compile) then converts
-the whole table to f32 to evaluate the Gather in a precision it supports, fails (the indices are
-an input) and throws the copy away: about 0.25 s per run for qwen2.5-0.5b's 151936x896 table,
-2.5-3 s per compile. A bf16 table escapes only because Gather has no bf16 evaluate; with a
-dynamic ``input_ids`` the output shape is dynamic and nothing is tried.
+inputs. The CPU plugin first moves the table's decompression Convert behind the Gather
+(CompressedGatherTransformation), so the Gather reads the f16 table; every ConstantFolding run
+(about ten per compile) then converts the whole table to f32 to evaluate the Gather in a
+precision it supports, fails (the indices are an input) and throws the copy away: about 0.25 s
+per run for qwen2.5-0.5b's 151936x896 table, 2.5-3 s per compile. A bf16 table escapes only
+because Gather has no bf16 evaluate; with a dynamic ``input_ids`` the output shape is dynamic
+and nothing is tried.
 
 ConstantFolding skips a node marked with its DisableConstantFolding attribute. Set as a plain
 string in rt_info, the mark is copied onto the Gather the plugin rebuilds, so it holds through
@@ -24,8 +25,8 @@ import openvino as ov
 from openvino import opset13 as ops
 from openvino import passes
 
-# The attribute's rt_info name: "DisableConstantFolding_0" in OpenVINO 2025+, before that
-# "disabled_constant_folding_0". Which one this OpenVINO reads is probed once.
+# The attribute's rt_info name: "DisableConstantFolding_0" in OpenVINO 2026.4, in older releases
+# "disabled_constant_folding_0" (a name the release does not read is ignored). Probed once.
 _KEYS = ("DisableConstantFolding_0", "disabled_constant_folding_0")
 
 _COMPRESSED = (ov.Type.f16, ov.Type.bf16)
