@@ -121,7 +121,7 @@ class CacheOutcome:
     def summary(self) -> str:
         """A few words for a console line: hit, miss (stored or why not) or off (why)."""
         if self.state == "hit":
-            return f"hit (import {self.import_s:.2f} s, of which checksum {self.verify_s:.2f} s)"
+            return f"hit (import {self.import_s:.2f} s, checksum {self.verify_s:.2f} s)"
         if self.state == "miss":
             if self.stored:
                 return f"miss, stored ({self.note})" if self.note else "miss, stored"
@@ -212,8 +212,12 @@ class CompileCache:
     def open(self) -> CompileCache:
         """A command's start: find a directory that cannot hold entries (then every lookup is
         off, with a warning) and enforce the size cap, whatever this run will store."""
-        if self.directory.exists() and not self.directory.is_dir():
-            self.unusable = f"the compile cache directory {self.directory} is not a directory"
+        try:
+            if self.directory.exists() and not self.directory.is_dir():
+                self.unusable = f"the compile cache directory {self.directory} is not a directory"
+        except OSError as err:  # e.g. a parent that cannot be searched
+            self.unusable = f"the compile cache directory {self.directory}: {_reason(err)}"
+        if self.unusable is not None:
             self.warn_once("directory", f"{self.unusable}; compiling without the cache")
             return self
         self.prune()

@@ -203,7 +203,8 @@ def _cache_lines(directory: str, jobs: list[dict[str, Any]]) -> list[str]:
         if not j.get("ok", True):
             state = "compile failed"
         elif j.get("cache") == "hit":
-            state = f"hit (import {j.get('import_s', 0.0):.2f} s)"
+            seconds = f"import {j.get('import_s', 0.0):.2f} s"
+            state = f"hit ({seconds}, checksum {j.get('verify_s', 0.0):.2f} s)"
         elif j.get("cache") == "miss":
             stored = "miss, stored" + (f" ({note})" if note else "")
             state = stored if j.get("cache_stored") else f"miss, {note or 'not stored'}"
