@@ -262,6 +262,48 @@ def test_an_entry_is_written_only_if_the_weights_are_unchanged_at_that_moment(ck
     assert list((tmp_path / "cache").rglob(".*")) == []  # no temporary file left
 
 
+@pytest.fixture
+def ir_dir(tmp_path) -> Path:
+    """The tiny preset saved as an optimum-style stateful IR (config.json beside it)."""
+    import openvino as ov
+
+    from compile_ahead.runtime.graphs.stateful import build_stateful_model
+
+    tiny = resolve_model("tiny")
+    out = tmp_path / "ir"
+    out.mkdir()
+    model = build_stateful_model(tiny.config, tiny.weights)
+    ov.save_model(model, str(out / "openvino_model.xml"), compress_to_fp16=False)
+    assert tiny.model_dir is not None
+    shutil.copy(tiny.model_dir / "config.json", out / "config.json")
+    wait_until_settled(out)
+    return out
+
+
+def test_an_ir_rewritten_during_a_run_is_never_compiled_nor_cached(ir_dir, tmp_path):
+    bin_file = ir_dir / "openvino_model.bin"
+    data = bytearray(bin_file.read_bytes())
+    middle = len(data) // 2
+    data[middle + 1 : middle + 4097 : 2] = bytes(
+        b ^ 0x80 for b in data[middle + 1 : middle + 4097 : 2]
+    )
+    cache = cc.CompileCache(tmp_path / "cache")
+    swap = SwapAt(32, lambda: rewrite_in_place(bin_file, bytes(data)))
+    source = resolve_model(str(ir_dir))
+    proto = teacher_forced(source.config.vocab_size, 8, 120)
+    settings = RunSettings(SCHEDULES["i2"], Ladder.parse("tiny"), proto)
+    with pytest.warns(cc.CompileCacheWarning, match="changed on disk"):
+        result = run_ladder(source, CompileOptions("CPU", "f32", cache=cache), settings, swap)
+    # The rung after the change is refused (and its foreground retry): the run stops there.
+    assert "the IR changed on disk since this run opened it" in str(result.error)
+    assert len(entries(tmp_path / "cache")) == 1  # the rung before the change
+
+    wait_until_settled(ir_dir)
+    after = run(tmp_path, "after", ir_dir, "--cache-dir", str(tmp_path / "cache"))
+    assert set(states(after).values()) == {"miss"}
+    assert digests(after) == digests(run(tmp_path, "control", ir_dir, "--no-cache"))
+
+
 # -- 2. rewritten in place with size and mtime put back ------------------------------------
 def generate(model: Path, *extra: str, capsys) -> dict:
     argv = ["generate", "--model", str(model), "--prompt-ids", "1,2,3,4,5", "--json"]
