@@ -95,8 +95,7 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
     check_device(args.device)
     cache = None
     if hasattr(args, "no_cache"):
-        if args.cache_max_gb < 0:
-            raise CompileAheadError(f"--cache-max-gb must be >= 0, got {args.cache_max_gb}")
+        # NaN, infinity and negatives are refused there, with one line
         cache = cache_from_flags(args.cache_dir, args.no_cache, args.cache_max_gb)
     return CompileOptions(
         args.device, args.inference_precision, args.kv_precision, cache=cache
