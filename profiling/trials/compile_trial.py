@@ -12,16 +12,16 @@ MANIFEST: {"device": "CPU", "config": {"KEY": "VALUE"}, "pass_profile": false,
            "rungs": [{"capacity": 1024, "xml": "/tmp/.../rung-1024.xml"}, ...]}
 
 The f16/bf16 weight Converts are re-marked as decompression after reading (rt_info
-"decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the
-weights to f32), and the embedding lookup is marked not to be folded (graphs/fold_guard.py);
-both modules are loaded by path from the manifest. With "pass_profile", OpenVINO's
-per-transformation timing (OV_ENABLE_PROFILE_PASS) is switched on, parsed by compile_ahead's passprofile.py (loaded from
-the manifest's "passprofile" path), summarised per rung, and each pass's self time (nested
+"decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the weights
+to f32), and the embedding lookup is marked not to be folded (graphs/fold_guard.py); both
+modules are loaded by path from the manifest. With "pass_profile", OpenVINO's per-transformation
+timing (OV_ENABLE_PROFILE_PASS) is switched on, parsed by compile_ahead's passprofile.py (loaded
+from the manifest's "passprofile" path), summarised per rung, and each pass's self time (nested
 managers left out) summed over the rungs per manager and pass ("pass_self_s"). With
 "extension_counters", the compile_ahead package is imported before openvino (so its ITT
-collector is announced) and its counters are read per rung: ITT phase totals and, when a
-patched NPU compiler is loaded, the dependency-sort cache counters. An arm where compile_ahead
-does not import reports them unavailable, never as zeros.
+collector is announced) and its counters are read per rung: ITT phase totals and, when a patched
+NPU compiler is loaded, the dependency-sort cache counters. An arm where compile_ahead does not
+import reports them unavailable, never as zeros.
 """
 
 from __future__ import annotations
