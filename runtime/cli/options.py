@@ -50,7 +50,8 @@ def add_model_options(
         "--inference-precision",
         choices=PRECISIONS,
         default=None,
-        help="compute precision hint (default: the device's own, bf16 on AMX CPUs)",
+        help="compute precision hint (default: the device's own: on CPU bf16 where it has bf16 "
+        "instructions, AVX512_BF16 or AMX)",
     )
     p.add_argument(
         "--kv-precision",
