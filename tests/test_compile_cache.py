@@ -203,7 +203,8 @@ def test_size_cap_drops_the_least_recently_used(tiny, tmp_path):
     assert len(entries(capped)) == 2
     assert compile_step(tiny, specs[0], f32(capped)).cache == "miss"  # it was dropped
     tiny_cap = cc.CompileCache(tmp_path / "tiny-cap", max_bytes=size // 2)
-    result = compile_step(tiny, SPEC, f32(tiny_cap))
+    with pytest.warns(cc.CompileCacheWarning, match="exceeds the compile cache's cap"):
+        result = compile_step(tiny, SPEC, f32(tiny_cap))
     assert result.cache == "miss" and "exceed" in (result.step.compile_cache.note or "")
     assert entries(tiny_cap) == []
 
