@@ -23,6 +23,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import WAIT_SLICE_S
 from compile_ahead.profiling.trials.design import Plan, TrialSlot
 
 TRIALS_LOG = "trials.jsonl"
@@ -74,8 +75,18 @@ def run_bounded(
         errors="replace",
         start_new_session=True,
     )
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        # In slices, so a Ctrl-C the kernel handed to another thread is acted on promptly;
+        # communicate() keeps what it read across a TimeoutExpired.
+        while True:
+            left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+            try:
+                out, err = proc.communicate(timeout=max(0.0, min(left, WAIT_SLICE_S)))
+                break
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         try:

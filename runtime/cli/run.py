@@ -32,14 +32,19 @@ from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladd
 from compile_ahead.runtime.ladder.schedules import SCHEDULES, CompileTiming, get_schedule
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model
-from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
+from compile_ahead.runtime.sources.tokenizer import (
+    encode_prompt,
+    load_tokenizer,
+    parse_token_ids,
+)
 
 
 def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: str) -> RunSettings:
     max_positions = source.config.max_position_embeddings
     if args.prompt_ids is not None or args.prompt is not None:
         if args.prompt is not None:
-            prompt = load_tokenizer(source.model_dir, source.name).encode(args.prompt).ids
+            tokenizer = load_tokenizer(source.model_dir, source.name)
+            prompt = encode_prompt(tokenizer, args.prompt, source.config.vocab_size, source.name)
         else:
             prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
         ladder = ladder_from_args(args, max_positions, len(prompt))

@@ -6,11 +6,11 @@ policy for the rung a boundary needs and never looks at how it got there.
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import future_result, start_helper_thread
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, RungCompiler
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 
@@ -93,7 +93,7 @@ class OneAheadPolicy(RungPolicy):
 
         # A daemon thread: a compile still running when the process exits (Ctrl-C, SIGTERM)
         # must not hold the exit up; compile_model cannot be interrupted.
-        threading.Thread(target=work, name=f"compile-ahead-{following}", daemon=True).start()
+        start_helper_thread(work, f"compile-ahead-{following}")
 
     def ready(self, capacity: int) -> bool:
         future = self._pending.get(capacity)
@@ -103,7 +103,7 @@ class OneAheadPolicy(RungPolicy):
         ready = self.ready(capacity)
         future = self._pending.pop(capacity)
         try:
-            return Taken(future.result(), ready)
+            return Taken(future_result(future), ready)
         except Exception as err:
             compile_error = str(err)
         try:
