@@ -60,8 +60,12 @@ class CompileProfiler:
             self.staging = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
         except OSError as err:
             raise write_error(self.out, err) from None
-        self.writer = None
-        mark_output_dir(self.staging)  # published whole: the marker makes it replaceable
+        self.writer: Any = None  # the TraceWriter, once setup() opens it
+        try:
+            mark_output_dir(self.staging)  # published whole: the marker makes it replaceable
+        except OutputWriteError as err:
+            self.abandon()
+            raise write_error_at(err, self.staging, self.out) from None
         self.pass_file: Path | None = None
         if not args.no_pass_profile:
             if "openvino" in __import__("sys").modules:

@@ -70,7 +70,7 @@ def _check_interface(compiled, path: Path, output: str | None, takes: type) -> N
     named output: another model in its place is refused before it runs."""
     inputs = compiled.inputs
     kind = inputs[0].get_element_type().get_type_name() if len(inputs) == 1 else None
-    wanted = "string" if takes is str else ("i64", "i32")
+    wanted = ("string",) if takes is str else ("i64", "i32")
     outputs = {n for o in compiled.outputs for n in o.get_names()}
     if kind not in wanted or (output is not None and output not in outputs):
         expected = "one string input" if takes is str else "one token-id input"
