@@ -171,6 +171,22 @@ def test_profile_on_a_full_disk_leaves_no_staging(free_kib, tmp_path):
         assert (out / "report.json").read_text() == "earlier"
 
 
+@pytest.mark.parametrize("free_kib", [0, 8], ids=["full-at-start", "full-during-the-trials"])
+def test_ab_on_a_full_disk_is_one_line(free_kib, tmp_path):
+    fake = tmp_path / "fake_run.py"  # a trial command that writes its report to {out}
+    fake.write_text(
+        "import json, sys\njson.dump({'schedule': sys.argv[1]}, open(sys.argv[2], 'w'))\n"
+    )
+    with small_tmpfs(tmp_path / "disk") as disk:
+        _fill(disk, leave=free_kib * 1024)
+        argv = [*CLI, *AB_SCHEDULE, "--pairs", "1", "--warmup", "0", "--no-plot"]
+        argv += ["--command", f"{sys.executable} {fake} {{schedule}} {{out}}"]
+        proc = _cli([*argv, "--out", str(disk / "res")])
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        line = _one_line_error(proc.stderr)
+        assert f"{disk / 'res'}" in line and "No space left on device" in line
+
+
 # -- 12-14: models and tokenizers that are not what they claim ---------------------------------
 
 

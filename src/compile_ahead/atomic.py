@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +39,13 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> Path:
     return write_bytes_atomic(path, (json.dumps(obj, indent=2) + "\n").encode())
+
+
+@contextmanager
+def writing(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Writes to ``path`` inside: a refusal (disk full, read-only) is OutputWriteError naming
+    it (a failed flush on close does not name the file itself)."""
+    try:
+        yield
+    except OSError as err:
+        raise write_error(path, err) from None
