@@ -351,7 +351,7 @@ def test_meta_devices_are_refused_up_front(device, capsys):
           "--compile-placement", "worker"], "only one-ahead schedules (i2, i3) use the worker"),
         ([*RUN, "--steps-per-slice", "-1"], "--steps-per-slice must be >= 1, got -1"),
         (["ab", "compile", "--arm", "A=current,fp32", "--arm", "B=current", "--model", "tiny"],
-         "--arm A: item 'fp32' is not a path that exists, and not KEY=VALUE"),
+         "--arm A: fp32 does not exist, and the item is not KEY=VALUE"),
         ([*AB_SCHEDULE, "--command", "run {schedule} --out {out} --tokens {decode}"],
          "--command: unknown placeholder(s) {decode}; known: {schedule}"),
     ],

@@ -95,7 +95,7 @@ def parse_arm(text: str) -> ArmSpec:
             path = Path(item).expanduser()
             if not path.exists():
                 raise CompileAheadError(
-                    f"{what}: item {item!r} is not a path that exists, and not KEY=VALUE "
+                    f"{what}: {item} does not exist, and the item is not KEY=VALUE "
                     "(a compile property, e.g. INFERENCE_PRECISION_HINT=f32, or env.VAR=VALUE, "
                     "python=PATH, venv=DIR, lib=DIR)"
                 )
