@@ -343,6 +343,8 @@ class CompileProfiler:
             print(f"NPU compiler dependency-sort counters: {dep}")
         if trace_error is not None:
             self.abandon()
+            if self.failure is not None:  # both said: what stopped the profile, and the write
+                raise OutputWriteError(f"{self.failure}; and {trace_error}")
             raise trace_error
         assert validation is not None
         print(validation.summary().splitlines()[0])
