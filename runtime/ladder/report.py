@@ -92,6 +92,8 @@ class RunReport:
     inference_precision: str | None = None
     kv_precision: str | None = None
     graph: str | None = None
+    # Where one-ahead compiles ran: in-process (a background thread) or worker (a process).
+    placement: str | None = None
     kv_policy: str | None = None
     rungs_used: list[int] = field(default_factory=list)
     protocol: str | None = None

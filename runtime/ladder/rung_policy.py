@@ -6,6 +6,7 @@ policy for the rung a boundary needs and never looks at how it got there.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -13,6 +14,16 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import future_result, start_helper_thread
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, RungCompiler
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
+
+# Background compiles run on daemon threads named with this prefix.
+COMPILE_THREAD_PREFIX = "compile-ahead-"
+
+
+def compiles_running() -> bool:
+    """Whether a background compile thread is still running (compile_model cannot be stopped)."""
+    return any(
+        t.name.startswith(COMPILE_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
+    )
 
 
 @dataclass
@@ -93,7 +104,7 @@ class OneAheadPolicy(RungPolicy):
 
         # A daemon thread: a compile still running when the process exits (Ctrl-C, SIGTERM)
         # must not hold the exit up; compile_model cannot be interrupted.
-        start_helper_thread(work, f"compile-ahead-{following}")
+        start_helper_thread(work, f"{COMPILE_THREAD_PREFIX}{following}")
 
     def ready(self, capacity: int) -> bool:
         future = self._pending.get(capacity)
