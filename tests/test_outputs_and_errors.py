@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -418,6 +419,22 @@ def test_ctrl_c_on_a_helper_thread_ends_a_wait_for_the_worker_promptly(tmp_path)
     assert child.returncode == 130, err[-3000:]
     assert "interrupted after" in out
     assert not list(tmp_path.iterdir())  # the worker's unnamed files went with it
+
+
+def test_ctrl_c_on_another_thread_ends_a_wait_for_an_ab_trial_promptly():
+    """The same window in `ab`: the main thread waits for a trial process's output."""
+    import threading
+
+    from compile_ahead.profiling.trials.runner import run_bounded
+
+    bystander = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+    bystander.start()
+    timer = threading.Timer(1.0, signal.pthread_kill, (bystander.ident, signal.SIGINT))
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_bounded(["sleep", "30"], timeout_s=None)  # without the fix: 30 s, then raised
+    assert time.monotonic() - t0 < 10
 
 
 def test_helper_threads_of_a_run_leave_ctrl_c_to_the_main_thread():
