@@ -122,6 +122,32 @@ def test_ab_out_must_be_new(kind, existing, tmp_path, capsys):
         assert [p.read_text() for p in out.iterdir()] == ["keep"]
 
 
+# A trial command standing in for `compile-ahead run --report OUT` (argv: schedule, out).
+FAKE_RUN = """
+import json, sys
+schedule, out = sys.argv[1], sys.argv[2]
+json.dump({"model": "tiny", "synthetic": True, "device": "CPU", "schedule": schedule,
+           "ladder": [64, 128], "foreground_compile_s": 1.0, "critical_path_s": 2.0,
+           "decode_s": 1.0, "rungs": [], "boundaries": []}, open(out, "w"))
+"""
+
+
+def test_ab_twice_into_one_directory_keeps_the_first_experiment(tmp_path):
+    fake = tmp_path / "fake_run.py"
+    fake.write_text(FAKE_RUN)
+    out = tmp_path / "res"
+    argv = [*CLI, *AB_SCHEDULE, "--pairs", "1", "--warmup", "0", "--no-plot", "--out", str(out)]
+    argv += ["--command", f"{sys.executable} {fake} {{schedule}} {{out}}"]
+    first = _cli(argv)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert "experiment.json" in before and OUTPUT_MARKER in before
+    second = _cli(argv)
+    assert second.returncode == 2
+    assert "exists and is not empty" in _one_line_error(second.stderr)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 # -- 11: a full disk ----------------------------------------------------------------------------
 
 
@@ -174,10 +200,8 @@ def test_profile_on_a_full_disk_leaves_no_staging(free_kib, tmp_path):
 
 @pytest.mark.parametrize("free_kib", [0, 8], ids=["full-at-start", "full-during-the-trials"])
 def test_ab_on_a_full_disk_is_one_line(free_kib, tmp_path):
-    fake = tmp_path / "fake_run.py"  # a trial command that writes its report to {out}
-    fake.write_text(
-        "import json, sys\njson.dump({'schedule': sys.argv[1]}, open(sys.argv[2], 'w'))\n"
-    )
+    fake = tmp_path / "fake_run.py"
+    fake.write_text(FAKE_RUN)
     with small_tmpfs(tmp_path / "disk") as disk:
         _fill(disk, leave=free_kib * 1024)
         argv = [*CLI, *AB_SCHEDULE, "--pairs", "1", "--warmup", "0", "--no-plot"]
