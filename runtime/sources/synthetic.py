@@ -34,6 +34,10 @@ class SyntheticSource(ModelSource):
         marker = synthetic_identity(self.model_dir) if self.model_dir is not None else None
         return {"synthetic": marker} if marker is not None else super().weights_identity()
 
+    def weights_unsettled(self) -> str | None:
+        # Named by the marker, not by file times: only a change of the mapped file counts.
+        return self.weights.unsettled(racy=False)
+
     def describe(self) -> dict:
         return {
             **super().describe(),
