@@ -17,6 +17,7 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.outputs import check_replaceable_dir, mark_output_dir
 from compile_ahead.profiling.compile_profiler import REPORT_NAME, TRACE_NAME
 from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
 
@@ -109,8 +110,9 @@ def check_args(args: argparse.Namespace) -> list[int]:
         raise CompileAheadError(f"--steps-per-slice must be >= 1, got {args.steps_per_slice}")
     if not 1 <= args.py_spy_rate <= 10000:
         raise CompileAheadError(f"--py-spy-rate must be in 1..10000, got {args.py_spy_rate}")
-    if args.out.exists() and not args.out.is_dir():
-        raise CompileAheadError(f"--out {args.out}: exists and is not a directory")
+    # Replaced whole when the profile is published: only an earlier profile may be there.
+    check_replaceable_dir(args.out, "--out")
+    check_replaceable_dir(args.out.with_name(args.out.name + ".failed"), "--out")
     if args.schedule is not None:
         get_schedule(args.schedule)
         prompt_len_from_args(args, ladder)
@@ -153,20 +155,24 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
 
 def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Re-run this command under py-spy, then put its samples on the child's trace."""
-    import shutil
-
-    from compile_ahead.profiling.pyspy import PYSPY_ENV, emit_samples, load_samples
+    from compile_ahead.profiling.pyspy import (
+        PYSPY_ENV,
+        emit_samples,
+        find_pyspy,
+        load_samples,
+    )
     from compile_ahead.profiling.trace_validate import validate_trace
     from compile_ahead.profiling.trace_writer import TraceWriter
 
-    if shutil.which("py-spy") is None:
+    pyspy = find_pyspy()
+    if pyspy is None:
         raise CompileAheadError("--py-spy: py-spy is not installed (pip install py-spy)")
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    mark_output_dir(out)  # the child publishes its profile over it
     samples_path = out / PYSPY_NAME
     samples_path.unlink(missing_ok=True)
     cmd = [
-        "py-spy",
+        pyspy,
         "record",
         "--format",
         "chrometrace",

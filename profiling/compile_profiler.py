@@ -9,6 +9,8 @@ at ``<out>.failed`` instead).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -17,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from compile_ahead.atomic import write_json_atomic
-from compile_ahead.errors import CompileAheadError
+from compile_ahead.errors import CompileAheadError, OutputWriteError, write_error
+from compile_ahead.outputs import mark_output_dir
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.depsort import depsort_reading
 from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
@@ -28,14 +31,23 @@ PASSES_NAME = "passes.txt"
 
 
 def publish_dir(staging: Path, out: Path) -> None:
-    """Replace ``out`` by ``staging`` with renames only (a reader sees one or the other)."""
+    """Replace ``out`` by ``staging`` with renames only (a reader sees one or the other).
+    ``out`` is absent, empty or an earlier output (checked before any work)."""
     old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.replace(out, old / out.name)
-    os.replace(staging, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    try:
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / out.name)
+        os.replace(staging, out)
+    except OSError as err:
+        if old is not None and not out.exists():
+            with contextlib.suppress(OSError):  # put the earlier output back
+                os.replace(old / out.name, out)
+        shutil.rmtree(staging, ignore_errors=True)
+        raise write_error(out, err) from None
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 class CompileProfiler:
@@ -43,8 +55,17 @@ class CompileProfiler:
         self.args = args
         self.ladder = ladder
         self.out: Path = args.out
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
+        try:
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            self.staging = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
+        except OSError as err:
+            raise write_error(self.out, err) from None
+        self.writer: Any = None  # the TraceWriter, once setup() opens it
+        try:
+            mark_output_dir(self.staging)  # published whole: the marker makes it replaceable
+        except OutputWriteError as err:
+            self.abandon()
+            raise write_error_at(err, self.staging, self.out) from None
         self.pass_file: Path | None = None
         if not args.no_pass_profile:
             if "openvino" in __import__("sys").modules:
@@ -273,7 +294,8 @@ class CompileProfiler:
 
     def finish(self) -> int:
         """Close the trace, write the report (also of a failed profile: the error is named),
-        print the table, publish the directory."""
+        print the table, publish the directory. A write that fails (disk full, read-only)
+        ends in one line naming the file, with the staging directory removed."""
         from compile_ahead import itt_collector as counters
         from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace
         from compile_ahead.runtime.base.measure import peak_rss_bytes
@@ -281,7 +303,12 @@ class CompileProfiler:
         self.sampler.stop()
         if self.sampler.error is not None and self.failure is None:
             self.fail(CompileAheadError(f"the RSS counter failed: {self.sampler.error}"))
-        self.writer.close()  # ends what is open: valid up to a failure
+        target = self.out if self.failure is None else self.out.with_name(self.out.name + ".failed")
+        trace_error = None
+        try:
+            self.writer.close()  # ends what is open: valid up to a failure
+        except OutputWriteError as err:
+            trace_error = write_error_at(err, self.staging, target)
         r = self.report
         r["peak_rss_bytes"] = peak_rss_bytes()
         r["collector"] = {
@@ -290,17 +317,22 @@ class CompileProfiler:
         }
         r["depsort_counters"] = depsort_reading().to_json()
         has_passes = self.pass_file is not None and self.pass_file.exists()
-        r["pass_profile_file"] = str(self.out / PASSES_NAME) if has_passes else None
-        validation = validate_trace(self.staging / TRACE_NAME)
-        r["trace"] = {
-            "path": str(self.out / TRACE_NAME),
-            "valid": validation.ok,
-            "errors": validation.errors,
-            "slices": validation.slices,
-            "counter_values": validation.counter_values,
-            "flows": validation.flows,
-            "tracks": validation.tracks,
-        }
+        r["pass_profile_file"] = str(target / PASSES_NAME) if has_passes else None
+        validation = None
+        if trace_error is None:
+            # Named where it is published, not where it is staged.
+            validation = dataclasses.replace(
+                validate_trace(self.staging / TRACE_NAME), path=str(target / TRACE_NAME)
+            )
+            r["trace"] = {
+                "path": str(target / TRACE_NAME),
+                "valid": validation.ok,
+                "errors": validation.errors,
+                "slices": validation.slices,
+                "counter_values": validation.counter_values,
+                "flows": validation.flows,
+                "tracks": validation.tracks,
+            }
         if r["rungs"]:
             print()
             print(format_table(r["rungs"]))
@@ -309,13 +341,22 @@ class CompileProfiler:
         dep = r["depsort_counters"]
         if dep["available"]:
             print(f"NPU compiler dependency-sort counters: {dep}")
+        if trace_error is not None:
+            self.abandon()
+            if self.failure is not None:  # both said: what stopped the profile, and the write
+                raise OutputWriteError(f"{self.failure}; and {trace_error}")
+            raise trace_error
+        assert validation is not None
         print(validation.summary().splitlines()[0])
         if self.failure is None and not validation.ok:
             self.fail(CompileAheadError(f"the trace failed validation: {validation.errors[0]}"))
-        target = self.out if self.failure is None else self.out.with_name(self.out.name + ".failed")
-        if self.failure is not None:
+            target = self.out.with_name(self.out.name + ".failed")
             r["trace"]["path"] = str(target / TRACE_NAME)
-        write_json_atomic(self.staging / REPORT_NAME, r)
+        try:
+            write_json_atomic(self.staging / REPORT_NAME, r)
+        except OutputWriteError as err:
+            self.abandon()
+            raise write_error_at(err, self.staging, target) from None
         publish_dir(self.staging, target)
         if self.failure is not None:
             print(f"the failed profile is in {target}; {self.out} is untouched")
@@ -325,8 +366,18 @@ class CompileProfiler:
         return 0
 
     def abandon(self) -> None:
-        """Setup failed before anything was measured: leave no staging directory behind."""
+        """Leave no staging directory behind (setup failed, or the output cannot be written)."""
+        if self.writer is not None:
+            with contextlib.suppress(OSError, CompileAheadError):
+                self.writer.close(publish=False)
+            self.writer.partial_path.unlink(missing_ok=True)
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def write_error_at(err: OutputWriteError, staging: Path, target: Path) -> OutputWriteError:
+    """The same error, naming where the file was to be published instead of the staging
+    directory the user never sees."""
+    return OutputWriteError(str(err).replace(str(staging), str(target)))
 
 
 def fmt_mb(value: int | None) -> str:

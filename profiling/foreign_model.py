@@ -27,7 +27,10 @@ def parse_shapes(items: list[str]) -> dict[str, list[int]]:
         dims = [int(d) for d in match["dims"].split(",") if d.strip()]
         if any(d <= 0 for d in dims):
             raise CompileAheadError(f"--shape {item}: dimensions must be positive")
-        shapes[match["name"].strip()] = dims
+        name = match["name"].strip()
+        if name in shapes:
+            raise CompileAheadError(f"--shape {name} is given twice; give each input once")
+        shapes[name] = dims
     return shapes
 
 
@@ -83,8 +86,12 @@ def read_static(path: Path, shapes: dict[str, list[int]]):
         shape = port.get_partial_shape()
         if shape.is_dynamic:
             name = port.get_any_name()
-            rank = shape.rank.get_length() if shape.rank.is_static else 0
-            example = ",".join("1" for _ in range(rank)) if rank else "..."
+            # The static dimensions as they are (a wrong one would not compile), 1 elsewhere.
+            example = (
+                ",".join(str(d.get_length()) if d.is_static else "1" for d in shape)
+                if shape.rank.is_static and shape.rank.get_length()
+                else "..."
+            )
             raise CompileAheadError(
                 f"input {name!r} of {path.name} has a dynamic shape {shape}: pass "
                 f"--shape {name}=[{example}] with every dimension set"

@@ -9,6 +9,8 @@ import time
 from types import TracebackType
 from typing import TextIO
 
+from compile_ahead.interrupts import block_interrupts
+
 
 class ProgressLine:
     def __init__(self, text: str, stream: TextIO | None = None, interval_s: float = 0.25) -> None:
@@ -49,6 +51,7 @@ class ProgressLine:
         )
 
     def _tick(self) -> None:
+        block_interrupts()  # Ctrl-C goes to the main thread
         spinner = "|/-\\"
         i = 0
         while not self._stop.wait(self.interval_s):

@@ -15,6 +15,10 @@ half the disagreement of the two edge offsets (``spread_ns``, recorded in the re
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
+import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +29,23 @@ from compile_ahead.profiling.trace_writer import TraceWriter
 MARKER_FUNCTION = "clock_marker"
 MARKER_SECONDS = 0.15
 PYSPY_ENV = "COMPILE_AHEAD_PYSPY_CHILD"
+
+
+def find_pyspy() -> str | None:
+    """py-spy where pip installs it for this interpreter (beside it, in its scripts
+    directory, or beside the base interpreter of a venv sharing its site-packages), found also
+    when the venv is not activated; else on PATH."""
+    dirs = (
+        os.path.dirname(sys.executable),
+        sysconfig.get_path("scripts"),
+        os.path.dirname(os.path.realpath(sys.executable)),
+        os.path.dirname(getattr(sys, "_base_executable", sys.executable)),
+    )
+    for directory in dict.fromkeys(dirs):
+        candidate = os.path.join(directory, "py-spy")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("py-spy")
 
 
 def clock_marker(seconds: float = MARKER_SECONDS) -> tuple[int, int]:

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from compile_ahead.interrupts import block_interrupts
 from compile_ahead.runtime.base.measure import rss_bytes
 
 
@@ -53,5 +54,6 @@ class RssSampler:
         return max(inside) if inside else None
 
     def _run(self) -> None:
+        block_interrupts()  # Ctrl-C goes to the main thread
         while not self._stop.wait(self.interval_s):
             self.sample()

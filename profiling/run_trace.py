@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from compile_ahead import itt_collector as counters
-from compile_ahead.errors import CompileAheadError
+from compile_ahead.errors import CompileAheadError, OutputWriteError, write_error
 from compile_ahead.outputs import failed_sibling
 from compile_ahead.profiling.trace_compile import Span, emit_nested
 from compile_ahead.profiling.trace_decode import StepSlicer
@@ -53,6 +53,7 @@ class TraceRunEvents(RunEvents):
     ):
         self.writer = writer
         self.failed = False  # set by the caller when the traced run failed
+        self.write_error: OutputWriteError | None = None  # set by traced(): disk full, ...
         self.device = writer.device_track(device)
         self.slicer = StepSlicer(writer, self.device, steps_per_slice)
         self.compile_phases = compile_phases and counters.collector_status().observing
@@ -198,7 +199,9 @@ def traced(
 ) -> Iterator[TraceRunEvents]:
     """A trace of whatever runs inside, closed and validated even when it fails. A run that
     raises, or sets ``events.failed``, keeps what it traced at ``<stem>.failed<suffix>`` and
-    leaves a good trace at ``path`` alone. A trace that fails validation is an error."""
+    leaves a good trace at ``path`` alone. A trace that fails validation is an error. A trace
+    the system refused to write (disk full, read-only) is left in ``events.write_error`` for
+    the caller to raise after its summary and other outputs."""
     writer = TraceWriter(path, process_name)
     events = TraceRunEvents(writer, device, steps_per_slice)
     raised = True
@@ -208,11 +211,19 @@ def traced(
     finally:
         events.close()
         failed = raised or events.failed
-        where = writer.close(publish=not failed)
-        if failed:
-            where = where.replace(failed_sibling(path))
-        report = validate_trace(where)
-        print(report.summary(), file=sys.stderr)
-        print(f"trace: {where}; {OPEN_TRACE_HINT}", file=sys.stderr)
-        if not report.ok and not raised:
-            raise CompileAheadError(f"the trace {where} failed validation: {report.errors[0]}")
+        try:
+            where: Path | None = writer.close(publish=not failed)
+            if failed and where is not None:
+                where = where.replace(failed_sibling(path))
+        except OutputWriteError as err:
+            events.write_error = err
+            where = None
+        except OSError as err:  # renaming to the .failed name
+            events.write_error = write_error(failed_sibling(path), err)
+            where = None
+        if where is not None:
+            report = validate_trace(where)
+            print(report.summary(), file=sys.stderr)
+            print(f"trace: {where}; {OPEN_TRACE_HINT}", file=sys.stderr)
+            if not report.ok and not raised:
+                raise CompileAheadError(f"the trace {where} failed validation: {report.errors[0]}")

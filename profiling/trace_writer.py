@@ -19,11 +19,14 @@ Timestamps are ``time.monotonic_ns()`` values (None means now). The first packet
 snapshot (monotonic, boottime, realtime) that makes the monotonic clock the trace clock. Every
 packet is flushed as it is written, so a crash leaves a loadable prefix in the ``.partial``
 file and never replaces an earlier good trace. Per track, time must not go back and ends must
-match begins; violations raise TraceWriteError without writing anything.
+match begins; violations raise TraceWriteError without writing anything. A write the system
+refuses (disk full, read-only) does not stop the traced work: the writer stops writing,
+removes its ``.partial`` file, and close() raises OutputWriteError naming the trace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import tempfile
@@ -36,6 +39,7 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from compile_ahead.errors import OutputWriteError, write_error
 from compile_ahead.profiling.varint import encode_varint
 
 COMPILE_GROUP = "CPU compile"
@@ -109,15 +113,21 @@ class TraceWriter:
         """``append=True`` continues a finished trace (e.g. adding py-spy samples after the
         traced process exited) on a second packet sequence with its own track ids."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # A name of its own, so two writers aimed at one path never interleave.
-        fd, partial = tempfile.mkstemp(
-            prefix=f"{self.path.name}.", suffix=".partial", dir=self.path.parent
-        )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # A name of its own, so two writers aimed at one path never interleave.
+            fd, partial = tempfile.mkstemp(
+                prefix=f"{self.path.name}.", suffix=".partial", dir=self.path.parent
+            )
+        except OSError as err:
+            raise write_error(self.path, err) from None
         self.partial_path = Path(partial)
         self._file = os.fdopen(fd, "wb")  # closed in close()
+        # The first write the system refused; from then on nothing is written.
+        self.error: OutputWriteError | None = None
+        self._batch_depth = 0
         if append:
-            self._file.write(self.path.read_bytes())
+            self._write_raw(self.path.read_bytes())
         self._sequence_id = _SEQUENCE_ID + (1 if append else 0)
         self._lock = threading.RLock()
         self._uuids = itertools.count(0x10000000 if append else 0x1000)
@@ -125,7 +135,6 @@ class TraceWriter:
         self._tracks_by_key: dict[tuple[int, str], Track] = {}
         self._jobs = itertools.count(1)
         self._slice_tracks: list[Track] = []
-        self._batch_depth = 0
         self._closed = False
         self.counts = {"slices": 0, "counters": 0, "flows": 0, "instants": 0}
         self._write_clock_snapshot()
@@ -271,27 +280,39 @@ class TraceWriter:
                 yield
             finally:
                 self._batch_depth -= 1
-                if self._batch_depth == 0 and not self._closed:
-                    self._file.flush()
+                if self._batch_depth == 0 and not self._closed and self.error is None:
+                    try:
+                        self._file.flush()
+                    except OSError as err:
+                        self._give_up(err)
 
     def close(self, publish: bool = True) -> Path:
         """End open slices at the last time on their track, flush, and publish the file (or,
-        with publish=False, leave it under its .partial name); returns where it is."""
+        with publish=False, leave it under its .partial name); returns where it is. Raises
+        OutputWriteError (the .partial file removed) when the trace could not be written."""
         with self._lock:
             if self._closed:
+                if self.error is not None:
+                    raise self.error
                 return self.path
             for track in self._slice_tracks:
                 while track.open_names:
                     self.slice_end(track, track.last_ts, args={"closed_by": "writer close"})
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
             self._closed = True
-            if not publish:
-                return self.partial_path
-            os.chmod(self.partial_path, 0o644)  # mkstemp makes it private; a trace is not
-            os.replace(self.partial_path, self.path)
-            return self.path
+            if self.error is None:
+                try:
+                    self._file.flush()
+                    os.fsync(self._file.fileno())
+                    self._file.close()
+                    if not publish:
+                        return self.partial_path
+                    os.chmod(self.partial_path, 0o644)  # mkstemp makes it private
+                    os.replace(self.partial_path, self.path)
+                    return self.path
+                except OSError as err:
+                    self._give_up(err)
+            assert self.error is not None
+            raise self.error
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -355,6 +376,21 @@ class TraceWriter:
         self._write(packet)
 
     def _write(self, packet: pb.TracePacket) -> None:
-        self._file.write(_frame(packet))
-        if self._batch_depth == 0:
-            self._file.flush()
+        self._write_raw(_frame(packet))
+
+    def _write_raw(self, data: bytes) -> None:
+        if self.error is not None:
+            return
+        try:
+            self._file.write(data)
+            if self._batch_depth == 0:
+                self._file.flush()
+        except OSError as err:
+            self._give_up(err)
+
+    def _give_up(self, err: OSError) -> None:
+        """The system refused a write: keep no partial trace, write nothing more."""
+        self.error = write_error(self.path, err)
+        with contextlib.suppress(OSError):
+            self._file.close()
+        self.partial_path.unlink(missing_ok=True)

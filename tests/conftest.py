@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -122,6 +125,29 @@ def start_decoding_run(argv: list[str]):
         if line.startswith("progress:"):
             break
     return proc
+
+
+@contextlib.contextmanager
+def small_tmpfs(where: Path, size: str = "2m", mode: str = "rw") -> Iterator[Path]:
+    """A small tmpfs mounted at ``where`` (a full or read-only disk on demand); needs root, as
+    in CI, and is skipped with the reason elsewhere."""
+    import shutil
+    import subprocess
+
+    where.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip(reason="mounting a small tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},{mode}", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(reason=f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def wait_until_settled(directory: Path) -> None:

@@ -258,6 +258,7 @@ def test_prompt_without_tokenizer_is_one_line(ir_exports, tmp_path, capsys):
     xml = tmp_path / "m.xml"
     shutil.copy(model_dir / "openvino_model.xml", xml)
     shutil.copy(model_dir / "openvino_model.bin", tmp_path / "m.bin")
+    shutil.copy(model_dir / "config.json", tmp_path)  # without it the IR itself is refused
     assert main(["generate", "--model", str(xml), "--prompt", "hello"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--prompt-ids" in err and "openvino_tokenizer.xml" in err

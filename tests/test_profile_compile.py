@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,9 @@ from pathlib import Path
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
+from compile_ahead.outputs import OUTPUT_MARKER
 from compile_ahead.profiling.cli import main
+from compile_ahead.profiling.pyspy import find_pyspy
 from compile_ahead.profiling.trace_validate import validate_trace
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
@@ -59,6 +60,7 @@ def test_unknown_schedule_is_rejected(capsys):
 def test_unknown_device_is_refused_before_any_work(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
+    (out / OUTPUT_MARKER).write_text("")  # an earlier profile
     (out / "report.json").write_text("keep me")
     proc = run_cli("--model", "tiny", "--ladder", "16", "--device", "NOSUCH", "--out", str(out))
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -70,6 +72,7 @@ def test_unknown_device_is_refused_before_any_work(tmp_path):
 def test_failed_profile_is_one_line_and_leaves_the_earlier_profile_alone(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
+    (out / OUTPUT_MARKER).write_text("")  # an earlier profile
     (out / "report.json").write_text("keep me")
     # The NPU plugin is present without its compiler here (or a real NPU refuses C=16 of
     # nothing): the first compile fails after the profile has started.
@@ -95,6 +98,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_unknown_model_is_a_one_line_error_and_keeps_earlier_results(tmp_path):
+    (tmp_path / OUTPUT_MARKER).write_text("")  # an earlier profile
     (tmp_path / "report.json").write_text("{}")
     (tmp_path / "passes.txt").write_text("t;A;M;1;0\n")
     proc = run_cli("--model", "no-such-model", "--out", str(tmp_path))
@@ -218,7 +222,7 @@ def test_trace_processor_sees_jobs_phases_decode_and_flows(tiny_run):
         assert tp.scalar("select count(*) from flow") == ours.flows == 2
 
 
-@pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed")
+@pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed for this Python")
 @needs_tp
 def test_py_spy_samples_are_aligned_to_the_trace_clock(tmp_path):
     proc = run_cli("--model", "tiny", "--ladder", "128", "--py-spy", "--out", str(tmp_path))

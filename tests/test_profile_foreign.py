@@ -57,7 +57,7 @@ def test_dynamic_inputs_need_a_shape_and_the_error_says_which(kind, tmp_path):
     proc = run_cli("--model", str(model), "--out", str(tmp_path / "o"))
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
-    assert "input 'pixels'" in last and "--shape pixels=[1,1,1,1]" in last
+    assert "input 'pixels'" in last and "--shape pixels=[1,3,1,1]" in last
     assert not (tmp_path / "o").exists()
     proc = run_cli("--model", str(model), "--shape", "nope=[1]", "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and "has no such input" in proc.stderr

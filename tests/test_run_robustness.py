@@ -3,6 +3,7 @@ ownership of its length, and runs that end with a compile still in flight."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,7 +30,7 @@ from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import LadderRunner, RunSettings, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import start_decoding_run
+from conftest import small_tmpfs, start_decoding_run
 
 F32 = CompileOptions(device="CPU", inference_precision="f32")
 TINY = ["run", "--model", "tiny", "--ladder", "tiny", "--no-progress"]
@@ -46,20 +47,23 @@ def source():
 
 @pytest.mark.parametrize("where", ["directory", "under-a-file", "read-only"])
 def test_bad_report_path_is_refused_before_any_work(where, tmp_path, capsys):
-    if where == "directory":
-        report = tmp_path
-    elif where == "under-a-file":
-        (tmp_path / "f").write_text("x")
-        report = tmp_path / "f" / "r.json"
-    else:
-        if os.geteuid() == 0:
-            pytest.skip(reason="root writes into read-only directories")
-        ro = tmp_path / "ro"
-        ro.mkdir(mode=0o500)
-        report = ro / "r.json"
-    assert main([*TINY, "--report", str(report)]) == 2
-    captured = capsys.readouterr()
-    assert "--report" in captured.err and "model:" not in captured.err  # nothing ran
+    with contextlib.ExitStack() as stack:
+        if where == "directory":
+            report = tmp_path
+        elif where == "under-a-file":
+            (tmp_path / "f").write_text("x")
+            report = tmp_path / "f" / "r.json"
+        elif os.geteuid() == 0:  # root writes into a mode-0500 directory: a read-only mount
+            report = stack.enter_context(small_tmpfs(tmp_path / "ro", mode="ro")) / "r.json"
+        else:
+            ro = tmp_path / "ro"
+            ro.mkdir(mode=0o500)
+            report = ro / "r.json"
+        assert main([*TINY, "--report", str(report)]) == 2
+        captured = capsys.readouterr()
+        assert "--report" in captured.err and "model:" not in captured.err  # nothing ran
+        if where == "read-only":
+            assert f"{report.parent} is not writable" in captured.err
 
 
 def test_same_file_for_report_and_trace_is_refused(tmp_path, capsys):

@@ -93,6 +93,12 @@ def parse_arm(text: str) -> ArmSpec:
                 python = sys.executable
                 continue
             path = Path(item).expanduser()
+            if not path.exists():
+                raise CompileAheadError(
+                    f"{what}: {item} does not exist, and the item is not KEY=VALUE "
+                    "(a compile property, e.g. INFERENCE_PRECISION_HINT=f32, or env.VAR=VALUE, "
+                    "python=PATH, venv=DIR, lib=DIR)"
+                )
             if path.is_dir() and (path / "openvino").is_dir() and _venv_python(path) is None:
                 library = str(path.resolve())
             else:

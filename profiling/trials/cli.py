@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.outputs import check_new_dir, mark_output_dir
 from compile_ahead.profiling.foreign_model import parse_shapes
 from compile_ahead.profiling.trials import compile_ab, schedule_ab
 from compile_ahead.profiling.trials.arms import parse_arm
@@ -196,9 +197,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _out_dir(args: argparse.Namespace, kind: str) -> Path:
-    if args.out is not None:
-        return args.out
-    return Path("ab-results") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """The results directory, checked before any work: a new (or empty) one per experiment,
+    so no experiment's files overwrite or mix with another's."""
+    out = args.out
+    if out is None:
+        out = Path("ab-results") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_new_dir(out, "--out")
+    return out
 
 
 def run_compile_ab(args: argparse.Namespace) -> int:
@@ -206,13 +211,12 @@ def run_compile_ab(args: argparse.Namespace) -> int:
     plan = make_plan([s.name for s in specs], args.pairs, args.warmup)
     ladder = compile_ab.parse_ladder(args.ladder)
     out = _out_dir(args, "compile")
-    out.mkdir(parents=True, exist_ok=True)
+    shapes = parse_shapes(args.shape)
+    mark_output_dir(out)
     base_config, kv_precision = compile_ab.default_config(args.device)
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
-        exported = compile_ab.export_rungs(
-            args.model, ladder, kv_precision, ir_dir, parse_shapes(args.shape)
-        )
+        exported = compile_ab.export_rungs(args.model, ladder, kv_precision, ir_dir, shapes)
         arms, labels = compile_ab.make_arms(
             specs,
             exported,
@@ -259,6 +263,7 @@ def _counters_text(requested: bool, arms: list[Arm]) -> str:
 
 def run_schedule_ab(args: argparse.Namespace) -> int:
     schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
+    out = _out_dir(args, "schedule")
     ladder = ladder_from_args(args)
     prompt_len = prompt_len_from_args(args, ladder)
     decode_tokens = decode_tokens_from_args(args, ladder, prompt_len)
@@ -291,8 +296,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     arms = schedule_ab.make_arms(
         schedules, args.model, str(ladder), prompt_len, decode_tokens, args.command, passed
     )
-    out = _out_dir(args, "schedule")
-    out.mkdir(parents=True, exist_ok=True)
+    mark_output_dir(out)
     exp = {
         "kind": "schedule", "arms": [a.describe() for a in arms], "pairs": args.pairs,
         "warmup": args.warmup, "ladder": list(ladder.rungs), "model": args.model,

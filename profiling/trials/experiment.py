@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from compile_ahead.atomic import writing
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
@@ -152,7 +153,8 @@ def run_experiment(
 ) -> list[TrialRecord]:
     """Save the experiment, run the plan; on a failed trial, analyse what completed into a
     *_partial report beside trials.jsonl, then fail with one line."""
-    (out / EXPERIMENT).write_text(json.dumps(exp, indent=1))
+    with writing(out / EXPERIMENT):
+        (out / EXPERIMENT).write_text(json.dumps(exp, indent=1))
     try:
         return run_plan(plan, arms, out, timeout_s=timeout_s, progress=_progress(quiet))
     except TrialFailed as err:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compile_ahead.atomic import writing
 from compile_ahead.profiling.trials.analysis import (
     Analysis,
     Endpoint,
@@ -249,7 +250,8 @@ def plot_passes(passes: PassAnalysis, path: Path, title: str, rows: int = PLOT_R
     fig.suptitle(f"{title}\n({note})", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    with writing(path):
+        fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from compile_ahead.atomic import writing
 from compile_ahead.profiling.trials.analysis import Analysis
 from compile_ahead.profiling.trials.report import display_unit
 
@@ -53,6 +54,7 @@ def plot_differences(analysis: Analysis, path: Path, title: str, max_cols: int =
     fig.suptitle(f"{title}\n({note})", fontsize=9)
     fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - 0.5 / (3.2 * rows)))  # room for the title
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    with writing(path):
+        fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

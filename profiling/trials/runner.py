@@ -22,7 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
+from compile_ahead.atomic import writing
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import WAIT_SLICE_S
 from compile_ahead.profiling.trials.design import Plan, TrialSlot
 
 TRIALS_LOG = "trials.jsonl"
@@ -74,8 +76,18 @@ def run_bounded(
         errors="replace",
         start_new_session=True,
     )
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        # In slices, so a Ctrl-C the kernel handed to another thread is acted on promptly;
+        # communicate() keeps what it read across a TimeoutExpired.
+        while True:
+            left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+            try:
+                out, err = proc.communicate(timeout=max(0.0, min(left, WAIT_SLICE_S)))
+                break
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         try:
@@ -216,13 +228,14 @@ def run_plan(
         raise CompileAheadError(f"the trial timeout must be positive seconds, got {timeout_s}")
     out_dir.mkdir(parents=True, exist_ok=True)
     log = out_dir / TRIALS_LOG
-    log.write_text("")
+    with writing(log):
+        log.write_text("")
     records: list[TrialRecord] = []
     slots = plan.slots
     for slot in slots:
         record = run_one(arms[slot.arm], slot, out_dir, timeout_s)
         records.append(record)
-        with log.open("a") as fh:
+        with writing(log), log.open("a") as fh:
             fh.write(json.dumps(record.to_dict()) + "\n")
         if progress is not None:
             progress(record, len(slots))

@@ -9,6 +9,7 @@ are counts, not tested effects.
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -85,6 +86,14 @@ def run_command(
     parts = shlex.split(template)
     if not any("{out}" in p for p in parts):
         raise CompileAheadError("--command must contain {out}, where the trial writes its report")
+    unknown = sorted(
+        {m for p in parts for m in re.findall(r"\{([^{}]*)\}", p)} - set(TEMPLATE_KEYS)
+    )
+    if unknown:
+        raise CompileAheadError(
+            f"--command: unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+            f"known: {', '.join('{' + k + '}' for k in TEMPLATE_KEYS)}"
+        )
     filled = []
     for part in parts:
         for key, value in values.items():

@@ -10,7 +10,11 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.cli.options import add_model_options, compile_options
 from compile_ahead.runtime.ladder.greedy import StaticDecoder
 from compile_ahead.runtime.sources.resolve import resolve_model
-from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
+from compile_ahead.runtime.sources.tokenizer import (
+    encode_prompt,
+    load_tokenizer,
+    parse_token_ids,
+)
 
 CAPACITY_ALIGNMENT = 64
 
@@ -43,9 +47,7 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = None
     if args.prompt is not None:
         tokenizer = load_tokenizer(source.model_dir, source.name)
-        prompt = tokenizer.encode(args.prompt).ids
-        if not prompt:
-            raise CompileAheadError("the prompt encodes to no tokens")
+        prompt = encode_prompt(tokenizer, args.prompt, source.config.vocab_size, source.name)
     else:
         prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
     options = compile_options(args)

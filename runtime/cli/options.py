@@ -19,7 +19,7 @@ from compile_ahead.runtime.compile.device_defaults import (
     default_placement,
 )
 from compile_ahead.runtime.compile.worker_protocol import FAULTS
-from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
+from compile_ahead.runtime.ladder.capacities import LADDER_ALIGNMENT, NAMED_LADDERS, Ladder
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.options import CompileOptions
@@ -104,6 +104,9 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
 
 
 AUTO_LADDER = "auto"
+# OpenVINO's devices made of other devices: they cannot export a compiled graph (the cache and
+# the worker need that) nor answer the properties a rung is compiled with.
+META_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 
 
 def check_device(device: str) -> None:
@@ -111,6 +114,13 @@ def check_device(device: str) -> None:
     so); refused before any work otherwise."""
     from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
 
+    if device.partition(":")[0].upper() in META_DEVICES:
+        real = [d for d in core().available_devices if d.split(".")[0] not in META_DEVICES]
+        raise CompileAheadError(
+            f"--device {device}: meta-devices ({', '.join(META_DEVICES)}) are not supported "
+            "(each rung is compiled, exported and timed on one device); name a real one: "
+            f"{', '.join(real) or 'CPU'}"
+        )
     try:
         known = bool(core().get_versions(device))
     except RuntimeError as err:
@@ -275,7 +285,12 @@ def ladder_from_args(
     args: argparse.Namespace, max_positions: int | None = None, prompt_len: int | None = None
 ) -> Ladder:
     """--ladder; ``auto`` needs the model's max_position_embeddings and the prompt length."""
+    max_context = getattr(args, "max_context", None)
     if args.ladder != AUTO_LADDER:
+        if max_context is not None:
+            raise CompileAheadError(
+                f"--max-context is for --ladder auto; --ladder {args.ladder} names its top rung"
+            )
         ladder = Ladder.parse(args.ladder)
         if max_positions is not None and ladder.top > max_positions:
             raise CompileAheadError(
@@ -286,13 +301,19 @@ def ladder_from_args(
     if max_positions is None:
         raise CompileAheadError("--ladder auto needs the model (its max_position_embeddings)")
     maximum = max_positions
-    if getattr(args, "max_context", None) is not None:
-        if not 0 < args.max_context <= max_positions:
+    if max_context is not None:
+        if not 0 < max_context <= max_positions:
             raise CompileAheadError(
                 f"--max-context must be in 1..{max_positions} (the model's "
-                f"max_position_embeddings), got {args.max_context}"
+                f"max_position_embeddings), got {max_context}"
             )
-        maximum = args.max_context
+        if max_context % LADDER_ALIGNMENT:
+            down = max_context - max_context % LADDER_ALIGNMENT
+            raise CompileAheadError(
+                f"--max-context {max_context}: the top rung must be a multiple of "
+                f"{LADDER_ALIGNMENT}, e.g. {down or LADDER_ALIGNMENT} or {down + LADDER_ALIGNMENT}"
+            )
+        maximum = max_context
     return Ladder.auto(prompt_len if prompt_len is not None else DEFAULT_PROMPT_LEN, maximum)
 
 

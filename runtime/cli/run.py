@@ -29,17 +29,22 @@ from compile_ahead.runtime.cli.progress import ProgressBar
 from compile_ahead.runtime.ladder.events import FanOut, RunEvents
 from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
 from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
+from compile_ahead.runtime.ladder.schedules import SCHEDULES, CompileTiming, get_schedule
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model
-from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
+from compile_ahead.runtime.sources.tokenizer import (
+    encode_prompt,
+    load_tokenizer,
+    parse_token_ids,
+)
 
 
 def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: str) -> RunSettings:
     max_positions = source.config.max_position_embeddings
     if args.prompt_ids is not None or args.prompt is not None:
         if args.prompt is not None:
-            prompt = load_tokenizer(source.model_dir, source.name).encode(args.prompt).ids
+            tokenizer = load_tokenizer(source.model_dir, source.name)
+            prompt = encode_prompt(tokenizer, args.prompt, source.config.vocab_size, source.name)
         else:
             prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
         ladder = ladder_from_args(args, max_positions, len(prompt))
@@ -52,7 +57,7 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         protocol = teacher_forced(source.config.vocab_size, prompt_len, tokens)
     if args.boundary_window < 0:
         raise CompileAheadError("--boundary-window must be >= 0")
-    return RunSettings(
+    settings = RunSettings(
         get_schedule(schedule),
         ladder,
         protocol,
@@ -64,6 +69,32 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         compile_timeout_s=compile_timeout(args),
         model_ref=args.model,
     )
+    check_worker_faults(settings, len(protocol.prompt))
+    return settings
+
+
+def check_worker_faults(settings: RunSettings, prompt_len: int) -> None:
+    """--inject-worker-fault only where a worker compiles: refused where it could never fire."""
+    faults = settings.faults.worker_faults
+    if not faults:
+        return
+    if settings.placement != "worker":
+        raise CompileAheadError(
+            "--inject-worker-fault needs --compile-placement worker: in-process compiles have "
+            "no worker to fault"
+        )
+    if settings.schedule.compile is not CompileTiming.ONE_AHEAD:
+        raise CompileAheadError(
+            f"--inject-worker-fault: schedule {settings.schedule.name} compiles every rung in "
+            "the foreground before decoding; only one-ahead schedules (i2, i3) use the worker"
+        )
+    first = next(r for r in settings.ladder.rungs if r >= prompt_len + 1)
+    early = sorted(c for c in faults if c <= first)
+    if early:
+        raise CompileAheadError(
+            f"--inject-worker-fault {early[0]}: the worker compiles only the rungs after the "
+            f"first one used ({first}, compiled in the foreground before decoding)"
+        )
 
 
 def register(subparsers) -> None:
@@ -107,10 +138,10 @@ def check_run_outputs(args: argparse.Namespace) -> None:
     """Every output is checked before any work: a bad path must not cost a whole run."""
     if args.report is not None:
         check_output_file(args.report, "--report")
+    if args.steps_per_slice < 1:
+        raise CompileAheadError(f"--steps-per-slice must be >= 1, got {args.steps_per_slice}")
     if getattr(args, "trace", None) is not None:
         check_output_file(args.trace, "--trace")
-        if args.steps_per_slice < 1:
-            raise CompileAheadError("--steps-per-slice must be >= 1")
     check_distinct({"--report": args.report, "--trace": getattr(args, "trace", None)})
 
 
@@ -143,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     check_run_outputs(args)
     if args.open and args.trace is None:
         raise CompileAheadError("--open opens the trace: give --trace FILE too")
+    trace_error: CompileAheadError | None = None
     if args.trace is None:
         result = execute(args, args.schedule)[0]
     else:
@@ -152,11 +184,19 @@ def run(args: argparse.Namespace) -> int:
         with traced(args.trace, args.device, args.steps_per_slice) as events:
             result = execute(args, args.schedule, events)[0]
             events.failed = result.error is not None
+        trace_error = events.write_error
     # The summary first: a failed write must not hide what ran.
     print(result.report.summary())
-    written = write_report(args.report, result)
+    try:
+        written = write_report(args.report, result)
+    except CompileAheadError as err:
+        if trace_error is None:
+            raise
+        raise CompileAheadError(f"{err}; and {trace_error}") from None
     if written is not None:
         print(f"report: {written}")
+    if trace_error is not None:
+        raise trace_error
     if result.report.interrupted:
         return 130
     if result.error is not None:

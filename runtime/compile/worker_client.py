@@ -38,6 +38,7 @@ from typing import IO, Literal
 import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import block_interrupts, future_result
 from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.worker_protocol import (
@@ -189,7 +190,9 @@ class WorkerPlacement:
         self._owner = os.getpid()  # a forked child inherits this object, not the worker
         # PR_SET_PDEATHSIG fires when the thread that started the worker exits, not the
         # process: start workers from this one long-lived thread, never a caller's thread.
-        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="compile-worker-spawn")
+        self._spawner = ThreadPoolExecutor(
+            1, thread_name_prefix="compile-worker-spawn", initializer=block_interrupts
+        )
         _LIVE.add(self)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -344,7 +347,7 @@ class WorkerPlacement:
         if stale is not None:
             stale.close()
         t0 = time.monotonic()
-        worker = self._spawner.submit(self._spawn).result()
+        worker = future_result(self._spawner.submit(self._spawn))
         try:
             if self._closed:
                 raise Closed

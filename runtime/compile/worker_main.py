@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 
+from compile_ahead.interrupts import unblock_interrupts
 from compile_ahead.runtime.compile.worker_protocol import (
     WORKER_DOMAIN,
     Closed,
@@ -164,6 +165,7 @@ def _error_line(err: BaseException) -> str:
 def main(argv: list[str]) -> int:
     parent_pid, priority, blob_fd = int(argv[0]), argv[1], int(argv[2])
     die_with_parent(parent_pid)
+    unblock_interrupts()  # started from a parent's helper thread, which blocks them
     lower_priority(priority)
     requests, replies = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log, not the pipe

@@ -6,7 +6,7 @@ at its stderr so nothing a library prints can corrupt the stream). The compiled 
 through an unnamed file the parent opens and the worker inherits (its descriptor number is an
 argument), rewritten by every compile: nothing is left on disk once both processes are gone,
 however they end. Standard library only: the worker reads this before it may load
-openvino.
+openvino (compile_ahead.interrupts is standard library only too).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from compile_ahead.interrupts import WAIT_SLICE_S
 
 # Injected on purpose by tests and benchmarks: the worker raises, aborts (SIGABRT), segfaults
 # or sleeps forever instead of compiling.
@@ -103,10 +105,14 @@ class Timeout(Exception):
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
     chunks: list[bytes] = []
     while n > 0:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+        # In slices, never one select() to the deadline: a Ctrl-C the kernel handed to another
+        # thread does not wake select(), and is acted on when the slice ends.
+        while True:
+            left = WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+            if left <= 0:
                 raise Timeout
+            if select.select([fd], [], [], min(left, WAIT_SLICE_S))[0]:
+                break
         chunk = os.read(fd, min(n, 1 << 20))
         if not chunk:
             raise Closed

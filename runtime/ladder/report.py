@@ -168,6 +168,7 @@ class RunReport:
             rate = f"{r.tok_s:.2f} tok/s" if r.tok_s else "-"
             lines.append(f"  rung {r.capacity:>6}: {r.tokens:>6} tokens, {rate}")
         lines += [_boundary_line(b) for b in self.boundaries]
+        lines += [_retry_line(b) for b in self.boundaries if b.retried]
         if self.compile_cache_dir is not None:
             lines += _cache_lines(self.compile_cache_dir, self.compile_jobs)
         lines.append(
@@ -222,6 +223,15 @@ def _mib(value: float | None, digits: int = 1) -> str:
 
 def _seconds(value: float | None, unit_digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{unit_digits}f} s"
+
+
+def _retry_line(b: BoundaryRecord) -> str:
+    """A successor whose background compile failed (e.g. a crashed compile worker) and was
+    compiled again in the foreground: said on the console, not only in the JSON report."""
+    return (
+        f"  boundary {b.from_rung}->{b.to}: the background compile failed ({b.compile_error}); "
+        "compiled again in the foreground"
+    )
 
 
 def _boundary_line(b: BoundaryRecord) -> str:

@@ -11,6 +11,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import future_result, start_helper_thread
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, RungCompiler
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 
@@ -103,8 +104,7 @@ class OneAheadPolicy(RungPolicy):
 
         # A daemon thread: a compile still running when the process exits (Ctrl-C, SIGTERM)
         # must not hold the exit up; compile_model cannot be interrupted.
-        name = f"{COMPILE_THREAD_PREFIX}{following}"
-        threading.Thread(target=work, name=name, daemon=True).start()
+        start_helper_thread(work, f"{COMPILE_THREAD_PREFIX}{following}")
 
     def ready(self, capacity: int) -> bool:
         future = self._pending.get(capacity)
@@ -114,7 +114,7 @@ class OneAheadPolicy(RungPolicy):
         ready = self.ready(capacity)
         future = self._pending.pop(capacity)
         try:
-            return Taken(future.result(), ready)
+            return Taken(future_result(future), ready)
         except Exception as err:
             compile_error = str(err)
         try:

@@ -148,9 +148,28 @@ def stateless(model: ov.Model, where: str) -> tuple[ov.Model, KVInputs]:
 def _read_json(path: Path) -> dict:
     try:
         raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CompileAheadError(f"{path}: cannot read ({err})") from None
-    return raw if isinstance(raw, dict) else {}
+    if not isinstance(raw, dict):
+        raise CompileAheadError(f"{path}: not a JSON object")
+    return raw
+
+
+def _max_positions(hf: dict, files: IRFiles) -> int:
+    """The longest context the model was made for: every ladder is checked against it, and
+    the IR's graph does not say it."""
+    if files.config_json is None:
+        raise CompileAheadError(
+            f"{files.xml}: no config.json beside it, so the model's max_position_embeddings "
+            "(its longest context) is unknown; optimum-intel exports write one"
+        )
+    value = hf.get("max_position_embeddings")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise CompileAheadError(
+            f"{files.config_json}: max_position_embeddings must be a positive integer, "
+            f"got {json.dumps(value)}"
+        )
+    return value
 
 
 def _eos_ids(*configs: dict) -> tuple[int, ...]:
@@ -174,6 +193,23 @@ def ir_config(model: ov.Model, kv: KVInputs, files: IRFiles) -> ModelConfig:
     kv_heads = _static_dim(kv.keys[0], 1)
     head_dim = _static_dim(kv.keys[0], 3)
     assert kv_heads is not None and head_dim is not None
+    max_positions = _max_positions(hf, files)
+    try:
+        return _config(hf, gen, vocab, kv, kv_heads, head_dim, max_positions)
+    except (TypeError, ValueError) as bad:
+        where = files.config_json or files.xml
+        raise CompileAheadError(f"{where}: malformed value ({bad})") from None
+
+
+def _config(
+    hf: dict,
+    gen: dict,
+    vocab: ov.Dimension,
+    kv: KVInputs,
+    kv_heads: int,
+    head_dim: int,
+    max_positions: int,
+) -> ModelConfig:
     return ModelConfig(
         architecture=str(hf.get("model_type", "openvino-ir")),
         vocab_size=vocab.get_length() if vocab.is_static else int(hf.get("vocab_size", 0)),
@@ -187,7 +223,7 @@ def ir_config(model: ov.Model, kv: KVInputs, files: IRFiles) -> ModelConfig:
         rope=RopeConfig(),  # inside the IR's graph; not used on this path
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         attention_bias=False,
-        max_position_embeddings=int(hf.get("max_position_embeddings", 0)),
+        max_position_embeddings=max_positions,
         eos_token_ids=_eos_ids(gen, hf),
     )
 

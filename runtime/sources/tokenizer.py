@@ -39,7 +39,23 @@ def parse_token_ids(text: str, vocab_size: int) -> list[int]:
         ) from None
     if not ids:
         raise CompileAheadError("--prompt-ids is empty")
+    check_token_ids(ids, vocab_size, "--prompt-ids")
+    return ids
+
+
+def encode_prompt(tokenizer, text: str, vocab_size: int, model_name: str) -> list[int]:
+    """--prompt through the model's tokenizer (load_tokenizer), refused like --prompt-ids when
+    it encodes to nothing or to ids the model has no embedding for (another model's)."""
+    ids = [int(i) for i in tokenizer.encode(text).ids]
+    if not ids:
+        raise CompileAheadError("the prompt encodes to no tokens")
+    check_token_ids(ids, vocab_size, f"--prompt (the tokenizer of {model_name})")
+    return ids
+
+
+def check_token_ids(ids: list[int], vocab_size: int, what: str) -> None:
     bad = [i for i in ids if not 0 <= i < vocab_size]
     if bad:
-        raise CompileAheadError(f"token ids out of the vocabulary [0, {vocab_size}): {bad[:5]}")
-    return ids
+        raise CompileAheadError(
+            f"{what}: token ids out of the vocabulary [0, {vocab_size}): {bad[:5]}"
+        )

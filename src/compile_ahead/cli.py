@@ -8,6 +8,7 @@ print as one line, without a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -39,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(name).register(subparsers)
     register_trace(subparsers)
     return parser
+
+
+# The system's refusals of a file operation that are the environment's, not a bug.
+REFUSED_WRITES = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+)
 
 
 def register_trace(subparsers: argparse._SubParsersAction) -> None:
@@ -117,6 +124,13 @@ def run_command(args: argparse.Namespace, prog: str) -> int:
             return int(args.func(args) or 0)
     except CompileAheadError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        # A file the system refused (disk full, read-only, no permission) that no command
+        # step turned into its own message: still one line naming the file.
+        if err.errno not in REFUSED_WRITES or err.filename is None:
+            raise
+        print(f"{prog}: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
