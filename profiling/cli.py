@@ -155,12 +155,7 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
 
 def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Re-run this command under py-spy, then put its samples on the child's trace."""
-    from compile_ahead.profiling.pyspy import (
-        PYSPY_ENV,
-        emit_samples,
-        find_pyspy,
-        load_samples,
-    )
+    from compile_ahead.profiling.pyspy import PYSPY_ENV, emit_samples, find_pyspy, load_samples
     from compile_ahead.profiling.trace_validate import validate_trace
     from compile_ahead.profiling.trace_writer import TraceWriter
 

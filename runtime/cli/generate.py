@@ -10,11 +10,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.cli.options import add_model_options, compile_options
 from compile_ahead.runtime.ladder.greedy import StaticDecoder
 from compile_ahead.runtime.sources.resolve import resolve_model
-from compile_ahead.runtime.sources.tokenizer import (
-    encode_prompt,
-    load_tokenizer,
-    parse_token_ids,
-)
+from compile_ahead.runtime.sources.tokenizer import encode_prompt, load_tokenizer, parse_token_ids
 
 CAPACITY_ALIGNMENT = 64
 

@@ -32,11 +32,7 @@ from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladd
 from compile_ahead.runtime.ladder.schedules import SCHEDULES, CompileTiming, get_schedule
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model
-from compile_ahead.runtime.sources.tokenizer import (
-    encode_prompt,
-    load_tokenizer,
-    parse_token_ids,
-)
+from compile_ahead.runtime.sources.tokenizer import encode_prompt, load_tokenizer, parse_token_ids
 
 
 def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: str) -> RunSettings:
