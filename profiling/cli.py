@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_graph_option,
         add_ladder_option,
         add_model_options,
+        add_ov_config_options,
         add_protocol_options,
     )
 
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     add_model_options(p, cache=False)  # profiles real compiles: a cached import is not one
+    add_ov_config_options(p)
     add_ladder_option(p)
     p.add_argument(
         "--schedule",

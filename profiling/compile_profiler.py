@@ -9,6 +9,7 @@ at ``<out>.failed`` instead).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import tempfile
@@ -100,6 +101,9 @@ class CompileProfiler:
                 f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
                 f"{self.graph} graphs; compile cache off (every rung is really compiled)"
             )
+        if self.options.extra_config:
+            pairs = ", ".join(f"{k}={v}" for k, v in self.options.extra_config.items())
+            print(f"OpenVINO properties: {pairs}")
         self.report = {
             "tool": "profile-compile",
             "pid": os.getpid(),
@@ -107,6 +111,7 @@ class CompileProfiler:
             "model_label": label,
             "device": self.options.device,
             "inference_precision": self.options.inference_precision,
+            "ov_config": self.options.extra_config,
             "graph": self.graph,
             "ladder": self.ladder,
             "decode_tokens": args.decode_tokens,
@@ -121,7 +126,12 @@ class CompileProfiler:
         self.writer = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
         w = self.writer
         self.device_track = w.device_track(self.options.device)
-        w.instant(self.device_track, f"model: {label}", None, self.report["model"])
+        w.instant(
+            self.device_track,
+            f"model: {label}",
+            None,
+            {**self.report["model"], "ov_config": json.dumps(self.options.extra_config)},
+        )
         self.rss_track = w.counter_track(PROCESS_RSS_BYTES)
         self.graphs_track = w.counter_track(GRAPHS_RESIDENT)
         self.slicer = StepSlicer(

@@ -10,7 +10,7 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.foreign_model import parse_shapes
 from compile_ahead.profiling.trials import compile_ab, schedule_ab
-from compile_ahead.profiling.trials.arms import parse_arm
+from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, check_arm_properties, parse_arm
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     load_experiment,
@@ -208,6 +208,8 @@ def run_compile_ab(args: argparse.Namespace) -> int:
     out = _out_dir(args, "compile")
     out.mkdir(parents=True, exist_ok=True)
     base_config, kv_precision = compile_ab.default_config(args.device)
+    for spec in specs:  # before any graph is exported
+        check_arm_properties(spec, args.device, min(args.timeout, PROBE_TIMEOUT_S))
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
         exported = compile_ab.export_rungs(

@@ -7,7 +7,11 @@ import json
 import time
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.cli.options import add_model_options, compile_options
+from compile_ahead.runtime.cli.options import (
+    add_model_options,
+    add_ov_config_options,
+    compile_options,
+)
 from compile_ahead.runtime.ladder.greedy import StaticDecoder
 from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
@@ -18,6 +22,7 @@ CAPACITY_ALIGNMENT = 64
 def register(subparsers) -> None:
     p = subparsers.add_parser("generate", help="greedy generation from a prompt")
     add_model_options(p)
+    add_ov_config_options(p)
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in the model dir)")
     prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids")
@@ -39,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         raise CompileAheadError("--max-new-tokens must be positive")
     if args.prefill_chunk <= 0:
         raise CompileAheadError("--prefill-chunk must be positive")
+    options = compile_options(args)  # properties refused before the model is touched
     source = resolve_model(args.model)
     tokenizer = None
     if args.prompt is not None:
@@ -48,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
             raise CompileAheadError("the prompt encodes to no tokens")
     else:
         prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
-    options = compile_options(args)
     need = len(prompt) + args.max_new_tokens
     limit = source.config.max_position_embeddings
     if need > limit:
@@ -70,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         "device": options.device,
         "inference_precision": options.inference_precision,
         "kv_precision": options.kv_precision,
+        "ov_config": options.extra_config,
         "capacity": capacity,
         "prompt_tokens": len(prompt),
         "tokens": result.tokens,

@@ -7,6 +7,7 @@ Importing this module must not load OpenVINO (profile-compile arms its profiling
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
@@ -44,7 +45,8 @@ def add_model_options(
         "--inference-precision",
         choices=PRECISIONS,
         default=None,
-        help="compute precision hint (default: the device's own, bf16 on AMX CPUs)",
+        help="compute precision hint (default: the device's own; the CPU plugin picks bf16 "
+        "on CPUs with AVX512_BF16 or AMX, else f32)",
     )
     p.add_argument(
         "--kv-precision",
@@ -97,8 +99,53 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
             raise CompileAheadError(f"--cache-max-gb must be >= 0, got {args.cache_max_gb}")
         cache = cache_from_flags(args.cache_dir, args.no_cache, args.cache_max_gb)
     return CompileOptions(
-        args.device, args.inference_precision, args.kv_precision, cache=cache
+        args.device,
+        args.inference_precision,
+        args.kv_precision,
+        extra_config=ov_config_from_args(args, check=True),
+        cache=cache,
     ).resolved()
+
+
+def add_ov_config_options(p: argparse.ArgumentParser) -> None:
+    """Any OpenVINO compile property, as benchmark_app takes them."""
+    p.add_argument(
+        "--ov-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an OpenVINO compile property for the device, e.g. "
+        "DYNAMIC_QUANTIZATION_GROUP_SIZE=0 (repeatable; wins over --ov-config-file)",
+    )
+    p.add_argument(
+        "--ov-config-file",
+        type=Path,
+        default=None,
+        metavar="FILE.json",
+        help="compile properties per device, as benchmark_app -load_config reads them: "
+        '{"CPU": {"KEY": "VALUE"}}; the entry of --device is used',
+    )
+
+
+def ov_config_from_args(args: argparse.Namespace, check: bool = False) -> dict[str, str]:
+    """--ov-config-file's entry for the device, then --ov-config over it; with ``check``, each
+    key and value checked against the device (this loads OpenVINO). A command without the
+    flags has none."""
+    from compile_ahead.runtime.compile.properties import (
+        checked_properties,
+        load_properties_file,
+        parse_properties,
+    )
+
+    config: dict[str, str] = {}
+    path = getattr(args, "ov_config_file", None)
+    if path is not None:
+        config |= load_properties_file(path, args.device, "--ov-config-file")
+    config |= parse_properties(getattr(args, "ov_config", None) or [], "--ov-config")
+    if check and config:
+        what = "--ov-config" if getattr(args, "ov_config", None) else "--ov-config-file"
+        return checked_properties(args.device, config, what)
+    return config
 
 
 AUTO_LADDER = "auto"

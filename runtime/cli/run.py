@@ -13,6 +13,7 @@ from compile_ahead.runtime.cli.options import (
     add_graph_option,
     add_ladder_option,
     add_model_options,
+    add_ov_config_options,
     add_placement_options,
     add_protocol_options,
     add_run_options,
@@ -26,6 +27,7 @@ from compile_ahead.runtime.cli.options import (
     prompt_len_from_args,
 )
 from compile_ahead.runtime.cli.progress import ProgressBar
+from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.events import FanOut, RunEvents
 from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
 from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
@@ -69,6 +71,7 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
 def register(subparsers) -> None:
     p = subparsers.add_parser("run", help="run one schedule on the capacity ladder")
     add_model_options(p)
+    add_ov_config_options(p)
     p.add_argument(
         "--schedule",
         default="i2",
@@ -110,11 +113,14 @@ def check_run_outputs(args: argparse.Namespace) -> None:
 
 
 def execute(
-    args: argparse.Namespace, schedule: str, events: RunEvents | None = None, quiet: bool = False
+    args: argparse.Namespace,
+    schedule: str,
+    options: CompileOptions,
+    events: RunEvents | None = None,
+    quiet: bool = False,
 ) -> tuple[RunResult, ModelSource, RunSettings]:
     """Resolve and run; the caller reports (also when the run fails)."""
     source = resolve_model(args.model)
-    options = compile_options(args)
     settings = settings_from_args(args, source, schedule)
     if not quiet:
         print(f"model: {source.label}", file=sys.stderr)
@@ -136,14 +142,15 @@ def write_report(path: Path | None, result: RunResult) -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     check_run_outputs(args)
+    options = compile_options(args)  # a refused device or property opens no output
     if args.trace is None:
-        result = execute(args, args.schedule)[0]
+        result = execute(args, args.schedule, options)[0]
     else:
         # Profiling sits above the runtime: imported only when a trace is asked for.
         from compile_ahead.profiling.run_trace import traced
 
         with traced(args.trace, args.device, args.steps_per_slice) as events:
-            result = execute(args, args.schedule, events)[0]
+            result = execute(args, args.schedule, options, events)[0]
             events.failed = result.error is not None
     # The summary first: a failed write must not hide what ran.
     print(result.report.summary())
