@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_model_options,
         add_ov_config_options,
         add_protocol_options,
+        add_synthetic_dtype_option,
     )
 
     p = argparse.ArgumentParser(
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_model_options(p, cache=False)  # profiles real compiles: a cached import is not one
     add_ov_config_options(p)
+    add_synthetic_dtype_option(p)
     add_ladder_option(p)
     p.add_argument(
         "--schedule",

@@ -69,8 +69,7 @@ class CompileProfiler:
             TOKENS_PER_S,
             TraceWriter,
         )
-        from compile_ahead.runtime.cli.options import compile_options, graph_mode
-        from compile_ahead.runtime.sources.resolve import resolve_model
+        from compile_ahead.runtime.cli.options import compile_options, graph_mode, resolve_from_args
 
         problem = counters.collector_status().problem()
         if problem is not None:
@@ -84,6 +83,10 @@ class CompileProfiler:
                 raise CompileAheadError(
                     f"--schedule: {args.model} is not a stateful decoder: it has no ladder to run"
                 )
+            if args.synthetic_dtype is not None:
+                raise CompileAheadError(
+                    f"--synthetic-dtype: {args.model} is compiled as it is, with its own weights"
+                )
             self.shapes = parse_shapes(args.shape)
             described = {"model": str(self.foreign), "synthetic": False, "origin": "as given"}
             label = f"{self.foreign} [compiled as it is: not a stateful decoder]"
@@ -93,7 +96,7 @@ class CompileProfiler:
         else:
             if args.shape:
                 raise CompileAheadError("--shape is for models compiled as they are, not decoders")
-            self.source = resolve_model(args.model)
+            self.source = resolve_from_args(args)
             described, label = self.source.describe(), self.source.label
             print(f"model: {label}")
             print(

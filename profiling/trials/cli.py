@@ -29,6 +29,7 @@ from compile_ahead.runtime.cli.options import (
     add_model_options,
     add_placement_options,
     add_protocol_options,
+    add_synthetic_dtype_option,
     compile_timeout,
     decode_tokens_from_args,
     graph_mode,
@@ -146,6 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME=[d0,d1,...]",
         help="a model compiled as it is: a static shape for each dynamic input",
     )
+    add_synthetic_dtype_option(c)
     add_ladder_option(c, auto=False)
     c.add_argument("--device", default="CPU")
     c.add_argument(
@@ -213,7 +215,12 @@ def run_compile_ab(args: argparse.Namespace) -> int:
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
         exported = compile_ab.export_rungs(
-            args.model, ladder, kv_precision, ir_dir, parse_shapes(args.shape)
+            args.model,
+            ladder,
+            kv_precision,
+            ir_dir,
+            parse_shapes(args.shape),
+            args.synthetic_dtype,
         )
         arms, labels = compile_ab.make_arms(
             specs,

@@ -10,10 +10,11 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.cli.options import (
     add_model_options,
     add_ov_config_options,
+    add_synthetic_dtype_option,
     compile_options,
+    resolve_from_args,
 )
 from compile_ahead.runtime.ladder.greedy import StaticDecoder
-from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
 
 CAPACITY_ALIGNMENT = 64
@@ -23,6 +24,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("generate", help="greedy generation from a prompt")
     add_model_options(p)
     add_ov_config_options(p)
+    add_synthetic_dtype_option(p)
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in the model dir)")
     prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids")
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prefill_chunk <= 0:
         raise CompileAheadError("--prefill-chunk must be positive")
     options = compile_options(args)  # properties refused before the model is touched
-    source = resolve_model(args.model)
+    source = resolve_from_args(args)
     tokenizer = None
     if args.prompt is not None:
         tokenizer = load_tokenizer(source.model_dir, source.name)

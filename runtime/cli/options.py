@@ -19,6 +19,7 @@ from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.options import CompileOptions
     from compile_ahead.runtime.ladder.compile_jobs import Faults
+    from compile_ahead.runtime.sources.base import ModelSource
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
 # The seed's protocol: a 128-token prompt on a 1024-slot first rung. Other ladders keep the
@@ -146,6 +147,31 @@ def ov_config_from_args(args: argparse.Namespace, check: bool = False) -> dict[s
         what = "--ov-config" if getattr(args, "ov_config", None) else "--ov-config-file"
         return checked_properties(args.device, config, what)
     return config
+
+
+def add_synthetic_dtype_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--synthetic-dtype",
+        choices=PRECISIONS,
+        default=None,
+        help="a preset's synthetic weights in this dtype (default: the published checkpoint's "
+        "torch_dtype, bf16 for every preset but tiny); refused for a model with real weights",
+    )
+
+
+def resolve_from_args(args: argparse.Namespace) -> ModelSource:
+    """--model, with --synthetic-dtype where the command has it."""
+    from compile_ahead.runtime.sources.resolve import resolve_model
+
+    return resolve_model(args.model, synthetic_dtype=getattr(args, "synthetic_dtype", None))
+
+
+def worker_model_ref(args: argparse.Namespace, source: ModelSource) -> str:
+    """How a compile worker process resolves the run's model: a synthetic preset by its
+    checkpoint directory (the same file, whatever --synthetic-dtype chose), else --model."""
+    if source.synthetic and source.model_dir is not None:
+        return str(source.model_dir)
+    return args.model
 
 
 AUTO_LADDER = "auto"

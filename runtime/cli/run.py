@@ -17,6 +17,7 @@ from compile_ahead.runtime.cli.options import (
     add_placement_options,
     add_protocol_options,
     add_run_options,
+    add_synthetic_dtype_option,
     compile_options,
     compile_timeout,
     decode_tokens_from_args,
@@ -25,6 +26,8 @@ from compile_ahead.runtime.cli.options import (
     ladder_from_args,
     placement_mode,
     prompt_len_from_args,
+    resolve_from_args,
+    worker_model_ref,
 )
 from compile_ahead.runtime.cli.progress import ProgressBar
 from compile_ahead.runtime.compile.options import CompileOptions
@@ -33,7 +36,6 @@ from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
 from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
 from compile_ahead.runtime.sources.base import ModelSource
-from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
 
 
@@ -64,7 +66,7 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         graph=graph_mode(args),
         placement=placement_mode(args),
         compile_timeout_s=compile_timeout(args),
-        model_ref=args.model,
+        model_ref=worker_model_ref(args, source),
     )
 
 
@@ -72,6 +74,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("run", help="run one schedule on the capacity ladder")
     add_model_options(p)
     add_ov_config_options(p)
+    add_synthetic_dtype_option(p)
     p.add_argument(
         "--schedule",
         default="i2",
@@ -120,7 +123,7 @@ def execute(
     quiet: bool = False,
 ) -> tuple[RunResult, ModelSource, RunSettings]:
     """Resolve and run; the caller reports (also when the run fails)."""
-    source = resolve_model(args.model)
+    source = resolve_from_args(args)
     settings = settings_from_args(args, source, schedule)
     if not quiet:
         print(f"model: {source.label}", file=sys.stderr)

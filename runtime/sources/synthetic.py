@@ -27,6 +27,7 @@ class SyntheticSource(ModelSource):
 
     materialize_s: float = 0.0  # writing the checkpoint in this process (0 when reused)
     generated: bool = False  # True when this process wrote the checkpoint
+    dtype: str = "f16"  # the weights' dtype (f16, bf16, f32)
 
     def weights_identity(self) -> dict[str, Any] | None:
         """The checkpoint's synthetic marker (preset, seed, dtype, generator version, shapes):
@@ -37,6 +38,7 @@ class SyntheticSource(ModelSource):
     def describe(self) -> dict:
         return {
             **super().describe(),
+            "weight_format": self.dtype,
             "materialize_s": round(self.materialize_s, 3),
             "synthetic_generated": self.generated,
         }
@@ -45,7 +47,7 @@ class SyntheticSource(ModelSource):
 def synthetic_source(
     preset: str,
     seed: int = SYNTHETIC_SEED,
-    dtype: str = "f16",
+    dtype: str | None = None,
     root: Path | None = None,
     stream: TextIO | None = None,
 ) -> ModelSource:
@@ -53,8 +55,10 @@ def synthetic_source(
 
     When the cache directory cannot be written, the weights are drawn in memory instead (the
     slower-compiling path) with a warning; either way the source is labelled synthetic.
+    ``dtype`` None is the published checkpoint's (Preset.dtype).
     """
     cfg = PRESETS[preset].config
+    dtype = dtype or PRESETS[preset].dtype
     try:
         ckpt = ensure_checkpoint(preset, seed, dtype, root, stream)
         try:
@@ -71,7 +75,7 @@ def synthetic_source(
         )
         origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, in memory"
         store = SyntheticStore(cfg, seed, dtype=dtype)
-        return SyntheticSource(preset, cfg, store, True, origin)
+        return SyntheticSource(preset, cfg, store, True, origin, dtype=dtype)
     if loaded.config != cfg:
         raise CompileAheadError(
             f"{ckpt.path}: config.json does not read back as the {preset} preset (a bug)"
@@ -81,4 +85,6 @@ def synthetic_source(
     origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, checkpoint {ckpt.path}"
     fields_of = {f.name: getattr(loaded, f.name) for f in fields(ModelSource)}
     fields_of |= {"synthetic": True, "origin": origin}
-    return SyntheticSource(**fields_of, materialize_s=ckpt.materialize_s, generated=ckpt.generated)
+    return SyntheticSource(
+        **fields_of, materialize_s=ckpt.materialize_s, generated=ckpt.generated, dtype=dtype
+    )
