@@ -17,10 +17,18 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.compile_profiler import REPORT_NAME, TRACE_NAME
+from compile_ahead.profiling.compile_profiler import (
+    DEFAULT_PREFILL_CHUNK,
+    GRAPH_KINDS,
+    REPORT_NAME,
+    TRACE_NAME,
+    graph_kinds,
+    prefill_chunk,
+)
 from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
 
 DEFAULT_OUT = "profile-out"
+DEFAULT_TOP_PASSES = 10
 PYSPY_NAME = "pyspy.json"
 
 
@@ -86,6 +94,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="py-spy samples per second (default 100)",
     )
     p.add_argument(
+        "--graph-kind",
+        choices=sorted(GRAPH_KINDS),
+        default="decode",
+        help="which graphs of each rung to profile: decode steps, prefill chunks, or both "
+        "(default decode)",
+    )
+    p.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=None,
+        metavar="L",
+        help=f"with --graph-kind prefill|both: tokens per prefill call (default "
+        f"{DEFAULT_PREFILL_CHUNK}, capped at each rung)",
+    )
+    p.add_argument(
+        "--top",
+        type=int,
+        default=DEFAULT_TOP_PASSES,
+        metavar="N",
+        help="print the N passes that took most time (self time summed over managers and "
+        f"compiles, with call counts; default {DEFAULT_TOP_PASSES})",
+    )
+    p.add_argument(
         "--no-pass-profile",
         action="store_true",
         help="skip OV_ENABLE_PROFILE_PASS (per-transformation timings)",
@@ -97,7 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_args(args: argparse.Namespace) -> list[int]:
-    from compile_ahead.runtime.cli.options import ladder_from_args, prompt_len_from_args
+    from compile_ahead.runtime.cli.options import (
+        graph_mode,
+        ladder_from_args,
+        prompt_len_from_args,
+    )
 
     ladder = ladder_from_args(args)
     if args.decode_tokens is None and args.schedule is None:
@@ -108,6 +143,19 @@ def check_args(args: argparse.Namespace) -> list[int]:
         raise CompileAheadError(f"--steps-per-slice must be >= 1, got {args.steps_per_slice}")
     if not 1 <= args.py_spy_rate <= 10000:
         raise CompileAheadError(f"--py-spy-rate must be in 1..10000, got {args.py_spy_rate}")
+    if args.top < 1:
+        raise CompileAheadError(f"--top must be >= 1, got {args.top}")
+    if args.prefill_chunk is not None:
+        if args.prefill_chunk < 2:
+            raise CompileAheadError(
+                f"--prefill-chunk must be >= 2 (1 is a decode step), got {args.prefill_chunk}"
+            )
+        if "prefill" not in graph_kinds(args.graph_kind):
+            raise CompileAheadError("--prefill-chunk is for --graph-kind prefill or both")
+    if "prefill" in graph_kinds(args.graph_kind) and graph_mode(args) == "split":
+        raise CompileAheadError(
+            f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
+        )
     if args.out.exists() and not args.out.is_dir():
         raise CompileAheadError(f"--out {args.out}: exists and is not a directory")
     if args.schedule is not None:
@@ -132,7 +180,9 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
         if profiler.foreign is not None:
             profiler.profile_model()
         for capacity in ladder if profiler.foreign is None else ():
-            profiler.profile_rung(capacity)
+            for kind in graph_kinds(args.graph_kind):
+                chunk = 1 if kind == "decode" else prefill_chunk(capacity, args.prefill_chunk)
+                profiler.profile_rung(capacity, chunk)
         if args.schedule is not None:
             profiler.overlay_schedule()
     except CompileAheadError as err:
