@@ -40,7 +40,8 @@ from compile_ahead.runtime.compile.cache import CompileCache
 from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.graphs.decoder import DECOMPRESSION_KEY, GraphSpec, build_step_model
+from compile_ahead.runtime.graphs.decoder import GraphSpec, build_step_model
+from compile_ahead.runtime.graphs.decompression import mark_weight_decompression
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.model.presets import PRESETS
@@ -260,12 +261,7 @@ def weightless_ir(source, capacity, options, work: Path) -> dict:
     xml.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(build_step_model(source.config, source.weights, spec), xml, False)
     model = core().read_model(xml)
-    for op in model.get_ops():  # save_model drops the decompression marks: put them back
-        if op.get_type_name() == "Convert" and op.input_value(0).get_element_type() in (
-            ov.Type.f16,
-            ov.Type.bf16,
-        ):
-            op.get_rt_info()[DECOMPRESSION_KEY] = ""
+    mark_weight_decompression(model)  # save_model drops the decompression marks
     config = device_config(options)
     out = {}
     for name, extra in (("full", {}), ("weightless", {"CACHE_MODE": "OPTIMIZE_SIZE"})):

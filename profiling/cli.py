@@ -124,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", default=DEFAULT_OUT, type=Path, help="output directory (default ./%(default)s)"
     )
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help="then open the trace in the Perfetto UI (as `compile-ahead trace open`)",
+    )
     return p
 
 
@@ -278,9 +283,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run(args: argparse.Namespace) -> int:
         ladder = check_args(args)
-        if args.py_spy and not os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
-            return run_under_pyspy(args, argv)
-        return run_profile(args, ladder)
+        pyspy_child = bool(os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"))
+        if args.py_spy and not pyspy_child:
+            code = run_under_pyspy(args, argv)
+        else:
+            code = run_profile(args, ladder)
+        if args.open and code == 0 and not pyspy_child:  # the py-spy parent opens the merge
+            from compile_ahead.profiling.trace_open import open_trace
+
+            open_trace(args.out / TRACE_NAME)
+        return code
 
     args.func = run
     return run_command(args, "profile-compile")

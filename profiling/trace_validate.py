@@ -176,5 +176,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-# How to look at a trace; the README's "Traces" section has the offline way.
-OPEN_TRACE_HINT = "open it in the Perfetto UI (ui.perfetto.dev, or offline: see the README)"
+# How to look at a trace (profiling/trace_open.py; the README's "Traces" section).
+OPEN_TRACE_HINT = "open it in the Perfetto UI: compile-ahead trace open FILE [--offline]"

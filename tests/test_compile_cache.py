@@ -217,3 +217,38 @@ def test_concurrent_compiles_of_one_key_leave_one_good_entry(tiny, cache):
     hit = compile_step(tiny, SPEC, f32(cache))
     assert hit.cache == "hit"
     assert np.array_equal(logits(hit.step, tiny.config), reference)
+
+
+def test_code_identity_covers_every_module_that_shapes_a_graph(tiny, cache, tmp_path, monkeypatch):
+    """The cache's code identity is taken from the package itself: editing any module of a
+    graph-shaping package (also one no list names, or a new one) misses; the ladder does not."""
+    import shutil
+
+    runtime = Path(cc.__file__).resolve().parents[1]
+    copy = tmp_path / "runtime"
+    shutil.copytree(runtime, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert cc.code_digest(copy) == cc.code_digest(runtime) == cc._code_digest()
+
+    def edited(path: str, text: str = "\n# edited\n") -> str:
+        target = copy / path
+        original = target.read_text() if target.exists() else None
+        with target.open("a") as f:
+            f.write(text)
+        digest = cc.code_digest(copy)
+        if original is None:
+            target.unlink()
+        else:
+            target.write_text(original)
+        return digest
+
+    base = cc.code_digest(copy)
+    shaping = ["graphs/ir_cut.py", "graphs/ir_attention.py", "model/ir_reader.py"]
+    shaping += ["sources/ir_source.py", "compile/options.py", "graphs/new_module.py"]
+    for module in shaping:
+        assert edited(module) != base, module
+    assert edited("ladder/runner.py") == base  # what runs graphs, not what they are
+
+    compile_step(tiny, SPEC, f32(cache))
+    assert compile_step(tiny, SPEC, f32(cache)).cache == "hit"
+    monkeypatch.setattr(cc, "_code_digest", lambda: edited("graphs/ir_cut.py"))
+    assert compile_step(tiny, SPEC, f32(cache)).cache == "miss"

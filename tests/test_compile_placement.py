@@ -30,10 +30,26 @@ def _digests(report: dict) -> dict[int, str]:
     return {e["context"]: e["logits_digest"] for e in report["boundary_tokens"]}
 
 
-def test_cpu_places_compiles_in_process_by_default():
-    assert (
-        default_placement("CPU") == "in-process"
-    )  # measured: see runtime/compile/device_defaults.py
+def test_a_run_on_cpu_compiles_ahead_in_process_unless_told(tmp_path, monkeypatch):
+    """Without --compile-placement a CPU run starts no compile worker (the measured CPU
+    default); with --compile-placement worker the same run does."""
+    from compile_ahead.runtime.compile import worker_client
+
+    started: list[str] = []
+
+    class NoWorker:
+        def __init__(self, *args, **kwargs):
+            started.append("worker")
+            raise RuntimeError("no worker in this test")
+
+    monkeypatch.setattr(worker_client, "WorkerPlacement", NoWorker)
+    report = _report(tmp_path, "default")
+    assert default_placement("CPU") == report["placement"] == "in-process"
+    assert not started and all(b.get("compile_error") is None for b in report["boundaries"])
+    told = _report(tmp_path, "worker", "--compile-placement", "worker")
+    assert told["placement"] == "worker" and started
+    # the failed worker compile was retried in the foreground and recorded
+    assert all("no worker in this test" in b.get("compile_error", "") for b in told["boundaries"])
 
 
 def test_worker_compiled_rungs_give_the_same_logits(tmp_path):

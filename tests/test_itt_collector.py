@@ -197,7 +197,9 @@ def test_module_is_a_loadable_collector_library():
     from compile_ahead import _itt
 
     lib = ctypes.CDLL(_itt.__file__)
-    assert lib.__itt_api_init is not None
+    entry = getattr(lib, "__itt_api_init", None)  # ctypes raises AttributeError when absent
+    assert entry is not None and ctypes.cast(entry, ctypes.c_void_p).value
+    assert getattr(lib, "__itt_no_such_entry", None) is None  # the lookup can fail
     # Announced on import (unless the environment named another collector beforehand).
     assert os.environ["INTEL_LIBITTNOTIFY64"] == compile_ahead._ITT_COLLECTOR_PATH
 

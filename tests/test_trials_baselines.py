@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from compile_ahead.cli import build_parser
-from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials import schedule_ab, upstream_trial
 
 
@@ -39,16 +38,7 @@ def test_npuw_kv_bytes() -> None:
     assert upstream_trial.npuw_kv_bytes(cfg, 8192) == 12 * 1024 * 8192
 
 
-def _run_available() -> bool:
-    try:
-        schedule_ab.check_run_available()
-    except CompileAheadError:
-        return False
-    return True
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _run_available(), reason="`compile-ahead run` is not in this build")
 def test_npuw_baseline_beside_a_schedule_on_tiny(tmp_path: Path) -> None:
     parser = build_parser()  # the one `compile-ahead` CLI
     out = tmp_path / "res"
@@ -71,7 +61,6 @@ def test_npuw_baseline_beside_a_schedule_on_tiny(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _run_available(), reason="`compile-ahead run` is not in this build")
 def test_genai_llmpipeline_is_an_arm_beside_a_schedule(tmp_path: Path) -> None:
     out = tmp_path / "res"
     args = build_parser().parse_args(

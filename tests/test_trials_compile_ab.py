@@ -27,9 +27,13 @@ def run_ab(argv: list[str]) -> int:
 
 
 def test_ab_is_registered_in_the_main_cli() -> None:
-    from compile_ahead.cli import SUBCOMMAND_MODULES
+    from compile_ahead.cli import build_parser
+    from compile_ahead.profiling.trials import cli as trials_cli
 
-    assert "compile_ahead.profiling.trials.cli" in SUBCOMMAND_MODULES
+    args = build_parser().parse_args(
+        ["ab", "compile", "--arm", "A=current", "--arm", "B=current", "--model", "tiny"]
+    )
+    assert args.func.__module__ == trials_cli.__name__
 
 
 def test_arm_specs(tmp_path: Path) -> None:

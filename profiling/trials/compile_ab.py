@@ -22,10 +22,9 @@ from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.trials.analysis import Endpoint, result_field
 from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
 from compile_ahead.profiling.trials.runner import Arm
+from compile_ahead.runtime.graphs import decompression
 
 WORKER = Path(__file__).with_name("compile_trial.py")
-
-DEFAULT_LADDER = (1024, 2048, 4096, 8192)
 
 
 def parse_ladder(text: str) -> tuple[int, ...]:
@@ -51,8 +50,9 @@ class ExportedRungs:
             "device": device,
             "config": config,
             "pass_profile": pass_profile,
-            # the worker loads the parser from here (stdlib only; see passprofile.py)
+            # the trial loads these by path (see compile_trial.load_module)
             "passprofile": str(Path(passprofile.__file__).resolve()),
+            "decompression": str(Path(decompression.__file__).resolve()),
             "extension_counters": counters,
             "rungs": [
                 {"capacity": c, "xml": str(self.directory / f"rung-{c}.xml")} for c in self.rungs

@@ -6,7 +6,8 @@ the standard library, openvino and numpy, and is executed by path:
     python compile_trial.py MANIFEST.json OUT.json
 
 MANIFEST: {"device": "CPU", "config": {"KEY": "VALUE"}, "pass_profile": false,
-           "passprofile": "/.../profiling/passprofile.py", "extension_counters": false,
+           "passprofile": "/.../profiling/passprofile.py",
+           "decompression": "/.../runtime/graphs/decompression.py", "extension_counters": false,
            "rungs": [{"capacity": 1024, "xml": "/tmp/.../rung-1024.xml"}, ...]}
 
 The f16/bf16 weight Converts are re-marked as decompression after reading (rt_info
@@ -29,39 +30,20 @@ import resource
 import sys
 import time
 
-DECOMPRESSION_KEY = "decompression_0"
-
 
 def _max_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def remark_decompression(model, ov) -> int:
-    """Mark Convert(Constant f16/bf16 -> f32) nodes as weight decompression; returns count."""
-    compressed = {ov.Type.f16, ov.Type.bf16}
-    marked = 0
-    for op in model.get_ordered_ops():
-        if op.get_type_name() != "Convert":
-            continue
-        src = op.input_value(0).get_node()
-        if (
-            src.get_type_name() == "Constant"
-            and src.get_output_element_type(0) in compressed
-            and op.get_output_element_type(0) == ov.Type.f32
-        ):
-            op.get_rt_info()[DECOMPRESSION_KEY] = ""
-            marked += 1
-    return marked
-
-
-def load_passprofile(path: str):
-    """compile_ahead's pass-profile parser, loaded from its file: it needs only the standard
-    library, and this arm's interpreter may have no compile_ahead installed."""
+def load_module(path: str, name: str):
+    """A compile_ahead module loaded from its file (the pass-profile parser needs only the
+    standard library, the decompression marks only OpenVINO): this arm's interpreter may have
+    no compile_ahead installed."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_compile_ahead_passprofile", path)
+    spec = importlib.util.spec_from_file_location(f"_compile_ahead_{name}", path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the pass-profile parser from {path}")
+        raise ImportError(f"cannot load compile_ahead's {name} from {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve their annotations through it
     spec.loader.exec_module(module)
@@ -130,13 +112,15 @@ def main(argv: list[str]) -> int:
     out_path = argv[2]
     pass_file = out_path + ".passes"
     profiling = bool(manifest.get("pass_profile"))
-    passprofile = load_passprofile(manifest["passprofile"]) if profiling else None
+    passprofile = load_module(manifest["passprofile"], "passprofile") if profiling else None
     if profiling:
         if os.path.exists(pass_file):
             os.remove(pass_file)
         os.environ["OV_ENABLE_PROFILE_PASS"] = pass_file  # before openvino is loaded
     ext, reason = _extension_counters(bool(manifest.get("extension_counters")))
     import openvino as ov
+
+    decompression = load_module(manifest["decompression"], "decompression")
 
     t_import = time.perf_counter()
     core = ov.Core()
@@ -150,7 +134,7 @@ def main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         model = core.read_model(rung["xml"])
         t1 = time.perf_counter()
-        marked = remark_decompression(model, ov)
+        marked = decompression.mark_weight_decompression(model)
         t2 = time.perf_counter()
         if ext is not None:
             ext.begin()

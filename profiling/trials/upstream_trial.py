@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
+
 NPUW_RESPONSE = 64
 ARMS = {"npuw-b0": False, "npuw-b1": True}  # arm name -> pyramid
 
@@ -38,10 +40,10 @@ def npuw_kv_bytes(cfg, total_slots: int, bytes_per_value: int = 2) -> int:
 def per_rung_rates(contexts: list[int], times: list[float], ladder: list[int]) -> list[dict]:
     """Decode steps grouped like the ladder runtime's rungs: rung C takes contexts below C that
     the previous rung does not."""
+    rung_of = [rung_holding(ladder, c + 1) for c in contexts]
     out = []
-    lo = 0
     for cap in ladder:
-        sel = [t for c, t in zip(contexts, times, strict=True) if lo <= c < cap]
+        sel = [t for r, t in zip(rung_of, times, strict=True) if r == cap]
         total = sum(sel)
         out.append(
             {
@@ -51,7 +53,6 @@ def per_rung_rates(contexts: list[int], times: list[float], ladder: list[int]) -
                 "tok_s": len(sel) / total if total else None,
             }
         )
-        lo = cap
     return out
 
 
@@ -62,8 +63,8 @@ def boundary_tokens(
     out = []
     for step in range(len(tokens) - 1):
         context = prompt_len + step
-        rung = next((c for c in ladder if c > context), ladder[-1])
-        if any(-window <= context - c < window for c in ladder):
+        rung = rung_holding(ladder, context + 1) or ladder[-1]
+        if near_boundary(ladder, context, window):
             out.append({"step": step, "context": context, "rung": rung, "top1": tokens[step + 1]})
     return out
 

@@ -6,6 +6,9 @@ import os
 from pathlib import Path
 
 CACHE_DIR_ENV = "COMPILE_AHEAD_CACHE_DIR"
+# Default size cap of the compile cache (compiled/): a whole-graph entry holds its compiled
+# weights (a 7B model's rung is ~15 GB), so the cache is capped unless told otherwise.
+COMPILED_CACHE_MAX_GB = 40.0
 
 
 def cache_root() -> Path:

@@ -7,24 +7,7 @@ from pathlib import Path
 import openvino as ov
 
 from compile_ahead.runtime.base.ov_core import core
-from compile_ahead.runtime.graphs.decoder import DECOMPRESSION_KEY
-
-
-def _mark_decompression(model: ov.Model) -> int:
-    """Re-mark f16/bf16 weight Converts as decompression after an IR round trip (the mark is
-    not saved, and without it the CPU plugin folds the weights to f32)."""
-    marked = 0
-    for op in model.get_ops():
-        if op.get_type_name() != "Convert":
-            continue
-        source = op.input_value(0)
-        if source.get_node().get_type_name() == "Constant" and source.get_element_type() in (
-            ov.Type.f16,
-            ov.Type.bf16,
-        ):
-            op.get_rt_info()[DECOMPRESSION_KEY] = ""
-            marked += 1
-    return marked
+from compile_ahead.runtime.graphs.decompression import mark_weight_decompression
 
 
 def through_ir(model: ov.Model, directory: Path) -> ov.Model:
@@ -37,5 +20,5 @@ def through_ir(model: ov.Model, directory: Path) -> ov.Model:
     path = directory / "stateful_model.xml"
     ov.save_model(model, path, compress_to_fp16=False)
     reloaded = core().read_model(path)
-    _mark_decompression(reloaded)
+    mark_weight_decompression(reloaded)
     return reloaded

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import PRECISIONS
-from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS
+from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB
+from compile_ahead.runtime.compile.device_defaults import (
+    GRAPH_MODES,
+    PLACEMENTS,
+    default_graph,
+    default_placement,
+)
 from compile_ahead.runtime.compile.worker_protocol import FAULTS
 from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
 
@@ -59,10 +65,6 @@ def add_model_options(
         add_cache_options(p)
 
 
-# Size cap of the compile cache: a whole-graph entry holds its compiled weights.
-DEFAULT_CACHE_MAX_GB = 40.0
-
-
 def add_cache_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-dir",
@@ -80,10 +82,10 @@ def add_cache_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-max-gb",
         type=float,
-        default=DEFAULT_CACHE_MAX_GB,
+        default=COMPILED_CACHE_MAX_GB,
         metavar="GB",
         help="compile cache size cap; least recently used entries are deleted beyond it "
-        f"(default {DEFAULT_CACHE_MAX_GB:g}; 0: no cap)",
+        f"(default {COMPILED_CACHE_MAX_GB:g}; 0: no cap)",
     )
 
 
@@ -258,15 +260,11 @@ def compile_timeout(args: argparse.Namespace) -> float:
 
 def placement_mode(args: argparse.Namespace) -> str:
     """--compile-placement, or the device's measured default."""
-    from compile_ahead.runtime.compile.device_defaults import default_placement
-
     return args.compile_placement or default_placement(args.device)
 
 
 def graph_mode(args: argparse.Namespace) -> str:
     """--graph, or the device's measured default (the same for every command)."""
-    from compile_ahead.runtime.compile.device_defaults import default_graph
-
     return args.graph or default_graph(args.device)
 
 

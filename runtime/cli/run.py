@@ -101,6 +101,11 @@ def register(subparsers) -> None:
         default=1,
         help="with --trace: one decode slice per N steps (keeps long traces small)",
     )
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help="with --trace: then open the trace in the Perfetto UI (as `trace open`)",
+    )
     p.set_defaults(func=run)
 
 
@@ -145,6 +150,8 @@ def write_report(path: Path | None, result: RunResult) -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     check_run_outputs(args)
+    if args.open and args.trace is None:
+        raise CompileAheadError("--open opens the trace: give --trace FILE too")
     options = compile_options(args)  # a refused device or property opens no output
     if args.trace is None:
         result = execute(args, args.schedule, options)[0]
@@ -164,4 +171,8 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if result.error is not None:
         raise result.error  # CompileAheadError prints as one line; anything else is a bug
+    if args.open:
+        from compile_ahead.profiling.trace_open import open_trace
+
+        open_trace(args.trace)
     return 0

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from compile_ahead.runtime.base.user_cache import cache_root
+from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB, cache_root
 
 # numpy and openvino are imported where used, so the command-line helpers at the bottom can be
 # imported while building a parser without loading OpenVINO.
@@ -68,8 +68,6 @@ _SAMPLE_BYTES = 4096
 _GRAPH_PACKAGES = ("base", "model", "graphs", "sources", "compile")
 
 CacheState = Literal["hit", "miss", "off"]
-# A whole-graph entry holds the compiled weights (a 7B model's rung is ~15 GB): cap by default.
-DEFAULT_MAX_GB = 40.0
 STALE_TMP_S = 3600.0  # a temporary file this old belongs to a writer that died
 
 
@@ -434,7 +432,7 @@ def default_cache_dir() -> Path:
 def cache_from_flags(
     cache_dir: str | None = None,
     no_cache: bool = False,
-    max_gb: float | None = DEFAULT_MAX_GB,
+    max_gb: float | None = COMPILED_CACHE_MAX_GB,
 ) -> CompileCache | None:
     """On by default in the user cache directory; ``--cache-dir`` moves it, ``--no-cache``
     turns it off, ``--cache-max-gb`` caps its size (least recently used entries go)."""

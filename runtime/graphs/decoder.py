@@ -17,12 +17,9 @@ import openvino as ov
 from openvino import opset13 as ops
 
 from compile_ahead.runtime.base.precision import OV_TYPES
+from compile_ahead.runtime.graphs.decompression import mark_decompression
 from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
 from compile_ahead.runtime.model.weights import WeightStore
-
-# rt_info key the CPU plugin reads to keep a Convert of compressed weights as decompression
-# (weights stay f16/bf16 in memory) instead of constant-folding them to f32.
-DECOMPRESSION_KEY = "decompression_0"
 
 INPUT_IDS = "input_ids"
 PAST_LENGTH = "past_length"
@@ -89,7 +86,7 @@ class WeightConstants:
             node = const.output(0)
             if tensor.element_type != ov.Type.f32:
                 convert = ops.convert(node, ov.Type.f32)
-                convert.get_rt_info()[DECOMPRESSION_KEY] = ""
+                mark_decompression(convert)
                 node = convert.output(0)
             self._nodes[name] = node
         return self._nodes[name]

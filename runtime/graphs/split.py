@@ -7,7 +7,7 @@ The decoder is cut at every attention:
 - the attention core, weightless, one per capacity C: q, the new k/v and the past K/V of one
   layer -> that layer's attention output. One compiled core serves every layer.
 The embedding row is gathered on the host. Every piece is the same function the whole step
-graph uses (graphs.py), so the math is identical.
+graph uses (graphs/decoder.py), so the math is identical.
 """
 
 from __future__ import annotations

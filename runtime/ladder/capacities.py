@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compile_ahead.errors import CompileAheadError
@@ -17,6 +18,16 @@ NAMED_LADDERS = {
     "scaled": (64, 128, 256, 512),
     "tiny": (16, 32, 64, 128),
 }
+
+
+def rung_holding(rungs: Sequence[int], slots: int) -> int | None:
+    """The smallest rung with room for ``slots`` KV slots (the active graph), or None."""
+    return next((r for r in rungs if r >= slots), None)
+
+
+def near_boundary(rungs: Sequence[int], context: int, window: int) -> bool:
+    """Whether a step at ``context`` filled slots is within ``window`` steps of a boundary."""
+    return any(-window <= context - c < window for c in rungs)
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,8 @@ class RunReport:
     kv_precision: str | None = None
     ov_config: dict[str, str] = field(default_factory=dict)  # the user's compile properties
     graph: str | None = None
+    # Where one-ahead compiles ran: in-process (a background thread) or worker (a process).
+    placement: str | None = None
     kv_policy: str | None = None
     rungs_used: list[int] = field(default_factory=list)
     protocol: str | None = None

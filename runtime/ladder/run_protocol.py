@@ -8,7 +8,6 @@ import numpy as np
 
 from compile_ahead.errors import CompileAheadError
 
-DEFAULT_PROMPT_LEN = 128
 PROTOCOL_SEED = 1234
 
 

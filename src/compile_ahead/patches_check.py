@@ -277,52 +277,17 @@ def _number(patch_name: str) -> str:
 
 def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
     """Human-readable lines: the findings, then what to do next."""
-    lines = [
-        f"npu_compiler checkout: {checkout}",
-        f"  HEAD {result.head[:12]}; pinned {pin.commit[:12]} ({pin.tag}, {pin.date}, "
-        f"pairs with OpenVINO {pin.openvino_release} {pin.openvino_commit[:8]})",
-    ]
-    if result.at_pin:
-        lines.append("  commit: at the pin")
-    elif result.based_on_pin:
-        lines.append("  commit: descends from the pin")
-    else:
-        lines.append(
-            "  commit: NOT the pinned commit (the series was written and checked there;"
-            f" git -C {checkout} checkout {pin.commit})"
-        )
-    for path in result.dirty:
-        lines.append(f"  local changes in {path}")
+    lines = _commit_lines(result, checkout, pin)
     if result.upstream_cache:
-        lines += [
+        return [
+            *lines,
             "  this tree already caches sorted dependency vectors itself:",
             f"    {result.upstream_cache}",
             "  The series is for releases before upstream's cache; do not apply it here.",
             "  (compile_ahead.profiling.depsort.read_loaded_counters() reports None for such a"
             " build.)",
         ]
-        return lines
-    verdict = "apply cleanly" if result.applies else "do NOT apply:"
-    if result.already_applied:
-        lines.append(f"  series: already applied ({len(pin.patches)} patches)")
-    elif result.applied:
-        applied = ", ".join(_number(name) for name in result.applied)
-        still = ", ".join(_number(name) for name in result.remaining)
-        lines.append(f"  series: {applied} already applied; {still} still to apply and {verdict}")
-    elif result.applies:
-        lines.append(f"  series: applies cleanly ({len(pin.patches)} patches, git apply --check)")
-    else:
-        lines.append("  series: does NOT apply:")
-    if result.remaining and not result.applies:
-        lines += [f"    {line}" for line in result.apply_error.splitlines()]
-    if result.changed_since_pin:
-        files = " ".join(result.changed_since_pin)
-        lines += [
-            "  changed since the pin, in files the series touches (it was written against the",
-            "  pinned ones; a new place that changes AsyncDepsInfo's maps needs its own hook):",
-            *[f"    {path}" for path in result.changed_since_pin],
-            f"    review: git -C {checkout} diff {pin.commit[:12]} -- {files}",
-        ]
+    lines += _series_lines(result, checkout, pin)
     problems = result.problems()
     lines.append("result: " + ("ready" if not problems else "NOT ready: " + "; ".join(problems)))
     if result.remaining and not result.applies:
@@ -337,6 +302,55 @@ def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
                 f"  The tree differs from what the series expects (git -C {checkout} status)"
             )
         return lines
+    return lines + _next_steps(result, checkout, pin)
+
+
+def _commit_lines(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
+    """Where HEAD stands against the pin, and local changes."""
+    lines = [
+        f"npu_compiler checkout: {checkout}",
+        f"  HEAD {result.head[:12]}; pinned {pin.commit[:12]} ({pin.tag}, {pin.date}, "
+        f"pairs with OpenVINO {pin.openvino_release} {pin.openvino_commit[:8]})",
+    ]
+    if result.at_pin:
+        lines.append("  commit: at the pin")
+    elif result.based_on_pin:
+        lines.append("  commit: descends from the pin")
+    else:
+        lines.append(
+            "  commit: NOT the pinned commit (the series was written and checked there;"
+            f" git -C {checkout} checkout {pin.commit})"
+        )
+    return lines + [f"  local changes in {path}" for path in result.dirty]
+
+
+def _series_lines(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
+    """Which patches are applied, whether the rest apply, and what changed since the pin."""
+    verdict = "apply cleanly" if result.applies else "do NOT apply:"
+    if result.already_applied:
+        lines = [f"  series: already applied ({len(pin.patches)} patches)"]
+    elif result.applied:
+        applied = ", ".join(_number(name) for name in result.applied)
+        still = ", ".join(_number(name) for name in result.remaining)
+        lines = [f"  series: {applied} already applied; {still} still to apply and {verdict}"]
+    elif result.applies:
+        lines = [f"  series: applies cleanly ({len(pin.patches)} patches, git apply --check)"]
+    else:
+        lines = ["  series: does NOT apply:"]
+    if result.remaining and not result.applies:
+        lines += [f"    {line}" for line in result.apply_error.splitlines()]
+    if result.changed_since_pin:
+        files = " ".join(result.changed_since_pin)
+        lines += [
+            "  changed since the pin, in files the series touches (it was written against the",
+            "  pinned ones; a new place that changes AsyncDepsInfo's maps needs its own hook):",
+            *[f"    {path}" for path in result.changed_since_pin],
+            f"    review: git -C {checkout} diff {pin.commit[:12]} -- {files}",
+        ]
+    return lines
+
+
+def _next_steps(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
     guides = [g for g in BUILD_GUIDES if (checkout / g).is_file()]
     guide = f": {checkout / guides[0]}" if guides else " (docs in the npu_compiler tree)"
     steps: list[list[str]] = []
@@ -359,7 +373,7 @@ def report(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
             "compile_ahead.profiling.depsort.read_loaded_counters().",
         ],
     ]
-    lines.append("next:")
+    lines = ["next:"]
     for number, step in enumerate(steps, start=1):
         lines.append(f"  {number}. {step[0]}")
         lines += [f"     {more}" for more in step[1:]]

