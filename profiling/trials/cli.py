@@ -207,11 +207,11 @@ def run_compile_ab(args: argparse.Namespace) -> int:
     specs = [parse_arm(text) for text in args.arm]
     plan = make_plan([s.name for s in specs], args.pairs, args.warmup)
     ladder = compile_ab.parse_ladder(args.ladder)
+    for spec in specs:  # before anything is written or exported
+        check_arm_properties(spec, args.device, min(args.timeout, PROBE_TIMEOUT_S))
     out = _out_dir(args, "compile")
     out.mkdir(parents=True, exist_ok=True)
     base_config, kv_precision = compile_ab.default_config(args.device)
-    for spec in specs:  # before any graph is exported
-        check_arm_properties(spec, args.device, min(args.timeout, PROBE_TIMEOUT_S))
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
         exported = compile_ab.export_rungs(

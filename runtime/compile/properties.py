@@ -118,10 +118,13 @@ def check_properties(config: Mapping[str, str], facts: DeviceFacts, what: str) -
 def device_facts(device: str, config: Mapping[str, str]) -> DeviceFacts:
     """This process's OpenVINO on ``device`` (property_facts.py, which ``ab`` arms run under
     their own interpreters)."""
-    from compile_ahead.runtime.base.ov_core import core
+    from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
     from compile_ahead.runtime.compile.property_facts import gather
 
-    found = gather(device, dict(config), core())
+    try:
+        found = gather(device, dict(config), core())
+    except RuntimeError as err:  # no such device: its properties cannot be asked
+        raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from None
     return DeviceFacts(device, found["supported"], found["value_error"])
 
 
