@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import openvino as ov
@@ -89,3 +91,14 @@ def test_generate_takes_it(tmp_path, capsys):
     argv = ["generate", "--model", "tiny", "--prompt-ids", "1,2", "--max-new-tokens", "2"]
     assert main([*argv, "--synthetic-dtype", "f32", "--no-cache", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["weight_format"] == "f32"
+
+
+def test_profile_compile_takes_it(tmp_path):
+    out = tmp_path / "p"
+    argv = ["--model", "tiny", "--ladder", "16", "--synthetic-dtype", "bf16", "--out", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "compile_ahead.profiling.cli", *argv], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "exact tiny shapes, bf16" in proc.stdout
+    assert json.loads((out / "report.json").read_text())["model"]["weight_format"] == "bf16"
