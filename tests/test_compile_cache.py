@@ -22,6 +22,7 @@ from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.synthetic import synthetic_source
+from conftest import wait_until_settled
 
 SPEC = GraphSpec(64, 1, "f32")
 
@@ -96,11 +97,13 @@ def test_a_touched_checkpoint_misses(cache, tiny_qwen2_dir, tmp_path):
     import shutil
 
     copy = Path(shutil.copytree(tiny_qwen2_dir, tmp_path / "model"))
+    wait_until_settled(copy)
     assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "miss"
     assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "hit"
     weights = next(copy.glob("*.safetensors"))
     st = weights.stat()
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    wait_until_settled(copy)
     assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "miss"
 
 

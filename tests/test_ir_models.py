@@ -159,6 +159,18 @@ def test_weight_format_named_and_kept_in_rung_graphs(ir_exports, arch, fmt):
     assert weight_format(rung) == source.weight_format
 
 
+def test_fp16_rung_graph_keeps_its_lookup_unfolded(ir_exports):
+    """The embedding Gather of an FP16 IR's rung graph carries fold_guard's mark, which spares
+    the CPU plugin's compile from converting the table (test_fold_guard.py measures it)."""
+    from compile_ahead.runtime.graphs.fold_guard import disable_folding_key
+
+    source = resolve_model(str(ir_exports[("qwen2", "fp16")]))
+    model = source.build_graph(GraphSpec(32, 1, "f32", 128))
+    marked = [op for op in model.get_ops() if disable_folding_key() in op.get_rt_info()]
+    assert [op.get_type_name() for op in marked] == ["Gather"]
+    assert marked[0].input_value(1).get_node().get_type_name() != "Constant"  # reads the ids
+
+
 def test_rung_graph_interface(ir_exports):
     source = resolve_model(str(ir_exports[("llama", "fp16")]))
     cfg = source.config

@@ -53,6 +53,17 @@ def test_a_preset_is_written_in_its_dtype_unless_told(cache_dir, monkeypatch):
     assert chosen.model_dir != published.model_dir
 
 
+def test_a_synthetic_checkpoint_directory_is_synthetic(cache_dir):
+    """Given by its path (a compile worker is), it is the same synthetic weights."""
+    preset = resolve_model("tiny", synthetic_dtype="bf16")
+    by_path = resolve_model(str(preset.model_dir))
+    assert by_path.synthetic and "SYNTHETIC" in by_path.label
+    assert by_path.weights_identity() == preset.weights_identity()
+    assert by_path.origin == preset.origin and by_path.describe()["weight_format"] == "bf16"
+    with pytest.raises(CompileAheadError, match="holds synthetic bf16 weights"):
+        resolve_model(str(preset.model_dir), synthetic_dtype="f16")
+
+
 def test_synthetic_dtype_is_refused_for_real_weights(tiny_qwen2_dir):
     with pytest.raises(CompileAheadError, match=r"--synthetic-dtype bf16: .* has real weights"):
         resolve_model(str(tiny_qwen2_dir), synthetic_dtype="bf16")

@@ -112,6 +112,7 @@ def test_worker_remarks_decompression(tmp_path: Path) -> None:
     assert rung["capacity"] == 16 and rung["compile_s"] > 0
     # the tiny preset stores f16 weights: every weight Convert must be marked again after IR
     assert rung["decompression_marked"] > 0
+    assert rung["lookups_marked"] == 1  # the embedding table's Gather
     assert rung["passes"]["pass_records"] > 0 and rung["passes"]["problems"] == []
     # per-pass self times, by manager then pass, never more than the managers' total
     self_s = result["pass_self_s"]

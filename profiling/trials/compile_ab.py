@@ -22,7 +22,7 @@ from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.trials.analysis import Endpoint, result_field
 from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
 from compile_ahead.profiling.trials.runner import Arm
-from compile_ahead.runtime.graphs import decompression
+from compile_ahead.runtime.graphs import decompression, fold_guard
 
 WORKER = Path(__file__).with_name("compile_trial.py")
 
@@ -53,6 +53,7 @@ class ExportedRungs:
             # the trial loads these by path (see compile_trial.load_module)
             "passprofile": str(Path(passprofile.__file__).resolve()),
             "decompression": str(Path(decompression.__file__).resolve()),
+            "fold_guard": str(Path(fold_guard.__file__).resolve()),
             "extension_counters": counters,
             "rungs": [
                 {"capacity": c, "xml": str(self.directory / f"rung-{c}.xml")} for c in self.rungs

@@ -7,19 +7,21 @@ the standard library, openvino and numpy, and is executed by path:
 
 MANIFEST: {"device": "CPU", "config": {"KEY": "VALUE"}, "pass_profile": false,
            "passprofile": "/.../profiling/passprofile.py",
-           "decompression": "/.../runtime/graphs/decompression.py", "extension_counters": false,
+           "decompression": "/.../runtime/graphs/decompression.py",
+           "fold_guard": "/.../runtime/graphs/fold_guard.py", "extension_counters": false,
            "rungs": [{"capacity": 1024, "xml": "/tmp/.../rung-1024.xml"}, ...]}
 
 The f16/bf16 weight Converts are re-marked as decompression after reading (rt_info
-"decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the
-weights to f32). With "pass_profile", OpenVINO's per-transformation timing
-(OV_ENABLE_PROFILE_PASS) is switched on, parsed by compile_ahead's passprofile.py (loaded from
-the manifest's "passprofile" path), summarised per rung, and each pass's self time (nested
+"decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the weights
+to f32), and the embedding lookup is marked not to be folded (graphs/fold_guard.py); both
+modules are loaded by path from the manifest. With "pass_profile", OpenVINO's per-transformation
+timing (OV_ENABLE_PROFILE_PASS) is switched on, parsed by compile_ahead's passprofile.py (loaded
+from the manifest's "passprofile" path), summarised per rung, and each pass's self time (nested
 managers left out) summed over the rungs per manager and pass ("pass_self_s"). With
 "extension_counters", the compile_ahead package is imported before openvino (so its ITT
-collector is announced) and its counters are read per rung: ITT phase totals and, when a
-patched NPU compiler is loaded, the dependency-sort cache counters. An arm where compile_ahead
-does not import reports them unavailable, never as zeros.
+collector is announced) and its counters are read per rung: ITT phase totals and, when a patched
+NPU compiler is loaded, the dependency-sort cache counters. An arm where compile_ahead does not
+import reports them unavailable, never as zeros.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ def main(argv: list[str]) -> int:
     import openvino as ov
 
     decompression = load_module(manifest["decompression"], "decompression")
+    fold_guard = load_module(manifest["fold_guard"], "fold_guard")
 
     t_import = time.perf_counter()
     core = ov.Core()
@@ -135,6 +138,7 @@ def main(argv: list[str]) -> int:
         model = core.read_model(rung["xml"])
         t1 = time.perf_counter()
         marked = decompression.mark_weight_decompression(model)
+        lookups = fold_guard.keep_lookups_unfolded(model)
         t2 = time.perf_counter()
         if ext is not None:
             ext.begin()
@@ -147,6 +151,7 @@ def main(argv: list[str]) -> int:
             "remark_s": t2 - t1,
             "compile_s": t3 - t2,
             "decompression_marked": marked,
+            "lookups_marked": lookups,
             "max_rss_bytes": _max_rss_bytes(),
         }
         if counters is not None:

@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         "stop_reason": result.stop_reason,
         "compile_s": round(t1 - t0, 3),
         "generate_s": round(t2 - t1, 3),
+        "compile_cache_dir": str(options.cache.directory) if options.cache else None,
+        "compile_cache": {k: o.describe() for k, o in decoder.cache_outcomes.items()},
     }
     if tokenizer is not None:
         report["text"] = tokenizer.decode(result.tokens)
@@ -97,4 +99,7 @@ def run(args: argparse.Namespace) -> int:
             f"stop: {result.stop_reason}; compile {report['compile_s']} s, "
             f"generate {report['generate_s']} s"
         )
+        graphs = "; ".join(f"{k} {o.summary()}" for k, o in decoder.cache_outcomes.items())
+        where = f" {report['compile_cache_dir']}" if options.cache else ""
+        print(f"compile cache{where}: {graphs}")
     return 0

@@ -7,8 +7,12 @@ entry is found from explicit identities before anything is built (benchmarks/com
 measures both), and it is keyed by everything a compiled graph depends on:
 
 - the model: its config, and its weights' identity as the model source took it when it opened
-  them (ModelSource.weights_identity: checkpoint or IR files' path, size, mtime, ctime and
-  inode; preset, seed, dtype and generator version for synthetic weights);
+  them (ModelSource.weights_identity: checkpoint or IR files' path, size, mtime, ctime, inode
+  and device; preset, seed, dtype and generator version for synthetic weights). A user cannot
+  set ctime or the inode back (mtime they can, with ``touch -r``), so a file rewritten or
+  replaced is another identity. Weights that changed on disk since they were opened, or were
+  written just before (within a ctime tick), are neither imported nor stored
+  (ModelSource.weights_unsettled, asked at lookup and again before an entry is written);
 - the graph: kind (decode, prefill, weight part i, attention core), capacity, chunk, buffer
   capacity, KV precision;
 - the device (name and full device name, so a blob never moves to another CPU's ISA), the
@@ -16,11 +20,19 @@ measures both), and it is keyed by everything a compiled graph depends on:
   and a digest of every module of the packages that shape a compiled graph (base, model,
   graphs, sources, compile).
 
-An entry is one file: the exported blob followed by a JSON trailer (key, blob size, a sampled
-digest) and a magic footer. It is written under a temporary name and renamed into place, so a
-reader sees a whole entry or none; a truncated, foreign or unimportable entry is deleted and
-the graph recompiled, with a warning. A hit imports the blob from a memory map (no copy of the
-file into memory); the compiled model may alias the mapping, which is kept alive with it.
+An entry is one file: the exported blob followed by a JSON trailer (key, blob size, the blob's
+CRC-32) and a magic footer. It is written under a temporary name and renamed into place, so a
+reader sees a whole entry or none. A hit checks the CRC-32 of the whole blob before importing
+it (the fastest of zlib's and hashlib's checksums, measured by benchmarks/cache_checksum.py;
+its seconds are reported as verify_s beside import_s); a truncated, damaged, foreign or unimportable
+entry is deleted and the graph recompiled, with a warning. A hit imports the blob from a memory
+map (no copy of the file into memory); the compiled model may alias the mapping, which is kept
+alive with it.
+
+A cache that cannot be used never fails a run: a directory that is a file, read-only, full, an
+entry that cannot be removed or one larger than the cap each warn once (one line) and the graph
+is compiled without the cache; every outcome says hit, miss (stored or not, and why) or off.
+The size cap is enforced when a command opens the cache (``open``) and after every store.
 
 Weightless entries (CACHE_MODE=OPTIMIZE_SIZE, weights restored from the graph at import) are
 optional: the CPU plugin leaves weights out only for graphs read from IR files, so for our
@@ -38,13 +50,16 @@ import json
 import os
 import struct
 import tempfile
+import threading
 import time
 import warnings
+import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from compile_ahead.errors import CompileAheadError, CompileAheadWarning
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB, cache_root
 
 # numpy and openvino are imported where used, so the command-line helpers at the bottom can be
@@ -57,12 +72,11 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.graphs.decoder import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 
-FORMAT_VERSION = 1
+# Part of every key: entries of another format are never looked up (misses, pruned in time).
+FORMAT_VERSION = 2  # the whole blob's CRC-32 in the trailer
 MAGIC = b"CAHEAD01"
 SUFFIX = ".ovblob"
 _FOOTER = struct.Struct("<Q8s")  # trailer length, magic
-_SAMPLE_PAGES = 64
-_SAMPLE_BYTES = 4096
 # Packages whose modules shape a compiled graph (how weights are read, how graphs are built
 # or cut, how they are compiled): an edit to any of their modules changes every key.
 _GRAPH_PACKAGES = ("base", "model", "graphs", "sources", "compile")
@@ -71,17 +85,22 @@ CacheState = Literal["hit", "miss", "off"]
 STALE_TMP_S = 3600.0  # a temporary file this old belongs to a writer that died
 
 
-class CompileCacheWarning(UserWarning):
-    """A cache entry was unusable (recompiled) or could not be written (compiled anyway)."""
+class CompileCacheWarning(CompileAheadWarning):
+    """The cache could not be used for a graph (compiled without it): an unusable entry, a
+    directory that cannot be written, weights that changed on disk, an entry over the cap."""
 
 
 @dataclass(frozen=True)
 class CacheOutcome:
-    state: CacheState  # hit: imported; miss: compiled (and stored); off: no cache used
-    import_s: float = 0.0  # reading and importing the entry (hit)
+    state: CacheState  # hit: imported; miss: compiled (stored or not); off: no cache used
+    import_s: float = 0.0  # reading, verifying and importing the entry (hit)
     store_s: float = 0.0  # exporting and writing the entry (miss)
-    entry: Path | None = None
-    note: str | None = None  # why the cache was off, or what went wrong with the entry
+    entry: Path | None = None  # a miss's entry to write; None once nothing is to be stored
+    note: str | None = None  # why the cache was off, why not stored, or what was wrong
+    stored: bool = False  # a miss whose entry was written
+    verify_s: float = 0.0  # the whole entry's checksum (hit), part of import_s
+    # Asked again before an entry is written: why the weights may have changed since the lookup.
+    unsettled: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -89,9 +108,23 @@ class CacheOutcome:
             "import_s": round(self.import_s, 3),
             "store_s": round(self.store_s, 3),
         }
+        if self.state == "hit":
+            out["verify_s"] = round(self.verify_s, 3)
+        if self.state == "miss":
+            out["cache_stored"] = self.stored
         if self.note:
             out["cache_note"] = self.note
         return out
+
+    def summary(self) -> str:
+        """A few words for a console line: hit, miss (stored or why not) or off (why)."""
+        if self.state == "hit":
+            return f"hit (import {self.import_s:.2f} s, checksum {self.verify_s:.2f} s)"
+        if self.state == "miss":
+            if self.stored:
+                return f"miss, stored ({self.note})" if self.note else "miss, stored"
+            return f"miss, {self.note or 'not stored'}"
+        return f"off ({self.note})" if self.note else "off"
 
 
 OFF = CacheOutcome("off")
@@ -133,18 +166,11 @@ def _config_repr(config: Mapping[str, object]) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(config.items()) if k != "MODEL_PTR"}
 
 
-def _sample_digest(blob: memoryview | np.ndarray) -> str:
-    """A digest of the size, both ends and evenly spaced pages: catches truncation and foreign
-    or overwritten files without reading a whole multi-GB blob on every import."""
-    data = memoryview(blob).cast("B")
-    n = len(data)
-    h = hashlib.blake2b(str(n).encode(), digest_size=16)
-    h.update(data[: 1 << 20])
-    h.update(data[max(0, n - (1 << 20)) :])
-    for i in range(_SAMPLE_PAGES):
-        at = (n * i) // _SAMPLE_PAGES
-        h.update(data[at : at + _SAMPLE_BYTES])
-    return h.hexdigest()
+def checksum(blob: memoryview | np.ndarray) -> int:
+    """CRC-32 of every byte: a damaged entry anywhere is found before it is imported. Not a
+    defence against forgery (the cache directory is the user's own), and zlib releases the GIL
+    while it reads, so a background import does not hold up decoding."""
+    return zlib.crc32(memoryview(blob).cast("B"))
 
 
 class CorruptEntry(Exception):
@@ -163,6 +189,9 @@ class CompileCache:
         self.directory = Path(directory).expanduser()
         self.weightless = weightless
         self.max_bytes = max_bytes  # least recently used entries go beyond this; None: no cap
+        self.unusable: str | None = None  # set by ``open``: why no entry can be kept at all
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (
@@ -170,33 +199,73 @@ class CompileCache:
             f"max_bytes={self.max_bytes})"
         )
 
+    def warn_once(self, kind: str, message: str) -> None:
+        """One warning line per kind of trouble per cache (not one per graph)."""
+        with self._lock:
+            if kind in self._warned:
+                return
+            self._warned.add(kind)
+        warnings.warn(message, CompileCacheWarning, stacklevel=3)
+
+    def open(self) -> CompileCache:
+        """A command's start: find a directory that cannot hold entries (then every lookup is
+        off, with a warning) and enforce the size cap, whatever this run will store."""
+        try:
+            if self.directory.exists() and not self.directory.is_dir():
+                self.unusable = f"the compile cache directory {self.directory} is not a directory"
+        except OSError as err:  # e.g. a parent that cannot be searched
+            self.unusable = f"the compile cache directory {self.directory}: {_reason(err)}"
+        if self.unusable is not None:
+            self.warn_once("directory", f"{self.unusable}; compiling without the cache")
+            return self
+        self.prune()
+        return self
+
     def entries(self) -> list[Path]:
-        return sorted(self.directory.glob(f"??/*{SUFFIX}"))
+        try:
+            return sorted(self.directory.glob(f"??/*{SUFFIX}"))
+        except OSError:
+            return []
 
     def prune(self, keep: Path | None = None) -> list[Path]:
         """Delete least recently used entries (a hit refreshes an entry's mtime) until the
-        total is within max_bytes, and temporary files a killed writer left behind."""
+        total is within max_bytes, and temporary files a killed writer left behind. An entry
+        that cannot be deleted is a warning (once), never an error."""
         now = time.time()
-        for tmp in self.directory.glob(f"??/.*{SUFFIX}.*"):
-            with contextlib.suppress(OSError):
-                if now - tmp.stat().st_mtime > STALE_TMP_S:
-                    tmp.unlink()
+        with contextlib.suppress(OSError):
+            for tmp in self.directory.glob(f"??/.*{SUFFIX}.*"):
+                with contextlib.suppress(OSError):
+                    if now - tmp.stat().st_mtime > STALE_TMP_S:
+                        tmp.unlink()
         if self.max_bytes is None:
             return []
         found = []
         for path in self.entries():
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 st = path.stat()
                 found.append((st.st_mtime_ns, st.st_size, path))
         total = sum(size for _, size, _ in found)
-        removed = []
+        removed: list[Path] = []
+        failed: OSError | None = None
         for _, size, path in sorted(found):
             if total <= self.max_bytes:
                 break
-            if path != keep:
+            if path == keep:
+                continue
+            try:
                 path.unlink(missing_ok=True)
-                total -= size
-                removed.append(path)
+            except OSError as err:
+                failed = err
+                continue
+            total -= size
+            removed.append(path)
+        if total > self.max_bytes:
+            why = f" (cannot delete: {_reason(failed)})" if failed is not None else ""
+            self.warn_once(
+                "cap",
+                f"compile cache {self.directory} holds {_size(total)}, over its cap of "
+                f"{_size(self.max_bytes)} (--cache-max-gb){why}",
+            )
         return removed
 
     # -- keys ---------------------------------------------------------------------------
@@ -242,36 +311,61 @@ class CompileCache:
 
         options = self.compile_options(options.resolved())
         config = device_config(options)
+        if self.unusable is not None:
+            return None, CacheOutcome("off", note=self.unusable)
         payload = self.key_payload(source, graph, options.device, config)
         if payload is None:
             return None, CacheOutcome("off", note="the model's weights have no identity")
         if self.weightless and model_fn is None:
             return None, CacheOutcome("off", note="weightless entries need the uncompiled graph")
+        unsettled = source.weights_unsettled()
+        if unsettled is not None:
+            self.warn_once("weights", f"compile cache not used: {unsettled}")
+            return None, CacheOutcome("off", note=f"not cached: {unsettled}")
         key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         path = self.entry_path(key)
-        if not path.exists():
-            return None, CacheOutcome("miss", entry=path)
+        miss = CacheOutcome("miss", entry=path, unsettled=source.weights_unsettled)
+        try:
+            if not path.exists():
+                return None, miss
+        except OSError as err:  # e.g. a directory on the way that cannot be searched
+            self.warn_once("read", f"cannot read the compile cache {self.directory}: {err}")
+            return None, CacheOutcome("off", note=f"cannot read the cache: {_reason(err)}")
         t0 = time.perf_counter()
         try:
-            compiled = self._import(path, key, options.device, config, model_fn)
+            compiled, verify_s = self._import(path, key, options.device, config, model_fn)
         except CorruptEntry as err:
-            warnings.warn(
-                f"compile cache entry {path} is unusable ({err}); compiling again",
-                CompileCacheWarning,
-                stacklevel=3,
-            )
-            path.unlink(missing_ok=True)
-            return None, CacheOutcome("miss", entry=path, note=f"recompiled: {err}")
+            return None, self._discard(path, str(err), miss)
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used: the last to be pruned
-        return compiled, CacheOutcome("hit", import_s=time.perf_counter() - t0, entry=path)
+        import_s = time.perf_counter() - t0
+        return compiled, CacheOutcome("hit", import_s=import_s, entry=path, verify_s=verify_s)
+
+    def _discard(self, path: Path, problem: str, miss: CacheOutcome) -> CacheOutcome:
+        """An unusable entry: deleted and recompiled; one that cannot be deleted is left alone
+        (nothing is stored over it) and the graph compiled without the cache."""
+        try:
+            if path.is_dir() and not path.is_symlink():
+                raise IsADirectoryError(21, "is a directory")
+            path.unlink(missing_ok=True)
+        except OSError as err:
+            self.warn_once(
+                "remove",
+                f"compile cache entry {path} is unusable ({problem}) and cannot be removed "
+                f"({_reason(err)}); compiling without the cache",
+            )
+            note = f"not stored: an unusable entry cannot be removed ({_reason(err)})"
+            return CacheOutcome("miss", entry=None, note=note)
+        self.warn_once(
+            f"corrupt {path}",
+            f"compile cache entry {path} is unusable ({problem}); compiling again",
+        )
+        return replace(miss, note=f"recompiled: {problem}")
 
     def compile_options(self, options: CompileOptions) -> CompileOptions:
         """The options a cached graph is compiled with (weightless adds the cache mode)."""
         if not self.weightless:
             return options
-        from dataclasses import replace
-
         extra = {**options.extra_config, "CACHE_MODE": "OPTIMIZE_SIZE"}
         return replace(options, extra_config=extra)
 
@@ -282,7 +376,8 @@ class CompileCache:
         device: str,
         config: Mapping[str, object],
         model_fn: Callable[[], ov.Model] | None,
-    ) -> ov.CompiledModel:
+    ) -> tuple[ov.CompiledModel, float]:
+        """The compiled model and the seconds its checksum took."""
         import numpy as np
         import openvino as ov
 
@@ -291,7 +386,7 @@ class CompileCache:
         try:
             mapped = np.memmap(path, dtype=np.uint8, mode="c")  # private: never writes the file
         except (OSError, ValueError) as err:
-            raise CorruptEntry(f"cannot map it: {err}") from None
+            raise CorruptEntry(f"cannot map it: {_reason(err)}") from None
         size = len(mapped)
         if size < _FOOTER.size:
             raise CorruptEntry("truncated")
@@ -303,11 +398,15 @@ class CompileCache:
             trailer = json.loads(bytes(mapped[blob_len : blob_len + trailer_len]))
         except ValueError:
             raise CorruptEntry("unreadable trailer") from None
+        if not isinstance(trailer, dict):
+            raise CorruptEntry("unreadable trailer")
         blob = mapped[:blob_len]
         if trailer.get("key") != key or trailer.get("blob_bytes") != blob_len:
             raise CorruptEntry("trailer does not match its name")
-        if trailer.get("sample") != _sample_digest(blob):
-            raise CorruptEntry("content digest mismatch")
+        t0 = time.perf_counter()
+        if trailer.get("crc32") != checksum(blob):
+            raise CorruptEntry("checksum mismatch: the entry is damaged")
+        verify_s = time.perf_counter() - t0
         import_config = dict(config)
         if self.weightless:
             if model_fn is None:
@@ -323,7 +422,7 @@ class CompileCache:
             raise CorruptEntry(f"import failed: {openvino_error_summary(err)}") from None
         # The compiled model may alias the mapped blob: keep the mapping as long as it lives.
         compiled._compile_ahead_blob = mapped  # type: ignore[attr-defined]
-        return compiled
+        return compiled, verify_s
 
     def store(self, outcome: CacheOutcome, compiled: ov.CompiledModel) -> CacheOutcome:
         """Export and write the entry of a miss; a failed write is a warning, never an error."""
@@ -334,13 +433,15 @@ class CompileCache:
             buffer = io.BytesIO()
             compiled.export_model(buffer)
         except RuntimeError as err:
-            return self._not_stored(outcome.entry, err)
+            return self._not_stored(outcome, err)
         return self.store_blob(outcome, buffer.getbuffer(), t0)
 
     def store_blob(
         self, outcome: CacheOutcome, blob: bytes | memoryview, t0: float | None = None
     ) -> CacheOutcome:
-        """Write an already exported blob (e.g. one a compile worker sent) as a miss's entry."""
+        """Write an already exported blob (e.g. one a compile worker sent) as a miss's entry,
+        unless the weights changed since the lookup (then the blob may hold other bytes than
+        its key names)."""
         if outcome.state != "miss" or outcome.entry is None:
             return outcome
         t0 = time.perf_counter() if t0 is None else t0
@@ -348,41 +449,66 @@ class CompileCache:
         key = path.name.removesuffix(SUFFIX)
         view = memoryview(blob).cast("B")
         if self.max_bytes is not None and len(view) > self.max_bytes:
-            note = f"not stored: {len(view)} bytes exceed the cache's {self.max_bytes}"
-            return CacheOutcome("miss", entry=None, note=note)
-        trailer = json.dumps(
-            {"key": key, "blob_bytes": len(view), "sample": _sample_digest(view)}
-        ).encode()
+            self.warn_once(
+                "too large",
+                f"a compiled graph of {_size(len(view))} exceeds the compile cache's cap of "
+                f"{_size(self.max_bytes)} (--cache-max-gb): not stored",
+            )
+            note = (
+                f"not stored: {_size(len(view))} exceed the cache's cap of {_size(self.max_bytes)}"
+            )
+            return replace(outcome, entry=None, note=note)
+        trailer = json.dumps({"key": key, "blob_bytes": len(view), "crc32": checksum(view)})
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
             try:
                 # No fsync: a crash can leave a short or zeroed file under the final name only
-                # after a rename, and the trailer check rejects it (then it is recompiled).
+                # after a rename, and the checksum rejects it (then it is recompiled).
                 with os.fdopen(fd, "wb") as f:
                     f.write(view)
-                    f.write(trailer)
+                    f.write(trailer.encode())
                     f.write(_FOOTER.pack(len(trailer), MAGIC))
+                # Last: the export read the weights, so they must still be what the key says.
+                changed = outcome.unsettled() if outcome.unsettled is not None else None
+                if changed is not None:
+                    Path(tmp).unlink(missing_ok=True)
+                    self.warn_once("weights", f"compile cache not used: {changed}")
+                    return replace(outcome, entry=None, note=f"not stored: {changed}")
                 os.chmod(tmp, 0o644)
                 os.replace(tmp, path)
             except BaseException:
-                Path(tmp).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    Path(tmp).unlink(missing_ok=True)
                 raise
         except OSError as err:
-            return self._not_stored(path, err)
-        stored = CacheOutcome("miss", store_s=time.perf_counter() - t0, entry=path)
-        with contextlib.suppress(OSError):
-            self.prune(keep=path)
+            return self._not_stored(outcome, err)
+        stored = replace(outcome, store_s=time.perf_counter() - t0, stored=True)
+        self.prune(keep=path)
         return stored
 
-    @staticmethod
-    def _not_stored(path: Path, err: BaseException) -> CacheOutcome:
-        warnings.warn(
-            f"could not write compile cache entry {path}: {err}",
-            CompileCacheWarning,
-            stacklevel=4,
+    def _not_stored(self, outcome: CacheOutcome, err: BaseException) -> CacheOutcome:
+        self.warn_once(
+            "write",
+            f"could not write compile cache entry {outcome.entry}: {_reason(err)}; compiling "
+            "without storing",
         )
-        return CacheOutcome("miss", entry=None, note=f"not stored: {err}")
+        return replace(outcome, entry=None, note=f"not stored: {_reason(err)}")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def _reason(err: BaseException | None) -> str:
+    """An error as one short clause (an OS error's strerror, not its repr with the path)."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 if TYPE_CHECKING:
@@ -435,8 +561,21 @@ def cache_from_flags(
     max_gb: float | None = COMPILED_CACHE_MAX_GB,
 ) -> CompileCache | None:
     """On by default in the user cache directory; ``--cache-dir`` moves it, ``--no-cache``
-    turns it off, ``--cache-max-gb`` caps its size (least recently used entries go)."""
+    turns it off, ``--cache-max-gb`` caps its size (least recently used entries go, also of
+    earlier runs: the cap is enforced here, when the command opens the cache)."""
     if no_cache:
         return None
-    max_bytes = None if max_gb is None or max_gb <= 0 else int(max_gb * 1e9)
-    return CompileCache(Path(cache_dir) if cache_dir else default_cache_dir(), max_bytes=max_bytes)
+    if max_gb is not None:
+        check_max_gb(max_gb)
+    max_bytes = None if max_gb is None or max_gb == 0 else int(max_gb * 1e9)
+    directory = Path(cache_dir) if cache_dir else default_cache_dir()
+    return CompileCache(directory, max_bytes=max_bytes).open()
+
+
+def check_max_gb(max_gb: float) -> float:
+    """A cap in GB: finite and >= 0 (0: no cap); NaN and infinity are refused."""
+    if not (isinstance(max_gb, int | float) and 0 <= max_gb < float("inf")):
+        raise CompileAheadError(
+            f"--cache-max-gb must be a finite number of GB >= 0 (0: no cap), got {max_gb}"
+        )
+    return float(max_gb)

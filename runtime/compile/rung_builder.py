@@ -80,7 +80,15 @@ class RungBuilder:
             return None
         if self.weight_parts is None:
             self.weight_parts = WeightParts(self.source, self.options)
-        return {"cache": self.weight_parts.cache_state, "import_s": self.weight_parts.import_s}
+        parts = self.weight_parts
+        info: dict = {"cache": parts.cache_state, "import_s": parts.import_s}
+        misses = [o for o in parts.cache_outcomes if o.state == "miss"]
+        if misses:
+            info["cache_stored"] = all(o.stored for o in misses)
+        notes = sorted({o.note for o in parts.cache_outcomes if o.note})
+        if notes:
+            info["cache_note"] = "; ".join(notes)
+        return info
 
     def build(
         self, spec: GraphSpec, background: bool = False, worker_fault: Fault | None = None
@@ -100,11 +108,15 @@ class RungBuilder:
         return compile_step(self.source, spec, self.options)
 
     def _build_in_worker(self, spec: GraphSpec, fault: Fault | None) -> CompileResult:
+        from compile_ahead.runtime.compile.cache import CacheOutcome
         from compile_ahead.runtime.compile.worker_client import WorkerPlacement
 
         cache, sink = self.options.cache, None
         outcome = None
-        if cache is not None:
+        if cache is not None and fault is not None:
+            # An injected fault is the worker's: importing the entry would skip it unseen.
+            outcome = CacheOutcome("off", note=f"not used: worker fault {fault!r} injected")
+        elif cache is not None:
             compiled, outcome = cache.lookup(self.source, step_graph_identity(spec), self.options)
             if compiled is not None:
                 step = self.source.make_step(compiled, spec)
@@ -124,6 +136,8 @@ class RungBuilder:
             timeout_s=self.compile_timeout_s,
             fault=fault,
             blob_sink=sink,
+            # The worker opens the model itself: it must find the weights this run opened.
+            weights=self.source.weights_identity(),
         )
         if result.model_config != self.source.config:
             raise CompileAheadError(

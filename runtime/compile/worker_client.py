@@ -241,12 +241,15 @@ class WorkerPlacement:
         timeout_s: float,
         fault: Fault | None = None,
         blob_sink: Callable[[bytes], object] | None = None,
+        weights: object = None,
     ) -> WorkerResult:
         """Compile ``spec`` of the model ``source_ref`` (as resolve_model takes it) in the
         worker and import it here. ``timeout_s`` bounds the worker's part (its start when
         needed, the compile and the export); the import here is not interruptible.
         ``blob_sink`` gets the exported blob before it is imported (e.g. to store it in the
-        compile cache). Raises WorkerCompileError when the worker does not deliver."""
+        compile cache). ``weights`` (the caller's ModelSource.weights_identity()) makes the
+        worker refuse weights that are not those, e.g. a checkpoint replaced since the caller
+        opened it. Raises WorkerCompileError when the worker does not deliver."""
         # The worker compiles afresh; a compile cache stays with the caller (see blob_sink).
         options = replace(options.resolved(), cache=None)
         begin_ns = time.monotonic_ns()
@@ -254,7 +257,7 @@ class WorkerPlacement:
         what = f"the C={spec.capacity} {spec.kind} graph"
         with self._lock:
             worker, spawn_s = self._ensure_worker(deadline)
-            request = CompileRequest(source_ref, spec, options, fault)
+            request = CompileRequest(source_ref, spec, options, fault, weights)
             try:
                 reply = self._exchange(worker, request, deadline, timeout_s, what)
                 t0 = time.monotonic_ns()

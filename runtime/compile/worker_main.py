@@ -108,6 +108,13 @@ class Worker:
             t = time.monotonic_ns()
             step("resolve model", begin, t)
             resolve_s = (t - begin) / 1e9
+        if req.weights is not None and source.weights_identity() != req.weights:
+            from compile_ahead.errors import CompileAheadError
+
+            raise CompileAheadError(
+                f"the compile worker found other weights for {req.source_ref!r} than the run "
+                "opened (changed on disk since); not compiled from them"
+            )
         _inject(req.fault)
         t0 = time.monotonic_ns()
         try:

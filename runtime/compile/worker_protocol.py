@@ -54,6 +54,8 @@ class CompileRequest:
     spec: Any  # graphs.GraphSpec (pickled; unpickling it in the worker loads openvino)
     options: Any  # compiler.CompileOptions, resolved by the parent
     fault: Fault | None = None
+    # The parent's ModelSource.weights_identity(): the worker refuses to compile other weights.
+    weights: Any = None
 
 
 @dataclass

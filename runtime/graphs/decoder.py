@@ -18,6 +18,7 @@ from openvino import opset13 as ops
 
 from compile_ahead.runtime.base.precision import OV_TYPES
 from compile_ahead.runtime.graphs.decompression import mark_decompression
+from compile_ahead.runtime.graphs.fold_guard import keep_lookups_unfolded
 from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
 from compile_ahead.runtime.model.weights import WeightStore
 
@@ -327,4 +328,6 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
     row = ops.gather(x, last_index, const(1, np.int64)).output(0)  # [1, D]
     results.insert(0, ops.result(lm_head(cfg, w, row), name=LOGITS))
     name_io(params, results)
-    return ov.Model(results, params, f"{spec.kind}_C{spec.capacity}_L{L}_B{spec.input_capacity}")
+    model = ov.Model(results, params, f"{spec.kind}_C{spec.capacity}_L{L}_B{spec.input_capacity}")
+    keep_lookups_unfolded(model)  # static input_ids: see graphs/fold_guard.py
+    return model

@@ -32,6 +32,7 @@ from compile_ahead.runtime.graphs.decoder import (
     past_key_name,
     past_value_name,
 )
+from compile_ahead.runtime.graphs.fold_guard import keep_lookups_unfolded
 from compile_ahead.runtime.graphs.ir_attention import replace_attention
 from compile_ahead.runtime.model.ir_reader import (
     ATTENTION_MASK,
@@ -143,4 +144,5 @@ def build_ir_step_model(
     if fast_attention:
         replace_attention(model, kv, C)
     model.validate_nodes_and_infer_types()
+    keep_lookups_unfolded(model)  # static input_ids: see graphs/fold_guard.py
     return model

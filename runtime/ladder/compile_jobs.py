@@ -110,8 +110,11 @@ class CompileJob:
     background: bool
     seconds: float
     ok: bool
-    cache: str = "off"  # hit: imported from the compile cache; miss: compiled and stored
+    cache: str = "off"  # hit: imported from the compile cache; miss: compiled; off: no cache
     import_s: float = 0.0
+    cache_stored: bool | None = None  # a miss: whether its entry was written
+    cache_note: str | None = None  # why not stored, why off, or what was wrong with an entry
+    verify_s: float = 0.0  # a hit: the entry's checksum, part of import_s
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -198,7 +201,7 @@ class RungCompiler:
                 self.resident_max = max(self.resident_max, len(self.resident))
                 self._resident_changed()
         cache = {"cache": built.cache, "import_s": round(built.import_s, 3)}
-        self._finish(job, chunk, start, True, cache | _cache_note(step))
+        self._finish(job, chunk, start, True, cache | _cache_outcome(step))
         return rung
 
     def _finish(self, job: int, chunk: int, start: int, ok: bool, info: dict) -> float:
@@ -209,8 +212,19 @@ class RungCompiler:
             if running is not None and not self._closed:
                 capacity, kind, background = running
                 seconds = (end - start) / 1e9
-                cache, import_s = info.get("cache", "off"), info.get("import_s", 0.0)
-                record = CompileJob(job, capacity, chunk, background, seconds, ok, cache, import_s)
+                record = CompileJob(
+                    job,
+                    capacity,
+                    chunk,
+                    background,
+                    seconds,
+                    ok,
+                    info.get("cache", "off"),
+                    info.get("import_s", 0.0),
+                    info.get("cache_stored"),
+                    info.get("cache_note"),
+                    info.get("verify_s", 0.0),
+                )
                 self.finished.append(record)
                 self.events.compile_finished(job, capacity, kind, ok, end, info)
         return (end - start) / 1e9
@@ -241,7 +255,7 @@ class RungCompiler:
             self._running.clear()
 
 
-def _cache_note(step: object) -> dict:
-    """What the compile cache said of this graph, beyond hit/miss (e.g. why not stored)."""
+def _cache_outcome(step: object) -> dict:
+    """What the compile cache said of this graph, beyond hit/miss (stored, or why not)."""
     outcome = getattr(step, "compile_cache", None)
     return outcome.describe() if outcome is not None else {}

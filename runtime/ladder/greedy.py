@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.cache import OFF, CacheOutcome
 from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs import decoder as graphs
@@ -41,6 +42,12 @@ class StaticDecoder:
         if prefill_chunk > 1:
             spec = graphs.GraphSpec(capacity, prefill_chunk, kv)
             self.prefill = compile_step(source, spec, self.options).step
+        # What the compile cache did with each graph (hit, miss stored or not, off), by name.
+        self.cache_outcomes: dict[str, CacheOutcome] = {
+            name: getattr(step, "compile_cache", OFF)
+            for name, step in (("decode", self.decode), ("prefill", self.prefill))
+            if step is not None
+        }
         self.cache = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
         self.decode.bind(self.cache.arena)
         if self.prefill is not None:

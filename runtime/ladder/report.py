@@ -170,12 +170,7 @@ class RunReport:
             lines.append(f"  rung {r.capacity:>6}: {r.tokens:>6} tokens, {rate}")
         lines += [_boundary_line(b) for b in self.boundaries]
         if self.compile_cache_dir is not None:
-            hits = sum(1 for j in self.compile_jobs if j.get("cache") == "hit")
-            misses = sum(1 for j in self.compile_jobs if j.get("cache") == "miss")
-            lines.append(
-                f"compile cache {self.compile_cache_dir}: {hits} imported, {misses} compiled "
-                "and stored"
-            )
+            lines += _cache_lines(self.compile_cache_dir, self.compile_jobs)
         lines.append(
             f"KV reserved avg {_mib(self.kv_reserved_avg_bytes)} MiB "
             f"(peak {_mib(self.kv_reserved_peak_bytes)}), committed avg "
@@ -185,6 +180,41 @@ class RunReport:
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)
+
+
+def _cache_lines(directory: str, jobs: list[dict[str, Any]]) -> list[str]:
+    """The compile cache's part of the summary: counts, then what became of each graph."""
+    done = [j for j in jobs if j.get("ok", True)]
+    hits = sum(1 for j in done if j.get("cache") == "hit")
+    stored = sum(1 for j in done if j.get("cache") == "miss" and j.get("cache_stored"))
+    unstored = sum(1 for j in done if j.get("cache") == "miss" and not j.get("cache_stored"))
+    off = sum(1 for j in done if j.get("cache") == "off")
+    counts = [f"{hits} imported", f"{stored} compiled and stored"]
+    if unstored:
+        counts.append(f"{unstored} compiled, not stored")
+    if off:
+        counts.append(f"{off} compiled without the cache")
+    lines = [f"compile cache {directory}: {', '.join(counts)}"]
+    for j in jobs:
+        if j["capacity"] == 0:
+            what = "weight parts"
+        elif j.get("chunk", 1) > 1:
+            what = f"prefill {j['capacity']}x{j['chunk']}"
+        else:
+            what = f"rung {j['capacity']}"
+        note = j.get("cache_note")
+        if not j.get("ok", True):
+            state = "compile failed"
+        elif j.get("cache") == "hit":
+            seconds = f"import {j.get('import_s', 0.0):.2f} s"
+            state = f"hit ({seconds}, checksum {j.get('verify_s', 0.0):.2f} s)"
+        elif j.get("cache") == "miss":
+            stored = "miss, stored" + (f" ({note})" if note else "")
+            state = stored if j.get("cache_stored") else f"miss, {note or 'not stored'}"
+        else:
+            state = f"off ({note})" if note else "off"
+        lines.append(f"  {what}: {state}")
+    return lines
 
 
 def _mib(value: float | None, digits: int = 1) -> str:

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from compile_ahead.errors import CompileAheadWarning
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES
 from compile_ahead.runtime.base.user_cache import cache_root
 from compile_ahead.runtime.model.architecture import ModelConfig
@@ -49,7 +50,7 @@ _HF_ARCH = {"qwen2": ("Qwen2ForCausalLM", "qwen2"), "llama": ("LlamaForCausalLM"
 PROGRESS_INTERVAL_S = 5.0  # a plain progress line this often when stderr is not a terminal
 
 
-class SyntheticCheckpointWarning(UserWarning):
+class SyntheticCheckpointWarning(CompileAheadWarning):
     """A synthetic checkpoint was unusable (regenerated) or could not be written (in memory)."""
 
 

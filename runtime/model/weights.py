@@ -10,6 +10,8 @@ import json
 import math
 import os
 import struct
+import time
+import weakref
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -100,6 +102,12 @@ class WeightStore:
         """What identifies these weight values (the compile cache's key); None: nothing does."""
         return None
 
+    def unsettled(self, racy: bool = True) -> str | None:
+        """Why the values may no longer be the ones ``identity`` names (the files changed since
+        they were opened, or, with ``racy``, were written too shortly before to be told apart
+        from a later write); None when they are. In-memory weights never change."""
+        return None
+
 
 def file_identity(path: Path, st: os.stat_result) -> dict[str, Any]:
     """A file as it was when opened. ctime and the inode cannot be set back by a user (mtime
@@ -112,6 +120,24 @@ def file_identity(path: Path, st: os.stat_result) -> dict[str, Any]:
         "inode": st.st_ino,
         "device": st.st_dev,
     }
+
+
+# ctime comes from the kernel's coarse clock (one tick) and a file system's time granularity: a
+# write within the tick of the last change leaves ctime as it was. A file opened later than this
+# after its last change gets a new ctime from any later write.
+_COARSE_TICK_NS = int(time.clock_getres(getattr(time, "CLOCK_REALTIME_COARSE", 0)) * 1e9)
+_RACY_NS = max(2 * _COARSE_TICK_NS, 10_000_000)
+_RACY_WHOLE_SECOND_NS = 2_000_000_000  # a file system that keeps whole seconds (or FAT's two)
+
+
+def racy_change(path: Path, identity: dict[str, Any], opened_ns: int) -> str | None:
+    """Why ``identity`` (taken at ``opened_ns``, time.time_ns) cannot tell the opened bytes
+    from a write that followed in the same clock tick; None when it can."""
+    ctime = identity["ctime_ns"]
+    margin = _RACY_WHOLE_SECOND_NS if ctime % 1_000_000_000 == 0 else _RACY_NS
+    if opened_ns - ctime < margin:
+        return f"{path} was written just before it was opened (a later write could keep its ctime)"
+    return None
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -214,6 +240,10 @@ class SafetensorsStore(WeightStore):
     def __init__(self, files: list[Path]):
         self._index: dict[str, tuple[np.memmap, _Entry]] = {}
         self._identity: list[dict[str, Any]] = []
+        # Each mapped file's descriptor, kept open to see an in-place write (MAP_SHARED shows
+        # the new bytes) by the file rather than by a path that may name another file now.
+        # (closed when the store goes: weakref.finalize, without a ResourceWarning).
+        self._opened: list[tuple[Path, int, os.stat_result, int]] = []
         for path in files:
             before = path.stat()
             data_start, size, header = _read_safetensors_header(path)
@@ -223,14 +253,18 @@ class SafetensorsStore(WeightStore):
             }
             if not entries:
                 continue
-            with path.open("rb") as f:
-                opened = os.fstat(f.fileno())
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            weakref.finalize(self, os.close, fd)
+            opened_ns = time.time_ns()  # before the fstat: a lower bound of when it was read
+            opened = os.fstat(fd)
+            with open(fd, "rb", closefd=False) as f:
                 mapped = np.memmap(f, dtype=np.uint8, mode="r")
             if not _same_file(before, opened):
                 raise CompileAheadError(f"{path}: changed while being opened; try again")
             # Taken now, for the mapping in use: a file replaced or rewritten later is another
             # identity, while these weights stay the ones mapped here.
             self._identity.append(file_identity(path, opened))
+            self._opened.append((path, fd, opened, opened_ns))
             for name, entry in entries.items():
                 self._index[name] = (mapped, entry)
 
@@ -239,6 +273,19 @@ class SafetensorsStore(WeightStore):
 
     def identity(self) -> dict[str, Any] | None:
         return {"files": self._identity}
+
+    def unsettled(self, racy: bool = True) -> str | None:
+        for (path, fd, opened, opened_ns), identity in zip(
+            self._opened, self._identity, strict=True
+        ):
+            now = os.fstat(fd)
+            if now.st_nlink == 0:
+                return f"{path} was replaced or removed on disk since this run opened it"
+            if not _same_file(opened, now):
+                return f"{path} changed on disk since this run opened it"
+            if racy and (reason := racy_change(path, identity, opened_ns)):
+                return reason
+        return None
 
     def get(self, name: str) -> WeightTensor:
         try:

@@ -64,3 +64,9 @@ class ModelSource:
         """What the weight values are, as taken when they were opened (the compile cache's
         key); None when they cannot be named (nothing is cached then)."""
         return self.weights.identity()
+
+    def weights_unsettled(self) -> str | None:
+        """Why the weights may no longer be what ``weights_identity`` names (changed on disk
+        since they were opened, or written just before); None when they are what it says. The
+        compile cache neither imports nor stores a graph of these weights then."""
+        return self.weights.unsettled()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,12 @@ from compile_ahead.runtime.graphs.ir_step import IRStep
 from compile_ahead.runtime.model.ir_files import IRFiles, locate_ir
 from compile_ahead.runtime.model.ir_reader import ir_config, read_ir, sliding_window, stateless
 from compile_ahead.runtime.model.ir_weights import WeightFormat, weight_format
-from compile_ahead.runtime.model.weights import WeightStore, WeightTensor, file_identity
+from compile_ahead.runtime.model.weights import (
+    WeightStore,
+    WeightTensor,
+    file_identity,
+    racy_change,
+)
 from compile_ahead.runtime.sources.base import ModelSource
 
 
@@ -51,6 +57,7 @@ class IRSource(ModelSource):
     # The IR files as they were when the source was resolved: each rung reads them again, and
     # a rung is never compiled from files that changed since (the compile cache keys on this).
     file_identity: tuple[dict[str, Any], ...] = ()
+    identity_ns: int = 0  # time.time_ns() before file_identity was taken
 
     built_from_weights: ClassVar[bool] = False
 
@@ -70,6 +77,16 @@ class IRSource(ModelSource):
 
     def weights_identity(self) -> dict[str, Any] | None:
         return {"ir": list(self.file_identity)}
+
+    def weights_unsettled(self) -> str | None:
+        assert self.files is not None
+        if _ir_identity(self.files) != self.file_identity:
+            return f"{self.files.xml}: the IR changed on disk since this run opened it"
+        paths = (self.files.xml, self.files.bin)
+        for path, identity in zip(paths, self.file_identity, strict=True):
+            if reason := racy_change(path, identity, self.identity_ns):
+                return reason
+        return None
 
     def check_capacity(self, capacity: int, chunk: int) -> None:
         if self.sliding_window is not None and capacity + chunk > self.sliding_window:
@@ -98,6 +115,7 @@ def _ir_identity(files: IRFiles) -> tuple[dict[str, Any], ...]:
 def load_ir(path: Path, name: str) -> IRSource:
     files = locate_ir(path)
     where = str(files.xml)
+    identity_ns = time.time_ns()
     identity = _ir_identity(files)
     model, kv = stateless(read_ir(files), where)
     return IRSource(
@@ -111,4 +129,5 @@ def load_ir(path: Path, name: str) -> IRSource:
         weight_format=weight_format(model),
         sliding_window=sliding_window(files),
         file_identity=identity,
+        identity_ns=identity_ns,
     )

@@ -50,6 +50,11 @@ def resolve_model(
             f"--synthetic-dtype {synthetic_dtype}: {source.name} has real weights "
             f"({source.origin}); the flag sets the dtype of a preset's synthetic weights"
         )
+    held = source.describe().get("weight_format")
+    if synthetic_dtype is not None and held != synthetic_dtype:  # a checkpoint directory's
+        raise CompileAheadError(
+            f"--synthetic-dtype {synthetic_dtype}: {name} holds synthetic {held} weights"
+        )
     return source
 
 
@@ -66,7 +71,9 @@ def _resolve(name: str, allow_synthetic: bool, synthetic_dtype: str | None) -> M
                 f"{path}: is a file; pass an OpenVINO IR (.xml), an optimum-intel export or "
                 "Hugging Face checkpoint directory, or a preset name"
             )
-        return load_checkpoint(path, name)
+        from compile_ahead.runtime.sources.synthetic import load_synthetic_checkpoint
+
+        return load_synthetic_checkpoint(path, name) or load_checkpoint(path, name)
     preset = PRESETS.get(name.lower())
     if preset is not None:
         for repo_id in preset.hub_ids:

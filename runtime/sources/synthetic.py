@@ -35,6 +35,10 @@ class SyntheticSource(ModelSource):
         marker = synthetic_identity(self.model_dir) if self.model_dir is not None else None
         return {"synthetic": marker} if marker is not None else super().weights_identity()
 
+    def weights_unsettled(self) -> str | None:
+        # Named by the marker, not by file times: only a change of the mapped file counts.
+        return self.weights.unsettled(racy=False)
+
     def describe(self) -> dict:
         return {
             **super().describe(),
@@ -80,11 +84,34 @@ def synthetic_source(
         raise CompileAheadError(
             f"{ckpt.path}: config.json does not read back as the {preset} preset (a bug)"
         )
-    # The same on every run (stamps compare it); whether this run wrote the file is in
-    # ``generated`` and ``materialize_s``.
-    origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, checkpoint {ckpt.path}"
+    return _as_synthetic(loaded, ckpt.identity, ckpt.path, ckpt.materialize_s, ckpt.generated)
+
+
+def _as_synthetic(
+    loaded: ModelSource,
+    marker: dict[str, Any],
+    path: Path,
+    materialize_s: float = 0.0,
+    generated: bool = False,
+) -> SyntheticSource:
+    # The origin is the same on every run (stamps compare it); whether this run wrote the file
+    # is in ``generated`` and ``materialize_s``.
+    dtype = str(marker.get("dtype"))
+    origin = (
+        f"synthetic seed {marker.get('seed')}, exact {marker.get('preset')} shapes, {dtype}, "
+        f"checkpoint {path}"
+    )
     fields_of = {f.name: getattr(loaded, f.name) for f in fields(ModelSource)}
     fields_of |= {"synthetic": True, "origin": origin}
     return SyntheticSource(
-        **fields_of, materialize_s=ckpt.materialize_s, generated=ckpt.generated, dtype=dtype
+        **fields_of, materialize_s=materialize_s, generated=generated, dtype=dtype
     )
+
+
+def load_synthetic_checkpoint(model_dir: Path, name: str) -> SyntheticSource | None:
+    """A synthetic checkpoint directory given by its path (as a compile worker is given the
+    run's): the synthetic source it is, or None for any other directory."""
+    marker = synthetic_identity(model_dir)
+    if marker is None:
+        return None
+    return _as_synthetic(load_checkpoint(model_dir, name), marker, model_dir)

@@ -13,10 +13,12 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
-from compile_ahead.errors import CompileAheadError
+from compile_ahead.errors import CompileAheadError, CompileAheadWarning
 
 # Modules that add subcommands, imported lazily so `--help` stays fast.
 SUBCOMMAND_MODULES = (
@@ -85,11 +87,34 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM (e.g. from `timeout`) ends a run like Ctrl-C
 
 
+def _one_line_warnings(prog: str) -> None:
+    """Our own warnings print as ``PROG: warning: MESSAGE``; others keep Python's format."""
+    python_format = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not issubclass(category, CompileAheadWarning):
+            python_format(message, category, filename, lineno, file, line)
+            return
+        text = " ".join(str(message).split())  # one line, whatever the message holds
+        print(f"{prog}: warning: {text}", file=file or sys.stderr, flush=True)
+
+    warnings.showwarning = show
+
+
 def run_command(args: argparse.Namespace, prog: str) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            _one_line_warnings(prog)
+            return int(args.func(args) or 0)
     except CompileAheadError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
