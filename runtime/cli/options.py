@@ -96,16 +96,13 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
     from compile_ahead.runtime.compile.options import CompileOptions
 
     check_device(args.device)
+    properties = ov_config_from_args(args, check=True)  # refused before the cache is touched
     cache = None
     if hasattr(args, "no_cache"):
         # NaN, infinity and negatives are refused there, with one line
         cache = cache_from_flags(args.cache_dir, args.no_cache, args.cache_max_gb)
     return CompileOptions(
-        args.device,
-        args.inference_precision,
-        args.kv_precision,
-        extra_config=ov_config_from_args(args, check=True),
-        cache=cache,
+        args.device, args.inference_precision, args.kv_precision, properties, cache=cache
     ).resolved()
 
 
