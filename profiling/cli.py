@@ -18,10 +18,18 @@ from pathlib import Path
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_replaceable_dir, mark_output_dir
-from compile_ahead.profiling.compile_profiler import REPORT_NAME, TRACE_NAME
+from compile_ahead.profiling.compile_profiler import (
+    DEFAULT_PREFILL_CHUNK,
+    GRAPH_KINDS,
+    REPORT_NAME,
+    TRACE_NAME,
+    graph_kinds,
+    prefill_chunk,
+)
 from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
 
 DEFAULT_OUT = "profile-out"
+DEFAULT_TOP_PASSES = 10
 PYSPY_NAME = "pyspy.json"
 
 
@@ -30,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_graph_option,
         add_ladder_option,
         add_model_options,
+        add_ov_config_options,
         add_protocol_options,
+        add_synthetic_dtype_option,
     )
 
     p = argparse.ArgumentParser(
@@ -41,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     add_model_options(p, cache=False)  # profiles real compiles: a cached import is not one
+    add_ov_config_options(p)
+    add_synthetic_dtype_option(p)
     add_ladder_option(p)
     p.add_argument(
         "--schedule",
@@ -83,6 +95,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="py-spy samples per second (default 100)",
     )
     p.add_argument(
+        "--graph-kind",
+        choices=sorted(GRAPH_KINDS),
+        default="decode",
+        help="which graphs of each rung to profile: decode steps, prefill chunks, or both "
+        "(default decode)",
+    )
+    p.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=None,
+        metavar="L",
+        help=f"with --graph-kind prefill|both: tokens per prefill call (default "
+        f"{DEFAULT_PREFILL_CHUNK}, capped at each rung)",
+    )
+    p.add_argument(
+        "--top",
+        type=int,
+        default=DEFAULT_TOP_PASSES,
+        metavar="N",
+        help="print the N passes that took most time (self time summed over managers and "
+        f"compiles, with call counts; default {DEFAULT_TOP_PASSES})",
+    )
+    p.add_argument(
         "--no-pass-profile",
         action="store_true",
         help="skip OV_ENABLE_PROFILE_PASS (per-transformation timings)",
@@ -99,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_args(args: argparse.Namespace) -> list[int]:
-    from compile_ahead.runtime.cli.options import ladder_from_args, prompt_len_from_args
+    from compile_ahead.runtime.cli.options import graph_mode, ladder_from_args, prompt_len_from_args
 
     ladder = ladder_from_args(args)
     if args.decode_tokens is None and args.schedule is None:
@@ -110,6 +145,19 @@ def check_args(args: argparse.Namespace) -> list[int]:
         raise CompileAheadError(f"--steps-per-slice must be >= 1, got {args.steps_per_slice}")
     if not 1 <= args.py_spy_rate <= 10000:
         raise CompileAheadError(f"--py-spy-rate must be in 1..10000, got {args.py_spy_rate}")
+    if args.top < 1:
+        raise CompileAheadError(f"--top must be >= 1, got {args.top}")
+    if args.prefill_chunk is not None:
+        if args.prefill_chunk < 2:
+            raise CompileAheadError(
+                f"--prefill-chunk must be >= 2 (1 is a decode step), got {args.prefill_chunk}"
+            )
+        if "prefill" not in graph_kinds(args.graph_kind):
+            raise CompileAheadError("--prefill-chunk is for --graph-kind prefill or both")
+    if "prefill" in graph_kinds(args.graph_kind) and graph_mode(args) == "split":
+        raise CompileAheadError(
+            f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
+        )
     # Replaced whole when the profile is published: only an earlier profile may be there.
     check_replaceable_dir(args.out, "--out")
     check_replaceable_dir(args.out.with_name(args.out.name + ".failed"), "--out")
@@ -135,7 +183,9 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
         if profiler.foreign is not None:
             profiler.profile_model()
         for capacity in ladder if profiler.foreign is None else ():
-            profiler.profile_rung(capacity)
+            for kind in graph_kinds(args.graph_kind):
+                chunk = 1 if kind == "decode" else prefill_chunk(capacity, args.prefill_chunk)
+                profiler.profile_rung(capacity, chunk)
         if args.schedule is not None:
             profiler.overlay_schedule()
     except CompileAheadError as err:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
@@ -24,6 +25,21 @@ from compile_ahead.outputs import mark_output_dir
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.depsort import depsort_reading
 from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
+
+GRAPH_KINDS = {"decode": ("decode",), "prefill": ("prefill",), "both": ("decode", "prefill")}
+# A prefill graph's tokens per call when not told: long enough that a prompt takes few calls,
+# capped at the rung (a chunk never exceeds the capacity it attends over).
+DEFAULT_PREFILL_CHUNK = 256
+
+
+def graph_kinds(choice: str) -> tuple[str, ...]:
+    return GRAPH_KINDS[choice]
+
+
+def prefill_chunk(capacity: int, requested: int | None) -> int:
+    """The prefill chunk profiled on a rung: --prefill-chunk (default 256), capped at it."""
+    return min(capacity, requested or DEFAULT_PREFILL_CHUNK)
+
 
 TRACE_NAME = "trace.pftrace"
 REPORT_NAME = "report.json"
@@ -76,6 +92,8 @@ class CompileProfiler:
             os.environ[passprofile.ENV] = str(self.pass_file)
         self.report: dict[str, Any] = {}
         self.failure: CompileAheadError | None = None
+        # Each profiled compile's passes, for the table of the passes that took most time.
+        self.pass_profiles: list[passprofile.PassProfile] = []
 
     # -- setup --------------------------------------------------------------------------
     def setup(self) -> None:
@@ -89,8 +107,7 @@ class CompileProfiler:
             TOKENS_PER_S,
             TraceWriter,
         )
-        from compile_ahead.runtime.cli.options import compile_options, graph_mode
-        from compile_ahead.runtime.sources.resolve import resolve_model
+        from compile_ahead.runtime.cli.options import compile_options, graph_mode, resolve_from_args
 
         problem = counters.collector_status().problem()
         if problem is not None:
@@ -104,6 +121,15 @@ class CompileProfiler:
                 raise CompileAheadError(
                     f"--schedule: {args.model} is not a stateful decoder: it has no ladder to run"
                 )
+            if args.synthetic_dtype is not None:
+                raise CompileAheadError(
+                    f"--synthetic-dtype: {args.model} is compiled as it is, with its own weights"
+                )
+            if args.graph_kind != "decode":
+                raise CompileAheadError(
+                    f"--graph-kind {args.graph_kind}: {args.model} is compiled as it is; "
+                    "decode and prefill graphs are a stateful decoder's"
+                )
             self.shapes = parse_shapes(args.shape)
             described = {"model": str(self.foreign), "synthetic": False, "origin": "as given"}
             label = f"{self.foreign} [compiled as it is: not a stateful decoder]"
@@ -113,7 +139,7 @@ class CompileProfiler:
         else:
             if args.shape:
                 raise CompileAheadError("--shape is for models compiled as they are, not decoders")
-            self.source = resolve_model(args.model)
+            self.source = resolve_from_args(args)
             described, label = self.source.describe(), self.source.label
             print(f"model: {label}")
             print(
@@ -121,6 +147,9 @@ class CompileProfiler:
                 f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
                 f"{self.graph} graphs; compile cache off (every rung is really compiled)"
             )
+        if self.options.extra_config:
+            pairs = ", ".join(f"{k}={v}" for k, v in self.options.extra_config.items())
+            print(f"OpenVINO properties: {pairs}")
         self.report = {
             "tool": "profile-compile",
             "pid": os.getpid(),
@@ -128,7 +157,9 @@ class CompileProfiler:
             "model_label": label,
             "device": self.options.device,
             "inference_precision": self.options.inference_precision,
+            "ov_config": self.options.extra_config,
             "graph": self.graph,
+            "graph_kinds": list(graph_kinds(args.graph_kind)),
             "ladder": self.ladder,
             "decode_tokens": args.decode_tokens,
             "rungs": [],
@@ -142,7 +173,12 @@ class CompileProfiler:
         self.writer = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
         w = self.writer
         self.device_track = w.device_track(self.options.device)
-        w.instant(self.device_track, f"model: {label}", None, self.report["model"])
+        w.instant(
+            self.device_track,
+            f"model: {label}",
+            None,
+            {**self.report["model"], "ov_config": json.dumps(self.options.extra_config)},
+        )
         self.rss_track = w.counter_track(PROCESS_RSS_BYTES)
         self.graphs_track = w.counter_track(GRAPHS_RESIDENT)
         self.slicer = StepSlicer(
@@ -184,11 +220,19 @@ class CompileProfiler:
             raise
         names = counters.thread_names({e.tid for e in profile.spans})
         end_job(w, job, profile, names)
-        self.report["rungs"].append({**profile.to_json(), "model_file": str(self.foreign)})
+        self._keep_passes(profile)
+        row = {**profile.to_json(), "kind": "as-is", "chunk": None}
+        self.report["rungs"].append({**row, "model_file": str(self.foreign)})
         del result
 
+    def _keep_passes(self, profile) -> None:
+        if profile.passes is not None:
+            self.pass_profiles.append(profile.passes)
+
     # -- one rung -------------------------------------------------------------------------
-    def profile_rung(self, capacity: int) -> None:
+    def profile_rung(self, capacity: int, chunk: int = 1) -> None:
+        """Compile one rung's decode graph (``chunk`` 1) or its prefill graph of ``chunk``
+        tokens per call, under the counters."""
         from compile_ahead import itt_collector as counters
         from compile_ahead.profiling.progress_line import ProgressLine
         from compile_ahead.profiling.rung_profile import profile_rung
@@ -196,11 +240,12 @@ class CompileProfiler:
         from compile_ahead.runtime.graphs.decoder import GraphSpec
 
         w = self.writer
-        spec = GraphSpec(capacity=capacity, chunk=1, kv_precision=self.options.kv_precision)
-        job = begin_job(w, capacity, time.monotonic_ns())
+        spec = GraphSpec(capacity=capacity, chunk=chunk, kv_precision=self.options.kv_precision)
+        job = begin_job(w, capacity, time.monotonic_ns(), chunk=chunk)
+        what = f"C={capacity}" if chunk == 1 else f"prefill C={capacity} L={chunk}"
         try:
             with (
-                ProgressLine(f"compiling C={capacity} for {self.options.device}"),
+                ProgressLine(f"compiling {what} for {self.options.device}"),
                 passprofile.without_pass_banners(),
             ):
                 profile, result = profile_rung(
@@ -209,7 +254,8 @@ class CompileProfiler:
         except CompileAheadError as err:
             w.slice_end(job, None, args={"error": str(err)})
             raise
-        tokens = 0 if self.args.schedule is not None else self.args.decode_tokens
+        # Decode steps are timed on decode graphs only.
+        tokens = 0 if self.args.schedule is not None or chunk > 1 else self.args.decode_tokens
         flow = w.new_flow()
         names = counters.thread_names({e.tid for e in profile.spans})
         # A patched NPU compiler's counters, when one is loaded (never zeros in its place).
@@ -217,7 +263,15 @@ class CompileProfiler:
         extra = {f"depsort_{k}": v for k, v in (depsort.values or {}).items()}
         end_job(w, job, profile, names, flows_out=[flow] if tokens else (), extra_args=extra)
         w.counter(self.graphs_track, None, 1)
-        self.report["rungs"].append({**profile.to_json(), "depsort_counters": depsort.to_json()})
+        self._keep_passes(profile)
+        self.report["rungs"].append(
+            {
+                **profile.to_json(),
+                "kind": spec.kind,
+                "chunk": chunk,
+                "depsort_counters": depsort.to_json(),
+            }
+        )
         if tokens:
             decode = self._decode_on_rung(result.step, capacity, tokens, flow, profile.end_ns)
             self.report["decode"].append({"capacity": capacity, **decode})
@@ -336,6 +390,17 @@ class CompileProfiler:
         if r["rungs"]:
             print()
             print(format_table(r["rungs"]))
+        r["top_passes"] = None
+        if self.pass_profiles:
+            totals = passprofile.pass_self_totals(self.pass_profiles)
+            r["top_passes"] = {
+                "top": self.args.top,
+                "passes": len(totals),
+                "self_s_all_passes": sum(t.self_ns for t in totals) / 1e9,
+                "rows": [t.to_json() for t in totals[: self.args.top]],
+            }
+            print()
+            print(format_top_passes(totals, self.args.top, len(r["rungs"])))
         print()
         print(f"peak RSS of the process: {fmt_mb(r['peak_rss_bytes'])} MiB")
         dep = r["depsort_counters"]
@@ -387,6 +452,7 @@ def fmt_mb(value: int | None) -> str:
 def format_table(rungs: list[dict]) -> str:
     head = (
         "rung C",
+        "kind",
         "total s",
         "build s",
         "compile_model s",
@@ -402,6 +468,7 @@ def format_table(rungs: list[dict]) -> str:
         rows.append(
             (
                 str(r["capacity"]),
+                _kind(r),
                 _fmt_s(ph["total"]),
                 _fmt_s(ph["build"]),
                 _fmt_s(ph["compile_model"]),
@@ -420,6 +487,29 @@ def format_table(rungs: list[dict]) -> str:
         "other = compile_model - transforms - dnnl create"
     )
     return "\n".join(lines)
+
+
+def format_top_passes(totals: list[passprofile.PassTotal], top: int, compiles: int) -> str:
+    """The passes that took most time: self time (without the managers a pass ran) summed over
+    managers and compiles, with call counts."""
+    shown = totals[:top]
+    head = ("self s", "calls", "managers")
+    rows = [(f"{t.self_ns / 1e9:.3f}", str(t.calls), str(t.managers)) for t in shown]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    lines = [
+        f"passes that took most time: top {len(shown)} of {len(totals)}, self time summed over "
+        f"managers and {compiles} compile(s)",
+        "  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)) + "  pass",
+    ]
+    for row, t in zip(rows, shown, strict=True):
+        lines.append(
+            "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + f"  {t.name}"
+        )
+    return "\n".join(lines)
+
+
+def _kind(row: dict) -> str:
+    return f"prefill L={row['chunk']}" if row.get("kind") == "prefill" else str(row.get("kind"))
 
 
 def _fmt_s(ns: int | None) -> str:

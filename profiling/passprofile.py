@@ -134,6 +134,41 @@ class PassProfile:
 
 
 @dataclass(frozen=True)
+class PassTotal:
+    """One pass's self time summed over every manager it ran in (and every profile given)."""
+
+    name: str
+    calls: int
+    self_ns: int
+    managers: int  # how many distinct managers ran it
+
+    def to_json(self) -> dict:
+        return {
+            "pass": self.name,
+            "calls": self.calls,
+            "self_s": self.self_ns / 1e9,
+            "self_ns": self.self_ns,
+            "managers": self.managers,
+        }
+
+
+def pass_self_totals(profiles: Iterable[PassProfile]) -> list[PassTotal]:
+    """Every pass's self time summed across managers and profiles (PassProfile.self_times),
+    with its call count; the most time first, ties by name."""
+    calls: dict[str, int] = {}
+    self_ns: dict[str, int] = {}
+    managers: dict[str, set[str]] = {}
+    for profile in profiles:
+        for (manager, name), (runs, ns) in profile.self_times().items():
+            calls[name] = calls.get(name, 0) + runs
+            self_ns[name] = self_ns.get(name, 0) + ns
+            managers.setdefault(name, set()).add(manager)
+    rows = [PassTotal(n, calls[n], self_ns[n], len(managers[n])) for n in calls]
+    rows.sort(key=lambda r: (-r.self_ns, r.name))
+    return rows
+
+
+@dataclass(frozen=True)
 class ClockPair:
     """A wall-clock and a monotonic reading taken together: maps epoch ns to monotonic ns."""
 

@@ -5,6 +5,7 @@ that consumes it, and the run's counters."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -129,8 +130,13 @@ class TraceRunEvents(RunEvents):
                 emit_nested(self.writer, self.writer.track("phases", parent=track), spans)
 
     def run_started(self, info: dict[str, Any]) -> None:
-        """What runs: the model (and whether its weights are synthetic), schedule, ladder."""
-        self.writer.instant(self.device, f"run: {info.get('model_label', '?')}", None, info)
+        """What runs: the model (and whether its weights are synthetic), schedule, ladder, the
+        user's compile properties (``ov_config``, as JSON)."""
+        args = {
+            k: json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v
+            for k, v in info.items()
+        }
+        self.writer.instant(self.device, f"run: {info.get('model_label', '?')}", None, args)
 
     def step(self, token_index: int, capacity: int, begin: int, end: int) -> None:
         self.slicer.step(token_index, begin, end, capacity)

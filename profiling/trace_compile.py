@@ -72,10 +72,17 @@ def _pass_spans(profile: RungProfile) -> list[Span]:
     return spans
 
 
-def begin_job(writer: TraceWriter, capacity: int, begin_ns: int, label: str = "") -> Track:
-    """Open a compile job's track and slice when the compile starts (so a crash shows it)."""
-    job = writer.compile_job_track(label or f"C={capacity}")
-    writer.slice_begin(job, f"compile C={capacity}", begin_ns, {"rung": capacity})
+def begin_job(
+    writer: TraceWriter, capacity: int, begin_ns: int, label: str = "", chunk: int = 1
+) -> Track:
+    """Open a compile job's track and slice when the compile starts (so a crash shows it); a
+    ``chunk`` > 1 is the rung's prefill graph of that many tokens per call."""
+    what = f"C={capacity}" if chunk == 1 else f"prefill C={capacity} L={chunk}"
+    job = writer.compile_job_track(label or what)
+    args: dict[str, int | str] = {"rung": capacity}
+    if not label:  # a labelled job is a model compiled as it is: neither kind
+        args |= {"kind": "decode" if chunk == 1 else "prefill", "chunk": chunk}
+    writer.slice_begin(job, f"compile {what}", begin_ns, args)
     return job
 
 

@@ -7,7 +7,9 @@ SPEC is a comma-separated list of items:
   python=PATH        the interpreter, explicitly;  venv=DIR  a venv;  lib=DIR  a library path
   current            this interpreter and its OpenVINO (the default)
   env.VAR=VALUE      an environment variable for the arm's process
-  KEY=VALUE          an OpenVINO compile property (e.g. INFERENCE_PRECISION_HINT=f32)
+  KEY=VALUE          an OpenVINO compile property (e.g. INFERENCE_PRECISION_HINT=f32), read
+                     and checked as `--ov-config` is (runtime/compile/properties.py), against
+                     the arm's own OpenVINO
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.runner import run_bounded
+from compile_ahead.runtime.compile.properties import (
+    DeviceFacts,
+    check_properties,
+    device_facts,
+    parse_property,
+)
 
 
 @dataclass(frozen=True)
@@ -112,10 +120,9 @@ def parse_arm(text: str) -> ArmSpec:
             library = str(lib.resolve())
         elif key.startswith("env."):
             env[key[4:]] = value
-        elif key and value:
-            config[key] = value
         else:
-            raise CompileAheadError(f"{what}: cannot read item {item!r}")
+            key, value = parse_property(item, what)
+            config[key] = value
     return ArmSpec(name, python, library, env, config, spec)
 
 
@@ -131,14 +138,43 @@ PROBE = (
 PROBE_TIMEOUT_S = 60.0
 
 
-def probe(arm: ArmSpec, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
-    """Ask the arm's interpreter which OpenVINO it loads; a clear error if it cannot or does
-    not answer within ``timeout_s`` (its whole process group is then killed)."""
+def _env_of(arm: ArmSpec) -> dict[str, str]:
     env_set, unset = arm.process_env()
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(env_set)
+    return env
+
+
+def check_arm_properties(arm: ArmSpec, device: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """The arm's KEY=VALUE properties, refused as `--ov-config` refuses them, by the facts of
+    the OpenVINO the arm runs (this process's when the arm is this interpreter as it is)."""
+    if not arm.config:
+        return
+    what = f"--arm {arm.name}"
+    if arm.python == sys.executable and arm.library_path is None and not arm.env:
+        check_properties(arm.config, device_facts(device, arm.config), what)
+        return
+    from compile_ahead.runtime.compile import property_facts
+
+    script = str(Path(property_facts.__file__).resolve())
+    command = [arm.python, "-s", script, device, json.dumps(arm.config)]
+    proc = run_bounded(command, env=_env_of(arm), timeout_s=timeout_s)
     try:
-        proc = run_bounded([arm.python, "-s", "-c", PROBE], env=env, timeout_s=timeout_s)
+        found = json.loads((proc.stdout.strip().splitlines() or [""])[-1])
+        facts = DeviceFacts(device, found["supported"], found["value_error"])
+    except (ValueError, KeyError, TypeError):
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CompileAheadError(
+            f"{what}: cannot ask {arm.python} for {device}'s properties: {last}"
+        ) from None
+    check_properties(arm.config, facts, what)
+
+
+def probe(arm: ArmSpec, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+    """Ask the arm's interpreter which OpenVINO it loads; a clear error if it cannot or does
+    not answer within ``timeout_s`` (its whole process group is then killed)."""
+    try:
+        proc = run_bounded([arm.python, "-s", "-c", PROBE], env=_env_of(arm), timeout_s=timeout_s)
     except OSError as err:
         raise CompileAheadError(f"--arm {arm.name}: cannot run {arm.python}: {err}") from err
     if proc.returncode is None:

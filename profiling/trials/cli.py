@@ -11,7 +11,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_new_dir, mark_output_dir
 from compile_ahead.profiling.foreign_model import parse_shapes
 from compile_ahead.profiling.trials import compile_ab, schedule_ab
-from compile_ahead.profiling.trials.arms import parse_arm
+from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, check_arm_properties, parse_arm
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     load_experiment,
@@ -30,6 +30,7 @@ from compile_ahead.runtime.cli.options import (
     add_model_options,
     add_placement_options,
     add_protocol_options,
+    add_synthetic_dtype_option,
     compile_timeout,
     decode_tokens_from_args,
     graph_mode,
@@ -147,6 +148,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME=[d0,d1,...]",
         help="a model compiled as it is: a static shape for each dynamic input",
     )
+    add_synthetic_dtype_option(c)
     add_ladder_option(c, auto=False)
     c.add_argument("--device", default="CPU")
     c.add_argument(
@@ -210,13 +212,22 @@ def run_compile_ab(args: argparse.Namespace) -> int:
     specs = [parse_arm(text) for text in args.arm]
     plan = make_plan([s.name for s in specs], args.pairs, args.warmup)
     ladder = compile_ab.parse_ladder(args.ladder)
+    for spec in specs:  # before anything is written or exported
+        check_arm_properties(spec, args.device, min(args.timeout, PROBE_TIMEOUT_S))
     out = _out_dir(args, "compile")
     shapes = parse_shapes(args.shape)
     mark_output_dir(out)
     base_config, kv_precision = compile_ab.default_config(args.device)
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
         print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
-        exported = compile_ab.export_rungs(args.model, ladder, kv_precision, ir_dir, shapes)
+        exported = compile_ab.export_rungs(
+            args.model,
+            ladder,
+            kv_precision,
+            ir_dir,
+            shapes,
+            args.synthetic_dtype,
+        )
         arms, labels = compile_ab.make_arms(
             specs,
             exported,

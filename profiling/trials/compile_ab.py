@@ -67,6 +67,7 @@ def export_rungs(
     kv_precision: str,
     directory: Path,
     shapes: dict[str, list[int]] | None = None,
+    synthetic_dtype: str | None = None,
 ) -> ExportedRungs:
     """Save each rung's decode graph once as IR (reused if already there). A model that is
     not a stateful decoder (any IR or ONNX file) is one graph, made static with ``shapes``,
@@ -80,12 +81,14 @@ def export_rungs(
     directory.mkdir(parents=True, exist_ok=True)
     foreign = model_file(model_name)
     if foreign is not None:
+        if synthetic_dtype is not None:
+            raise CompileAheadError(f"--synthetic-dtype: {foreign} is compiled as it is")
         ov.save_model(read_static(foreign, shapes or {}), str(directory / "rung-0.xml"))
         described = {"model": str(foreign), "synthetic": False, "origin": "as given"}
         return ExportedRungs(directory, (0,), kv_precision, described, f"{foreign} (as it is)")
     if shapes:
         raise CompileAheadError("--shape is for models compiled as they are, not decoders")
-    source = resolve_model(model_name)
+    source = resolve_model(model_name, synthetic_dtype=synthetic_dtype)
     stamp_path = directory / "export.json"
     identity = {k: source.describe().get(k) for k in ("model", "synthetic", "origin")}
     stamp = {"model": identity, "kv_precision": kv_precision}

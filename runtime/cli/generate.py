@@ -7,9 +7,14 @@ import json
 import time
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.cli.options import add_model_options, compile_options
+from compile_ahead.runtime.cli.options import (
+    add_model_options,
+    add_ov_config_options,
+    add_synthetic_dtype_option,
+    compile_options,
+    resolve_from_args,
+)
 from compile_ahead.runtime.ladder.greedy import StaticDecoder
-from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import encode_prompt, load_tokenizer, parse_token_ids
 
 CAPACITY_ALIGNMENT = 64
@@ -18,6 +23,8 @@ CAPACITY_ALIGNMENT = 64
 def register(subparsers) -> None:
     p = subparsers.add_parser("generate", help="greedy generation from a prompt")
     add_model_options(p)
+    add_ov_config_options(p)
+    add_synthetic_dtype_option(p)
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in the model dir)")
     prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids")
@@ -39,14 +46,14 @@ def run(args: argparse.Namespace) -> int:
         raise CompileAheadError("--max-new-tokens must be positive")
     if args.prefill_chunk <= 0:
         raise CompileAheadError("--prefill-chunk must be positive")
-    source = resolve_model(args.model)
+    options = compile_options(args)  # properties refused before the model is touched
+    source = resolve_from_args(args)
     tokenizer = None
     if args.prompt is not None:
         tokenizer = load_tokenizer(source.model_dir, source.name)
         prompt = encode_prompt(tokenizer, args.prompt, source.config.vocab_size, source.name)
     else:
         prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
-    options = compile_options(args)
     need = len(prompt) + args.max_new_tokens
     limit = source.config.max_position_embeddings
     if need > limit:
@@ -68,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         "device": options.device,
         "inference_precision": options.inference_precision,
         "kv_precision": options.kv_precision,
+        "ov_config": options.extra_config,
         "capacity": capacity,
         "prompt_tokens": len(prompt),
         "tokens": result.tokens,

@@ -7,6 +7,7 @@ Importing this module must not load OpenVINO (profile-compile arms its profiling
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
@@ -24,6 +25,7 @@ from compile_ahead.runtime.ladder.capacities import LADDER_ALIGNMENT, NAMED_LADD
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.options import CompileOptions
     from compile_ahead.runtime.ladder.compile_jobs import Faults
+    from compile_ahead.runtime.sources.base import ModelSource
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
 # The seed's protocol: a 128-token prompt on a 1024-slot first rung. Other ladders keep the
@@ -94,13 +96,80 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
     from compile_ahead.runtime.compile.options import CompileOptions
 
     check_device(args.device)
+    properties = ov_config_from_args(args, check=True)  # refused before the cache is touched
     cache = None
     if hasattr(args, "no_cache"):
         # NaN, infinity and negatives are refused there, with one line
         cache = cache_from_flags(args.cache_dir, args.no_cache, args.cache_max_gb)
     return CompileOptions(
-        args.device, args.inference_precision, args.kv_precision, cache=cache
+        args.device, args.inference_precision, args.kv_precision, properties, cache=cache
     ).resolved()
+
+
+def add_ov_config_options(p: argparse.ArgumentParser) -> None:
+    """Any OpenVINO compile property, as benchmark_app takes them."""
+    p.add_argument(
+        "--ov-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an OpenVINO compile property for the device, e.g. "
+        "DYNAMIC_QUANTIZATION_GROUP_SIZE=0 (repeatable; wins over --ov-config-file)",
+    )
+    p.add_argument(
+        "--ov-config-file",
+        type=Path,
+        default=None,
+        metavar="FILE.json",
+        help="compile properties per device, as benchmark_app -load_config reads them: "
+        '{"CPU": {"KEY": "VALUE"}}; the entry of --device is used',
+    )
+
+
+def ov_config_from_args(args: argparse.Namespace, check: bool = False) -> dict[str, str]:
+    """--ov-config-file's entry for the device, then --ov-config over it; with ``check``, each
+    key and value checked against the device (this loads OpenVINO). A command without the
+    flags has none."""
+    from compile_ahead.runtime.compile.properties import (
+        checked_properties,
+        load_properties_file,
+        parse_properties,
+    )
+
+    config: dict[str, str] = {}
+    path = getattr(args, "ov_config_file", None)
+    if path is not None:
+        config |= load_properties_file(path, args.device, "--ov-config-file")
+    config |= parse_properties(getattr(args, "ov_config", None) or [], "--ov-config")
+    if check and config:
+        what = "--ov-config" if getattr(args, "ov_config", None) else "--ov-config-file"
+        return checked_properties(args.device, config, what)
+    return config
+
+
+def add_synthetic_dtype_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--synthetic-dtype",
+        choices=PRECISIONS,
+        default=None,
+        help="a preset's synthetic weights in this dtype (default: the published checkpoint's "
+        "torch_dtype, bf16 for every preset but tiny); refused for a model with real weights",
+    )
+
+
+def resolve_from_args(args: argparse.Namespace) -> ModelSource:
+    """--model, with --synthetic-dtype where the command has it."""
+    from compile_ahead.runtime.sources.resolve import resolve_model
+
+    return resolve_model(args.model, synthetic_dtype=getattr(args, "synthetic_dtype", None))
+
+
+def worker_model_ref(args: argparse.Namespace, source: ModelSource) -> str:
+    """How a compile worker process resolves the run's model: a synthetic preset by its
+    checkpoint directory (the same file, whatever --synthetic-dtype chose), else --model."""
+    if source.synthetic and source.model_dir is not None:
+        return str(source.model_dir)
+    return args.model
 
 
 AUTO_LADDER = "auto"

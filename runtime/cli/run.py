@@ -13,9 +13,11 @@ from compile_ahead.runtime.cli.options import (
     add_graph_option,
     add_ladder_option,
     add_model_options,
+    add_ov_config_options,
     add_placement_options,
     add_protocol_options,
     add_run_options,
+    add_synthetic_dtype_option,
     compile_options,
     compile_timeout,
     decode_tokens_from_args,
@@ -24,14 +26,16 @@ from compile_ahead.runtime.cli.options import (
     ladder_from_args,
     placement_mode,
     prompt_len_from_args,
+    resolve_from_args,
+    worker_model_ref,
 )
 from compile_ahead.runtime.cli.progress import ProgressBar
+from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.events import FanOut, RunEvents
 from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
 from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES, CompileTiming, get_schedule
 from compile_ahead.runtime.sources.base import ModelSource
-from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import encode_prompt, load_tokenizer, parse_token_ids
 
 
@@ -63,7 +67,7 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         graph=graph_mode(args),
         placement=placement_mode(args),
         compile_timeout_s=compile_timeout(args),
-        model_ref=args.model,
+        model_ref=worker_model_ref(args, source),
     )
     check_worker_faults(settings, len(protocol.prompt))
     return settings
@@ -96,6 +100,8 @@ def check_worker_faults(settings: RunSettings, prompt_len: int) -> None:
 def register(subparsers) -> None:
     p = subparsers.add_parser("run", help="run one schedule on the capacity ladder")
     add_model_options(p)
+    add_ov_config_options(p)
+    add_synthetic_dtype_option(p)
     p.add_argument(
         "--schedule",
         default="i2",
@@ -142,11 +148,14 @@ def check_run_outputs(args: argparse.Namespace) -> None:
 
 
 def execute(
-    args: argparse.Namespace, schedule: str, events: RunEvents | None = None, quiet: bool = False
+    args: argparse.Namespace,
+    schedule: str,
+    options: CompileOptions,
+    events: RunEvents | None = None,
+    quiet: bool = False,
 ) -> tuple[RunResult, ModelSource, RunSettings]:
     """Resolve and run; the caller reports (also when the run fails)."""
-    source = resolve_model(args.model)
-    options = compile_options(args)
+    source = resolve_from_args(args)
     settings = settings_from_args(args, source, schedule)
     if not quiet:
         print(f"model: {source.label}", file=sys.stderr)
@@ -170,15 +179,16 @@ def run(args: argparse.Namespace) -> int:
     check_run_outputs(args)
     if args.open and args.trace is None:
         raise CompileAheadError("--open opens the trace: give --trace FILE too")
+    options = compile_options(args)  # a refused device or property opens no output
     trace_error: CompileAheadError | None = None
     if args.trace is None:
-        result = execute(args, args.schedule)[0]
+        result = execute(args, args.schedule, options)[0]
     else:
         # Profiling sits above the runtime: imported only when a trace is asked for.
         from compile_ahead.profiling.run_trace import traced
 
         with traced(args.trace, args.device, args.steps_per_slice) as events:
-            result = execute(args, args.schedule, events)[0]
+            result = execute(args, args.schedule, options, events)[0]
             events.failed = result.error is not None
         trace_error = events.write_error
     # The summary first: a failed write must not hide what ran.

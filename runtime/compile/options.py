@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.base.precision import (
     OV_TYPES,
+    PRECISIONS,
     check_precision,
     default_inference_precision,
 )
@@ -28,12 +30,25 @@ class CompileOptions:
     cache: CompileCache | None = field(default=None, compare=False)
 
     def resolved(self) -> CompileOptions:
-        inf = self.inference_precision or default_inference_precision(self.device)
+        inf = self.inference_precision or _hint_in(self.extra_config)
+        if self.inference_precision and _hint_in(self.extra_config) not in (None, inf):
+            raise CompileAheadError(
+                f"--inference-precision {inf} and INFERENCE_PRECISION_HINT="
+                f"{self.extra_config['INFERENCE_PRECISION_HINT']} disagree; give one"
+            )
+        inf = inf or default_inference_precision(self.device)
         check_precision(inf, "--inference-precision")
         kv = check_precision(self.kv_precision or inf, "--kv-precision")
         return replace(
             self, inference_precision=inf, kv_precision=kv, extra_config=dict(self.extra_config)
         )
+
+
+def _hint_in(extra_config: dict[str, str]) -> str | None:
+    """The inference precision a user property sets (the reports and the KV precision follow
+    it), or None."""
+    hint = extra_config.get("INFERENCE_PRECISION_HINT")
+    return str(hint).lower() if hint is not None and str(hint).lower() in PRECISIONS else None
 
 
 def device_config(options: CompileOptions) -> dict[str, object]:

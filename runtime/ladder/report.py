@@ -91,6 +91,7 @@ class RunReport:
     stop_reason: str = "completed"
     inference_precision: str | None = None
     kv_precision: str | None = None
+    ov_config: dict[str, str] = field(default_factory=dict)  # the user's compile properties
     graph: str | None = None
     # Where one-ahead compiles ran: in-process (a background thread) or worker (a process).
     placement: str | None = None
@@ -156,7 +157,7 @@ class RunReport:
         weights = self.model.get("weight_format", "as in the checkpoint")
         lines = [
             f"model {self.model.get('model')} [{kind}] on {self.device}, weights {weights}, "
-            f"KV {self.kv_precision}",
+            f"KV {self.kv_precision}" + "".join(f", {k}={v}" for k, v in self.ov_config.items()),
             f"schedule {self.schedule} ({self.schedule_title}), ladder {self.ladder}, "
             f"{self.graph} graphs",
             f"stop: {self.stop_reason} after {self.tokens_decoded} decode tokens",

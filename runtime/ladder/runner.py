@@ -147,6 +147,7 @@ class LadderRunner:
                 "ladder": str(self.settings.ladder),
                 "graph": self.settings.graph,
                 "device": self.options.device,
+                "ov_config": self.options.extra_config,
             }
         )
         try:
@@ -340,6 +341,7 @@ class LadderRunner:
             model=self.source.describe(),
             device=self.options.device,
             inference_precision=self.options.inference_precision,
+            ov_config=dict(self.options.extra_config),
             kv_precision=self.kv_precision,
             schedule=self.schedule.name,
             schedule_title=self.schedule.title,

@@ -12,6 +12,9 @@ class Preset:
     name: str
     hub_ids: tuple[str, ...]  # looked up in the local Hugging Face cache only, never downloaded
     config: ModelConfig
+    # The published checkpoint's dtype (its config.json's torch_dtype): synthetic weights are
+    # written in it, since the weights' dtype changes what the CPU plugin does at compile.
+    dtype: str = "bf16"
 
 
 def _qwen2(vocab: int, hidden: int, inter: int, layers: int, heads: int, kv: int, tied: bool):
@@ -71,8 +74,9 @@ PRESETS: dict[str, Preset] = {
                 eos_token_ids=(2,),
             ),
         ),
-        # A few-MB Qwen2-shaped model for quick runs and CI (always synthetic).
-        Preset("tiny", (), _qwen2(1000, 64, 128, 2, 4, 2, tied=False)),
+        # A few-MB Qwen2-shaped model for quick runs and CI (always synthetic; no published
+        # checkpoint, f16 exercises the compressed-weight path of the graphs).
+        Preset("tiny", (), _qwen2(1000, 64, 128, 2, 4, 2, tied=False), dtype="f16"),
     )
 }
 

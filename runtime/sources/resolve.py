@@ -28,18 +28,37 @@ def find_in_hf_cache(repo_id: str) -> Path | None:
 
 
 def synthetic_model(
-    preset_name: str, seed: int = SYNTHETIC_SEED, dtype: str = "f16"
+    preset_name: str, seed: int = SYNTHETIC_SEED, dtype: str | None = None
 ) -> ModelSource:
-    """Seeded synthetic weights of a preset, written once as a checkpoint in the user cache
-    and memory-mapped like a real one; labelled synthetic (see synthetic_checkpoint)."""
+    """Seeded synthetic weights of a preset in ``dtype`` (default: the published checkpoint's),
+    written once as a checkpoint in the user cache and memory-mapped like a real one; labelled
+    synthetic (see synthetic_checkpoint)."""
     from compile_ahead.runtime.sources.synthetic import synthetic_source
 
     return synthetic_source(PRESETS[preset_name].name, seed, dtype)
 
 
-def resolve_model(name: str, allow_synthetic: bool = True) -> ModelSource:
+def resolve_model(
+    name: str, allow_synthetic: bool = True, synthetic_dtype: str | None = None
+) -> ModelSource:
     """Directory path (optimum-intel export or HF checkpoint), ``.xml`` IR, hub id in the local
-    cache, or preset name (see PRESETS)."""
+    cache, or preset name (see PRESETS). ``synthetic_dtype`` chooses the dtype of a preset's
+    synthetic weights; a model with real weights is refused with it (it would do nothing)."""
+    source = _resolve(name, allow_synthetic, synthetic_dtype)
+    if synthetic_dtype is not None and not source.synthetic:
+        raise CompileAheadError(
+            f"--synthetic-dtype {synthetic_dtype}: {source.name} has real weights "
+            f"({source.origin}); the flag sets the dtype of a preset's synthetic weights"
+        )
+    held = source.describe().get("weight_format")
+    if synthetic_dtype is not None and held != synthetic_dtype:  # a checkpoint directory's
+        raise CompileAheadError(
+            f"--synthetic-dtype {synthetic_dtype}: {name} holds synthetic {held} weights"
+        )
+    return source
+
+
+def _resolve(name: str, allow_synthetic: bool, synthetic_dtype: str | None) -> ModelSource:
     path = Path(name).expanduser()
     refuse_onnx(path)
     if path.exists():
@@ -52,7 +71,9 @@ def resolve_model(name: str, allow_synthetic: bool = True) -> ModelSource:
                 f"{path}: is a file; pass an OpenVINO IR (.xml), an optimum-intel export or "
                 "Hugging Face checkpoint directory, or a preset name"
             )
-        return load_checkpoint(path, name)
+        from compile_ahead.runtime.sources.synthetic import load_synthetic_checkpoint
+
+        return load_synthetic_checkpoint(path, name) or load_checkpoint(path, name)
     preset = PRESETS.get(name.lower())
     if preset is not None:
         for repo_id in preset.hub_ids:
@@ -61,7 +82,7 @@ def resolve_model(name: str, allow_synthetic: bool = True) -> ModelSource:
                 return load_checkpoint(cached, f"{preset.name} ({repo_id})")
         if not allow_synthetic:
             raise CompileAheadError(f"preset {preset.name}: no real checkpoint in the local cache")
-        return synthetic_model(preset.name)
+        return synthetic_model(preset.name, dtype=synthetic_dtype)
     if "/" in name and not name.startswith((".", "/")):
         cached = find_in_hf_cache(name)
         if cached is not None:

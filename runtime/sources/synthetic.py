@@ -27,6 +27,7 @@ class SyntheticSource(ModelSource):
 
     materialize_s: float = 0.0  # writing the checkpoint in this process (0 when reused)
     generated: bool = False  # True when this process wrote the checkpoint
+    dtype: str = "f16"  # the weights' dtype (f16, bf16, f32)
 
     def weights_identity(self) -> dict[str, Any] | None:
         """The checkpoint's synthetic marker (preset, seed, dtype, generator version, shapes):
@@ -41,6 +42,7 @@ class SyntheticSource(ModelSource):
     def describe(self) -> dict:
         return {
             **super().describe(),
+            "weight_format": self.dtype,
             "materialize_s": round(self.materialize_s, 3),
             "synthetic_generated": self.generated,
         }
@@ -49,7 +51,7 @@ class SyntheticSource(ModelSource):
 def synthetic_source(
     preset: str,
     seed: int = SYNTHETIC_SEED,
-    dtype: str = "f16",
+    dtype: str | None = None,
     root: Path | None = None,
     stream: TextIO | None = None,
 ) -> ModelSource:
@@ -57,8 +59,10 @@ def synthetic_source(
 
     When the cache directory cannot be written, the weights are drawn in memory instead (the
     slower-compiling path) with a warning; either way the source is labelled synthetic.
+    ``dtype`` None is the published checkpoint's (Preset.dtype).
     """
     cfg = PRESETS[preset].config
+    dtype = dtype or PRESETS[preset].dtype
     try:
         ckpt = ensure_checkpoint(preset, seed, dtype, root, stream)
         try:
@@ -75,14 +79,39 @@ def synthetic_source(
         )
         origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, in memory"
         store = SyntheticStore(cfg, seed, dtype=dtype)
-        return SyntheticSource(preset, cfg, store, True, origin)
+        return SyntheticSource(preset, cfg, store, True, origin, dtype=dtype)
     if loaded.config != cfg:
         raise CompileAheadError(
             f"{ckpt.path}: config.json does not read back as the {preset} preset (a bug)"
         )
-    # The same on every run (stamps compare it); whether this run wrote the file is in
-    # ``generated`` and ``materialize_s``.
-    origin = f"synthetic seed {seed}, exact {preset} shapes, {dtype}, checkpoint {ckpt.path}"
+    return _as_synthetic(loaded, ckpt.identity, ckpt.path, ckpt.materialize_s, ckpt.generated)
+
+
+def _as_synthetic(
+    loaded: ModelSource,
+    marker: dict[str, Any],
+    path: Path,
+    materialize_s: float = 0.0,
+    generated: bool = False,
+) -> SyntheticSource:
+    # The origin is the same on every run (stamps compare it); whether this run wrote the file
+    # is in ``generated`` and ``materialize_s``.
+    dtype = str(marker.get("dtype"))
+    origin = (
+        f"synthetic seed {marker.get('seed')}, exact {marker.get('preset')} shapes, {dtype}, "
+        f"checkpoint {path}"
+    )
     fields_of = {f.name: getattr(loaded, f.name) for f in fields(ModelSource)}
     fields_of |= {"synthetic": True, "origin": origin}
-    return SyntheticSource(**fields_of, materialize_s=ckpt.materialize_s, generated=ckpt.generated)
+    return SyntheticSource(
+        **fields_of, materialize_s=materialize_s, generated=generated, dtype=dtype
+    )
+
+
+def load_synthetic_checkpoint(model_dir: Path, name: str) -> SyntheticSource | None:
+    """A synthetic checkpoint directory given by its path (as a compile worker is given the
+    run's): the synthetic source it is, or None for any other directory."""
+    marker = synthetic_identity(model_dir)
+    if marker is None:
+        return None
+    return _as_synthetic(load_checkpoint(model_dir, name), marker, model_dir)
