@@ -17,14 +17,7 @@ def check_output_file(path: Path, flag: str) -> None:
     """Fail now, before any work, if ``path`` cannot be written as a file."""
     if path.is_dir():
         raise CompileAheadError(f"{flag} {path}: is a directory")
-    parent = path.parent
-    probe = parent
-    while not probe.exists():  # the nearest existing ancestor decides
-        probe = probe.parent
-    if not probe.is_dir():
-        raise CompileAheadError(f"{flag} {path}: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise CompileAheadError(f"{flag} {path}: {probe} is not writable")
+    _check_parent_writable(path, flag)
     if path.exists() and not os.access(path, os.W_OK):
         raise CompileAheadError(f"{flag} {path}: is not writable")
 
