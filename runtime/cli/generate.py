@@ -7,8 +7,13 @@ import json
 import time
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.cli.options import add_model_options, compile_options
+from compile_ahead.runtime.cli.options import (
+    add_model_options,
+    add_prefill_options,
+    compile_options,
+)
 from compile_ahead.runtime.ladder.greedy import StaticDecoder
+from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer, parse_token_ids
 
@@ -28,16 +33,17 @@ def register(subparsers) -> None:
         help="tokens to generate at most (default 32); prompt + this must fit the model's "
         "max_position_embeddings",
     )
-    p.add_argument("--prefill-chunk", type=int, default=16, help="tokens per prefill call")
+    add_prefill_options(p)
     p.add_argument("--stop-at-eos", action="store_true", help="stop at the model's EOS token")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()  # first_token_s counts from the command's start
     if args.max_new_tokens <= 0:
         raise CompileAheadError("--max-new-tokens must be positive")
-    if args.prefill_chunk <= 0:
+    if args.prefill_chunk is not None and args.prefill_chunk <= 0:
         raise CompileAheadError("--prefill-chunk must be positive")
     source = resolve_model(args.model)
     tokenizer = None
@@ -57,11 +63,17 @@ def run(args: argparse.Namespace) -> int:
             f"exceeds the model's max_position_embeddings ({limit})"
         )
     capacity = -(-need // CAPACITY_ALIGNMENT) * CAPACITY_ALIGNMENT
+    plan = choose_prefill(
+        options.device, len(prompt), capacity, args.prefill_chunk, args.prefill_shape
+    )
     if not args.json:
         print(f"model: {source.label}")
         print(f"compiling capacity {capacity} on {options.device} ...", flush=True)
     t0 = time.perf_counter()
-    decoder = StaticDecoder(source, capacity, options, prefill_chunk=args.prefill_chunk)
+    # With a prefill graph the decode graph compiles while the prompt is prefilled.
+    decoder = StaticDecoder(
+        source, capacity, options, plan.chunk, plan.dynamic, overlap=plan.uses_graph
+    )
     t1 = time.perf_counter()
     result = decoder.generate(prompt, args.max_new_tokens, stop_at_eos=args.stop_at_eos)
     t2 = time.perf_counter()
@@ -76,6 +88,13 @@ def run(args: argparse.Namespace) -> int:
         "stop_reason": result.stop_reason,
         "compile_s": round(t1 - t0, 3),
         "generate_s": round(t2 - t1, 3),
+        # The command's start to the first generated token, and its parts: startup (model
+        # resolved), compile_s (or import: what compiled before prefill), prefill_s.
+        "first_token_s": round(result.first_token_at - started, 3),
+        "startup_s": round(t0 - started, 3),
+        "prefill_s": round(result.prefill_s, 3),
+        "prefill": plan.to_json(),
+        "decode_graph_wait_s": round(result.decode_wait_s, 3),
     }
     if tokenizer is not None:
         report["text"] = tokenizer.decode(result.tokens)
@@ -88,5 +107,10 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"stop: {result.stop_reason}; compile {report['compile_s']} s, "
             f"generate {report['generate_s']} s"
+        )
+        print(
+            f"first token {report['first_token_s']} s from the command's start (startup "
+            f"{report['startup_s']} s, compile/import {report['compile_s']} s, prefill "
+            f"{report['prefill_s']} s: {plan.shape}, chunk {plan.chunk})"
         )
     return 0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import PRECISIONS
-from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS
+from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS, PREFILL_SHAPES
 from compile_ahead.runtime.compile.worker_protocol import FAULTS
 from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
 
@@ -220,6 +220,26 @@ def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = N
     )
 
 
+def add_prefill_options(p: argparse.ArgumentParser) -> None:
+    """How the prompt is prefilled; by default chosen per device from the prompt length."""
+    p.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tokens per prefill call: 1 prefills token by token on the first decode graph, "
+        "larger values compile a prefill graph (default: chosen per device from the prompt "
+        "length)",
+    )
+    p.add_argument(
+        "--prefill-shape",
+        choices=PREFILL_SHAPES,
+        default=None,
+        help="prefill graph: static (the first rung's whole capacity, any device) or dynamic "
+        "(attends over the filled slots only; CPU) (default: per device)",
+    )
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Greedy prompts, prefill and boundary recording for a ladder run."""
     p.add_argument(
@@ -228,13 +248,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="greedy mode: generate from these comma-separated token ids",
     )
     p.add_argument("--prompt", default=None, help="greedy mode: generate from this text")
-    p.add_argument(
-        "--prefill-chunk",
-        type=int,
-        default=1,
-        help="tokens per prefill call; 1 (default) prefills on the first decode graph, larger "
-        "values compile a prefill graph in the foreground",
-    )
+    add_prefill_options(p)
     p.add_argument(
         "--boundary-window",
         type=int,

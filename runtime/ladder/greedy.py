@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,13 +25,27 @@ class Generation:
     tokens: list[int]  # generated ids (not the prompt)
     logits: list[np.ndarray] = field(default_factory=list)  # per generated token, f32 [vocab]
     stop_reason: str = "max_new_tokens"
+    prefill_s: float = 0.0
+    first_token_at: float = 0.0  # time.perf_counter() when the first token was known
+    decode_wait_s: float = 0.0  # after prefill, waiting for the decode graph's compile
 
 
 class StaticDecoder:
-    """Decode and prefill graphs compiled for one capacity, sharing one KV cache."""
+    """Decode and prefill graphs compiled for one capacity, sharing one KV cache.
+
+    With a prefill graph and ``overlap``, only the prefill graph compiles in the constructor:
+    the decode graph compiles on a background thread while the prompt is prefilled, and the
+    first decode step waits for it.
+    """
 
     def __init__(
-        self, source: ModelSource, capacity: int, options: CompileOptions, prefill_chunk: int = 16
+        self,
+        source: ModelSource,
+        capacity: int,
+        options: CompileOptions,
+        prefill_chunk: int = 16,
+        prefill_dynamic: bool = False,
+        overlap: bool = False,
     ):
         if capacity <= 0 or prefill_chunk <= 0:
             raise CompileAheadError("capacity and prefill chunk must be positive")
@@ -36,15 +53,30 @@ class StaticDecoder:
         self.options = options.resolved()
         kv = self.options.kv_precision
         assert kv is not None
-        self.decode = compile_step(source, graphs.GraphSpec(capacity, 1, kv), self.options).step
-        self.prefill: CompiledStep | None = None
-        if prefill_chunk > 1:
-            spec = graphs.GraphSpec(capacity, prefill_chunk, kv)
-            self.prefill = compile_step(source, spec, self.options).step
         self.cache = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
-        self.decode.bind(self.cache.arena)
-        if self.prefill is not None:
+        self.prefill: CompiledStep | None = None
+        self._decode: CompiledStep | None = None
+        self._pending: Future[CompiledStep] | None = None
+        decode_spec = graphs.GraphSpec(capacity, 1, kv)
+        if prefill_chunk > 1:
+            spec = graphs.GraphSpec(capacity, prefill_chunk, kv, dynamic=prefill_dynamic)
+            self.prefill = compile_step(source, spec, self.options).step
             self.prefill.bind(self.cache.arena)
+        if self.prefill is not None and overlap:
+            self._pending = _in_background(lambda: compile_step(source, decode_spec, self.options))
+        else:
+            self._decode = compile_step(source, decode_spec, self.options).step
+            self._decode.bind(self.cache.arena)
+
+    @property
+    def decode(self) -> CompiledStep:
+        """The decode graph, waiting for its background compile if it is still running."""
+        if self._decode is None:
+            assert self._pending is not None
+            self._decode = self._pending.result().step
+            self._decode.bind(self.cache.arena)
+            self._pending = None
+        return self._decode
 
     @property
     def capacity(self) -> int:
@@ -75,8 +107,10 @@ class StaticDecoder:
     def generate(
         self, prompt: list[int], max_new_tokens: int, stop_at_eos: bool = False
     ) -> Generation:
+        t0 = time.perf_counter()
         logits = self.prefill_prompt(prompt)
-        result = Generation([])
+        t1 = time.perf_counter()
+        result = Generation([], prefill_s=t1 - t0, first_token_at=t1)
         eos = set(self.source.config.eos_token_ids) if stop_at_eos else set()
         while True:
             token = int(np.argmax(logits))
@@ -90,5 +124,24 @@ class StaticDecoder:
             if self.length >= self.capacity:
                 result.stop_reason = "capacity"
                 break
+            if self._decode is None:
+                w0 = time.perf_counter()
+                self.decode  # noqa: B018  # waits for the background compile
+                result.decode_wait_s = time.perf_counter() - w0
             logits = self.step(token)
         return result
+
+
+def _in_background(work) -> Future:
+    future: Future = Future()
+
+    def run() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(work())
+        except BaseException as err:  # raised where the decode graph is first needed
+            future.set_exception(err)
+
+    # Daemon: compile_model cannot be interrupted and must not hold up the exit.
+    threading.Thread(target=run, name="compile-decode", daemon=True).start()
+    return future

@@ -44,9 +44,12 @@ class RungPolicy:
         self.compiler = compiler
         self.rungs = rungs
 
-    def before_decoding(self, first: int) -> None:
-        for capacity in self.rungs:
-            self.compiler.compile(capacity, background=False, length=0)
+    def before_decoding(self, first: int, background: bool = False) -> None:
+        """Compile what the schedule needs before decoding (``background``: while the
+        prompt is prefilled on a prefill graph); the first rung comes first."""
+        order = sorted(self.rungs, key=lambda c: c != first) if background else self.rungs
+        for capacity in order:
+            self.compiler.compile(capacity, background=background, length=0)
 
     def rung_taken(self, capacity: int, length: int) -> None:
         """``capacity`` became the active rung at context ``length``."""
@@ -71,8 +74,8 @@ class OneAheadPolicy(RungPolicy):
         super().__init__(compiler, rungs)
         self._pending: dict[int, Future[CompiledRung]] = {}
 
-    def before_decoding(self, first: int) -> None:
-        self.compiler.compile(first, background=False, length=0)
+    def before_decoding(self, first: int, background: bool = False) -> None:
+        self.compiler.compile(first, background=background, length=0)
 
     def rung_taken(self, capacity: int, length: int) -> None:
         following = self.successor(capacity)
