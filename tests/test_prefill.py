@@ -40,21 +40,26 @@ def _kv(decoder: StaticDecoder) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
+@pytest.mark.parametrize("shape", ["dynamic", "stateful"])
 @pytest.mark.parametrize("fixture", ["tiny_qwen2_dir", "tiny_llama_dir"])
-def test_dynamic_prefill_equals_token_by_token_and_transformers(fixture, request):
+def test_prefill_over_filled_slots_equals_token_by_token_and_transformers(fixture, shape, request):
     model_dir = request.getfixturevalue(fixture)
     source = resolve_model(str(model_dir))
     one_by_one = StaticDecoder(source, 128, F32, prefill_chunk=1)
-    dynamic = StaticDecoder(source, 128, F32, prefill_chunk=16, prefill_dynamic=True)
-    assert dynamic.prefill is not None and dynamic.prefill.spec.dynamic
+    filled = StaticDecoder(source, 128, F32, prefill_chunk=16, prefill_shape=shape)
+    assert filled.prefill is not None
+    assert (filled.prefill.spec.dynamic, filled.prefill.spec.stateful) == (
+        shape == "dynamic",
+        shape == "stateful",
+    )
     a = one_by_one.prefill_prompt(PROMPT)
-    b = dynamic.prefill_prompt(PROMPT)
+    b = filled.prefill_prompt(PROMPT)
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=0)
-    assert one_by_one.length == dynamic.length == len(PROMPT)
-    for x, y in zip(_kv(dynamic), _kv(one_by_one), strict=True):
+    assert one_by_one.length == filled.length == len(PROMPT)
+    for x, y in zip(_kv(filled), _kv(one_by_one), strict=True):
         np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
     # Greedy tokens after it equal transformers'.
-    fresh = StaticDecoder(source, 128, F32, prefill_chunk=16, prefill_dynamic=True, overlap=True)
+    fresh = StaticDecoder(source, 128, F32, prefill_chunk=16, prefill_shape=shape, overlap=True)
     ours = fresh.generate(PROMPT, 6)
     assert ours.tokens == reference_greedy(model_dir, PROMPT, 6)[0]
 
@@ -78,14 +83,15 @@ def test_prefill_choice_per_device_and_prompt():
     short = choose_prefill("CPU", cpu.min_prompt - 1, 4096)
     assert not short.uses_graph and short.chunk == 1
     long = choose_prefill("CPU", 3800, 4096)
-    assert long.uses_graph and long.dynamic and long.chosen_by == "default"
+    assert long.uses_graph and long.shape == cpu.shape != "static"
+    assert long.chosen_by == "default"
     # A device without a measured dynamic path gets static shapes (an NPU needs them).
     npu = choose_prefill("NPU", 3800, 4096)
-    assert npu.uses_graph and not npu.dynamic and npu.chunk <= 4096
+    assert npu.uses_graph and npu.shape == "static" and npu.chunk <= 4096
     # The flags override: token by token, a static chunk, a chunk beyond a static rung.
     assert choose_prefill("CPU", 3800, 4096, chunk=1).chunk == 1
     flagged = choose_prefill("CPU", 3800, 4096, chunk=256, shape="static")
-    assert (flagged.chunk, flagged.dynamic, flagged.chosen_by) == (256, False, "flag")
+    assert (flagged.chunk, flagged.shape, flagged.chosen_by) == (256, "static", "flag")
     with pytest.raises(CompileAheadError, match="exceeds the first rung"):
         choose_prefill("CPU", 10, 16, chunk=32, shape="static")
     # Split graphs have no prefill graph: token by token by default, refused when asked.
@@ -127,7 +133,7 @@ def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
     result = run_ladder(source, F32, settings, events)
     assert result.error is None
     log = events.log
-    assert result.report.prefill["path"] == "dynamic"
+    assert result.report.prefill["path"] == default_prefill("CPU").shape
     first = 64  # the smallest rung holding the prompt and one more token
     prefill_done = log.index(("compile_finished", "prefill", first, True))
     decode_start = log.index(("compile_started", "decode", first, True))
@@ -178,7 +184,7 @@ def test_generate_reports_first_token(tiny_qwen2_dir, capsys):
     argv += [",".join(map(str, PROMPT)), "--max-new-tokens", "5", "--inference-precision", "f32"]
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["prefill"]["path"] == "dynamic"
+    assert out["prefill"]["path"] == default_prefill("CPU").shape
     assert out["first_token_s"] >= out["startup_s"] + out["compile_s"] + out["prefill_s"]
     assert out["tokens"] == reference_greedy(tiny_qwen2_dir, PROMPT, 5)[0]
     # Token by token on request gives the same tokens.

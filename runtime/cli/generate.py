@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     # With a prefill graph the decode graph compiles while the prompt is prefilled.
     decoder = StaticDecoder(
-        source, capacity, options, plan.chunk, plan.dynamic, overlap=plan.uses_graph
+        source, capacity, options, plan.chunk, plan.shape, overlap=plan.uses_graph
     )
     t1 = time.perf_counter()
     result = decoder.generate(prompt, args.max_new_tokens, stop_at_eos=args.stop_at_eos)
@@ -111,6 +111,6 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"first token {report['first_token_s']} s from the command's start (startup "
             f"{report['startup_s']} s, compile/import {report['compile_s']} s, prefill "
-            f"{report['prefill_s']} s: {plan.shape}, chunk {plan.chunk})"
+            f"{report['prefill_s']} s: {plan.path}, chunk {plan.chunk})"
         )
     return 0

@@ -235,8 +235,9 @@ def add_prefill_options(p: argparse.ArgumentParser) -> None:
         "--prefill-shape",
         choices=PREFILL_SHAPES,
         default=None,
-        help="prefill graph: static (the first rung's whole capacity, any device) or dynamic "
-        "(attends over the filled slots only; CPU) (default: per device)",
+        help="prefill graph: static (the first rung's whole capacity, any device), dynamic "
+        "(attends over the filled slots only) or stateful (the model's stateful form, the "
+        "plugin's fused attention; KV read back) (CPU only) (default: per device)",
     )
 
 

@@ -12,6 +12,7 @@ from compile_ahead.runtime.compile.cache import cached_compile, step_graph_ident
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
 from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.stateful_prefill import kv_cache_config
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.sources.base import ModelSource
 
@@ -38,7 +39,10 @@ def compile_graph(
     model = source.build_graph(spec)
     t1 = time.perf_counter()
     what = f"the C={spec.capacity} {spec.kind} graph"
-    compiled = compile_model(model, options.device, device_config(options), what)
+    config = device_config(options)
+    if spec.stateful:
+        config.update(kv_cache_config(spec))
+    compiled = compile_model(model, options.device, config, what)
     t2 = time.perf_counter()
     return compiled, t1 - t0, t2 - t1
 

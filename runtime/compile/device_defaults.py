@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 GRAPH_MODES = ("whole", "split")
 PLACEMENTS = ("in-process", "worker")
-PREFILL_SHAPES = ("static", "dynamic")
+PREFILL_SHAPES = ("static", "dynamic", "stateful")
 
 # CPU: whole. Split compiles a successor rung in ~0.06 s instead of seconds and holds one
 # weight copy, but each split step makes 2N+1 infer calls. Paired on a qwen2.5-0.5b-shaped

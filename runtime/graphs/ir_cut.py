@@ -109,7 +109,7 @@ def _lm_head_input(logits: ov.Output) -> ov.Input:
     raise CompileAheadError("the IR's logits do not come from a MatMul (LM head not found)")
 
 
-def _gather_last(model: ov.Model, logits: ov.Output) -> ov.Node:
+def gather_last(model: ov.Model, logits: ov.Output) -> ov.Node:
     """Compute the logits of one chunk row: gather hidden[:, last_index] before the LM head."""
     last = ops.parameter([1], ov.Type.i64, name=LAST_INDEX)
     last.output(0).get_tensor().set_names({LAST_INDEX})
@@ -154,7 +154,7 @@ def build_ir_step_model(
             _place_past(param, spec, kv_type, past_name, filled)
     logits = next(p for p in model.outputs if LOGITS in p.get_names())
     if L > 1 or spec.dynamic:
-        _gather_last(model, logits)
+        gather_last(model, logits)
     shapes = {INPUT_IDS: [1, L], ATTENTION_MASK: [1, C + L], POSITION_IDS: [1, L]}
     if spec.dynamic:
         shapes = {INPUT_IDS: [1, -1], ATTENTION_MASK: [1, -1], POSITION_IDS: [1, -1]}

@@ -15,7 +15,7 @@ from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.kv_store import make_store
-from compile_ahead.runtime.ladder.prefill import prefill_chunks
+from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
 from compile_ahead.runtime.ladder.schedules import KVPolicy
 from compile_ahead.runtime.sources.base import ModelSource
 
@@ -44,7 +44,7 @@ class StaticDecoder:
         capacity: int,
         options: CompileOptions,
         prefill_chunk: int = 16,
-        prefill_dynamic: bool = False,
+        prefill_shape: str = "static",
         overlap: bool = False,
     ):
         if capacity <= 0 or prefill_chunk <= 0:
@@ -59,7 +59,7 @@ class StaticDecoder:
         self._pending: Future[CompiledStep] | None = None
         decode_spec = graphs.GraphSpec(capacity, 1, kv)
         if prefill_chunk > 1:
-            spec = graphs.GraphSpec(capacity, prefill_chunk, kv, dynamic=prefill_dynamic)
+            spec = PrefillPlan(prefill_chunk, prefill_shape).spec(capacity, kv)
             self.prefill = compile_step(source, spec, self.options).step
             self.prefill.bind(self.cache.arena)
         if self.prefill is not None and overlap:

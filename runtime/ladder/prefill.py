@@ -9,6 +9,7 @@ import numpy as np
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.device_defaults import PREFILL_SHAPES, default_prefill
+from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.ladder.kv_store import KVStore
 
 
@@ -16,11 +17,12 @@ from compile_ahead.runtime.ladder.kv_store import KVStore
 class PrefillPlan:
     """How the prompt is prefilled: ``chunk`` 1 is token by token on the first rung's decode
     graph; larger chunks use a prefill graph, static (the first rung's whole capacity, the last
-    chunk padded) or dynamic (GraphSpec.dynamic: up to ``chunk`` tokens per call, attending
-    over the filled slots only)."""
+    chunk padded), dynamic (GraphSpec.dynamic: up to ``chunk`` tokens per call, attending
+    over the filled slots only) or stateful (GraphSpec.stateful: the source's stateful model,
+    its K/V read back from state)."""
 
     chunk: int = 1
-    dynamic: bool = False
+    shape: str = "static"  # of the prefill graph: device_defaults.PREFILL_SHAPES
     chosen_by: str = "default"  # "default" (device and prompt length) or "flag"
 
     @property
@@ -28,13 +30,23 @@ class PrefillPlan:
         return self.chunk > 1
 
     @property
-    def shape(self) -> str:
-        if not self.uses_graph:
-            return "decode-graph"
-        return "dynamic" if self.dynamic else "static"
+    def path(self) -> str:
+        return self.shape if self.uses_graph else "decode-graph"
+
+    def spec(self, capacity: int, kv_precision: str, buffer: int | None = None) -> GraphSpec:
+        """The prefill graph's spec on a store of ``capacity`` slots (or a prefix of
+        ``buffer`` slots)."""
+        return GraphSpec(
+            capacity,
+            self.chunk,
+            kv_precision,
+            buffer,
+            dynamic=self.shape == "dynamic",
+            stateful=self.shape == "stateful",
+        )
 
     def to_json(self) -> dict:
-        return {"path": self.shape, "chunk": self.chunk, "chosen_by": self.chosen_by}
+        return {"path": self.path, "chunk": self.chunk, "chosen_by": self.chosen_by}
 
 
 def choose_prefill(
@@ -54,21 +66,22 @@ def choose_prefill(
     if chunk is not None and chunk <= 0:
         raise CompileAheadError("--prefill-chunk must be positive")
     default = default_prefill(device)
-    dynamic = (shape or default.shape) == "dynamic"
+    kind = shape or default.shape
     if chunk is not None:
         if chunk > 1 and not graph_available:
             raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
-        if chunk > first_rung and not dynamic:
+        if chunk > first_rung and kind == "static":
             raise CompileAheadError(
                 f"--prefill-chunk {chunk} exceeds the first rung ({first_rung})"
             )
-        return PrefillPlan(chunk, dynamic and chunk > 1, "flag")
+        return PrefillPlan(chunk, kind, "flag")
+    by = "flag" if shape is not None else "default"
     if not graph_available or prompt_len < default.min_prompt:
-        return PrefillPlan(1, False, "flag" if shape is not None else "default")
-    # A static chunk spans at most the first rung; a dynamic one never needs more than the
-    # prompt, but keeps the device's chunk (the graph is the same, so is its cache entry).
-    size = default.chunk if dynamic else min(default.chunk, first_rung)
-    return PrefillPlan(size, dynamic, "flag" if shape is not None else "default")
+        return PrefillPlan(1, kind, by)
+    # A static chunk spans at most the first rung; the others never need more than the
+    # prompt, but keep the device's chunk (the graph is the same, so is its cache entry).
+    size = min(default.chunk, first_rung) if kind == "static" else default.chunk
+    return PrefillPlan(size, kind, by)
 
 
 def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:

@@ -347,6 +347,8 @@ class LadderRunner:
     def _spec_for(self, capacity: int, chunk: int) -> graphs.GraphSpec:
         assert self.store is not None, "the KV store is made before any compile"
         buffer = self.store.buffer_capacity(capacity)
+        if chunk > 1:  # the prompt's prefill graph
+            return self.prefill_plan.spec(capacity, self.kv_precision, buffer)
         return graphs.GraphSpec(capacity, chunk, self.kv_precision, buffer)
 
     def _memory(self, ts: int) -> None:
