@@ -48,14 +48,15 @@ class PrefillDefault:
     min_prompt: int
 
 
-# CPU: a dynamic prefill graph, 1024 tokens per call, from 32 prompt tokens on. Measured on
-# qwen2.5-0.5b shapes (FP16 IR, C=4096, 3800 prompt tokens, interleaved, under load): the
-# dynamic graph attends over the filled slots only and prefilled 2.3x faster than the static
-# 256-token chunk over the whole capacity, compiled in a fraction of its time (its free token
-# axis also avoids the static-shape constant folding of f16 weights), and 1024 tokens per
-# call beat 256 and 512; token by token costs a decode step per prompt token, more than the
-# prefill graph's compile from a few dozen tokens on (benchmarks/prefill_first_token.py).
-# Other devices (NPU): static shapes only; the static chunked graph over the first rung.
+# CPU: a dynamic prefill graph (attention over the filled slots only), 1024 tokens per call,
+# from 32 prompt tokens on. Measured on qwen2.5-0.5b shapes (FP16 IR, C=4096, 3800 prompt
+# tokens, interleaved under load; benchmarks/first_token_vs_genai.py --prefill-shapes): against
+# LLMPipeline's warm time to first token, dynamic 1.60x, the static 256-token graph over the
+# whole capacity 1.88x, the stateful model 3.61x; the dynamic graph also compiled several times
+# faster than the static one (a static token axis makes the plugin constant-fold f16 weights),
+# and 1024 tokens per call beat 256. Token by token costs a decode step per prompt token: more
+# than compiling the prefill graph from a few dozen tokens on.
+# Other devices (NPU): static shapes only, the static chunked graph over the first rung.
 MEASURED_PREFILL = {"CPU": PrefillDefault("dynamic", 1024, 32)}
 STATIC_PREFILL = PrefillDefault("static", 256, 32)
 
