@@ -70,7 +70,7 @@ def choose_prefill(
     if chunk is not None:
         if chunk > 1 and not graph_available:
             raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
-        if chunk > first_rung and kind == "static":
+        if chunk > first_rung:
             raise CompileAheadError(
                 f"--prefill-chunk {chunk} exceeds the first rung ({first_rung})"
             )
@@ -78,10 +78,8 @@ def choose_prefill(
     by = "flag" if shape is not None else "default"
     if not graph_available or prompt_len < default.min_prompt:
         return PrefillPlan(1, kind, by)
-    # A static chunk spans at most the first rung; the others never need more than the
-    # prompt, but keep the device's chunk (the graph is the same, so is its cache entry).
-    size = min(default.chunk, first_rung) if kind == "static" else default.chunk
-    return PrefillPlan(size, kind, by)
+    # A chunk spans at most the first rung (which holds the prompt).
+    return PrefillPlan(min(default.chunk, first_rung), kind, by)
 
 
 def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
