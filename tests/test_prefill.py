@@ -193,3 +193,19 @@ def test_generate_reports_first_token(tiny_qwen2_dir, capsys):
     assert main([*argv, "--json", "--prefill-chunk", "1"]) == 0
     by_token = json.loads(capsys.readouterr().out)
     assert by_token["prefill"]["path"] == "decode-graph" and by_token["tokens"] == out["tokens"]
+
+
+def test_prefill_graph_cached_after_the_first_token(tiny_qwen2_dir, tmp_path, capsys):
+    """A prefill graph's cache entry is written once it has served the prompt (not on the way
+    to the first token), and the next run imports it."""
+    argv = ["run", "--model", str(tiny_qwen2_dir), "--schedule", "i2", "--ladder", "tiny"]
+    argv += ["--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "2"]
+    argv += ["--inference-precision", "f32", "--no-progress", "--cache-dir", str(tmp_path / "c")]
+    states = []
+    for i in range(2):
+        report = tmp_path / f"run{i}.json"
+        assert main([*argv, "--report", str(report)]) == 0
+        jobs = json.loads(report.read_text())["compile_jobs"]
+        states.append([j["cache"] for j in jobs if j["chunk"] > 1])
+    assert states == [["miss"], ["hit"]]
+    assert not list((tmp_path / "c").rglob(".*"))  # no temporary file left behind

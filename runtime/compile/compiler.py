@@ -48,8 +48,11 @@ def compile_graph(
 
 
 def compile_step(
-    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
+    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions, store_later: bool = False
 ) -> CompileResult:
+    """Compile or import one step graph. ``store_later``: a cache miss is not written now
+    (exporting a graph takes seconds) but by ``step.store_pending()``, e.g. once the graph
+    has served the first token."""
     (compiled, build_s, compile_s), outcome = cached_compile(
         options.cache,
         source,
@@ -58,7 +61,11 @@ def compile_step(
         lambda opts: compile_graph(source, spec, opts),
         # weightless entries restore weights from the uncompiled graph: ours only
         (lambda: source.build_graph(spec)) if source.built_from_weights else None,
+        store=not store_later,
     )
     step = source.make_step(compiled, spec)
     step.compile_cache = outcome  # type: ignore[attr-defined]  # hit/miss for reports
+    cache = options.cache
+    if store_later and cache is not None and outcome.state == "miss":
+        step.store_pending = lambda: cache.store(outcome, compiled)  # type: ignore[attr-defined]
     return CompileResult(step, build_s, compile_s, outcome.state, outcome.import_s, outcome.store_s)

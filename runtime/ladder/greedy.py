@@ -60,7 +60,7 @@ class StaticDecoder:
         decode_spec = graphs.GraphSpec(capacity, 1, kv)
         if prefill_chunk > 1:
             spec = PrefillPlan(prefill_chunk, prefill_shape).spec(capacity, kv)
-            self.prefill = compile_step(source, spec, self.options).step
+            self.prefill = compile_step(source, spec, self.options, store_later=True).step
             self.prefill.bind(self.cache.arena)
         if self.prefill is not None and overlap:
             self._pending = _in_background(lambda: compile_step(source, decode_spec, self.options))
@@ -110,6 +110,10 @@ class StaticDecoder:
         t0 = time.perf_counter()
         logits = self.prefill_prompt(prompt)
         t1 = time.perf_counter()
+        store = getattr(self.prefill, "store_pending", None)
+        if store is not None:  # the prefill graph's cache entry, off the first token's path
+            self.prefill.store_pending = None  # type: ignore[union-attr]
+            store()
         result = Generation([], prefill_s=t1 - t0, first_token_at=t1)
         eos = set(self.source.config.eos_token_ids) if stop_at_eos else set()
         while True:

@@ -143,6 +143,7 @@ class LadderRunner:
         self._first_token_ns: int | None = None
         self._first_token_compile_ns = 0  # foreground compile before the first token
         self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
+        self._storing: threading.Thread | None = None  # the prefill graph's cache entry
 
     # -- the run -----------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -185,6 +186,8 @@ class LadderRunner:
         finally:
             self.policy.shutdown()
             self.builder.shutdown()
+            if self._storing is not None:  # never leave a half-written entry behind
+                self._storing.join()
         report = self._report(start, now_ns(), stop, error)
         acct = self.accounting
         return RunResult(report, self.predicted, self.kept, error, acct.step_ns, acct.step_context)
@@ -253,6 +256,10 @@ class LadderRunner:
         self.events.prefill(self.first, len(prompt), p0, p1)
         if active is None:
             self.compiler.release(self.first, self.prefill_plan.chunk)
+            store = getattr(self._prefill_step, "store_pending", None)
+            if store is not None:  # the prefill graph's cache entry, off the first token's path
+                self._storing = threading.Thread(target=store, name="store-prefill")
+                self._storing.start()
             del self._prefill_step
             assert self._first_rungs is not None
             try:
