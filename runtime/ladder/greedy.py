@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -10,7 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.base.background import in_background
+from compile_ahead.runtime.compile.compiler import CompileResult, compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.step import CompiledStep
@@ -56,14 +56,16 @@ class StaticDecoder:
         self.cache = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
         self.prefill: CompiledStep | None = None
         self._decode: CompiledStep | None = None
-        self._pending: Future[CompiledStep] | None = None
+        self._pending: Future[CompileResult] | None = None
         decode_spec = graphs.GraphSpec(capacity, 1, kv)
         if prefill_chunk > 1:
             spec = PrefillPlan(prefill_chunk, prefill_shape).spec(capacity, kv)
             self.prefill = compile_step(source, spec, self.options, store_later=True).step
             self.prefill.bind(self.cache.arena)
         if self.prefill is not None and overlap:
-            self._pending = _in_background(lambda: compile_step(source, decode_spec, self.options))
+            self._pending = in_background(
+                lambda: compile_step(source, decode_spec, self.options), "compile-decode"
+            )
         else:
             self._decode = compile_step(source, decode_spec, self.options).step
             self._decode.bind(self.cache.arena)
@@ -134,18 +136,3 @@ class StaticDecoder:
                 result.decode_wait_s = time.perf_counter() - w0
             logits = self.step(token)
         return result
-
-
-def _in_background(work) -> Future:
-    future: Future = Future()
-
-    def run() -> None:
-        future.set_running_or_notify_cancel()
-        try:
-            future.set_result(work())
-        except BaseException as err:  # raised where the decode graph is first needed
-            future.set_exception(err)
-
-    # Daemon: compile_model cannot be interrupted and must not hold up the exit.
-    threading.Thread(target=run, name="compile-decode", daemon=True).start()
-    return future

@@ -14,10 +14,12 @@ import hashlib
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.base.background import in_background
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
 from compile_ahead.runtime.compile.compiler import CompileResult
 from compile_ahead.runtime.compile.options import CompileOptions
@@ -46,7 +48,7 @@ class RunSettings:
     # by token on the first rung's decode graph; >1: a prefill graph taking that many tokens
     # per call, compiled in the foreground while the first rung compiles in the background.
     prefill_chunk: int | None = None
-    prefill_shape: str | None = None  # "static" or "dynamic"; None: the device's default
+    prefill_shape: str | None = None  # one of PREFILL_SHAPES; None: the device default
     # When the command started (now_ns()): first_token_s counts from there; None: the run's
     # own start.
     started_ns: int | None = None
@@ -140,6 +142,7 @@ class LadderRunner:
         self.kept: list[np.ndarray] = []
         # The rungs compiled while the prompt is prefilled (a prefill graph's runs only).
         self._first_rungs: Future[None] | None = None
+        self._prefill_step: Any = None  # the prefill graph's step while the prompt runs
         self._first_token_ns: int | None = None
         self._first_token_compile_ns = 0  # foreground compile before the first token
         self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
@@ -213,8 +216,9 @@ class LadderRunner:
                     self.first, False, 0, self.prefill_plan.chunk
                 ).step
                 self.store.take_into_use(self._prefill_step)
-                self._first_rungs = self._in_background(
-                    lambda: self.policy.before_decoding(self.first, background=True)
+                self._first_rungs = in_background(
+                    lambda: self.policy.before_decoding(self.first, background=True),
+                    "compile-first-rungs",
                 )
                 return None
             self.policy.before_decoding(self.first)
@@ -225,23 +229,6 @@ class LadderRunner:
             end = now_ns()
             self.events.foreground(t0, end)
             self._first_token_compile_ns += end - t0
-
-    @staticmethod
-    def _in_background(work) -> Future[None]:
-        future: Future[None] = Future()
-
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                work()
-                future.set_result(None)
-            except BaseException as err:  # raised where the runner waits for it
-                future.set_exception(err)
-
-        # Daemon: compile_model cannot be interrupted and must not hold up the exit.
-        threading.Thread(target=run, name="compile-first-rungs", daemon=True).start()
-        return future
 
     def _prefill(self, active: CompiledRung | None) -> tuple[CompiledRung, np.ndarray]:
         """The prompt, in chunks on the prefill graph (dropped afterwards) while the first
@@ -260,7 +247,7 @@ class LadderRunner:
             if store is not None:  # the prefill graph's cache entry, off the first token's path
                 self._storing = threading.Thread(target=store, name="store-prefill")
                 self._storing.start()
-            del self._prefill_step
+            self._prefill_step = None
             assert self._first_rungs is not None
             try:
                 self._first_rungs.result()  # the schedule's rungs, compiled during prefill
