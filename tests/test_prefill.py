@@ -11,7 +11,7 @@ import pytest
 
 from compile_ahead.cli import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.device_defaults import default_prefill
+from compile_ahead.runtime.compile.device_defaults import default_decode_compile, default_prefill
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
@@ -59,7 +59,9 @@ def test_prefill_over_filled_slots_equals_token_by_token_and_transformers(fixtur
     for x, y in zip(_kv(filled), _kv(one_by_one), strict=True):
         np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
     # Greedy tokens after it equal transformers'.
-    fresh = StaticDecoder(source, 128, F32, prefill_chunk=16, prefill_shape=shape, overlap=True)
+    fresh = StaticDecoder(
+        source, 128, F32, prefill_chunk=16, prefill_shape=shape, decode_compile="during-prefill"
+    )
     ours = fresh.generate(PROMPT, 6)
     assert ours.tokens == reference_greedy(model_dir, PROMPT, 6)[0]
 
@@ -129,11 +131,13 @@ def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
         LADDER,
         greedy(PROMPT, 4, ()),
         faults=Faults(compile_delay_s=0.5),
+        decode_compile="during-prefill",  # the NPU's default (the CPU's prefill shares cores)
     )
     result = run_ladder(source, F32, settings, events)
     assert result.error is None
     log = events.log
     assert result.report.prefill["path"] == default_prefill("CPU").shape
+    assert result.report.prefill["decode_compile"] == "during-prefill"
     first = 64  # the smallest rung holding the prompt and one more token
     prefill_done = log.index(("compile_finished", "prefill", first, True))
     decode_start = log.index(("compile_started", "decode", first, True))
@@ -145,6 +149,29 @@ def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
     rep = result.report
     assert rep.decode_graph_wait_s > 0
     assert rep.first_token_s is not None
+    assert rep.first_token_s >= rep.first_token_compile_s + rep.prefill_s
+
+
+def test_first_rung_compiles_after_prefill_on_the_cpu(tiny_qwen2_dir):
+    """The CPU's default: the prefill graph, the prompt (the first token), then the decode
+    graph in the foreground before the first decode step."""
+    source = resolve_model(str(tiny_qwen2_dir))
+    events = _Events()
+    settings = RunSettings(SCHEDULES["i2"], LADDER, greedy(PROMPT, 4, ()))
+    result = run_ladder(source, F32, settings, events)
+    assert result.error is None
+    assert result.report.prefill["decode_compile"] == default_decode_compile("CPU")
+    assert default_decode_compile("CPU") == "after-prefill"
+    assert default_decode_compile("NPU") == "during-prefill"
+    log = events.log
+    first = 64
+    assert log.index(("compile_finished", "prefill", first, True)) < log.index(
+        ("prefill", len(PROMPT))
+    )
+    decode_start = log.index(("compile_started", "decode", first, False))
+    assert log.index(("prefill", len(PROMPT))) < decode_start < log.index(("first_step",))
+    rep = result.report
+    assert rep.decode_graph_wait_s > 0  # the decode graph's compile, after the first token
     assert rep.first_token_s >= rep.first_token_compile_s + rep.prefill_s
 
 

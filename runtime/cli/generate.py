@@ -12,6 +12,7 @@ from compile_ahead.runtime.cli.options import (
     add_prefill_options,
     compile_options,
 )
+from compile_ahead.runtime.compile.device_defaults import default_decode_compile
 from compile_ahead.runtime.ladder.greedy import StaticDecoder
 from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -71,9 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"compiling capacity {capacity} on {options.device} ...", flush=True)
     t0 = time.perf_counter()
     # With a prefill graph the decode graph compiles while the prompt is prefilled.
-    decoder = StaticDecoder(
-        source, capacity, options, plan.chunk, plan.shape, overlap=plan.uses_graph
-    )
+    timing = args.decode_compile or default_decode_compile(options.device)
+    decoder = StaticDecoder(source, capacity, options, plan.chunk, plan.shape, timing)
     t1 = time.perf_counter()
     result = decoder.generate(prompt, args.max_new_tokens, stop_at_eos=args.stop_at_eos)
     t2 = time.perf_counter()
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         "first_token_s": round(result.first_token_at - started, 3),
         "startup_s": round(t0 - started, 3),
         "prefill_s": round(result.prefill_s, 3),
-        "prefill": plan.to_json(),
+        "prefill": plan.to_json() | ({"decode_compile": timing} if plan.uses_graph else {}),
         "decode_graph_wait_s": round(result.decode_wait_s, 3),
     }
     if tokenizer is not None:

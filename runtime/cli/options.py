@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import PRECISIONS
-from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS, PREFILL_SHAPES
+from compile_ahead.runtime.compile.device_defaults import (
+    DECODE_COMPILE_TIMINGS,
+    GRAPH_MODES,
+    PLACEMENTS,
+    PREFILL_SHAPES,
+)
 from compile_ahead.runtime.compile.worker_protocol import FAULTS
 from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
 
@@ -238,6 +243,13 @@ def add_prefill_options(p: argparse.ArgumentParser) -> None:
         help="prefill graph: static (the first rung's whole capacity, any device), dynamic "
         "(attends over the filled slots only) or stateful (the model's stateful form, the "
         "plugin's fused attention; KV read back) (CPU only) (default: per device)",
+    )
+    p.add_argument(
+        "--decode-compile",
+        choices=DECODE_COMPILE_TIMINGS,
+        default=None,
+        help="with a prefill graph, compile the first rung's decode graph while the prompt is "
+        "prefilled or after it (default: per device; after on the CPU, whose cores prefill)",
     )
 
 

@@ -59,6 +59,7 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         protocol,
         prefill_chunk=args.prefill_chunk,
         prefill_shape=args.prefill_shape,
+        decode_compile=args.decode_compile,
         started_ns=getattr(args, "started_ns", None),
         boundary_window=args.boundary_window,
         faults=faults_from_args(args, ladder),

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 GRAPH_MODES = ("whole", "split")
 PLACEMENTS = ("in-process", "worker")
 PREFILL_SHAPES = ("static", "dynamic", "stateful")
+# When the first rung's decode graph compiles in a run with a prefill graph: in the background
+# while the prompt is prefilled, or after the prompt (the first token comes first either way).
+DECODE_COMPILE_TIMINGS = ("during-prefill", "after-prefill")
 
 # CPU: whole. Split compiles a successor rung in ~0.06 s instead of seconds and holds one
 # weight copy, but each split step makes 2N+1 infer calls. Paired on a qwen2.5-0.5b-shaped
@@ -63,3 +66,16 @@ STATIC_PREFILL = PrefillDefault("static", 256, 32)
 
 def default_prefill(device: str) -> PrefillDefault:
     return MEASURED_PREFILL.get(device.upper(), STATIC_PREFILL)
+
+
+# CPU: after prefill. Prefill and compile_model then share the same cores, and a compile
+# thread beside the inference threads slowed the prefill far more than the compile it hid:
+# cold start to first token with a 3800-token prompt (qwen2.5-0.5b shapes, FP16 IR, 2 vCPU,
+# benchmarks/first_token_vs_genai.py) prefilled 2.5x slower than warm while the decode graph
+# compiled beside it. A device that prefills on its own silicon (NPU) compiles on the host
+# meanwhile: during prefill.
+MEASURED_DECODE_COMPILE = {"CPU": "after-prefill"}
+
+
+def default_decode_compile(device: str) -> str:
+    return MEASURED_DECODE_COMPILE.get(device.upper(), "during-prefill")

@@ -33,9 +33,9 @@ class Generation:
 class StaticDecoder:
     """Decode and prefill graphs compiled for one capacity, sharing one KV cache.
 
-    With a prefill graph and ``overlap``, only the prefill graph compiles in the constructor:
-    the decode graph compiles on a background thread while the prompt is prefilled, and the
-    first decode step waits for it.
+    With a prefill graph and ``decode_compile``, only the prefill graph compiles in the
+    constructor; the decode graph compiles on a background thread while the prompt is
+    prefilled ("during-prefill") or when the first decode step needs it ("after-prefill").
     """
 
     def __init__(
@@ -45,7 +45,7 @@ class StaticDecoder:
         options: CompileOptions,
         prefill_chunk: int = 16,
         prefill_shape: str = "static",
-        overlap: bool = False,
+        decode_compile: str | None = None,
     ):
         if capacity <= 0 or prefill_chunk <= 0:
             raise CompileAheadError("capacity and prefill chunk must be positive")
@@ -62,20 +62,24 @@ class StaticDecoder:
             spec = PrefillPlan(prefill_chunk, prefill_shape).spec(capacity, kv)
             self.prefill = compile_step(source, spec, self.options, store_later=True).step
             self.prefill.bind(self.cache.arena)
-        if self.prefill is not None and overlap:
+        self._decode_spec = decode_spec
+        if self.prefill is not None and decode_compile == "during-prefill":
             self._pending = in_background(
                 lambda: compile_step(source, decode_spec, self.options), "compile-decode"
             )
-        else:
+        elif self.prefill is None or decode_compile != "after-prefill":
             self._decode = compile_step(source, decode_spec, self.options).step
             self._decode.bind(self.cache.arena)
 
     @property
     def decode(self) -> CompiledStep:
-        """The decode graph, waiting for its background compile if it is still running."""
+        """The decode graph: waiting for its background compile if it is still running, or
+        compiling it now if it was left until after prefill."""
         if self._decode is None:
-            assert self._pending is not None
-            self._decode = self._pending.result().step
+            if self._pending is not None:
+                self._decode = self._pending.result().step
+            else:
+                self._decode = compile_step(self.source, self._decode_spec, self.options).step
             self._decode.bind(self.cache.arena)
             self._pending = None
         return self._decode
@@ -132,7 +136,7 @@ class StaticDecoder:
                 break
             if self._decode is None:
                 w0 = time.perf_counter()
-                self.decode  # noqa: B018  # waits for the background compile
+                self.decode  # noqa: B018  # waits for (or runs) its compile
                 result.decode_wait_s = time.perf_counter() - w0
             logits = self.step(token)
         return result

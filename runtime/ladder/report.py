@@ -111,8 +111,9 @@ class RunReport:
     first_token_s: float | None = None
     startup_s: float = 0.0
     first_token_compile_s: float = 0.0
-    # How the prompt was prefilled (path, chunk, chosen_by) and how long decoding waited,
-    # after prefill, for the rungs compiled during it (the first rung's decode graph).
+    # How the prompt was prefilled (path, chunk, chosen_by; with a prefill graph also when the
+    # first rungs compiled: decode_compile) and how long decoding waited after prefill for
+    # them (compiled during prefill, or after it).
     prefill: dict[str, Any] = field(default_factory=dict)
     decode_graph_wait_s: float = 0.0
     rungs: list[RungStats] = field(default_factory=list)
@@ -206,8 +207,9 @@ class RunReport:
             f"{self.prefill_s:.2f} s of {self.prompt_len} tokens: {how})"
         )
         if plan.get("chunk", 1) > 1:
+            when = plan.get("decode_compile", "during-prefill").replace("-", " ")
             line += (
-                f"; the first rung compiled during prefill, decode waited "
+                f"; the first rung compiled {when}, decode waited "
                 f"{self.decode_graph_wait_s:.2f} s for it"
             )
         return line

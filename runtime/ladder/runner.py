@@ -22,6 +22,10 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.background import in_background
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
 from compile_ahead.runtime.compile.compiler import CompileResult
+from compile_ahead.runtime.compile.device_defaults import (
+    DECODE_COMPILE_TIMINGS,
+    default_decode_compile,
+)
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.graphs import decoder as graphs
@@ -49,6 +53,9 @@ class RunSettings:
     # per call, compiled in the foreground while the first rung compiles in the background.
     prefill_chunk: int | None = None
     prefill_shape: str | None = None  # one of PREFILL_SHAPES; None: the device default
+    # With a prefill graph, whether the first rungs compile "during-prefill" (background)
+    # or "after-prefill" (DECODE_COMPILE_TIMINGS); None: the device default.
+    decode_compile: str | None = None
     # When the command started (now_ns()): first_token_s counts from there; None: the run's
     # own start.
     started_ns: int | None = None
@@ -121,6 +128,13 @@ class LadderRunner:
             settings.prefill_shape,
             graph_available=not self.builder.shares_weights,
         )
+        timing = settings.decode_compile or default_decode_compile(self.options.device)
+        if timing not in DECODE_COMPILE_TIMINGS:
+            raise CompileAheadError(
+                f"--decode-compile must be one of {', '.join(DECODE_COMPILE_TIMINGS)}, "
+                f"got {timing!r}"
+            )
+        self.decode_compile = timing
         slots = min(prompt_len + settings.protocol.decode_tokens, self.rungs[-1])
         cfg = source.config
         check_kv_fits(self.schedule.kv, cfg, self.rungs, slots, self.kv_precision)
@@ -216,10 +230,11 @@ class LadderRunner:
                     self.first, False, 0, self.prefill_plan.chunk
                 ).step
                 self.store.take_into_use(self._prefill_step)
-                self._first_rungs = in_background(
-                    lambda: self.policy.before_decoding(self.first, background=True),
-                    "compile-first-rungs",
-                )
+                if self.decode_compile == "during-prefill":
+                    self._first_rungs = in_background(
+                        lambda: self.policy.before_decoding(self.first, background=True),
+                        "compile-first-rungs",
+                    )
                 return None
             self.policy.before_decoding(self.first)
             active = self.compiler.get(self.first)
@@ -248,9 +263,11 @@ class LadderRunner:
                 self._storing = threading.Thread(target=store, name="store-prefill")
                 self._storing.start()
             self._prefill_step = None
-            assert self._first_rungs is not None
             try:
-                self._first_rungs.result()  # the schedule's rungs, compiled during prefill
+                if self._first_rungs is not None:
+                    self._first_rungs.result()  # the schedule's rungs, compiled during prefill
+                else:
+                    self.policy.before_decoding(self.first)  # after the first token
             finally:
                 waited = now_ns()
                 self._decode_wait_ns = waited - p1
@@ -412,7 +429,8 @@ class LadderRunner:
             first_token_s=None if ft is None else (ft - command) / 1e9,
             startup_s=(start - command) / 1e9,
             first_token_compile_s=self._first_token_compile_ns / 1e9,
-            prefill=self.prefill_plan.to_json(),
+            prefill=self.prefill_plan.to_json()
+            | ({"decode_compile": self.decode_compile} if self.prefill_plan.uses_graph else {}),
             decode_graph_wait_s=self._decode_wait_ns / 1e9,
             rungs=[acct.rungs[c] for c in sorted(acct.rungs)],
             boundaries=self.boundaries,
