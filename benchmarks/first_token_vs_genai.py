@@ -59,14 +59,15 @@ print(time.perf_counter() - t0)
 """
 
 
-def ours_cold(model_dir: Path, prompt_file: Path) -> dict:
-    """`compile-ahead run` at its defaults in a fresh process, with an empty compile cache."""
+def ours_cold(model_dir: Path, prompt_file: Path, extra: list[str]) -> dict:
+    """`compile-ahead run` at its defaults (plus ``extra`` flags) in a fresh process, with an
+    empty compile cache."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "run.json"
         cmd = [sys.executable, "-m", "compile_ahead.cli", "run", "--model", str(model_dir)]
         cmd += ["--schedule", "b0", "--ladder", str(CAPACITY), "--max-new-tokens", "1"]
         cmd += ["--prompt-ids", prompt_file.read_text(), "--no-progress"]
-        cmd += ["--cache-dir", str(Path(tmp) / "cache"), "--report", str(report)]
+        cmd += ["--cache-dir", str(Path(tmp) / "cache"), "--report", str(report), *extra]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         return json.loads(report.read_text())
 
@@ -111,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--prompt-len", type=int, default=3800)
     p.add_argument("--skip-cold", action="store_true")
+    p.add_argument(
+        "--cold-during-prefill",
+        action="store_true",
+        help="cold: also an arm that compiles the decode graph during prefill "
+        "(--decode-compile during-prefill), interleaved",
+    )
     p.add_argument("--skip-warm", action="store_true")
     p.add_argument(
         "--prefill-shapes",
@@ -131,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    cold_ours: dict[str, list[float]] = defaultdict(list)
+    cold_ours: dict[tuple[str, str], list[float]] = defaultdict(list)
     cold_genai: dict[str, list[float]] = defaultdict(list)
-    parts: dict[str, list[dict]] = defaultdict(list)
+    parts: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    variants = {"defaults": []}
+    if args.cold_during_prefill:
+        variants["during-prefill"] = ["--decode-compile", "during-prefill"]
     if not args.skip_cold:
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(args.rounds):
@@ -141,13 +151,18 @@ def main(argv: list[str] | None = None) -> int:
                 ids = prompt_ids(args.prompt_len, vocab, seed=300 + r)
                 prompt_file.write_text(",".join(map(str, ids)))
                 for fmt in formats[r % len(formats) :] + formats[: r % len(formats)]:
-                    arms = ["ours", "genai"] if r % 2 == 0 else ["genai", "ours"]
-                    for arm in arms:
-                        if arm == "ours":
-                            rep = ours_cold(dirs[fmt], prompt_file)
-                            cold_ours[fmt].append(rep["first_token_s"])
+                    arms = [*variants, "genai"]
+                    for arm in arms if r % 2 == 0 else arms[::-1]:
+                        if arm in variants:
+                            rep = ours_cold(dirs[fmt], prompt_file, variants[arm])
+                            cold_ours[(fmt, arm)].append(rep["first_token_s"])
                             keys = ("startup_s", "first_token_compile_s", "prefill_s")
-                            parts[fmt].append({k: rep[k] for k in keys})
+                            part = {k: rep[k] for k in keys}
+                            # the decode graph ready: first token plus the wait for it
+                            part["decode_ready_s"] = (
+                                rep["first_token_s"] + rep["decode_graph_wait_s"]
+                            )
+                            parts[(fmt, arm)].append(part)
                         else:
                             cold_genai[fmt].append(genai_cold(dirs[fmt], prompt_file))
                 print(f"cold round {r + 1}/{args.rounds} done", flush=True)
@@ -177,13 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     print("\nresults (medians; ratio = ours / LLMPipeline)")
     for fmt in formats:
         print(f"{fmt}: {resolve_model(str(dirs[fmt])).weight_format.summary}")
-        if cold_ours[fmt]:
-            what = f"cold start to first token, {args.prompt_len}"
-            print(ratio_line(what, cold_ours[fmt], cold_genai[fmt], "s"))
-            mid = {k: med([p[k] for p in parts[fmt]]) for k in parts[fmt][0]}
+        for arm in variants if cold_genai[fmt] else ():
+            what = f"cold to first token ({arm})"
+            print(ratio_line(what, cold_ours[(fmt, arm)], cold_genai[fmt], "s"))
+            got = parts[(fmt, arm)]
+            mid = {k: med([p[k] for p in got]) for k in got[0]}
             print(
                 f"    ours: startup {mid['startup_s']:.2f} s, compile/import "
-                f"{mid['first_token_compile_s']:.2f} s, prefill {mid['prefill_s']:.2f} s"
+                f"{mid['first_token_compile_s']:.2f} s, prefill {mid['prefill_s']:.2f} s; "
+                f"decode graph ready at {mid['decode_ready_s']:.2f} s"
             )
         for shape in shapes if warm_genai[fmt] else ():
             what = f"prefill {args.prompt_len} ({shape}) vs warm TTFT"
