@@ -124,7 +124,12 @@ def test_cli_run_and_generate_match_llmpipeline(ir_exports, tmp_path, capsys):
     assert report["weight_format"] == "FP16 (10)"
     assert report["kv_precision"] == "f32"
     assert report["tokens_decoded"] == DECODE
-    assert report["prefill"] == {"path": "dynamic", "chunk": 4, "chosen_by": "flag"}
+    assert report["prefill"] == {
+        "path": "dynamic",
+        "chunk": 4,
+        "chosen_by": "flag",
+        "decode_compile": "after-prefill",
+    }
     assert report["first_token_s"] >= report["first_token_compile_s"] + report["prefill_s"]
     window = report["boundary_tokens"]
     assert len(window) >= 9  # steps on both sides of 16, 32 and 64

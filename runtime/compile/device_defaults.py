@@ -68,12 +68,13 @@ def default_prefill(device: str) -> PrefillDefault:
     return MEASURED_PREFILL.get(device.upper(), STATIC_PREFILL)
 
 
-# CPU: after prefill. Prefill and compile_model then share the same cores, and a compile
-# thread beside the inference threads slowed the prefill far more than the compile it hid:
-# cold start to first token with a 3800-token prompt (qwen2.5-0.5b shapes, FP16 IR, 2 vCPU,
-# benchmarks/first_token_vs_genai.py) prefilled 2.5x slower than warm while the decode graph
-# compiled beside it. A device that prefills on its own silicon (NPU) compiles on the host
-# meanwhile: during prefill.
+# CPU: after prefill. Prefill and compile_model share the CPU's cores, and a compile beside
+# the inference threads slows the prefill more than the compile it hides. Cold start to the
+# first token with a 3800-token prompt (qwen2.5-0.5b shapes, 2 vCPU under load, interleaved;
+# benchmarks/first_token_vs_genai.py --cold-during-prefill), ours / LLMPipeline: after prefill
+# FP16 1.03x, INT8 1.61x, INT4 1.45x; during prefill 1.47x, 1.86x, 1.42x. The decode graph is
+# ready later after prefill (by 4-10 s there): the first token is what the default is for.
+# A device that prefills on its own silicon (NPU) compiles on the host meanwhile.
 MEASURED_DECODE_COMPILE = {"CPU": "after-prefill"}
 
 
