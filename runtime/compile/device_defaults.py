@@ -70,10 +70,10 @@ def default_prefill(device: str) -> PrefillDefault:
 
 # CPU: after prefill. Prefill and compile_model share the CPU's cores, and a compile beside
 # the inference threads slows the prefill more than the compile it hides. Cold start to the
-# first token with a 3800-token prompt (qwen2.5-0.5b shapes, 2 vCPU under load, interleaved;
+# first token with a 3800-token prompt (qwen2.5-0.5b shapes, 2 vCPU, interleaved;
 # benchmarks/first_token_vs_genai.py --cold-during-prefill), ours / LLMPipeline: after prefill
-# FP16 1.03x, INT8 1.61x, INT4 1.45x; during prefill 1.47x, 1.86x, 1.42x. The decode graph is
-# ready later after prefill (by 4-10 s there): the first token is what the default is for.
+# FP16 1.21x, INT8 1.37x, INT4 1.22x; during prefill 2.32x, 1.80x, 1.61x (the prefill ran
+# 1.4-2.1x slower). The decode graph was ready 0.7-1.9 s later after prefill than during it.
 # A device that prefills on its own silicon (NPU) compiles on the host meanwhile.
 MEASURED_DECODE_COMPILE = {"CPU": "after-prefill"}
 
