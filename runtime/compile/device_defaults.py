@@ -53,9 +53,9 @@ class PrefillDefault:
 
 # CPU: a dynamic prefill graph (attention over the filled slots only), 1024 tokens per call,
 # from 32 prompt tokens on. Measured on qwen2.5-0.5b shapes (FP16 IR, C=4096, 3800 prompt
-# tokens, interleaved under load; benchmarks/first_token_vs_genai.py --prefill-shapes): against
-# LLMPipeline's warm time to first token, dynamic 1.60x, the static 256-token graph over the
-# whole capacity 1.88x, the stateful model 3.61x; the dynamic graph also compiled several times
+# tokens, interleaved; benchmarks/first_token_vs_genai.py --prefill-shapes): against
+# LLMPipeline's warm time to first token, dynamic 1.25x, the static 256-token graph over the
+# whole capacity 1.70x, the stateful model 2.97x; the dynamic graph also compiled several times
 # faster than the static one (a static token axis makes the plugin constant-fold f16 weights),
 # and 1024 tokens per call beat 256. Token by token costs a decode step per prompt token: more
 # than compiling the prefill graph from a few dozen tokens on.
