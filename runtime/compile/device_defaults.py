@@ -57,8 +57,9 @@ class PrefillDefault:
 # LLMPipeline's warm time to first token, dynamic 1.25x, the static 256-token graph over the
 # whole capacity 1.70x, the stateful model 2.97x; the dynamic graph also compiled several times
 # faster than the static one (a static token axis makes the plugin constant-fold f16 weights),
-# and 1024 tokens per call beat 256. Token by token costs a decode step per prompt token: more
-# than compiling the prefill graph from a few dozen tokens on.
+# and 1024 tokens per call beat 256. The 32-token threshold is derived, not swept: the
+# dynamic graph compiled in 0.7-1.7 s cold and a decode step costs 37-51 ms at C=1024
+# (benchmarks/README-ir-vs-genai.md), so token by token costs more from about 15-35 tokens.
 # Other devices (NPU): static shapes only, the static chunked graph over the first rung.
 MEASURED_PREFILL = {"CPU": PrefillDefault("dynamic", 1024, 32)}
 STATIC_PREFILL = PrefillDefault("static", 256, 32)
