@@ -328,6 +328,7 @@ def test_weights_changed_with_mtime_put_back_miss(ckpt, tmp_path, capsys):
 
 def test_generate_says_hit_miss_or_off_per_graph(ckpt, tmp_path, capsys):
     argv = ["generate", "--model", str(ckpt), "--prompt-ids", "1,2,3", "--max-new-tokens", "4"]
+    argv += ["--prefill-chunk", "2"]  # a prefill graph beside the decode graph
     cache = ["--cache-dir", str(tmp_path / "cache")]
     assert main([*argv, *cache]) == 0
     assert "decode miss, stored; prefill miss, stored" in capsys.readouterr().out

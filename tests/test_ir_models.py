@@ -86,9 +86,17 @@ def test_every_schedule_matches_llmpipeline(ir_exports, arch, fmt):
     model_dir = ir_exports[(arch, fmt)]
     source = resolve_model(str(model_dir))
     expected = genai_greedy(model_dir, PROMPT, DECODE + 1)
+    # Token by token, the CPU's default prefill graph, and each prefill graph shape.
+    prefill = {"b0": (1, None), "b1": (4, None), "i1": (4, "static"), "i2": (4, "stateful")}
     for name in ("b0", "b1", "i1", "i2", "i3"):
-        chunk = 4 if name in ("b1", "i1", "i3") else 1  # chunked and token-by-token prefill
-        settings = RunSettings(SCHEDULES[name], LADDER, greedy(PROMPT, DECODE), prefill_chunk=chunk)
+        chunk, shape = prefill.get(name, (4, "dynamic"))
+        settings = RunSettings(
+            SCHEDULES[name],
+            LADDER,
+            greedy(PROMPT, DECODE),
+            prefill_chunk=chunk,
+            prefill_shape=shape,
+        )
         run = run_ladder(source, F32, settings)
         assert run.error is None, f"{name}: {run.error}"
         # predicted[i] is the argmax after feeding token i; the first token comes from prefill.
@@ -116,6 +124,13 @@ def test_cli_run_and_generate_match_llmpipeline(ir_exports, tmp_path, capsys):
     assert report["weight_format"] == "FP16 (10)"
     assert report["kv_precision"] == "f32"
     assert report["tokens_decoded"] == DECODE
+    assert report["prefill"] == {
+        "path": "dynamic",
+        "chunk": 4,
+        "chosen_by": "flag",
+        "decode_compile": "after-prefill",
+    }
+    assert report["first_token_s"] >= report["first_token_compile_s"] + report["prefill_s"]
     window = report["boundary_tokens"]
     assert len(window) >= 9  # steps on both sides of 16, 32 and 64
     for entry in window:  # step i's top-1 is generated token i + 1
@@ -226,6 +241,41 @@ def test_concat_free_attention_equals_the_irs_own(ir_exports):
             seen.append(out.logits.copy())
         logits[fast] = np.stack(seen)
     np.testing.assert_allclose(logits[True], logits[False], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", ["dynamic", "stateful"])
+@pytest.mark.parametrize(("arch", "fmt"), [("qwen2", "fp16"), ("phi3", "int8")])
+def test_prefill_graphs_equal_token_by_token(ir_exports, arch, fmt, shape):
+    """The IR's prefill over the filled slots only (its own fused SDPA: the past sliced to the
+    filled length, or the IR's stateful form with its K/V read back from state) against the
+    decode graph token by token: the prompt's last logits and every K/V row. Within 1e-4, as
+    the concat-free attention against the IR's own: the sums run in another order."""
+    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+    from compile_ahead.runtime.model.kv_arena import KVArena
+
+    source = resolve_model(str(ir_exports[(arch, fmt)]))
+    cfg = source.config
+    prompt = PROMPT * 3  # 33 tokens: calls of 8, 8, 8, 8 and 1 on a prefill graph
+    runs = {}
+    for spec in (GraphSpec(64, 1, "f32"), PrefillPlan(8, shape).spec(64, "f32")):
+        step = compile_step(source, spec, F32).step
+        arena = KVArena(cfg, 64, "f32")
+        step.bind(arena)
+        t = 0
+        for start in range(0, len(prompt), spec.chunk):
+            ids = np.asarray(prompt[start : start + spec.chunk], np.int64)
+            out = step.run(ids, t, len(ids) - 1)
+            for layer in range(cfg.num_layers):
+                k, v = out.new_keys[layer], out.new_values[layer]
+                arena.write(layer, t, k[:, :, : len(ids)], v[:, :, : len(ids)])
+            t += len(ids)
+        kv = [a[:, :, :t].copy() for a in arena.keys + arena.values]
+        runs[spec.chunk] = (out.logits.copy(), kv)
+    np.testing.assert_allclose(runs[8][0], runs[1][0], atol=1e-4, rtol=0)
+    for a, b in zip(runs[8][1], runs[1][1], strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
+    assert np.abs(runs[8][0]).max() > 0.1  # logits of a real model, not zeros
 
 
 # -- tokenizers --------------------------------------------------------------------------------

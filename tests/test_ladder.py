@@ -110,8 +110,9 @@ def test_i2_keeps_one_compile_in_flight_and_two_rungs(runs):
         rep = runs[name].report.to_json()
         assert rep["compiles_in_flight_max"] == 1
         assert rep["graphs_resident_max"] <= 2
-    # Eager schedules hold every rung (and the prefill graph while it is alive).
-    assert runs["i1"].report.to_json()["graphs_resident_max"] == 5
+    # Eager schedules hold every rung; the prefill graph, dropped after prefill, adds one
+    # when the rungs compiling during prefill are all done before it ends.
+    assert runs["i1"].report.to_json()["graphs_resident_max"] in (4, 5)
 
 
 class _CompileLog(RunEvents):

@@ -14,8 +14,10 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import PRECISIONS
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB
 from compile_ahead.runtime.compile.device_defaults import (
+    DECODE_COMPILE_TIMINGS,
     GRAPH_MODES,
     PLACEMENTS,
+    PREFILL_SHAPES,
     default_graph,
     default_placement,
 )
@@ -297,6 +299,34 @@ def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = N
     )
 
 
+def add_prefill_options(p: argparse.ArgumentParser) -> None:
+    """How the prompt is prefilled; by default chosen per device from the prompt length."""
+    p.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tokens per prefill call: 1 prefills token by token on the first decode graph, "
+        "larger values compile a prefill graph (default: chosen per device from the prompt "
+        "length)",
+    )
+    p.add_argument(
+        "--prefill-shape",
+        choices=PREFILL_SHAPES,
+        default=None,
+        help="prefill graph: static (the first rung's whole capacity, any device), dynamic "
+        "(attends over the filled slots only) or stateful (the model's stateful form, the "
+        "plugin's fused attention; KV read back) (CPU only) (default: per device)",
+    )
+    p.add_argument(
+        "--decode-compile",
+        choices=DECODE_COMPILE_TIMINGS,
+        default=None,
+        help="with a prefill graph, compile the first rung's decode graph while the prompt is "
+        "prefilled or after it (default: per device; after on the CPU, whose cores prefill)",
+    )
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Greedy prompts, prefill and boundary recording for a ladder run."""
     p.add_argument(
@@ -305,13 +335,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="greedy mode: generate from these comma-separated token ids",
     )
     p.add_argument("--prompt", default=None, help="greedy mode: generate from this text")
-    p.add_argument(
-        "--prefill-chunk",
-        type=int,
-        default=1,
-        help="tokens per prefill call; 1 (default) prefills on the first decode graph, larger "
-        "values compile a prefill graph in the foreground",
-    )
+    add_prefill_options(p)
     p.add_argument(
         "--boundary-window",
         type=int,

@@ -9,6 +9,7 @@ from pathlib import Path
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_distinct, check_output_file, failed_sibling
+from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.cli.options import (
     add_graph_option,
     add_ladder_option,
@@ -62,6 +63,9 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         ladder,
         protocol,
         prefill_chunk=args.prefill_chunk,
+        prefill_shape=args.prefill_shape,
+        decode_compile=args.decode_compile,
+        started_ns=getattr(args, "started_ns", None),
         boundary_window=args.boundary_window,
         faults=faults_from_args(args, ladder),
         graph=graph_mode(args),
@@ -176,6 +180,7 @@ def write_report(path: Path | None, result: RunResult) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.started_ns = now_ns()  # first_token_s counts from the command's start
     check_run_outputs(args)
     if args.open and args.trace is None:
         raise CompileAheadError("--open opens the trace: give --trace FILE too")

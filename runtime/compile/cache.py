@@ -522,9 +522,11 @@ def cached_compile(
     options: CompileOptions,
     compile_fn: Callable[[CompileOptions], Compiled],
     model_fn: Callable[[], ov.Model] | None = None,
+    store: bool = True,
 ) -> tuple[Compiled, CacheOutcome]:
     """Import the graph from the cache (build and compile seconds 0), or compile it with
-    ``compile_fn`` and store it; ``compile_cache`` None compiles with the cache off."""
+    ``compile_fn`` and store it (``store`` False: the caller stores the miss later with
+    ``compile_cache.store``); ``compile_cache`` None compiles with the cache off."""
     if compile_cache is None:
         return compile_fn(options), OFF
     compiled, outcome = compile_cache.lookup(source, graph, options, model_fn)
@@ -533,6 +535,8 @@ def cached_compile(
     if outcome.state == "off":
         return compile_fn(options), outcome
     result = compile_fn(compile_cache.compile_options(options))
+    if not store:
+        return result, outcome
     return result, compile_cache.store(outcome, result[0])
 
 

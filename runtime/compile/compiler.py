@@ -12,6 +12,7 @@ from compile_ahead.runtime.compile.cache import cached_compile, step_graph_ident
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
 from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.stateful_prefill import kv_cache_config
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.sources.base import ModelSource
 
@@ -38,14 +39,20 @@ def compile_graph(
     model = source.build_graph(spec)
     t1 = time.perf_counter()
     what = f"the C={spec.capacity} {spec.kind} graph"
-    compiled = compile_model(model, options.device, device_config(options), what)
+    config = device_config(options)
+    if spec.stateful:
+        config.update(kv_cache_config(spec))
+    compiled = compile_model(model, options.device, config, what)
     t2 = time.perf_counter()
     return compiled, t1 - t0, t2 - t1
 
 
 def compile_step(
-    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
+    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions, store_later: bool = False
 ) -> CompileResult:
+    """Compile or import one step graph. ``store_later``: a cache miss is not written now
+    (exporting a graph takes seconds) but by ``step.store_pending()``, e.g. once the graph
+    has served the first token."""
     (compiled, build_s, compile_s), outcome = cached_compile(
         options.cache,
         source,
@@ -54,7 +61,15 @@ def compile_step(
         lambda opts: compile_graph(source, spec, opts),
         # weightless entries restore weights from the uncompiled graph: ours only
         (lambda: source.build_graph(spec)) if source.built_from_weights else None,
+        store=not store_later,
     )
     step = source.make_step(compiled, spec)
     step.compile_cache = outcome  # type: ignore[attr-defined]  # hit/miss for reports
+    cache = options.cache
+    if store_later and cache is not None and outcome.state == "miss":
+
+        def store_now() -> None:  # the entry, written when the caller has time; reports follow
+            step.compile_cache = cache.store(outcome, compiled)  # type: ignore[attr-defined]
+
+        step.store_pending = store_now  # type: ignore[attr-defined]
     return CompileResult(step, build_s, compile_s, outcome.state, outcome.import_s, outcome.store_s)

@@ -7,8 +7,14 @@ behind it. A device nobody has measured gets the plain choice (whole graphs, in-
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 GRAPH_MODES = ("whole", "split")
 PLACEMENTS = ("in-process", "worker")
+PREFILL_SHAPES = ("static", "dynamic", "stateful")
+# When the first rung's decode graph compiles in a run with a prefill graph: in the background
+# while the prompt is prefilled, or after the prompt (the first token comes first either way).
+DECODE_COMPILE_TIMINGS = ("during-prefill", "after-prefill")
 
 # CPU: whole. Split compiles a successor rung in ~0.06 s instead of seconds and holds one
 # weight copy, but each split step makes 2N+1 infer calls. Paired on a qwen2.5-0.5b-shaped
@@ -32,3 +38,46 @@ def default_graph(device: str) -> str:
 
 def default_placement(device: str) -> str:
     return MEASURED_PLACEMENT.get(device.upper(), "in-process")
+
+
+@dataclass(frozen=True)
+class PrefillDefault:
+    """How a prompt is prefilled when not told: a prompt shorter than ``min_prompt`` goes
+    token by token through the first rung's decode graph (no prefill graph to compile), a
+    longer one through a prefill graph of ``shape`` taking ``chunk`` tokens per call."""
+
+    shape: str  # "dynamic": the past follows the filled length (GraphSpec.dynamic)
+    chunk: int
+    min_prompt: int
+
+
+# CPU: a dynamic prefill graph (attention over the filled slots only), 1024 tokens per call,
+# from 32 prompt tokens on. Measured on qwen2.5-0.5b shapes (FP16 IR, C=4096, 3800 prompt
+# tokens, interleaved; benchmarks/first_token_vs_genai.py --prefill-shapes): against
+# LLMPipeline's warm time to first token, dynamic 1.25x, the static 256-token graph over the
+# whole capacity 1.70x, the stateful model 2.97x; the dynamic graph also compiled several times
+# faster than the static one (a static token axis makes the plugin constant-fold f16 weights),
+# and 1024 tokens per call beat 256. The 32-token threshold is derived, not swept: the
+# dynamic graph compiled in 0.7-1.7 s cold and a decode step costs 37-51 ms at C=1024
+# (benchmarks/README-ir-vs-genai.md), so token by token costs more from about 15-35 tokens.
+# Other devices (NPU): static shapes only, the static chunked graph over the first rung.
+MEASURED_PREFILL = {"CPU": PrefillDefault("dynamic", 1024, 32)}
+STATIC_PREFILL = PrefillDefault("static", 256, 32)
+
+
+def default_prefill(device: str) -> PrefillDefault:
+    return MEASURED_PREFILL.get(device.upper(), STATIC_PREFILL)
+
+
+# CPU: after prefill. Prefill and compile_model share the CPU's cores, and a compile beside
+# the inference threads slows the prefill more than the compile it hides. Cold start to the
+# first token with a 3800-token prompt (qwen2.5-0.5b shapes, 2 vCPU, interleaved;
+# benchmarks/first_token_vs_genai.py --cold-during-prefill), ours / LLMPipeline: after prefill
+# FP16 1.21x, INT8 1.37x, INT4 1.22x; during prefill 2.32x, 1.80x, 1.61x (the prefill ran
+# 1.4-2.1x slower). The decode graph was ready 0.7-1.9 s later after prefill than during it.
+# A device that prefills on its own silicon (NPU) compiles on the host meanwhile.
+MEASURED_DECODE_COMPILE = {"CPU": "after-prefill"}
+
+
+def default_decode_compile(device: str) -> str:
+    return MEASURED_DECODE_COMPILE.get(device.upper(), "during-prefill")

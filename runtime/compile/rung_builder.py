@@ -105,7 +105,8 @@ class RungBuilder:
             return CompileResult(step, 0.0, 0.0, outcome.state, outcome.import_s, outcome.store_s)
         if background and self.placement == "worker":
             return self._build_in_worker(spec, worker_fault)
-        return compile_step(self.source, spec, self.options)
+        # A prefill graph is on the way to the first token: its cache entry is written after.
+        return compile_step(self.source, spec, self.options, store_later=spec.kind == "prefill")
 
     def _build_in_worker(self, spec: GraphSpec, fault: Fault | None) -> CompileResult:
         from compile_ahead.runtime.compile.cache import CacheOutcome

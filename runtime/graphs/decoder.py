@@ -119,6 +119,14 @@ class GraphSpec:
     # Slots of the bound KV buffer when larger than ``capacity``: the graph then reads the
     # buffer's first ``capacity`` slots (a shared top-capacity reservation, b1/i3).
     buffer_capacity: int | None = None
+    # A prefill graph whose token count is free (up to ``chunk``) and whose attention reads
+    # only the ``past_length`` filled slots, so a chunk never scores the empty part of the
+    # capacity. Its inner shapes follow the data: a CPU path (device_defaults.py), not NPU.
+    dynamic: bool = False
+    # A prefill graph that is the source's stateful dynamic-shape decoder (KV in state
+    # variables, read back into the store; graphs/stateful_prefill.py): the plugin's fused
+    # attention over the filled slots. CPU only, like ``dynamic``.
+    stateful: bool = False
 
     @property
     def input_capacity(self) -> int:
@@ -126,18 +134,22 @@ class GraphSpec:
 
     @property
     def kind(self) -> str:
-        return "decode" if self.chunk == 1 else "prefill"
+        return "decode" if self.chunk == 1 and not (self.dynamic or self.stateful) else "prefill"
 
 
 # -- decoder pieces, shared by the whole step graph and the split graphs ----------------------
 
 
-def rope_tables(cfg: ModelConfig, past_len: ov.Output, chunk: int) -> tuple[ov.Output, ov.Output]:
-    """cos/sin [1, 1, L, hd] for positions t..t+L-1 (t = past_len)."""
+def rope_tables(
+    cfg: ModelConfig, past_len: ov.Output, chunk: int | ov.Output
+) -> tuple[ov.Output, ov.Output]:
+    """cos/sin [1, 1, L, hd] for positions t..t+L-1 (t = past_len); ``chunk`` is L, or a
+    scalar i64 output holding it in a dynamic graph."""
     hd = cfg.head_dim
+    stop = const(chunk, np.int64) if isinstance(chunk, int) else chunk
     positions = ops.convert(
         ops.add(
-            ops.range(const(0, np.int64), const(chunk, np.int64), const(1, np.int64), ov.Type.i64),
+            ops.range(const(0, np.int64), stop, const(1, np.int64), ov.Type.i64),
             past_len,
         ),
         ov.Type.f32,
@@ -147,7 +159,7 @@ def rope_tables(cfg: ModelConfig, past_len: ov.Output, chunk: int) -> tuple[ov.O
         const(rope_inv_freq(hd, cfg.rope)[None, :]),
     )
     emb = ops.concat([freqs, freqs], -1)
-    shape = const([1, 1, chunk, hd], np.int64)
+    shape = const([1, 1, chunk if isinstance(chunk, int) else -1, hd], np.int64)
     return (
         ops.reshape(ops.cos(emb), shape, False).output(0),
         ops.reshape(ops.sin(emb), shape, False).output(0),
@@ -162,7 +174,8 @@ def layer_qkv(
     rope: tuple[ov.Output, ov.Output],
     chunk: int,
 ):
-    """Input norm, q/k/v projections and RoPE: q [1, H, L, hd], k and v [1, kv, L, hd]."""
+    """Input norm, q/k/v projections and RoPE: q [1, H, L, hd], k and v [1, kv, L, hd]
+    (``chunk`` -1: L is dynamic)."""
     p = f"model.layers.{layer}."
     h = rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
 
@@ -187,8 +200,9 @@ def as_stored(t: ov.Output, kv_type: ov.Type) -> tuple[ov.Output, ov.Output]:
     return stored, ops.convert(stored, ov.Type.f32).output(0)
 
 
-def past_kv_inputs(cfg: ModelConfig, spec: GraphSpec, layer: int):
-    """Parameters past_key.i / past_value.i and their first C slots in f32."""
+def past_kv_inputs(cfg: ModelConfig, spec: GraphSpec, layer: int, filled: ov.Output | None = None):
+    """Parameters past_key.i / past_value.i and their first C slots in f32 (a dynamic graph:
+    their first ``filled`` slots, ``filled`` a [1] i64 output)."""
     kv_type = OV_TYPES[spec.kv_precision]
     shape = [1, cfg.num_kv_heads, spec.input_capacity, cfg.head_dim]
     params = [
@@ -198,7 +212,12 @@ def past_kv_inputs(cfg: ModelConfig, spec: GraphSpec, layer: int):
     views = []
     for param in params:
         t = param.output(0)
-        if spec.input_capacity > spec.capacity:
+        if filled is not None:
+            # Only the filled slots: attention never scores the empty part of the buffer.
+            t = ops.slice(
+                t, const([0], np.int64), filled, const([1], np.int64), const([2], np.int64)
+            ).output(0)
+        elif spec.input_capacity > spec.capacity:
             # Only the first C slots: the Slice copies that prefix, never the whole buffer.
             t = ops.slice(
                 t,
@@ -214,20 +233,40 @@ def past_kv_inputs(cfg: ModelConfig, spec: GraphSpec, layer: int):
 
 
 class AttentionMasks:
-    """Additive masks shared by every layer of a graph."""
+    """Additive masks shared by every layer of a graph, and how the scores split into past
+    slots and chunk tokens."""
 
     def __init__(self, cfg: ModelConfig, past_len: ov.Output, capacity: int, chunk: int):
         # Past slots j < t are valid.
         slots = ops.range(
             const(0, np.int64), const(capacity, np.int64), const(1, np.int64), ov.Type.i64
         )
-        self.past = ops.select(ops.less(slots, past_len), const(0.0), const(-np.inf)).output(0)
+        self.past: ov.Output | None = ops.select(
+            ops.less(slots, past_len), const(0.0), const(-np.inf)
+        ).output(0)
         # Chunk rows are (query group g, token i) flattened g-major; token i sees tokens j <= i.
         causal = np.where(np.tril(np.ones((chunk, chunk), bool)), 0.0, -np.inf).astype(np.float32)
         self.chunk = const(np.tile(causal, (cfg.group_size, 1)))  # [G*L, L]
         self.scale = const(1.0 / np.sqrt(cfg.head_dim))
-        self.capacity = capacity
-        self.chunk_len = chunk
+        self.split = const([capacity, chunk], np.int64)  # score columns: past, chunk
+        self.chunk_len = chunk  # -1: dynamic
+
+    @classmethod
+    def filled(cls, cfg: ModelConfig, past_len: ov.Output, length: ov.Output) -> AttentionMasks:
+        """A dynamic graph's: the past is sliced to its filled slots (nothing to mask) and
+        the chunk has ``length`` (a scalar i64 output) tokens."""
+        masks = cls.__new__(cls)
+        masks.past = None
+        tokens = ops.range(const(0, np.int64), length, const(1, np.int64), ov.Type.i64)
+        row = ops.unsqueeze(tokens, const([1], np.int64))
+        causal = ops.select(ops.less_equal(tokens, row), const(0.0), const(-np.inf))  # [L, L]
+        groups = const([cfg.group_size, 1], np.int64)
+        masks.chunk = ops.tile(causal, groups).output(0)  # [G*L, L], g-major rows
+        masks.scale = const(1.0 / np.sqrt(cfg.head_dim))
+        one = const([1], np.int64)
+        masks.split = ops.concat([ops.reshape(past_len, one, False), const([-1], np.int64)], 0)
+        masks.chunk_len = -1
+        return masks
 
 
 def attention(
@@ -245,14 +284,15 @@ def attention(
     Returns [1, L, H*hd].
     """
     L, hd, heads = masks.chunk_len, cfg.head_dim, cfg.num_heads
-    qg = ops.reshape(q, const([1, cfg.num_kv_heads, cfg.group_size * L, hd], np.int64), False)
+    rows = cfg.group_size * L if L > 0 else -1
+    qg = ops.reshape(q, const([1, cfg.num_kv_heads, rows, hd], np.int64), False)
     qg = ops.multiply(qg, masks.scale)  # scale the G*L query rows, not the G*L x C scores
-    s_past = ops.add(ops.matmul(qg, past_k, False, True), masks.past)
+    s_past = ops.matmul(qg, past_k, False, True)
+    if masks.past is not None:
+        s_past = ops.add(s_past, masks.past)
     s_new = ops.add(ops.matmul(qg, k, False, True), masks.chunk)
     probs = ops.softmax(ops.concat([s_past, s_new], -1), -1)
-    p_past, p_new = ops.variadic_split(
-        probs, const(-1, np.int64), const([masks.capacity, L], np.int64)
-    ).outputs()
+    p_past, p_new = ops.variadic_split(probs, const(-1, np.int64), masks.split).outputs()
     out = ops.add(ops.matmul(p_past, past_v, False, False), ops.matmul(p_new, v, False, False))
     out = ops.reshape(out, const([1, heads, L, hd], np.int64), False)
     return ops.reshape(
@@ -295,22 +335,31 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
     i64 (the row whose logits to return, for a chunk padded past the prompt's end).
     Outputs: logits [1, vocab] f32; new_key.i / new_value.i [1, kv, L, hd].
     Rows of a padded chunk beyond the prompt never influence valid rows (causal mask).
+    A dynamic spec takes input_ids [1, ?] (no padding) and attends over the t filled slots.
     """
     L = spec.chunk
     kv_type = OV_TYPES[spec.kv_precision]
     w = WeightConstants(store)
 
-    ids = ops.parameter([1, L], ov.Type.i64, name=INPUT_IDS)
+    ids = ops.parameter([1, -1 if spec.dynamic else L], ov.Type.i64, name=INPUT_IDS)
     past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
     params = [ids, past_len]
     last_index = const(0, np.int64)
-    if L > 1:
+    if L > 1 or spec.dynamic:
         last_index = ops.parameter([], ov.Type.i64, name=LAST_INDEX)
         params.append(last_index)
 
     x = ops.gather(w("model.embed_tokens.weight"), ids, const(0, np.int64)).output(0)  # [1,L,D]
-    rope = rope_tables(cfg, past_len, L)
-    masks = AttentionMasks(cfg, past_len, spec.capacity, L)
+    filled = None
+    if spec.dynamic:
+        length = ops.gather(ops.shape_of(ids), const(1, np.int64), const(0, np.int64)).output(0)
+        rope = rope_tables(cfg, past_len, length)
+        masks = AttentionMasks.filled(cfg, past_len, length)
+        filled = ops.reshape(past_len, const([1], np.int64), False).output(0)
+        L = -1
+    else:
+        rope = rope_tables(cfg, past_len, L)
+        masks = AttentionMasks(cfg, past_len, spec.capacity, L)
 
     results = []
     for i in range(cfg.num_layers):
@@ -321,13 +370,16 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
             ops.result(new_k, name=new_key_name(i)),
             ops.result(new_v, name=new_value_name(i)),
         ]
-        past_params, past_k, past_v = past_kv_inputs(cfg, spec, i)
+        past_params, past_k, past_v = past_kv_inputs(cfg, spec, i, filled)
         params += past_params
         x = layer_out(cfg, w, x, attention(cfg, q, k, v, past_k, past_v, masks), i)
 
     row = ops.gather(x, last_index, const(1, np.int64)).output(0)  # [1, D]
     results.insert(0, ops.result(lm_head(cfg, w, row), name=LOGITS))
     name_io(params, results)
-    model = ov.Model(results, params, f"{spec.kind}_C{spec.capacity}_L{L}_B{spec.input_capacity}")
+    shape = "dyn" if spec.dynamic else f"L{spec.chunk}"
+    model = ov.Model(
+        results, params, f"{spec.kind}_C{spec.capacity}_{shape}_B{spec.input_capacity}"
+    )
     keep_lookups_unfolded(model)  # static input_ids: see graphs/fold_guard.py
     return model

@@ -43,15 +43,25 @@ from compile_ahead.runtime.model.ir_reader import (
 )
 
 LAST_INDEX = "last_index"
+PAST_LENGTH = "past_length"
 
 
 def _const(value, dtype=np.int64) -> ov.Output:
     return ops.constant(np.asarray(value, dtype=dtype)).output(0)
 
 
-def _place_past(param: ov.Node, spec: GraphSpec, kv_type: ov.Type, name: str) -> None:
-    """Make a past input our buffer's type and shape; the graph sees its first C slots in
-    the IR's own element type."""
+def _retarget(old: ov.Output, new: ov.Output, keep: ov.Node | None = None) -> None:
+    """Feed every consumer of ``old`` from ``new`` (except ``keep``, which builds ``new``)."""
+    for target in list(old.get_target_inputs()):
+        if keep is None or target.get_node() is not keep:
+            target.replace_source_output(new)
+
+
+def _place_past(
+    param: ov.Node, spec: GraphSpec, kv_type: ov.Type, name: str, filled: ov.Output | None
+) -> None:
+    """Make a past input our buffer's type and shape; the graph sees its first C slots (a
+    dynamic graph: its ``filled`` first slots) in the IR's own element type."""
     own_type = param.get_element_type()
     kv_heads = param.get_output_partial_shape(0)[1].get_length()
     head_dim = param.get_output_partial_shape(0)[3].get_length()
@@ -61,7 +71,9 @@ def _place_past(param: ov.Node, spec: GraphSpec, kv_type: ov.Type, name: str) ->
     param.set_friendly_name(name)
     param.output(0).get_tensor().set_names({name})
     view = param.output(0)
-    if spec.input_capacity > spec.capacity:
+    if filled is not None:
+        view = ops.slice(view, _const([0]), filled, _const([1]), _const([2])).output(0)
+    elif spec.input_capacity > spec.capacity:
         view = ops.slice(
             view, _const([0]), _const([spec.capacity]), _const([1]), _const([2])
         ).output(0)
@@ -98,7 +110,7 @@ def _lm_head_input(logits: ov.Output) -> ov.Input:
     raise CompileAheadError("the IR's logits do not come from a MatMul (LM head not found)")
 
 
-def _gather_last(model: ov.Model, logits: ov.Output) -> ov.Node:
+def gather_last(model: ov.Model, logits: ov.Output) -> ov.Node:
     """Compute the logits of one chunk row: gather hidden[:, last_index] before the LM head."""
     last = ops.parameter([1], ov.Type.i64, name=LAST_INDEX)
     last.output(0).get_tensor().set_names({LAST_INDEX})
@@ -118,11 +130,21 @@ def build_ir_step_model(
     (ir_attention.py). Measured on the CPU plugin: for one token the concat, repeated per query
     group, costs several times the step; for a prefill chunk the plugin's fused SDPA kernel
     beats the decomposed form, whose score matrices grow with chunk x capacity.
+
+    A dynamic spec keeps the IR's dynamic token axis (input_ids, position_ids and
+    attention_mask [1, ?]) and adds past_length [1] i64: the past inputs are sliced to their
+    filled slots, so the fused SDPA attends over those and the chunk only.
     """
     if fast_attention is None:
-        fast_attention = spec.chunk == 1
+        fast_attention = spec.chunk == 1 and not spec.dynamic
     kv_type = OV_TYPES[spec.kv_precision]
     L, C = spec.chunk, spec.capacity
+    filled = None
+    if spec.dynamic:
+        past_length = ops.parameter([1], ov.Type.i64, name=PAST_LENGTH)
+        past_length.output(0).get_tensor().set_names({PAST_LENGTH})
+        model.add_parameters([past_length])
+        filled = past_length.output(0)
     for i, (key, value) in enumerate(zip(kv.keys, kv.values, strict=True)):
         for param, past_name, new_name in (
             (key, past_key_name(i), new_key_name(i)),
@@ -130,11 +152,13 @@ def build_ir_step_model(
         ):
             concat = kv.concats[param.get_friendly_name()]
             _cut_present(model, concat, kv_type, new_name)
-            _place_past(param, spec, kv_type, past_name)
+            _place_past(param, spec, kv_type, past_name, filled)
     logits = next(p for p in model.outputs if LOGITS in p.get_names())
-    if L > 1:
-        _gather_last(model, logits)
+    if L > 1 or spec.dynamic:
+        gather_last(model, logits)
     shapes = {INPUT_IDS: [1, L], ATTENTION_MASK: [1, C + L], POSITION_IDS: [1, L]}
+    if spec.dynamic:
+        shapes = {INPUT_IDS: [1, -1], ATTENTION_MASK: [1, -1], POSITION_IDS: [1, -1]}
     for param in model.get_parameters():
         names = param.output(0).get_names()
         for name, shape in shapes.items():

@@ -14,7 +14,7 @@ import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.graphs.ir_cut import LAST_INDEX
+from compile_ahead.runtime.graphs.ir_cut import LAST_INDEX, PAST_LENGTH
 from compile_ahead.runtime.graphs.step import StepOutput, bind_past_kv
 from compile_ahead.runtime.model.ir_reader import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS
 from compile_ahead.runtime.model.kv_arena import KVArena
@@ -37,7 +37,13 @@ class IRStep:
         self._positions = np.zeros((1, L), np.int64)
         self._mask = np.ones((1, C + L), np.int64)
         self._last = np.zeros((1,), np.int64)
+        self._past_len = np.zeros((1,), np.int64)
+        if spec.dynamic:  # the mask covers the filled slots and the chunk only
+            self._mask = np.ones((1, C + L), np.int64)
         names = {name for port in compiled.inputs for name in port.get_names()}
+        self._has_positions = POSITION_IDS in names
+        if spec.dynamic:
+            self.request.set_tensor(PAST_LENGTH, _shared(self._past_len))
         self.request.set_tensor(INPUT_IDS, _shared(self._ids))
         self.request.set_tensor(ATTENTION_MASK, _shared(self._mask))
         if POSITION_IDS in names:
@@ -55,12 +61,32 @@ class IRStep:
         L, C = self.spec.chunk, self.spec.capacity
         if past_length > C:
             raise CompileAheadError(f"past length {past_length} exceeds the rung capacity {C}")
+        if self.spec.dynamic:
+            return self._run_filled(ids, past_length, last_index)
         self._ids[0, : len(ids)] = ids
         self._ids[0, len(ids) :] = 0
         self._positions[0] = np.arange(past_length, past_length + L)
         self._mask[0, :past_length] = 1
         self._mask[0, past_length:C] = 0
         self._last[0] = last_index
+        self.request.infer()
+        out = self.request
+        keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]
+        values = [out.get_tensor(graphs.new_value_name(i)).data for i in range(self.num_layers)]
+        logits = out.get_tensor(LOGITS).data[0, -1]
+        return StepOutput(logits, keys, values)
+
+    def _run_filled(self, ids: np.ndarray, past_length: int, last_index: int) -> StepOutput:
+        """A dynamic graph: exactly ``ids`` after the ``past_length`` filled slots."""
+        n = len(ids)
+        self._ids[0, :n] = ids
+        self._positions[0, :n] = np.arange(past_length, past_length + n)
+        self._past_len[0] = past_length
+        self._last[0] = last_index
+        self.request.set_tensor(INPUT_IDS, _shared(self._ids[:, :n]))
+        self.request.set_tensor(ATTENTION_MASK, _shared(self._mask[:, : past_length + n]))
+        if self._has_positions:
+            self.request.set_tensor(POSITION_IDS, _shared(self._positions[:, :n]))
         self.request.infer()
         out = self.request
         keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]

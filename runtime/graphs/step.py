@@ -42,7 +42,7 @@ class CompiledStep:
         self._last = np.zeros((), np.int64)
         self.request.set_tensor(graphs.INPUT_IDS, ov.Tensor(self._ids, shared_memory=True))
         self.request.set_tensor(graphs.PAST_LENGTH, ov.Tensor(self._past_len, shared_memory=True))
-        if spec.chunk > 1:
+        if spec.chunk > 1 or spec.dynamic:
             self.request.set_tensor(graphs.LAST_INDEX, ov.Tensor(self._last, shared_memory=True))
         self.bound: KVArena | None = None
 
@@ -54,6 +54,9 @@ class CompiledStep:
     def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
         self._ids[0, : len(ids)] = ids
         self._ids[0, len(ids) :] = 0
+        if self.spec.dynamic:  # exactly the tokens given: no padded rows to compute
+            view = ov.Tensor(self._ids[:, : len(ids)], shared_memory=True)
+            self.request.set_tensor(graphs.INPUT_IDS, view)
         self._past_len[...] = past_length
         self._last[...] = last_index
         self.request.infer()

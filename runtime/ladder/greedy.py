@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import future_result, in_background
 from compile_ahead.runtime.compile.cache import OFF, CacheOutcome
-from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.compiler import CompileResult, compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.kv_store import make_store
-from compile_ahead.runtime.ladder.prefill import prefill_chunks
+from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
 from compile_ahead.runtime.ladder.schedules import KVPolicy
 from compile_ahead.runtime.sources.base import ModelSource
 
@@ -23,13 +26,27 @@ class Generation:
     tokens: list[int]  # generated ids (not the prompt)
     logits: list[np.ndarray] = field(default_factory=list)  # per generated token, f32 [vocab]
     stop_reason: str = "max_new_tokens"
+    prefill_s: float = 0.0
+    first_token_at: float = 0.0  # time.perf_counter() when the first token was known
+    decode_wait_s: float = 0.0  # after prefill, waiting for the decode graph's compile
 
 
 class StaticDecoder:
-    """Decode and prefill graphs compiled for one capacity, sharing one KV cache."""
+    """Decode and prefill graphs compiled for one capacity, sharing one KV cache.
+
+    With a prefill graph and ``decode_compile``, only the prefill graph compiles in the
+    constructor; the decode graph compiles on a background thread while the prompt is
+    prefilled ("during-prefill") or when the first decode step needs it ("after-prefill").
+    """
 
     def __init__(
-        self, source: ModelSource, capacity: int, options: CompileOptions, prefill_chunk: int = 16
+        self,
+        source: ModelSource,
+        capacity: int,
+        options: CompileOptions,
+        prefill_chunk: int = 16,
+        prefill_shape: str = "static",
+        decode_compile: str | None = None,
     ):
         if capacity <= 0 or prefill_chunk <= 0:
             raise CompileAheadError("capacity and prefill chunk must be positive")
@@ -37,21 +54,42 @@ class StaticDecoder:
         self.options = options.resolved()
         kv = self.options.kv_precision
         assert kv is not None
-        self.decode = compile_step(source, graphs.GraphSpec(capacity, 1, kv), self.options).step
-        self.prefill: CompiledStep | None = None
-        if prefill_chunk > 1:
-            spec = graphs.GraphSpec(capacity, prefill_chunk, kv)
-            self.prefill = compile_step(source, spec, self.options).step
-        # What the compile cache did with each graph (hit, miss stored or not, off), by name.
-        self.cache_outcomes: dict[str, CacheOutcome] = {
-            name: getattr(step, "compile_cache", OFF)
-            for name, step in (("decode", self.decode), ("prefill", self.prefill))
-            if step is not None
-        }
         self.cache = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
-        self.decode.bind(self.cache.arena)
-        if self.prefill is not None:
+        self.prefill: CompiledStep | None = None
+        self._decode: CompiledStep | None = None
+        self._pending: Future[CompileResult] | None = None
+        decode_spec = graphs.GraphSpec(capacity, 1, kv)
+        if prefill_chunk > 1:
+            spec = PrefillPlan(prefill_chunk, prefill_shape).spec(capacity, kv)
+            self.prefill = compile_step(source, spec, self.options, store_later=True).step
             self.prefill.bind(self.cache.arena)
+        self._decode_spec = decode_spec
+        if self.prefill is not None and decode_compile == "during-prefill":
+            self._pending = in_background(
+                lambda: compile_step(source, decode_spec, self.options), "compile-decode"
+            )
+        elif self.prefill is None or decode_compile != "after-prefill":
+            self._decode = compile_step(source, decode_spec, self.options).step
+            self._decode.bind(self.cache.arena)
+
+    @property
+    def decode(self) -> CompiledStep:
+        """The decode graph: waiting for its background compile if it is still running, or
+        compiling it now if it was left until after prefill."""
+        if self._decode is None:
+            if self._pending is not None:
+                self._decode = future_result(self._pending).step
+            else:
+                self._decode = compile_step(self.source, self._decode_spec, self.options).step
+            self._decode.bind(self.cache.arena)
+            self._pending = None
+        return self._decode
+
+    @property
+    def cache_outcomes(self) -> dict[str, CacheOutcome]:
+        """What the compile cache did with each graph (hit, miss stored or not, off), by name."""
+        steps = (("decode", self._decode), ("prefill", self.prefill))
+        return {name: getattr(s, "compile_cache", OFF) for name, s in steps if s is not None}
 
     @property
     def capacity(self) -> int:
@@ -82,8 +120,14 @@ class StaticDecoder:
     def generate(
         self, prompt: list[int], max_new_tokens: int, stop_at_eos: bool = False
     ) -> Generation:
+        t0 = time.perf_counter()
         logits = self.prefill_prompt(prompt)
-        result = Generation([])
+        t1 = time.perf_counter()
+        store = getattr(self.prefill, "store_pending", None)
+        if store is not None:  # the prefill graph's cache entry, off the first token's path
+            self.prefill.store_pending = None  # type: ignore[union-attr]
+            store()
+        result = Generation([], prefill_s=t1 - t0, first_token_at=t1)
         eos = set(self.source.config.eos_token_ids) if stop_at_eos else set()
         while True:
             token = int(np.argmax(logits))
@@ -97,5 +141,9 @@ class StaticDecoder:
             if self.length >= self.capacity:
                 result.stop_reason = "capacity"
                 break
+            if self._decode is None:
+                w0 = time.perf_counter()
+                self.decode  # noqa: B018  # waits for (or runs) its compile
+                result.decode_wait_s = time.perf_counter() - w0
             logits = self.step(token)
         return result

@@ -1,17 +1,91 @@
-"""Prefill: a prompt run through a step graph chunk by chunk after the KV store's filled slots."""
+"""Prefill: which graph takes the prompt, and running it chunk by chunk after the filled slots."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.device_defaults import PREFILL_SHAPES, default_prefill
+from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.ladder.kv_store import KVStore
 
 
+@dataclass(frozen=True)
+class PrefillPlan:
+    """How the prompt is prefilled: ``chunk`` 1 is token by token on the first rung's decode
+    graph; larger chunks use a prefill graph, static (the first rung's whole capacity, the last
+    chunk padded), dynamic (GraphSpec.dynamic: up to ``chunk`` tokens per call, attending
+    over the filled slots only) or stateful (GraphSpec.stateful: the source's stateful model,
+    its K/V read back from state)."""
+
+    chunk: int = 1
+    shape: str = "static"  # of the prefill graph: device_defaults.PREFILL_SHAPES
+    chosen_by: str = "default"  # "default" (device and prompt length) or "flag"
+
+    @property
+    def uses_graph(self) -> bool:
+        return self.chunk > 1
+
+    @property
+    def path(self) -> str:
+        return self.shape if self.uses_graph else "decode-graph"
+
+    def spec(self, capacity: int, kv_precision: str, buffer: int | None = None) -> GraphSpec:
+        """The prefill graph's spec on a store of ``capacity`` slots (or a prefix of
+        ``buffer`` slots)."""
+        return GraphSpec(
+            capacity,
+            self.chunk,
+            kv_precision,
+            buffer,
+            dynamic=self.shape == "dynamic",
+            stateful=self.shape == "stateful",
+        )
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "chunk": self.chunk, "chosen_by": self.chosen_by}
+
+
+def choose_prefill(
+    device: str,
+    prompt_len: int,
+    first_rung: int,
+    chunk: int | None = None,
+    shape: str | None = None,
+    graph_available: bool = True,
+) -> PrefillPlan:
+    """The prefill for a prompt: the device's measured default (device_defaults.py) unless
+    ``chunk`` (--prefill-chunk) or ``shape`` (--prefill-shape) say otherwise."""
+    if shape is not None and shape not in PREFILL_SHAPES:
+        raise CompileAheadError(
+            f"--prefill-shape must be one of {', '.join(PREFILL_SHAPES)}, got {shape!r}"
+        )
+    if chunk is not None and chunk <= 0:
+        raise CompileAheadError("--prefill-chunk must be positive")
+    default = default_prefill(device)
+    kind = shape or default.shape
+    if chunk is not None:
+        if chunk > 1 and not graph_available:
+            raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
+        if chunk > first_rung:
+            raise CompileAheadError(
+                f"--prefill-chunk {chunk} exceeds the first rung ({first_rung})"
+            )
+        return PrefillPlan(chunk, kind, "flag")
+    by = "flag" if shape is not None else "default"
+    if not graph_available or prompt_len < default.min_prompt:
+        return PrefillPlan(1, kind, by)
+    # A chunk spans at most the first rung (which holds the prompt).
+    return PrefillPlan(min(default.chunk, first_rung), kind, by)
+
+
 def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
-    """Run a prompt through a step graph chunk by chunk (the last chunk padded) after the
-    store's filled slots, appending its K/V; returns a copy of the last token's logits."""
+    """Run a prompt through a step graph chunk by chunk (a static graph's last chunk padded)
+    after the store's filled slots, appending its K/V; returns a copy of the last token's
+    logits."""
     chunk = step.spec.chunk
     logits = None
     for start in range(0, len(prompt), chunk):

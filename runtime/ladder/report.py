@@ -108,6 +108,17 @@ class RunReport:
     prefill_s: float = 0.0
     decode_s: float = 0.0
     critical_path_s: float = 0.0
+    # The command's start to the first generated token (the prompt's last logits), and its
+    # parts: startup (model resolved, arguments), compile or import on the way (the prefill
+    # graph, or the first rung's decode graph when prefilling token by token), prefill_s.
+    first_token_s: float | None = None
+    startup_s: float = 0.0
+    first_token_compile_s: float = 0.0
+    # How the prompt was prefilled (path, chunk, chosen_by; with a prefill graph also when the
+    # first rungs compiled: decode_compile) and how long decoding waited after prefill for
+    # them (compiled during prefill, or after it).
+    prefill: dict[str, Any] = field(default_factory=dict)
+    decode_graph_wait_s: float = 0.0
     rungs: list[RungStats] = field(default_factory=list)
     boundaries: list[BoundaryRecord] = field(default_factory=list)
     boundary_tokens: list[dict[str, Any]] = field(default_factory=list)
@@ -165,6 +176,8 @@ class RunReport:
             f"{self.background_compile_s:.2f} s, critical path {self.critical_path_s:.2f} s, "
             f"decode {self.decode_s:.2f} s",
         ]
+        if self.first_token_s is not None:
+            lines.append(self._first_token_line())
         for r in self.rungs:
             rate = f"{r.tok_s:.2f} tok/s" if r.tok_s else "-"
             lines.append(f"  rung {r.capacity:>6}: {r.tokens:>6} tokens, {rate}")
@@ -181,6 +194,24 @@ class RunReport:
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)
+
+    def _first_token_line(self) -> str:
+        plan = self.prefill
+        how = plan.get("path", "?")
+        if plan.get("chunk", 1) > 1:
+            how += f", {plan['chunk']} tokens per call"
+        line = (
+            f"first token {self.first_token_s:.2f} s from the command's start (startup "
+            f"{self.startup_s:.2f} s, compile/import {self.first_token_compile_s:.2f} s, prefill "
+            f"{self.prefill_s:.2f} s of {self.prompt_len} tokens: {how})"
+        )
+        if plan.get("chunk", 1) > 1:
+            when = plan.get("decode_compile", "during-prefill").replace("-", " ")
+            line += (
+                f"; the first rung compiled {when}, decode waited "
+                f"{self.decode_graph_wait_s:.2f} s for it"
+            )
+        return line
 
 
 def _cache_lines(directory: str, jobs: list[dict[str, Any]]) -> list[str]:

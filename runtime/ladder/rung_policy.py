@@ -11,7 +11,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import future_result, start_helper_thread
+from compile_ahead.interrupts import future_result, in_background
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, RungCompiler
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 
@@ -55,9 +55,12 @@ class RungPolicy:
         self.compiler = compiler
         self.rungs = rungs
 
-    def before_decoding(self, first: int) -> None:
-        for capacity in self.rungs:
-            self.compiler.compile(capacity, background=False, length=0)
+    def before_decoding(self, first: int, background: bool = False) -> None:
+        """Compile what the schedule needs before decoding (``background``: while the
+        prompt is prefilled on a prefill graph); the first rung comes first."""
+        order = sorted(self.rungs, key=lambda c: c != first) if background else self.rungs
+        for capacity in order:
+            self.compiler.compile(capacity, background=background, length=0)
 
     def rung_taken(self, capacity: int, length: int) -> None:
         """``capacity`` became the active rung at context ``length``."""
@@ -82,8 +85,8 @@ class OneAheadPolicy(RungPolicy):
         super().__init__(compiler, rungs)
         self._pending: dict[int, Future[CompiledRung]] = {}
 
-    def before_decoding(self, first: int) -> None:
-        self.compiler.compile(first, background=False, length=0)
+    def before_decoding(self, first: int, background: bool = False) -> None:
+        self.compiler.compile(first, background=background, length=0)
 
     def rung_taken(self, capacity: int, length: int) -> None:
         following = self.successor(capacity)
@@ -91,20 +94,11 @@ class OneAheadPolicy(RungPolicy):
             return
         if self._pending:
             raise RuntimeError("one-ahead: a successor compile is already in flight")
-        future: Future[CompiledRung] = Future()
-        self._pending[following] = future
-
-        def work() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(self.compiler.compile(following, True, length))
-            except BaseException as err:  # handed to take(), which decides about a retry
-                future.set_exception(err)
-
-        # A daemon thread: a compile still running when the process exits (Ctrl-C, SIGTERM)
-        # must not hold the exit up; compile_model cannot be interrupted.
-        start_helper_thread(work, f"{COMPILE_THREAD_PREFIX}{following}")
+        # An error is handed to take(), which decides about a retry.
+        self._pending[following] = in_background(
+            lambda: self.compiler.compile(following, True, length),
+            f"{COMPILE_THREAD_PREFIX}{following}",
+        )
 
     def ready(self, capacity: int) -> bool:
         future = self._pending.get(capacity)

@@ -11,14 +11,22 @@ rung is released where the schedule says so.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import future_result, in_background
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
 from compile_ahead.runtime.compile.compiler import CompileResult
+from compile_ahead.runtime.compile.device_defaults import (
+    DECODE_COMPILE_TIMINGS,
+    default_decode_compile,
+)
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.graphs import decoder as graphs
@@ -28,7 +36,7 @@ from compile_ahead.runtime.ladder.capacities import Ladder, near_boundary, rung_
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, Faults, RungCompiler
 from compile_ahead.runtime.ladder.events import BoundaryTiming, FanOut, RunEvents
 from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
-from compile_ahead.runtime.ladder.prefill import prefill_chunks
+from compile_ahead.runtime.ladder.prefill import PrefillPlan, choose_prefill, prefill_chunks
 from compile_ahead.runtime.ladder.report import BoundaryRecord, RunReport
 from compile_ahead.runtime.ladder.run_protocol import Protocol
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
@@ -41,9 +49,17 @@ class RunSettings:
     schedule: Schedule
     ladder: Ladder
     protocol: Protocol
-    # 1 (default): prefill token by token on the first rung's decode graph, so no schedule
-    # pays a prefill-graph compile; >1: a chunked prefill graph, compiled in the foreground.
-    prefill_chunk: int = 1
+    # None (default): chosen per device from the prompt length (ladder/prefill.py); 1: token
+    # by token on the first rung's decode graph; >1: a prefill graph taking that many tokens
+    # per call, compiled in the foreground while the first rung compiles in the background.
+    prefill_chunk: int | None = None
+    prefill_shape: str | None = None  # one of PREFILL_SHAPES; None: the device default
+    # With a prefill graph, whether the first rungs compile "during-prefill" (background)
+    # or "after-prefill" (DECODE_COMPILE_TIMINGS); None: the device default.
+    decode_compile: str | None = None
+    # When the command started (now_ns()): first_token_s counts from there; None: the run's
+    # own start.
+    started_ns: int | None = None
     boundary_window: int = 3  # steps recorded on each side of a boundary
     keep_logits: bool = False  # keep every step's logits (tests on tiny models)
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
@@ -91,7 +107,7 @@ class LadderRunner:
                 f"the prompt ({prompt_len} tokens) does not fit the top rung "
                 f"({settings.ladder.top}) with room to decode"
             )
-        if settings.prefill_chunk <= 0:
+        if settings.prefill_chunk is not None and settings.prefill_chunk <= 0:
             raise CompileAheadError("--prefill-chunk must be positive")
         # The compile layer decides where and how each rung is compiled (and checks the modes).
         self.builder = RungBuilder(
@@ -102,15 +118,24 @@ class LadderRunner:
             settings.compile_timeout_s,
             settings.model_ref,
         )
-        if self.builder.shares_weights and settings.prefill_chunk > 1:
-            raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
         self.first = self._rung_for(prompt_len + 1)
         assert self.options.kv_precision is not None
         self.kv_precision = self.options.kv_precision
-        if settings.prefill_chunk > self.first:
+        self.prefill_plan: PrefillPlan = choose_prefill(
+            self.options.device,
+            prompt_len,
+            self.first,
+            settings.prefill_chunk,
+            settings.prefill_shape,
+            graph_available=not self.builder.shares_weights,
+        )
+        timing = settings.decode_compile or default_decode_compile(self.options.device)
+        if timing not in DECODE_COMPILE_TIMINGS:
             raise CompileAheadError(
-                f"--prefill-chunk {settings.prefill_chunk} exceeds the first rung ({self.first})"
+                f"--decode-compile must be one of {', '.join(DECODE_COMPILE_TIMINGS)}, "
+                f"got {timing!r}"
             )
+        self.decode_compile = timing
         slots = min(prompt_len + settings.protocol.decode_tokens, self.rungs[-1])
         cfg = source.config
         check_kv_fits(self.schedule.kv, cfg, self.rungs, slots, self.kv_precision)
@@ -130,6 +155,13 @@ class LadderRunner:
         self.window: list[dict] = []
         self.predicted: list[int] = []
         self.kept: list[np.ndarray] = []
+        # The rungs compiled while the prompt is prefilled (a prefill graph's runs only).
+        self._first_rungs: Future[None] | None = None
+        self._prefill_step: Any = None  # the prefill graph's step while the prompt runs
+        self._first_token_ns: int | None = None
+        self._first_token_compile_ns = 0  # foreground compile before the first token
+        self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
+        self._storing: Future[None] | None = None  # the prefill graph's cache entry
 
     # -- the run -----------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -151,8 +183,7 @@ class LadderRunner:
             }
         )
         try:
-            active = self._before_decoding()
-            logits = self._prefill(active)
+            active, logits = self._prefill(self._before_decoding())
             self.policy.rung_taken(self.first, self.store.length)
             last = int(np.argmax(logits))
             for i in range(proto.decode_tokens):
@@ -174,13 +205,21 @@ class LadderRunner:
         finally:
             self.policy.shutdown()
             self.builder.shutdown()
+            if self._storing is not None:  # never leave a half-written entry behind
+                with contextlib.suppress(Exception):  # a failed store never fails the run
+                    future_result(self._storing)
         report = self._report(start, now_ns(), stop, error)
         acct = self.accounting
         return RunResult(report, self.predicted, self.kept, error, acct.step_ns, acct.step_context)
 
     # -- pieces of the run ---------------------------------------------------------------
-    def _before_decoding(self) -> CompiledRung:
-        """Reserve the KV and compile what has to exist before the first token (foreground)."""
+    def _before_decoding(self) -> CompiledRung | None:
+        """Reserve the KV and compile what has to exist before the first token (foreground).
+
+        With a prefill graph that is the prefill graph only: the rungs the schedule compiles
+        before decoding (the first rung's decode graph at least) compile in the background
+        while the prompt is prefilled; None is returned then and _prefill takes the rung.
+        """
         t0 = now_ns()
         try:
             self.store = make_store(
@@ -189,33 +228,56 @@ class LadderRunner:
             self._memory(self._start)  # the reservation is the run's first act
             if self.builder.shares_weights:
                 self.compiler.compile_shared("weights", self.builder.prepare)
+            if self.prefill_plan.uses_graph:
+                self._prefill_step = self.compiler.compile(
+                    self.first, False, 0, self.prefill_plan.chunk
+                ).step
+                self.store.take_into_use(self._prefill_step)
+                if self.decode_compile == "during-prefill":
+                    self._first_rungs = in_background(
+                        lambda: self.policy.before_decoding(self.first, background=True),
+                        "compile-first-rungs",
+                    )
+                return None
             self.policy.before_decoding(self.first)
             active = self.compiler.get(self.first)
             self.store.take_into_use(active.step)
             return active
         finally:
-            self.events.foreground(t0, now_ns())
+            end = now_ns()
+            self.events.foreground(t0, end)
+            self._first_token_compile_ns += end - t0
 
-    def _prefill(self, active: CompiledRung) -> np.ndarray:
-        """The prompt, in chunks on a prefill graph (dropped afterwards) or token by token on
-        the first rung's decode graph."""
-        chunk = self.settings.prefill_chunk
-        step = active.step
-        if chunk > 1:
-            t0 = now_ns()
-            try:
-                step = self.compiler.compile(self.first, False, 0, chunk).step
-                self.store.take_into_use(step)
-            finally:
-                self.events.foreground(t0, now_ns())
+    def _prefill(self, active: CompiledRung | None) -> tuple[CompiledRung, np.ndarray]:
+        """The prompt, in chunks on the prefill graph (dropped afterwards) while the first
+        rung compiles, or token by token on the first rung's decode graph; returns the first
+        rung, taken into use, and the prompt's last logits."""
         prompt = self.settings.protocol.prompt
+        assert self.store is not None
+        step = active.step if active is not None else self._prefill_step
         p0 = now_ns()
         logits = prefill_chunks(step, prompt, self.store)
-        self.events.prefill(self.first, len(prompt), p0, now_ns())
-        if chunk > 1:
-            self.compiler.release(self.first, chunk)
+        p1 = self._first_token_ns = now_ns()
+        self.events.prefill(self.first, len(prompt), p0, p1)
+        if active is None:
+            self.compiler.release(self.first, self.prefill_plan.chunk)
+            store = getattr(self._prefill_step, "store_pending", None)
+            if store is not None:  # the prefill graph's cache entry, off the first token's path
+                self._storing = in_background(store, "store-prefill")
+            self._prefill_step = None
+            try:
+                if self._first_rungs is not None:  # the rungs compiled during prefill
+                    future_result(self._first_rungs)
+                else:
+                    self.policy.before_decoding(self.first)  # after the first token
+            finally:
+                waited = now_ns()
+                self._decode_wait_ns = waited - p1
+                self.events.foreground(p1, waited)
+            active = self.compiler.get(self.first)
+            self.store.take_into_use(active.step)
         self._memory(now_ns())
-        return logits
+        return active, logits
 
     def _step(self, active: CompiledRung, i: int, token: int) -> StepOutput:
         t = self.store.length
@@ -299,6 +361,8 @@ class LadderRunner:
     def _spec_for(self, capacity: int, chunk: int) -> graphs.GraphSpec:
         assert self.store is not None, "the KV store is made before any compile"
         buffer = self.store.buffer_capacity(capacity)
+        if chunk > 1:  # the prompt's prefill graph
+            return self.prefill_plan.spec(capacity, self.kv_precision, buffer)
         return graphs.GraphSpec(capacity, chunk, self.kv_precision, buffer)
 
     def _memory(self, ts: int) -> None:
@@ -337,6 +401,8 @@ class LadderRunner:
         cache = self.options.cache
         jobs = self.compiler.finished
         first = next((j for j in jobs if j.capacity == self.first and j.chunk == 1), None)
+        ft = self._first_token_ns
+        command = min(s.started_ns, start) if s.started_ns is not None else start
         return RunReport(
             model=self.source.describe(),
             device=self.options.device,
@@ -364,6 +430,12 @@ class LadderRunner:
             prefill_s=acct.prefill_ns / 1e9,
             decode_s=acct.decode_ns / 1e9,
             critical_path_s=(end - start) / 1e9,
+            first_token_s=None if ft is None else (ft - command) / 1e9,
+            startup_s=(start - command) / 1e9,
+            first_token_compile_s=self._first_token_compile_ns / 1e9,
+            prefill=self.prefill_plan.to_json()
+            | ({"decode_compile": self.decode_compile} if self.prefill_plan.uses_graph else {}),
+            decode_graph_wait_s=self._decode_wait_ns / 1e9,
             rungs=[acct.rungs[c] for c in sorted(acct.rungs)],
             boundaries=self.boundaries,
             boundary_tokens=self.window,

@@ -49,13 +49,25 @@ class ModelSource:
         """The uncompiled step graph of one rung (decode or prefill chunk)."""
         from compile_ahead.runtime.graphs.decoder import build_step_model
 
+        if spec.stateful:
+            from compile_ahead.runtime.graphs.stateful import build_stateful_model
+            from compile_ahead.runtime.graphs.stateful_prefill import prefill_model
+
+            return prefill_model(build_stateful_model(self.config, self.weights))
         return build_step_model(self.config, self.weights, spec)
 
     def make_step(self, compiled: ov.CompiledModel, spec: GraphSpec) -> CompiledStep:
         """The step that drives a compiled rung graph of this source."""
         from compile_ahead.runtime.graphs.step import CompiledStep
 
-        step = CompiledStep(compiled, spec, self.config.num_layers)
+        if spec.stateful:
+            from compile_ahead.runtime.graphs.stateful_prefill import StatefulPrefillStep
+
+            step: CompiledStep | StatefulPrefillStep = StatefulPrefillStep(
+                compiled, spec, self.config.num_layers
+            )
+        else:
+            step = CompiledStep(compiled, spec, self.config.num_layers)
         # The compiled model may alias memory-mapped weights: they live as long as the step.
         step.keep_alive = self.weights
         return step

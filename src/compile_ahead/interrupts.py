@@ -50,6 +50,24 @@ def start_helper_thread(target: Callable[[], object], name: str) -> threading.Th
     return thread
 
 
+def in_background(work: Callable[[], T], name: str) -> Future[T]:
+    """Start ``work`` on a helper thread now; its result, or its error, is handed to whoever
+    asks the future (with ``future_result``). A daemon thread: compile_model cannot be
+    interrupted, and a compile still running must not hold up the exit."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(work())
+        except BaseException as err:  # raised where the result is asked for
+            future.set_exception(err)
+
+    start_helper_thread(run, name)
+    return future
+
+
 def future_result(future: Future[T]) -> T:
     """``future.result()``, waited for in slices so the main thread stays interruptible."""
     while not future.done():

@@ -1,0 +1,212 @@
+"""Time to first token with a long prompt: ours against openvino-genai's LLMPipeline on the same
+optimum-intel IR (random qwen2.5-0.5b weights exported FP16, INT8 and INT4 by ir_exports.py).
+
+Two measurements per format, arms interleaved (AB/BA by round), ratios = ours / LLMPipeline:
+
+- cold: a fresh process each, at the commands' defaults. Ours: `compile-ahead run --model IR
+  --schedule b0 --ladder 4096 --prompt-ids <3800 ids> --max-new-tokens 1` with an empty compile
+  cache directory (a first run), its report's first_token_s (the command's start to the first
+  generated token: compile, prefill); LLMPipeline: construction plus a first generate of the
+  same prompt (one new token), timed from before construction. Neither counts the Python and
+  OpenVINO imports before that.
+- warm prefill: one process, graphs compiled and the pipeline constructed once; each round a new
+  3800-token prompt (LLMPipeline serves a repeated prompt's prefix from its cache). Ours: the
+  default prefill path for the prompt (ladder/prefill.py choose_prefill) through prefill_chunks
+  into a C=4096 KV store; LLMPipeline: its time to first token (perf metrics).
+
+    python benchmarks/first_token_vs_genai.py [--workdir DIR] [--formats fp16,int8,int4]
+        [--rounds 3] [--prompt-len 3800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.ladder.kv_store import make_store
+from compile_ahead.runtime.ladder.prefill import choose_prefill, prefill_chunks
+from compile_ahead.runtime.ladder.schedules import KVPolicy
+from compile_ahead.runtime.sources.resolve import resolve_model
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ir_exports import FORMATS, prepare  # a sibling script
+from ir_vs_genai import Genai, med, prompt_ids, ratio_line  # a sibling script
+
+CAPACITY = 4096
+
+# LLMPipeline cold, in a fresh process: construction + first generate of the prompt (argv[2]).
+GENAI_COLD = """
+import sys, time
+import numpy as np, openvino as ov, openvino_genai as genai
+ids = np.asarray([[int(t) for t in open(sys.argv[2]).read().split(",")]], np.int64)
+t0 = time.perf_counter()
+pipe = genai.LLMPipeline(sys.argv[1], "CPU")
+cfg = genai.GenerationConfig()
+cfg.max_new_tokens = 1
+cfg.ignore_eos = True
+pipe.generate(genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids))), cfg)
+print(time.perf_counter() - t0)
+"""
+
+
+def ours_cold(model_dir: Path, prompt_file: Path, extra: list[str]) -> dict:
+    """`compile-ahead run` at its defaults (plus ``extra`` flags) in a fresh process, with an
+    empty compile cache."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "run.json"
+        cmd = [sys.executable, "-m", "compile_ahead.cli", "run", "--model", str(model_dir)]
+        cmd += ["--schedule", "b0", "--ladder", str(CAPACITY), "--max-new-tokens", "1"]
+        cmd += ["--prompt-ids", prompt_file.read_text(), "--no-progress"]
+        cmd += ["--cache-dir", str(Path(tmp) / "cache"), "--report", str(report), *extra]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return json.loads(report.read_text())
+
+
+def genai_cold(model_dir: Path, prompt_file: Path) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", GENAI_COLD, str(model_dir), str(prompt_file)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+class OursPrefill:
+    """The default prefill graph for the prompt length, bound to a C=4096 KV store."""
+
+    def __init__(
+        self, model_dir: Path, options: CompileOptions, prompt_len: int, shape: str | None
+    ):
+        self.source = resolve_model(str(model_dir))
+        kv = options.kv_precision
+        assert kv is not None
+        self.plan = choose_prefill(options.device, prompt_len, CAPACITY, shape=shape)
+        self.step = compile_step(self.source, self.plan.spec(CAPACITY, kv), options).step
+        self.options = options
+
+    def prefill_s(self, prompt: list[int]) -> float:
+        kv = self.options.kv_precision
+        assert kv is not None
+        store = make_store(KVPolicy.SHARED_MAX, self.source.config, (CAPACITY,), kv, CAPACITY)
+        self.step.bind(store.arena)
+        t0 = time.perf_counter()
+        prefill_chunks(self.step, prompt, store)
+        return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workdir", type=Path, default=Path("bench-out/ir-vs-genai"))
+    p.add_argument("--formats", default=",".join(FORMATS))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--prompt-len", type=int, default=3800)
+    p.add_argument("--skip-cold", action="store_true")
+    p.add_argument(
+        "--cold-during-prefill",
+        action="store_true",
+        help="cold: also an arm that compiles the decode graph during prefill "
+        "(--decode-compile during-prefill), interleaved",
+    )
+    p.add_argument("--skip-warm", action="store_true")
+    p.add_argument(
+        "--prefill-shapes",
+        default="",
+        help="warm prefill: also these prefill graph shapes (e.g. static,dynamic,stateful), "
+        "interleaved with the default",
+    )
+    args = p.parse_args(argv)
+    formats = tuple(args.formats.split(","))
+    dirs = prepare(args.workdir, formats)
+    options = CompileOptions().resolved()
+    vocab = resolve_model(str(dirs[formats[0]])).config.vocab_size
+    plan = choose_prefill(options.device, args.prompt_len, CAPACITY)
+    print(
+        f"device {options.device}, inference {options.inference_precision}, our KV "
+        f"{options.kv_precision}; prompt {args.prompt_len} tokens, our default prefill: "
+        f"{plan.shape}, {plan.chunk} tokens per call; load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+
+    cold_ours: dict[tuple[str, str], list[float]] = defaultdict(list)
+    cold_genai: dict[str, list[float]] = defaultdict(list)
+    parts: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    variants = {"defaults": []}
+    if args.cold_during_prefill:
+        variants["during-prefill"] = ["--decode-compile", "during-prefill"]
+    if not args.skip_cold:
+        with tempfile.TemporaryDirectory() as tmp:
+            for r in range(args.rounds):
+                prompt_file = Path(tmp) / f"prompt{r}.txt"
+                ids = prompt_ids(args.prompt_len, vocab, seed=300 + r)
+                prompt_file.write_text(",".join(map(str, ids)))
+                for fmt in formats[r % len(formats) :] + formats[: r % len(formats)]:
+                    arms = [*variants, "genai"]
+                    for arm in arms if r % 2 == 0 else arms[::-1]:
+                        if arm in variants:
+                            rep = ours_cold(dirs[fmt], prompt_file, variants[arm])
+                            cold_ours[(fmt, arm)].append(rep["first_token_s"])
+                            keys = ("startup_s", "first_token_compile_s", "prefill_s")
+                            part = {k: rep[k] for k in keys}
+                            # the decode graph ready: first token plus the wait for it
+                            part["decode_ready_s"] = (
+                                rep["first_token_s"] + rep["decode_graph_wait_s"]
+                            )
+                            parts[(fmt, arm)].append(part)
+                        else:
+                            cold_genai[fmt].append(genai_cold(dirs[fmt], prompt_file))
+                print(f"cold round {r + 1}/{args.rounds} done", flush=True)
+
+    warm_ours: dict[tuple[str, str], list[float]] = defaultdict(list)
+    warm_genai: dict[str, list[float]] = defaultdict(list)
+    shapes = ["default", *filter(None, args.prefill_shapes.split(","))]
+    if not args.skip_warm:
+        for fmt in formats:
+            ours = {
+                s: OursPrefill(dirs[fmt], options, args.prompt_len, None if s == "default" else s)
+                for s in shapes
+            }
+            gen = Genai(dirs[fmt])
+            for r in range(args.rounds):
+                prompt = prompt_ids(args.prompt_len, vocab, seed=400 + r)
+                arms: list[tuple[str, OursPrefill | None]] = [*ours.items(), ("genai", None)]
+                for name, arm in arms if r % 2 == 0 else arms[::-1]:
+                    if arm is not None:
+                        warm_ours[(fmt, name)].append(arm.prefill_s(prompt))
+                    else:
+                        warm_genai[fmt].append(gen.run(prompt, 1)[0])
+            del ours, gen
+            gc.collect()
+            print(f"warm {fmt} done", flush=True)
+
+    print("\nresults (medians; ratio = ours / LLMPipeline)")
+    for fmt in formats:
+        print(f"{fmt}: {resolve_model(str(dirs[fmt])).weight_format.summary}")
+        for arm in variants if cold_genai[fmt] else ():
+            what = f"cold to first token ({arm})"
+            print(ratio_line(what, cold_ours[(fmt, arm)], cold_genai[fmt], "s"))
+            got = parts[(fmt, arm)]
+            mid = {k: med([p[k] for p in got]) for k in got[0]}
+            print(
+                f"    ours: startup {mid['startup_s']:.2f} s, compile/import "
+                f"{mid['first_token_compile_s']:.2f} s, prefill {mid['prefill_s']:.2f} s; "
+                f"decode graph ready at {mid['decode_ready_s']:.2f} s"
+            )
+        for shape in shapes if warm_genai[fmt] else ():
+            what = f"prefill {args.prompt_len} ({shape}) vs warm TTFT"
+            print(ratio_line(what, warm_ours[(fmt, shape)], warm_genai[fmt], "s"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

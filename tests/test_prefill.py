@@ -1,0 +1,238 @@
+"""Prefill: the dynamic prefill graph (attending over the filled slots only) equals token by
+token and transformers; the path is chosen per device from the prompt; the first rung's decode
+graph compiles while the prompt is prefilled; first_token_s is reported with its parts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from compile_ahead.cli import main
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.device_defaults import default_decode_compile, default_prefill
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.compile_jobs import Faults
+from compile_ahead.runtime.ladder.events import RunEvents
+from compile_ahead.runtime.ladder.greedy import StaticDecoder
+from compile_ahead.runtime.ladder.prefill import choose_prefill
+from compile_ahead.runtime.ladder.run_protocol import greedy
+from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.sources.resolve import resolve_model
+from conftest import reference_greedy
+
+F32 = CompileOptions(device="CPU", inference_precision="f32")
+# 45 tokens: calls of 16, 16 and 13 on a dynamic graph; long enough for a prefill graph by
+# default on the CPU.
+PROMPT = [int(x) for x in np.random.default_rng(11).integers(3, 1000, size=45)]
+LADDER = Ladder.parse("16,32,64,128")
+
+
+def _kv(decoder: StaticDecoder) -> tuple[np.ndarray, np.ndarray]:
+    n, arena = decoder.length, decoder.cache.arena
+    return (
+        np.stack([k[:, :, :n] for k in arena.keys]),
+        np.stack([v[:, :, :n] for v in arena.values]),
+    )
+
+
+@pytest.mark.parametrize("shape", ["dynamic", "stateful"])
+@pytest.mark.parametrize("fixture", ["tiny_qwen2_dir", "tiny_llama_dir"])
+def test_prefill_over_filled_slots_equals_token_by_token_and_transformers(fixture, shape, request):
+    model_dir = request.getfixturevalue(fixture)
+    source = resolve_model(str(model_dir))
+    one_by_one = StaticDecoder(source, 128, F32, prefill_chunk=1)
+    filled = StaticDecoder(source, 128, F32, prefill_chunk=16, prefill_shape=shape)
+    assert filled.prefill is not None
+    assert (filled.prefill.spec.dynamic, filled.prefill.spec.stateful) == (
+        shape == "dynamic",
+        shape == "stateful",
+    )
+    a = one_by_one.prefill_prompt(PROMPT)
+    b = filled.prefill_prompt(PROMPT)
+    np.testing.assert_allclose(b, a, atol=1e-5, rtol=0)
+    assert one_by_one.length == filled.length == len(PROMPT)
+    for x, y in zip(_kv(filled), _kv(one_by_one), strict=True):
+        np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
+    # Greedy tokens after it equal transformers'.
+    fresh = StaticDecoder(
+        source, 128, F32, prefill_chunk=16, prefill_shape=shape, decode_compile="during-prefill"
+    )
+    ours = fresh.generate(PROMPT, 6)
+    assert ours.tokens == reference_greedy(model_dir, PROMPT, 6)[0]
+
+
+def test_dynamic_graph_attends_over_the_filled_slots_only(tiny_qwen2_dir):
+    """Its past inputs keep the buffer's static shape; the token axis is free and no score
+    spans the capacity (the past is sliced to past_length, so no past mask is built)."""
+    source = resolve_model(str(tiny_qwen2_dir))
+    model = source.build_graph(GraphSpec(128, 16, "f32", dynamic=True))
+    shapes = {p.get_any_name(): p.get_partial_shape() for p in model.inputs}
+    assert shapes["past_key.0"].is_static and shapes["past_key.0"][2].get_length() == 128
+    assert shapes["input_ids"][1].is_dynamic
+    ops = {op.get_type_name() for op in model.get_ops()}
+    assert "Select" in ops  # the chunk's causal mask
+    static = source.build_graph(GraphSpec(128, 16, "f32"))
+    assert all(p.get_partial_shape().is_static for p in static.inputs)
+
+
+def test_prefill_choice_per_device_and_prompt():
+    cpu = default_prefill("CPU")
+    short = choose_prefill("CPU", cpu.min_prompt - 1, 4096)
+    assert not short.uses_graph and short.chunk == 1
+    long = choose_prefill("CPU", 3800, 4096)
+    assert long.uses_graph and long.shape == cpu.shape != "static"
+    assert long.chosen_by == "default"
+    # A device without a measured dynamic path gets static shapes (an NPU needs them).
+    npu = choose_prefill("NPU", 3800, 4096)
+    assert npu.uses_graph and npu.shape == "static" and npu.chunk <= 4096
+    # The flags override: token by token, a static chunk, a chunk beyond a static rung.
+    assert choose_prefill("CPU", 3800, 4096, chunk=1).chunk == 1
+    flagged = choose_prefill("CPU", 3800, 4096, chunk=256, shape="static")
+    assert (flagged.chunk, flagged.shape, flagged.chosen_by) == (256, "static", "flag")
+    with pytest.raises(CompileAheadError, match="exceeds the first rung"):
+        choose_prefill("CPU", 10, 16, chunk=32)
+    # Split graphs have no prefill graph: token by token by default, refused when asked.
+    assert choose_prefill("CPU", 3800, 4096, graph_available=False).chunk == 1
+    with pytest.raises(CompileAheadError, match="--graph split"):
+        choose_prefill("CPU", 3800, 4096, chunk=64, graph_available=False)
+
+
+class _Events(RunEvents):
+    def __init__(self):
+        self.log: list[tuple] = []
+
+    def compile_started(self, job, capacity, kind, background, ts):
+        self.log.append(("compile_started", kind, capacity, background))
+
+    def compile_finished(self, job, capacity, kind, ok, ts, info):
+        self.log.append(("compile_finished", kind, capacity, ok))
+
+    def prefill(self, capacity, tokens, begin, end):
+        self.log.append(("prefill", tokens))
+
+    def step(self, token_index, capacity, begin, end):
+        if token_index == 0:
+            self.log.append(("first_step",))
+
+
+@pytest.mark.parametrize("schedule", ["i2", "b1"])
+def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
+    source = resolve_model(str(tiny_qwen2_dir))
+    events = _Events()
+    # Background compiles are held 0.5 s: the decode graph is still compiling when the
+    # prompt's prefill (milliseconds on this model) ends.
+    settings = RunSettings(
+        SCHEDULES[schedule],
+        LADDER,
+        greedy(PROMPT, 4, ()),
+        faults=Faults(compile_delay_s=0.5),
+        decode_compile="during-prefill",  # the NPU's default (the CPU's prefill shares cores)
+    )
+    result = run_ladder(source, F32, settings, events)
+    assert result.error is None
+    log = events.log
+    assert result.report.prefill["path"] == default_prefill("CPU").shape
+    assert result.report.prefill["decode_compile"] == "during-prefill"
+    first = 64  # the smallest rung holding the prompt and one more token
+    prefill_done = log.index(("compile_finished", "prefill", first, True))
+    decode_start = log.index(("compile_started", "decode", first, True))
+    decode_done = log.index(("compile_finished", "decode", first, True))
+    prefilled = log.index(("prefill", len(PROMPT)))
+    assert log[0] == ("compile_started", "prefill", first, False)
+    assert prefill_done < decode_start < prefilled < decode_done < log.index(("first_step",))
+    # The first token comes from prefill, before the decode graph is there.
+    rep = result.report
+    assert rep.decode_graph_wait_s > 0
+    assert rep.first_token_s is not None
+    assert rep.first_token_s >= rep.first_token_compile_s + rep.prefill_s
+
+
+def test_first_rung_compiles_after_prefill_on_the_cpu(tiny_qwen2_dir):
+    """The CPU's default: the prefill graph, the prompt (the first token), then the decode
+    graph in the foreground before the first decode step."""
+    source = resolve_model(str(tiny_qwen2_dir))
+    events = _Events()
+    settings = RunSettings(SCHEDULES["i2"], LADDER, greedy(PROMPT, 4, ()))
+    result = run_ladder(source, F32, settings, events)
+    assert result.error is None
+    assert result.report.prefill["decode_compile"] == default_decode_compile("CPU")
+    assert default_decode_compile("CPU") == "after-prefill"
+    assert default_decode_compile("NPU") == "during-prefill"
+    log = events.log
+    first = 64
+    assert log.index(("compile_finished", "prefill", first, True)) < log.index(
+        ("prefill", len(PROMPT))
+    )
+    decode_start = log.index(("compile_started", "decode", first, False))
+    assert log.index(("prefill", len(PROMPT))) < decode_start < log.index(("first_step",))
+    rep = result.report
+    assert rep.decode_graph_wait_s > 0  # the decode graph's compile, after the first token
+    assert rep.first_token_s >= rep.first_token_compile_s + rep.prefill_s
+
+
+def test_short_prompt_prefills_on_the_decode_graph(tiny_qwen2_dir):
+    source = resolve_model(str(tiny_qwen2_dir))
+    events = _Events()
+    prompt = PROMPT[: default_prefill("CPU").min_prompt - 1]
+    settings = RunSettings(SCHEDULES["i2"], LADDER, greedy(prompt, 2, ()))
+    result = run_ladder(source, F32, settings, events)
+    assert result.report.prefill == {"path": "decode-graph", "chunk": 1, "chosen_by": "default"}
+    kinds = [e[1] for e in events.log if e[0] == "compile_started"]
+    assert "prefill" not in kinds
+    # The decode graph compiled in the foreground, before the prompt.
+    assert events.log.index(("compile_finished", "decode", 32, True)) < events.log.index(
+        ("prefill", len(prompt))
+    )
+    rep = result.report
+    assert rep.first_token_s >= rep.first_token_compile_s + rep.prefill_s > 0
+
+
+def test_run_report_and_summary_give_first_token(tiny_qwen2_dir, tmp_path, capsys):
+    report = tmp_path / "run.json"
+    argv = ["run", "--model", str(tiny_qwen2_dir), "--schedule", "i2", "--ladder", "tiny"]
+    argv += ["--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "4"]
+    argv += ["--inference-precision", "f32", "--no-progress", "--report", str(report)]
+    assert main(argv) == 0
+    assert "first token" in capsys.readouterr().out
+    rep = json.loads(report.read_text())
+    parts = ("startup_s", "first_token_compile_s", "prefill_s")
+    assert rep["first_token_s"] >= sum(rep[p] for p in parts)
+    assert all(rep[p] > 0 for p in parts)
+    assert rep["first_token_s"] <= rep["critical_path_s"] + rep["startup_s"]
+
+
+def test_generate_reports_first_token(tiny_qwen2_dir, capsys):
+    argv = ["generate", "--model", str(tiny_qwen2_dir), "--prompt-ids"]
+    argv += [",".join(map(str, PROMPT)), "--max-new-tokens", "5", "--inference-precision", "f32"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["prefill"]["path"] == default_prefill("CPU").shape
+    parts = out["startup_s"] + out["compile_s"] + out["prefill_s"]
+    assert out["first_token_s"] >= parts - 2e-3  # each figure rounded to 1 ms
+    assert min(out["compile_s"], out["prefill_s"]) > 0
+    assert out["tokens"] == reference_greedy(tiny_qwen2_dir, PROMPT, 5)[0]
+    # Token by token on request gives the same tokens.
+    assert main([*argv, "--json", "--prefill-chunk", "1"]) == 0
+    by_token = json.loads(capsys.readouterr().out)
+    assert by_token["prefill"]["path"] == "decode-graph" and by_token["tokens"] == out["tokens"]
+
+
+def test_prefill_graph_cached_after_the_first_token(tiny_qwen2_dir, tmp_path, capsys):
+    """A prefill graph's cache entry is written once it has served the prompt (not on the way
+    to the first token), and the next run imports it."""
+    argv = ["run", "--model", str(tiny_qwen2_dir), "--schedule", "i2", "--ladder", "tiny"]
+    argv += ["--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "2"]
+    argv += ["--inference-precision", "f32", "--no-progress", "--cache-dir", str(tmp_path / "c")]
+    states = []
+    for i in range(2):
+        report = tmp_path / f"run{i}.json"
+        assert main([*argv, "--report", str(report)]) == 0
+        jobs = json.loads(report.read_text())["compile_jobs"]
+        states.append([j["cache"] for j in jobs if j["chunk"] > 1])
+    assert states == [["miss"], ["hit"]]
+    assert not list((tmp_path / "c").rglob(".*"))  # no temporary file left behind
