@@ -69,12 +69,7 @@ class IRStep:
         self._mask[0, :past_length] = 1
         self._mask[0, past_length:C] = 0
         self._last[0] = last_index
-        self.request.infer()
-        out = self.request
-        keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]
-        values = [out.get_tensor(graphs.new_value_name(i)).data for i in range(self.num_layers)]
-        logits = out.get_tensor(LOGITS).data[0, -1]
-        return StepOutput(logits, keys, values)
+        return self._infer()
 
     def _run_filled(self, ids: np.ndarray, past_length: int, last_index: int) -> StepOutput:
         """A dynamic graph: exactly ``ids`` after the ``past_length`` filled slots."""
@@ -87,6 +82,9 @@ class IRStep:
         self.request.set_tensor(ATTENTION_MASK, _shared(self._mask[:, : past_length + n]))
         if self._has_positions:
             self.request.set_tensor(POSITION_IDS, _shared(self._positions[:, :n]))
+        return self._infer()
+
+    def _infer(self) -> StepOutput:
         self.request.infer()
         out = self.request
         keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]

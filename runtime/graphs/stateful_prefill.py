@@ -21,13 +21,15 @@ from compile_ahead.runtime.base.precision import f32_to_bf16_bits
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.graphs.ir_cut import LAST_INDEX, gather_last
 from compile_ahead.runtime.graphs.step import StepOutput
+from compile_ahead.runtime.model.ir_reader import (
+    ATTENTION_MASK,
+    BEAM_IDX,
+    INPUT_IDS,
+    LOGITS,
+    POSITION_IDS,
+)
 from compile_ahead.runtime.model.kv_arena import KVArena
 
-INPUT_IDS = "input_ids"
-ATTENTION_MASK = "attention_mask"
-POSITION_IDS = "position_ids"
-BEAM_IDX = "beam_idx"
-LOGITS = "logits"
 # optimum's variable ids (and ours, graphs/stateful.py): past_key_values.{i}.{key|value}...
 _VARIABLE = re.compile(r"past_key_values\.(\d+)\.(key|value)")
 

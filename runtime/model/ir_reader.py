@@ -14,7 +14,6 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import openvino as ov
 from openvino._offline_transformations import stateful_to_stateless_transformation
@@ -22,9 +21,6 @@ from openvino._offline_transformations import stateful_to_stateless_transformati
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
 from compile_ahead.runtime.model.ir_files import IRFiles
-
-if TYPE_CHECKING:
-    pass
 
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
