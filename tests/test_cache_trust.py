@@ -152,14 +152,20 @@ def library_run(model: Path, cache: cc.CompileCache | None, events=None, **setti
 
 
 # -- 1. weights replaced or rewritten while a run is in flight ----------------------------
-def test_weights_replaced_during_a_run_never_give_a_stale_hit(ckpt, tmp_path):
+def _replacement(ckpt: Path, tmp_path: Path):
+    """The checkpoint's weight file, other weights beside it to swap in, a copy of the old
+    checkpoint and an uncached run of it: (weights, new, old copy, the old run)."""
     weights = _weights(ckpt)
     new = tmp_path / "new.safetensors"
     new.write_bytes(other_weights(weights))
     old_copy = tmp_path / "old"
     shutil.copytree(ckpt, old_copy)
     wait_until_settled(old_copy)
-    reference_old = library_run(old_copy, None)
+    return weights, new, old_copy, library_run(old_copy, None)
+
+
+def test_weights_replaced_during_a_run_never_give_a_stale_hit(ckpt, tmp_path):
+    weights, new, old_copy, reference_old = _replacement(ckpt, tmp_path)
 
     cache = cc.CompileCache(tmp_path / "cache")
     swap = SwapAt(32, lambda: os.replace(new, weights))  # `mv new ckpt/` mid-run
@@ -188,13 +194,7 @@ def test_weights_replaced_during_a_run_never_give_a_stale_hit(ckpt, tmp_path):
 
 
 def test_a_worker_never_compiles_weights_replaced_since_the_run_opened_them(ckpt, tmp_path):
-    weights = _weights(ckpt)
-    new = tmp_path / "new.safetensors"
-    new.write_bytes(other_weights(weights))
-    old_copy = tmp_path / "old"
-    shutil.copytree(ckpt, old_copy)
-    wait_until_settled(old_copy)
-    reference_old = library_run(old_copy, None)
+    weights, new, _, reference_old = _replacement(ckpt, tmp_path)
 
     cache = cc.CompileCache(tmp_path / "cache")
     swap = SwapAt(32, lambda: os.replace(new, weights))

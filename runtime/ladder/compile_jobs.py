@@ -200,8 +200,7 @@ class RungCompiler:
                 self.resident[(capacity, chunk)] = rung
                 self.resident_max = max(self.resident_max, len(self.resident))
                 self._resident_changed()
-        cache = {"cache": built.cache, "import_s": round(built.import_s, 3)}
-        self._finish(job, chunk, start, True, cache | _cache_outcome(step))
+        self._finish(job, chunk, start, True, _cache_info(built))
         return rung
 
     def _finish(self, job: int, chunk: int, start: int, ok: bool, info: dict) -> float:
@@ -255,7 +254,10 @@ class RungCompiler:
             self._running.clear()
 
 
-def _cache_outcome(step: object) -> dict:
-    """What the compile cache said of this graph, beyond hit/miss (stored, or why not)."""
-    outcome = getattr(step, "compile_cache", None)
-    return outcome.describe() if outcome is not None else {}
+def _cache_info(built: CompileResult) -> dict:
+    """What the compile cache said of this graph: its outcome when the step carries one
+    (stored, or why not), else the result's hit/miss/off and import time."""
+    outcome = getattr(built.step, "compile_cache", None)
+    if outcome is not None:
+        return outcome.describe()
+    return {"cache": built.cache, "import_s": round(built.import_s, 3)}
