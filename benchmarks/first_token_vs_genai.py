@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--prefill-shapes",
         default="",
-        help="warm prefill: also these prefill graph shapes (e.g. static,dynamic,stateful), "
+        help="warm prefill: also these prefill graph shapes (e.g. static,dynamic,paged), "
         "interleaved with the default",
     )
     args = p.parse_args(argv)

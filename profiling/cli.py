@@ -19,13 +19,13 @@ from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_replaceable_dir, mark_output_dir
 from compile_ahead.profiling.compile_profiler import (
-    DEFAULT_PREFILL_CHUNK,
     GRAPH_KINDS,
     REPORT_NAME,
     TRACE_NAME,
     graph_kinds,
-    prefill_chunk,
+    prefill_plan,
 )
+from compile_ahead.runtime.compile.device_defaults import PREFILL_SHAPES
 from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
 
 DEFAULT_OUT = "profile-out"
@@ -106,8 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="L",
-        help=f"with --graph-kind prefill|both: tokens per prefill call (default "
-        f"{DEFAULT_PREFILL_CHUNK}, capped at each rung)",
+        help="with --graph-kind prefill|both: tokens per prefill call (default: the device's, "
+        "as a run with a long prompt compiles it; capped at each rung)",
+    )
+    p.add_argument(
+        "--prefill-shape",
+        choices=PREFILL_SHAPES,
+        default=None,
+        help="with --graph-kind prefill|both: the prefill graph's shape, as `run "
+        "--prefill-shape` (default: the device's)",
     )
     p.add_argument(
         "--top",
@@ -154,6 +161,8 @@ def check_args(args: argparse.Namespace) -> list[int]:
             )
         if "prefill" not in graph_kinds(args.graph_kind):
             raise CompileAheadError("--prefill-chunk is for --graph-kind prefill or both")
+    if args.prefill_shape is not None and "prefill" not in graph_kinds(args.graph_kind):
+        raise CompileAheadError("--prefill-shape is for --graph-kind prefill or both")
     if "prefill" in graph_kinds(args.graph_kind) and graph_mode(args) == "split":
         raise CompileAheadError(
             f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
@@ -184,8 +193,12 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
             profiler.profile_model()
         for capacity in ladder if profiler.foreign is None else ():
             for kind in graph_kinds(args.graph_kind):
-                chunk = 1 if kind == "decode" else prefill_chunk(capacity, args.prefill_chunk)
-                profiler.profile_rung(capacity, chunk)
+                plan = None
+                if kind == "prefill":
+                    plan = prefill_plan(
+                        args.device, capacity, args.prefill_chunk, args.prefill_shape
+                    )
+                profiler.profile_rung(capacity, plan)
         if args.schedule is not None:
             profiler.overlay_schedule()
     except CompileAheadError as err:

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError, OutputWriteError, write_error
@@ -25,20 +25,29 @@ from compile_ahead.outputs import mark_output_dir
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.depsort import depsort_reading
 from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
+from compile_ahead.runtime.compile.device_defaults import STATIC_PREFILL, default_prefill
+
+if TYPE_CHECKING:  # openvino must not load before the collector is armed
+    from compile_ahead.runtime.ladder.prefill import PrefillPlan
 
 GRAPH_KINDS = {"decode": ("decode",), "prefill": ("prefill",), "both": ("decode", "prefill")}
-# A prefill graph's tokens per call when not told: long enough that a prompt takes few calls,
-# capped at the rung (a chunk never exceeds the capacity it attends over).
-DEFAULT_PREFILL_CHUNK = 256
 
 
 def graph_kinds(choice: str) -> tuple[str, ...]:
     return GRAPH_KINDS[choice]
 
 
-def prefill_chunk(capacity: int, requested: int | None) -> int:
-    """The prefill chunk profiled on a rung: --prefill-chunk (default 256), capped at it."""
-    return min(capacity, requested or DEFAULT_PREFILL_CHUNK)
+def prefill_plan(device: str, capacity: int, chunk: int | None, shape: str | None) -> PrefillPlan:
+    """The prefill graph profiled on a rung: the one a run on ``device`` compiles for a long
+    prompt (its default shape and chunk, device_defaults.py) unless --prefill-shape or
+    --prefill-chunk say otherwise; another shape than the device's takes the static graph's
+    chunk. Capped at the rung, as a run's chunk is."""
+    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+
+    default = default_prefill(device)
+    kind = shape or default.shape
+    size = chunk or (default.chunk if kind == default.shape else STATIC_PREFILL.chunk)
+    return PrefillPlan(min(capacity, size), kind, "default" if shape is None else "flag")
 
 
 TRACE_NAME = "trace.pftrace"
@@ -230,9 +239,9 @@ class CompileProfiler:
             self.pass_profiles.append(profile.passes)
 
     # -- one rung -------------------------------------------------------------------------
-    def profile_rung(self, capacity: int, chunk: int = 1) -> None:
-        """Compile one rung's decode graph (``chunk`` 1) or its prefill graph of ``chunk``
-        tokens per call, under the counters."""
+    def profile_rung(self, capacity: int, prefill: PrefillPlan | None = None) -> None:
+        """Compile one rung's decode graph, or its prefill graph as ``prefill`` plans it,
+        under the counters."""
         from compile_ahead import itt_collector as counters
         from compile_ahead.profiling.progress_line import ProgressLine
         from compile_ahead.profiling.rung_profile import profile_rung
@@ -240,9 +249,13 @@ class CompileProfiler:
         from compile_ahead.runtime.graphs.decoder import GraphSpec
 
         w = self.writer
-        spec = GraphSpec(capacity=capacity, chunk=chunk, kv_precision=self.options.kv_precision)
-        job = begin_job(w, capacity, time.monotonic_ns(), chunk=chunk)
-        what = f"C={capacity}" if chunk == 1 else f"prefill C={capacity} L={chunk}"
+        kv = self.options.kv_precision
+        assert kv is not None
+        spec = GraphSpec(capacity, 1, kv) if prefill is None else prefill.spec(capacity, kv)
+        chunk = spec.chunk
+        shape = None if prefill is None else prefill.shape
+        job = begin_job(w, capacity, time.monotonic_ns(), chunk=chunk, shape=shape)
+        what = f"C={capacity}" if prefill is None else f"prefill C={capacity} L={chunk} {shape}"
         try:
             with (
                 ProgressLine(f"compiling {what} for {self.options.device}"),
@@ -269,6 +282,7 @@ class CompileProfiler:
                 **profile.to_json(),
                 "kind": spec.kind,
                 "chunk": chunk,
+                "prefill_shape": shape,
                 "depsort_counters": depsort.to_json(),
             }
         )

@@ -73,15 +73,23 @@ def _pass_spans(profile: RungProfile) -> list[Span]:
 
 
 def begin_job(
-    writer: TraceWriter, capacity: int, begin_ns: int, label: str = "", chunk: int = 1
+    writer: TraceWriter,
+    capacity: int,
+    begin_ns: int,
+    label: str = "",
+    chunk: int = 1,
+    shape: str | None = None,
 ) -> Track:
     """Open a compile job's track and slice when the compile starts (so a crash shows it); a
-    ``chunk`` > 1 is the rung's prefill graph of that many tokens per call."""
-    what = f"C={capacity}" if chunk == 1 else f"prefill C={capacity} L={chunk}"
+    ``shape`` (device_defaults.PREFILL_SHAPES) is the rung's prefill graph of ``chunk`` tokens
+    per call, else (``chunk`` 1) its decode graph."""
+    what = f"C={capacity}" if shape is None else f"prefill C={capacity} L={chunk} {shape}"
     job = writer.compile_job_track(label or what)
     args: dict[str, int | str] = {"rung": capacity}
     if not label:  # a labelled job is a model compiled as it is: neither kind
-        args |= {"kind": "decode" if chunk == 1 else "prefill", "chunk": chunk}
+        args |= {"kind": "decode" if shape is None else "prefill", "chunk": chunk}
+        if shape is not None:
+            args["prefill_shape"] = shape
     writer.slice_begin(job, f"compile {what}", begin_ns, args)
     return job
 

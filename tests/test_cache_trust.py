@@ -328,7 +328,8 @@ def test_weights_changed_with_mtime_put_back_miss(ckpt, tmp_path, capsys):
 
 def test_generate_says_hit_miss_or_off_per_graph(ckpt, tmp_path, capsys):
     argv = ["generate", "--model", str(ckpt), "--prompt-ids", "1,2,3", "--max-new-tokens", "4"]
-    argv += ["--prefill-chunk", "2"]  # a prefill graph beside the decode graph
+    # A prefill graph beside the decode graph (dynamic: the paged one is never cached).
+    argv += ["--prefill-chunk", "2", "--prefill-shape", "dynamic"]
     cache = ["--cache-dir", str(tmp_path / "cache")]
     assert main([*argv, *cache]) == 0
     assert "decode miss, stored; prefill miss, stored" in capsys.readouterr().out
@@ -337,6 +338,9 @@ def test_generate_says_hit_miss_or_off_per_graph(ckpt, tmp_path, capsys):
     assert "decode hit (import" in out and "prefill hit (import" in out
     assert main([*argv, "--no-cache"]) == 0
     assert "compile cache: decode off; prefill off" in capsys.readouterr().out
+    assert main([*argv[:-1], "paged", *cache]) == 0
+    assert "decode hit (import" in (out := capsys.readouterr().out), out
+    assert "prefill off (not cached: the plugin cannot import" in out, out
 
 
 # -- 3. an entry damaged between the pages a sampled check reads ---------------------------

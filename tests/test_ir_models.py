@@ -13,6 +13,7 @@ import pytest
 
 from compile_ahead.cli import main
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.device_defaults import default_prefill
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
@@ -87,7 +88,7 @@ def test_every_schedule_matches_llmpipeline(ir_exports, arch, fmt):
     source = resolve_model(str(model_dir))
     expected = genai_greedy(model_dir, PROMPT, DECODE + 1)
     # Token by token, the CPU's default prefill graph, and each prefill graph shape.
-    prefill = {"b0": (1, None), "b1": (4, None), "i1": (4, "static"), "i2": (4, "stateful")}
+    prefill = {"b0": (1, None), "b1": (4, None), "i1": (4, "static"), "i2": (4, "paged")}
     for name in ("b0", "b1", "i1", "i2", "i3"):
         chunk, shape = prefill.get(name, (4, "dynamic"))
         settings = RunSettings(
@@ -125,7 +126,7 @@ def test_cli_run_and_generate_match_llmpipeline(ir_exports, tmp_path, capsys):
     assert report["kv_precision"] == "f32"
     assert report["tokens_decoded"] == DECODE
     assert report["prefill"] == {
-        "path": "dynamic",
+        "path": default_prefill("CPU").shape,
         "chunk": 4,
         "chosen_by": "flag",
         "decode_compile": "after-prefill",
@@ -243,13 +244,14 @@ def test_concat_free_attention_equals_the_irs_own(ir_exports):
     np.testing.assert_allclose(logits[True], logits[False], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("shape", ["dynamic", "stateful"])
+@pytest.mark.parametrize("shape", ["dynamic", "paged"])
 @pytest.mark.parametrize(("arch", "fmt"), [("qwen2", "fp16"), ("phi3", "int8")])
 def test_prefill_graphs_equal_token_by_token(ir_exports, arch, fmt, shape):
-    """The IR's prefill over the filled slots only (its own fused SDPA: the past sliced to the
-    filled length, or the IR's stateful form with its K/V read back from state) against the
-    decode graph token by token: the prompt's last logits and every K/V row. Within 1e-4, as
-    the concat-free attention against the IR's own: the sums run in another order."""
+    """The IR's prefill over the filled slots only (its own fused SDPA over the past sliced to
+    the filled length, or the IR in paged-attention form with its K/V read out of cache
+    blocks) against the decode graph token by token: the prompt's last logits and every K/V
+    row. Within 1e-4, as the concat-free attention against the IR's own: the sums run in
+    another order."""
     from compile_ahead.runtime.compile.compiler import compile_step
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena

@@ -40,7 +40,7 @@ def _kv(decoder: StaticDecoder) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-@pytest.mark.parametrize("shape", ["dynamic", "stateful"])
+@pytest.mark.parametrize("shape", ["dynamic", "paged"])
 @pytest.mark.parametrize("fixture", ["tiny_qwen2_dir", "tiny_llama_dir"])
 def test_prefill_over_filled_slots_equals_token_by_token_and_transformers(fixture, shape, request):
     model_dir = request.getfixturevalue(fixture)
@@ -48,9 +48,9 @@ def test_prefill_over_filled_slots_equals_token_by_token_and_transformers(fixtur
     one_by_one = StaticDecoder(source, 128, F32, prefill_chunk=1)
     filled = StaticDecoder(source, 128, F32, prefill_chunk=16, prefill_shape=shape)
     assert filled.prefill is not None
-    assert (filled.prefill.spec.dynamic, filled.prefill.spec.stateful) == (
+    assert (filled.prefill.spec.dynamic, filled.prefill.spec.paged) == (
         shape == "dynamic",
-        shape == "stateful",
+        shape == "paged",
     )
     a = one_by_one.prefill_prompt(PROMPT)
     b = filled.prefill_prompt(PROMPT)
@@ -64,6 +64,40 @@ def test_prefill_over_filled_slots_equals_token_by_token_and_transformers(fixtur
     )
     ours = fresh.generate(PROMPT, 6)
     assert ours.tokens == reference_greedy(model_dir, PROMPT, 6)[0]
+
+
+def test_paged_prefill_continues_after_slots_another_graph_filled(tiny_qwen2_dir):
+    """The paged step's cache blocks are its own: a prompt whose first part the decode graph
+    prefilled (a chat's earlier turns) continues from the store's rows, loaded into blocks,
+    and gives the logits and K/V rows of token by token."""
+    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+    from compile_ahead.runtime.model.kv_arena import KVArena
+
+    source = resolve_model(str(tiny_qwen2_dir))
+    cfg = source.config
+    decode = compile_step(source, GraphSpec(128, 1, "f32"), F32).step
+    paged = compile_step(source, PrefillPlan(16, "paged").spec(128, "f32"), F32).step
+    runs = []
+    for split in (len(PROMPT), 13):  # all token by token; 13 so, the rest paged
+        arena = KVArena(cfg, 128, "f32")
+        decode.bind(arena)
+        paged.bind(arena)
+        for t in range(split):
+            out = decode.run(np.asarray(PROMPT[t : t + 1]), t)
+            for layer in range(cfg.num_layers):
+                arena.write(layer, t, out.new_keys[layer], out.new_values[layer])
+        if split < len(PROMPT):
+            rest = np.asarray(PROMPT[split:])
+            out = paged.run(rest, split, len(rest) - 1)
+            assert out.new_keys[0].shape == (1, cfg.num_kv_heads, len(rest), cfg.head_dim)
+            for layer in range(cfg.num_layers):
+                arena.write(layer, split, out.new_keys[layer], out.new_values[layer])
+        n = len(PROMPT)
+        runs.append((out.logits.copy(), [a[:, :, :n].copy() for a in arena.keys + arena.values]))
+    np.testing.assert_allclose(runs[1][0], runs[0][0], atol=1e-5, rtol=0)
+    for a, b in zip(runs[1][1], runs[0][1], strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
 
 
 def test_dynamic_graph_attends_over_the_filled_slots_only(tiny_qwen2_dir):
@@ -222,17 +256,26 @@ def test_generate_reports_first_token(tiny_qwen2_dir, capsys):
     assert by_token["prefill"]["path"] == "decode-graph" and by_token["tokens"] == out["tokens"]
 
 
-def test_prefill_graph_cached_after_the_first_token(tiny_qwen2_dir, tmp_path, capsys):
+@pytest.mark.parametrize("shape", ["dynamic", "paged"])
+def test_prefill_graph_cached_after_the_first_token(tiny_qwen2_dir, tmp_path, shape):
     """A prefill graph's cache entry is written once it has served the prompt (not on the way
-    to the first token), and the next run imports it."""
+    to the first token), and the next run imports it. A paged graph is never cached: the
+    plugin cannot import its export; the report says so."""
+    from compile_ahead.runtime.compile.compiler import PAGED_NOT_CACHED
+
     argv = ["run", "--model", str(tiny_qwen2_dir), "--schedule", "i2", "--ladder", "tiny"]
     argv += ["--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "2"]
     argv += ["--inference-precision", "f32", "--no-progress", "--cache-dir", str(tmp_path / "c")]
-    states = []
+    argv += ["--prefill-shape", shape]
+    states, notes = [], []
     for i in range(2):
         report = tmp_path / f"run{i}.json"
         assert main([*argv, "--report", str(report)]) == 0
         jobs = json.loads(report.read_text())["compile_jobs"]
         states.append([j["cache"] for j in jobs if j["chunk"] > 1])
-    assert states == [["miss"], ["hit"]]
+        notes += [j.get("cache_note") for j in jobs if j["chunk"] > 1]
+    if shape == "paged":
+        assert states == [["off"], ["off"]] and notes == [PAGED_NOT_CACHED] * 2
+    else:
+        assert states == [["miss"], ["hit"]]
     assert not list((tmp_path / "c").rglob(".*"))  # no temporary file left behind

@@ -13,6 +13,7 @@ import pytest
 
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.cli import main
+from compile_ahead.runtime.compile.device_defaults import default_prefill
 
 # "Fold" runs in two managers and twice in one of them; "Outer" runs manager "Inner" (its self
 # time leaves the inner manager's 300 ns out).
@@ -64,9 +65,15 @@ def test_prefill_graphs_beside_decode_graphs(both):
     out, proc = both
     report = json.loads((out / "report.json").read_text())
     assert report["graph_kinds"] == ["decode", "prefill"]
-    rows = [(r["capacity"], r["kind"], r["chunk"]) for r in report["rungs"]]
-    # The chunk is capped at the rung it attends over.
-    assert rows == [(32, "decode", 1), (32, "prefill", 32), (64, "decode", 1), (64, "prefill", 48)]
+    rows = [(r["capacity"], r["kind"], r["chunk"], r["prefill_shape"]) for r in report["rungs"]]
+    # The chunk is capped at the rung; the shape is the one a CPU run compiles for a long prompt.
+    shape = default_prefill("CPU").shape
+    assert rows == [
+        (32, "decode", 1, None),
+        (32, "prefill", 32, shape),
+        (64, "decode", 1, None),
+        (64, "prefill", 48, shape),
+    ]
     printed = re.findall(r"^ +(\d+) +(decode|prefill L=\d+) ", proc.stdout, re.MULTILINE)
     assert printed == [
         ("32", "decode"),
@@ -76,7 +83,7 @@ def test_prefill_graphs_beside_decode_graphs(both):
     ]
     assert "prefill C=64 L=48" in proc.stderr  # the progress line
     trace = (out / "trace.pftrace").read_bytes()
-    assert b"compile prefill C=64 L=48" in trace and b"compile C=64" in trace
+    assert f"compile prefill C=64 L=48 {shape}".encode() in trace and b"compile C=64" in trace
     # Decode steps are timed on decode graphs only.
     assert [d["capacity"] for d in report["decode"]] == [32, 64]
 

@@ -105,6 +105,29 @@ def test_default_command_runs_compile_ahead_run() -> None:
     assert cmd[cmd.index("--decode-tokens") + 1] == "1920"
 
 
+def test_run_flags_reach_every_trial(tmp_path: Path) -> None:
+    """The run's own flags (weights dtype, compile properties, prefill) reach each trial's
+    `compile-ahead run`, and its report shows they took effect."""
+    out = tmp_path / "ab"
+    argv = ["ab", "schedule", "--model", "tiny", "--ladder", "32,64", "--arms", "i1,i2"]
+    argv += ["--prompt-len", "20", "--decode-tokens", "4", "--pairs", "1", "--warmup", "0"]
+    argv += ["--synthetic-dtype", "f32", "--ov-config", "PERFORMANCE_HINT=LATENCY"]
+    argv += ["--prefill-shape", "static", "--prefill-chunk", "8", "--quiet", "--no-plot"]
+    argv += ["--out", str(out)]
+    assert run_ab(argv) == 0
+    exp = json.loads((out / "experiment.json").read_text())
+    for arm in exp["arms"]:
+        cmd = arm["command"]
+        assert cmd[cmd.index("--synthetic-dtype") + 1] == "f32"
+        assert cmd[cmd.index("--ov-config") + 1] == "PERFORMANCE_HINT=LATENCY"
+    runs = [json.loads(r.read_text()) for r in sorted(out.glob("trial-*.json"))]
+    assert len(runs) == 2
+    for run in runs:
+        assert run["prefill"]["path"] == "static" and run["prefill"]["chunk"] == 8
+        assert run["ov_config"] == {"PERFORMANCE_HINT": "LATENCY"}
+        assert run["synthetic"] and run["weight_format"] == "f32"
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -114,6 +137,8 @@ def test_default_command_runs_compile_ahead_run() -> None:
         (["--arms", "i1,i2", "--prompt-len", "100", "--decode-tokens", "50"], "exceeds"),
         (["--arms", "i1,i2", "--prompt-len", "8", "--command", "true"], "must contain {out}"),
         (["--arms", "i1,i2", "--prompt-len", "128"], "--prompt-len 128 must be in 1..127"),
+        (["--arms", "i1,i2", "--ov-config", "NO_SUCH_KEY=1"], "NO_SUCH_KEY"),
+        (["--arms", "i1,npuw-b0", "--ov-config", "PERFORMANCE_HINT=LATENCY"], "upstream arm"),
     ],
 )
 def test_bad_schedule_arguments(argv: list[str], message: str) -> None:

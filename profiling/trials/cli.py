@@ -28,13 +28,16 @@ from compile_ahead.runtime.cli.options import (
     add_graph_option,
     add_ladder_option,
     add_model_options,
+    add_ov_config_options,
     add_placement_options,
+    add_prefill_options,
     add_protocol_options,
     add_synthetic_dtype_option,
     compile_timeout,
     decode_tokens_from_args,
     graph_mode,
     ladder_from_args,
+    ov_config_from_args,
     placement_mode,
     prompt_len_from_args,
 )
@@ -98,10 +101,13 @@ def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> N
         default=default_arms,
         help="schedules, comma-separated, e.g. i1,i2; the first is the control",
     )
+    add_synthetic_dtype_option(s)
     add_ladder_option(s, auto=False)
     add_protocol_options(s)
+    add_prefill_options(s)
     add_graph_option(s)
     add_placement_options(s)
+    add_ov_config_options(s)
     s.add_argument(
         "--command",
         default=None,
@@ -299,13 +305,36 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     for flag, value in (
         ("--inference-precision", args.inference_precision),
         ("--kv-precision", args.kv_precision),
+        ("--prefill-chunk", args.prefill_chunk),
+        ("--prefill-shape", args.prefill_shape),
+        ("--decode-compile", args.decode_compile),
+        ("--ov-config-file", args.ov_config_file),
     ):
         if value is not None:
-            passed += [flag, value]
+            passed += [flag, str(value)]
+    for prop in args.ov_config:
+        passed += ["--ov-config", prop]
+    upstream = [a for a in schedules if a in baselines.BASELINES]
+    if upstream and (args.ov_config or args.ov_config_file):
+        raise CompileAheadError(
+            f"--ov-config applies to compile-ahead's runs; the upstream arm(s) "
+            f"{', '.join(upstream)} compile with their pipeline's own properties"
+        )
+    ov_config_from_args(args, check=True)  # refused here, not in every trial
     if args.command is not None:
         passed = []
+    model_flags = (
+        [] if args.synthetic_dtype is None else ["--synthetic-dtype", args.synthetic_dtype]
+    )
     arms = schedule_ab.make_arms(
-        schedules, args.model, str(ladder), prompt_len, decode_tokens, args.command, passed
+        schedules,
+        args.model,
+        str(ladder),
+        prompt_len,
+        decode_tokens,
+        args.command,
+        passed,
+        model_flags,
     )
     mark_output_dir(out)
     exp = {

@@ -29,13 +29,15 @@ ARM = "genai"
 IR_NAME = "openvino_model.xml"
 
 
-def model_directory(model: str, workdir: Path) -> tuple[Path, object, float]:
+def model_directory(
+    model: str, workdir: Path, synthetic_dtype: str | None = None
+) -> tuple[Path, object, float]:
     """(directory LLMPipeline loads, the resolved source, seconds spent exporting an IR)."""
     import openvino as ov
 
     from compile_ahead.runtime.sources.resolve import resolve_model
 
-    source = resolve_model(model)
+    source = resolve_model(model, synthetic_dtype=synthetic_dtype)
     if not source.built_from_weights:  # an IR: LLMPipeline loads it as it is
         files = source.files  # type: ignore[attr-defined]
         if files.xml.name == IR_NAME:
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--decode-tokens", type=int, required=True)
     p.add_argument("--report", type=Path, required=True)
+    p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
     args = p.parse_args(argv)
 
     import numpy as np
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ladder = list(Ladder.parse(args.ladder).rungs)
     t_start = time.perf_counter()  # critical path: IR export, load, generate
     with tempfile.TemporaryDirectory(prefix="genai-trial-") as tmp:
-        directory, source, export_s = model_directory(args.model, Path(tmp))
+        directory, source, export_s = model_directory(args.model, Path(tmp), args.synthetic_dtype)
         proto = teacher_forced(source.config.vocab_size, args.prompt_len, args.decode_tokens)
         t0 = time.perf_counter()
         pipe = genai.LLMPipeline(str(directory), "CPU")

@@ -120,22 +120,26 @@ def make_arms(
     decode_tokens: int,
     template: str | None = None,
     extra: Sequence[str] = (),
+    model_flags: Sequence[str] = (),
 ) -> list[Arm]:
-    """Our schedules run `compile-ahead run`; npuw-b0/npuw-b1 run the upstream baseline trial
-    (OpenVINO's NPU LLM pipeline on CPU, pyramid off/on) with the same protocol."""
+    """Our schedules run `compile-ahead run` with ``extra`` (or ``template``, which says its
+    own flags); npuw-b0/npuw-b1 run the upstream baseline trial (OpenVINO's NPU LLM pipeline
+    on CPU, pyramid off/on) and genai LLMPipeline, with the same protocol. ``model_flags``
+    (which weights, e.g. --synthetic-dtype) go to every arm but a template."""
     from compile_ahead.profiling.trials.genai_trial import ARM as GENAI_ARM
     from compile_ahead.profiling.trials.upstream_trial import ARMS as UPSTREAM_ARMS
 
     arms = []
     for s in schedules:
         if s in UPSTREAM_ARMS:
-            command = upstream_command(s, model, ladder, prompt_len, decode_tokens)
+            command = (*upstream_command(s, model, ladder, prompt_len, decode_tokens), *model_flags)
             info = {"schedule": s, "upstream": True}
         elif s == GENAI_ARM:
-            command = genai_command(model, ladder, prompt_len, decode_tokens)
+            command = (*genai_command(model, ladder, prompt_len, decode_tokens), *model_flags)
             info = {"schedule": s, "upstream": True}
         else:
-            command = run_command(s, model, ladder, prompt_len, decode_tokens, template, extra)
+            ours = (*extra, *(model_flags if template is None else ()))
+            command = run_command(s, model, ladder, prompt_len, decode_tokens, template, ours)
             info = {"schedule": s}
         arms.append(Arm(s, command, info=info))
     return arms

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decode-tokens", type=int, required=True)
     p.add_argument("--boundary-window", type=int, default=3)
     p.add_argument("--report", type=Path, required=True)
+    p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
     args = p.parse_args(argv)
 
     from compile_ahead.profiling.trials.compile_ab import parse_ladder
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ladder = list(parse_ladder(args.ladder))
     pyramid = args.pyramid == "on"
-    source = resolve_model(args.model)
+    source = resolve_model(args.model, synthetic_dtype=args.synthetic_dtype)
     proto = teacher_forced(source.config.vocab_size, args.prompt_len, args.decode_tokens)
     t_start = time.perf_counter()  # critical path: weights, build, IR round trip, compile, run
     max_prompt = ladder[-1] - NPUW_RESPONSE

@@ -315,8 +315,8 @@ def add_prefill_options(p: argparse.ArgumentParser) -> None:
         choices=PREFILL_SHAPES,
         default=None,
         help="prefill graph: static (the first rung's whole capacity, any device), dynamic "
-        "(attends over the filled slots only) or stateful (the model's stateful form, the "
-        "plugin's fused attention; KV read back) (CPU only) (default: per device)",
+        "(attends over the filled slots only) or paged (the model in the paged-attention form "
+        "LLMPipeline runs) (both CPU only) (default: per device)",
     )
     p.add_argument(
         "--decode-compile",

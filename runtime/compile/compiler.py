@@ -8,11 +8,15 @@ from dataclasses import dataclass, field
 import openvino as ov
 
 from compile_ahead.runtime.base.ov_core import compile_model
-from compile_ahead.runtime.compile.cache import cached_compile, step_graph_identity
+from compile_ahead.runtime.compile.cache import (
+    CacheOutcome,
+    cached_compile,
+    step_graph_identity,
+)
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
 from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.graphs.stateful_prefill import kv_cache_config
+from compile_ahead.runtime.graphs.paged_prefill import kv_cache_config
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.sources.base import ModelSource
 
@@ -40,11 +44,17 @@ def compile_graph(
     t1 = time.perf_counter()
     what = f"the C={spec.capacity} {spec.kind} graph"
     config = device_config(options)
-    if spec.stateful:
+    if spec.paged:
         config.update(kv_cache_config(spec))
     compiled = compile_model(model, options.device, config, what)
     t2 = time.perf_counter()
     return compiled, t1 - t0, t2 - t1
+
+
+# The CPU plugin cannot import an exported paged-attention graph (its PagedAttention nodes lose
+# the head counts they need: "k_head_size and num_k_heads are required"), so a paged prefill
+# graph is compiled in this process every run: never cached, never a worker's blob.
+PAGED_NOT_CACHED = "not cached: the plugin cannot import an exported paged-attention graph"
 
 
 def compile_step(
@@ -53,8 +63,9 @@ def compile_step(
     """Compile or import one step graph. ``store_later``: a cache miss is not written now
     (exporting a graph takes seconds) but by ``step.store_pending()``, e.g. once the graph
     has served the first token."""
+    cache = None if spec.paged else options.cache
     (compiled, build_s, compile_s), outcome = cached_compile(
-        options.cache,
+        cache,
         source,
         step_graph_identity(spec),
         options,
@@ -63,9 +74,10 @@ def compile_step(
         (lambda: source.build_graph(spec)) if source.built_from_weights else None,
         store=not store_later,
     )
+    if spec.paged and options.cache is not None:
+        outcome = CacheOutcome("off", note=PAGED_NOT_CACHED)
     step = source.make_step(compiled, spec)
     step.compile_cache = outcome  # type: ignore[attr-defined]  # hit/miss for reports
-    cache = options.cache
     if store_later and cache is not None and outcome.state == "miss":
 
         def store_now() -> None:  # the entry, written when the caller has time; reports follow

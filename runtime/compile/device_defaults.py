@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 GRAPH_MODES = ("whole", "split")
 PLACEMENTS = ("in-process", "worker")
-PREFILL_SHAPES = ("static", "dynamic", "stateful")
+PREFILL_SHAPES = ("static", "dynamic", "paged")
 # When the first rung's decode graph compiles in a run with a prefill graph: in the background
 # while the prompt is prefilled, or after the prompt (the first token comes first either way).
 DECODE_COMPILE_TIMINGS = ("during-prefill", "after-prefill")
@@ -46,22 +46,24 @@ class PrefillDefault:
     token by token through the first rung's decode graph (no prefill graph to compile), a
     longer one through a prefill graph of ``shape`` taking ``chunk`` tokens per call."""
 
-    shape: str  # "dynamic": the past follows the filled length (GraphSpec.dynamic)
+    shape: str  # one of PREFILL_SHAPES
     chunk: int
     min_prompt: int
 
 
-# CPU: a dynamic prefill graph (attention over the filled slots only), 1024 tokens per call,
-# from 32 prompt tokens on. Measured on qwen2.5-0.5b shapes (FP16 IR, C=4096, 3800 prompt
-# tokens, interleaved; benchmarks/first_token_vs_genai.py --prefill-shapes): against
-# LLMPipeline's warm time to first token, dynamic 1.25x, the static 256-token graph over the
-# whole capacity 1.70x, the stateful model 2.97x; the dynamic graph also compiled several times
-# faster than the static one (a static token axis makes the plugin constant-fold f16 weights),
-# and 1024 tokens per call beat 256. The 32-token threshold is derived, not swept: the
-# dynamic graph compiled in 0.7-1.7 s cold and a decode step costs 37-51 ms at C=1024
-# (benchmarks/README-ir-vs-genai.md), so token by token costs more from about 15-35 tokens.
+# CPU: the paged prefill graph (graphs/paged_prefill.py: the model in the paged-attention form
+# LLMPipeline runs), up to 4096 tokens per call (capped at the first rung), from 32 prompt
+# tokens on. Paired against LLMPipeline's warm time to first token on the same IRs
+# (qwen2.5-0.5b shapes, FP16/INT8/INT4, C=4096, 3800 prompt tokens;
+# benchmarks/first_token_vs_genai.py --prefill-shapes dynamic): paged 0.99-1.03x, the dynamic
+# graph 1.37-1.46x (the CPU plugin runs a stateless graph's SDPA decomposed into matrix
+# products), the static 256-token graph over the whole capacity 1.70x. The stateful model
+# itself, with its K/V read back from state, was 2.97x on an avx512_bf16 CPU without AMX (a
+# bf16 cache there takes the stateful SDPA's slow kernel). One 4096-token call beat four of
+# 1024 by about 4%. The threshold is derived, not swept: the paged graph compiles in the time
+# of about 15-30 decode steps at C=1024, so token by token costs more from there.
 # Other devices (NPU): static shapes only, the static chunked graph over the first rung.
-MEASURED_PREFILL = {"CPU": PrefillDefault("dynamic", 1024, 32)}
+MEASURED_PREFILL = {"CPU": PrefillDefault("paged", 4096, 32)}
 STATIC_PREFILL = PrefillDefault("static", 256, 32)
 
 

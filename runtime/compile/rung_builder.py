@@ -103,8 +103,8 @@ class RungBuilder:
             outcome = step.compile_cache
             assert outcome is not None
             return CompileResult(step, 0.0, 0.0, outcome.state, outcome.import_s, outcome.store_s)
-        if background and self.placement == "worker":
-            return self._build_in_worker(spec, worker_fault)
+        if background and self.placement == "worker" and not spec.paged:
+            return self._build_in_worker(spec, worker_fault)  # (compiler.PAGED_NOT_CACHED)
         # A prefill graph is on the way to the first token: its cache entry is written after.
         return compile_step(self.source, spec, self.options, store_later=spec.kind == "prefill")
 

@@ -123,10 +123,10 @@ class GraphSpec:
     # only the ``past_length`` filled slots, so a chunk never scores the empty part of the
     # capacity. Its inner shapes follow the data: a CPU path (device_defaults.py), not NPU.
     dynamic: bool = False
-    # A prefill graph that is the source's stateful dynamic-shape decoder (KV in state
-    # variables, read back into the store; graphs/stateful_prefill.py): the plugin's fused
-    # attention over the filled slots. CPU only, like ``dynamic``.
-    stateful: bool = False
+    # A prefill graph that is the source's stateful decoder turned into the paged-attention
+    # form LLMPipeline runs (graphs/paged_prefill.py): the plugin's PagedAttention kernel over
+    # the filled slots, K/V in block tensors the step owns. CPU only, like ``dynamic``.
+    paged: bool = False
 
     @property
     def input_capacity(self) -> int:
@@ -134,7 +134,7 @@ class GraphSpec:
 
     @property
     def kind(self) -> str:
-        return "decode" if self.chunk == 1 and not (self.dynamic or self.stateful) else "prefill"
+        return "decode" if self.chunk == 1 and not (self.dynamic or self.paged) else "prefill"
 
 
 # -- decoder pieces, shared by the whole step graph and the split graphs ----------------------

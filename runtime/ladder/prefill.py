@@ -18,8 +18,8 @@ class PrefillPlan:
     """How the prompt is prefilled: ``chunk`` 1 is token by token on the first rung's decode
     graph; larger chunks use a prefill graph, static (the first rung's whole capacity, the last
     chunk padded), dynamic (GraphSpec.dynamic: up to ``chunk`` tokens per call, attending
-    over the filled slots only) or stateful (GraphSpec.stateful: the source's stateful model,
-    its K/V read back from state)."""
+    over the filled slots only) or paged (GraphSpec.paged: the source's stateful model in
+    paged-attention form, its K/V read out of cache blocks)."""
 
     chunk: int = 1
     shape: str = "static"  # of the prefill graph: device_defaults.PREFILL_SHAPES
@@ -42,7 +42,7 @@ class PrefillPlan:
             kv_precision,
             buffer,
             dynamic=self.shape == "dynamic",
-            stateful=self.shape == "stateful",
+            paged=self.shape == "paged",
         )
 
     def to_json(self) -> dict:

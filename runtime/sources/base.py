@@ -49,21 +49,21 @@ class ModelSource:
         """The uncompiled step graph of one rung (decode or prefill chunk)."""
         from compile_ahead.runtime.graphs.decoder import build_step_model
 
-        if spec.stateful:
+        if spec.paged:
+            from compile_ahead.runtime.graphs.paged_prefill import paged_prefill_model
             from compile_ahead.runtime.graphs.stateful import build_stateful_model
-            from compile_ahead.runtime.graphs.stateful_prefill import prefill_model
 
-            return prefill_model(build_stateful_model(self.config, self.weights))
+            return paged_prefill_model(build_stateful_model(self.config, self.weights))
         return build_step_model(self.config, self.weights, spec)
 
     def make_step(self, compiled: ov.CompiledModel, spec: GraphSpec) -> CompiledStep:
         """The step that drives a compiled rung graph of this source."""
         from compile_ahead.runtime.graphs.step import CompiledStep
 
-        if spec.stateful:
-            from compile_ahead.runtime.graphs.stateful_prefill import StatefulPrefillStep
+        if spec.paged:
+            from compile_ahead.runtime.graphs.paged_prefill import PagedPrefillStep
 
-            step: CompiledStep | StatefulPrefillStep = StatefulPrefillStep(
+            step: CompiledStep | PagedPrefillStep = PagedPrefillStep(
                 compiled, spec, self.config.num_layers
             )
         else:

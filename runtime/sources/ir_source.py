@@ -14,7 +14,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
 from compile_ahead.runtime.graphs.ir_step import IRStep
-from compile_ahead.runtime.graphs.stateful_prefill import StatefulPrefillStep, prefill_model
+from compile_ahead.runtime.graphs.paged_prefill import PagedPrefillStep, paged_prefill_model
 from compile_ahead.runtime.model.ir_files import IRFiles, locate_ir
 from compile_ahead.runtime.model.ir_reader import ir_config, read_ir, sliding_window, stateless
 from compile_ahead.runtime.model.ir_weights import WeightFormat, weight_format
@@ -70,16 +70,16 @@ class IRSource(ModelSource):
             raise CompileAheadError(
                 f"{self.files.xml}: the IR changed on disk since this run opened it; run again"
             )
-        if spec.stateful:  # the IR as exported, with one row of logits
-            return prefill_model(read_ir(self.files))
+        if spec.paged:  # the IR as exported, in paged-attention form
+            return paged_prefill_model(read_ir(self.files))
         model, kv = stateless(read_ir(self.files), str(self.files.xml))
         return build_ir_step_model(model, kv, spec)
 
     def make_step(
         self, compiled: ov.CompiledModel, spec: graphs.GraphSpec
-    ) -> IRStep | StatefulPrefillStep:
-        if spec.stateful:
-            return StatefulPrefillStep(compiled, spec, self.config.num_layers)
+    ) -> IRStep | PagedPrefillStep:
+        if spec.paged:
+            return PagedPrefillStep(compiled, spec, self.config.num_layers)
         return IRStep(compiled, spec, self.config.num_layers)
 
     def weights_identity(self) -> dict[str, Any] | None:
