@@ -5,8 +5,9 @@ Measured side by side in one process, in interleaved rounds (this VM's timings d
 
 - load: our rung compile (read + cut + compile_model, C=1024) vs LLMPipeline construction;
 - decode per token at C=1024 after a 128-token prompt, ours vs LLMPipeline (TPOT);
-- C=4096 with a ~3800-token prompt: our chunked prefill vs LLMPipeline's time to first token,
-  then decode per token at that context;
+- C=4096 with a ~3800-token prompt: our default prefill for it (ladder/prefill.py
+  choose_prefill: the paged graph on the CPU) vs LLMPipeline's time to first token, then
+  decode per token at that context;
 - where the time goes: the CPU plugin's per-node counters (PERF_COUNT, profiling_info) of our
   C=4096 step at ~3800 context and of the IR's own stateful model compiled plainly (the model
   LLMPipeline starts from; it applies its own transformations on top), summed by node type.
@@ -35,6 +36,7 @@ from compile_ahead.runtime.base.precision import f32_to_bf16_bits
 from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -43,7 +45,7 @@ from ir_exports import FORMATS, prepare  # a sibling script
 
 SHORT_C, SHORT_PROMPT = 1024, 128
 LONG_C, LONG_PROMPT = 4096, 3800
-PREFILL_CHUNK = 256
+PROFILED_CHUNK = 256  # tokens of the prefill call profiled per node
 
 
 def prompt_ids(n: int, vocab: int, seed: int = 7) -> list[int]:
@@ -70,16 +72,18 @@ class Ours:
         self.arena = KVArena(self.source.config, capacity, kv)
         self.decode.bind(self.arena)
         self.prefill = None
+        self.plan = choose_prefill(options.device, LONG_PROMPT, capacity)
         if prefill:
-            spec = GraphSpec(capacity, PREFILL_CHUNK, kv)
+            spec = self.plan.spec(capacity, kv)
             self.prefill = compile_step(self.source, spec, options).step
             self.prefill.bind(self.arena)
 
     def prefill_s(self, prompt: list[int]) -> float:
         assert self.prefill is not None
+        chunk = self.plan.chunk
         t0 = time.perf_counter()
-        for start in range(0, len(prompt), PREFILL_CHUNK):
-            ids = np.asarray(prompt[start : start + PREFILL_CHUNK], np.int64)
+        for start in range(0, len(prompt), chunk):
+            ids = np.asarray(prompt[start : start + chunk], np.int64)
             out = self.prefill.run(ids, start, len(ids) - 1)
             for layer in range(self.source.config.num_layers):
                 k, v = out.new_keys[layer], out.new_values[layer]
@@ -164,7 +168,7 @@ def profile_ours(
     fill_random(ours.arena, context)
     ours.decode_ms(context, 3)
     assert ours.prefill is not None
-    ours.prefill.run(np.arange(100, 100 + PREFILL_CHUNK), context - PREFILL_CHUNK, 0)
+    ours.prefill.run(np.arange(100, 100 + PROFILED_CHUNK), context - PROFILED_CHUNK, 0)
     return by_node_type(ours.decode.request), by_node_type(ours.prefill.request)
 
 
@@ -269,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"decode C={LONG_C} context ~{LONG_PROMPT}", ours_long[fmt], genai_long[fmt], "ms"
             )
         )
-        print(ratio_line(f"prefill {LONG_PROMPT} vs TTFT", prefill[fmt], ttft[fmt], "s"))
+        path = choose_prefill(options.device, LONG_PROMPT, LONG_C).path
+        print(ratio_line(f"prefill {LONG_PROMPT} ({path}) vs TTFT", prefill[fmt], ttft[fmt], "s"))
     if "fp16" in formats:
         for fmt in formats:
             if fmt == "fp16":
@@ -285,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         for fmt in formats:
             decode, prefill_chunk = profile_ours(dirs[fmt], options, LONG_PROMPT)
             print_profile(f"{fmt} ours C={LONG_C} decode", decode)
-            print_profile(f"{fmt} ours C={LONG_C} prefill chunk {PREFILL_CHUNK}", prefill_chunk)
+            what = f"{fmt} ours C={LONG_C} prefill {PROFILED_CHUNK} tokens"
+            print_profile(what, prefill_chunk)
             gc.collect()
             print_profile(f"{fmt} IR stateful", profile_stateful(dirs[fmt], LONG_PROMPT))
             gc.collect()

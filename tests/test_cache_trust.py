@@ -173,13 +173,16 @@ def test_weights_replaced_during_a_run_never_give_a_stale_hit(ckpt, tmp_path):
         in_flight = library_run(ckpt, cache, swap)
     assert swap.done and len(seen) == 1, [str(w.message) for w in seen]
     # The run keeps the weights it mapped: every rung is the old model's. Only the rung
-    # compiled before the swap is cached; the old file's identity ended with the swap.
+    # compiled before the swap may be cached (its entry is written after the prompt, so the
+    # swap may come first: then it is not stored either); the old identity ended with the swap.
     assert in_flight.predicted == reference_old.predicted
     jobs = {j["capacity"]: j for j in in_flight.report.compile_jobs}
-    assert jobs[16]["cache"] == "miss" and jobs[16]["cache_stored"]
+    first = jobs[16]
+    assert first["cache"] == "miss"
+    assert first["cache_stored"] or "replaced or removed" in first["cache_note"]
     assert all(jobs[c]["cache"] == "off" for c in (32, 64, 128))
     assert "replaced or removed" in jobs[32]["cache_note"]
-    assert len(entries(tmp_path / "cache")) == 1
+    assert len(entries(tmp_path / "cache")) == int(bool(first["cache_stored"]))
 
     wait_until_settled(ckpt)
     cache_flag = ["--cache-dir", str(tmp_path / "cache")]
@@ -206,7 +209,9 @@ def test_a_worker_never_compiles_weights_replaced_since_the_run_opened_them(ckpt
     boundary = next(b for b in result.report.boundaries if b.to == 32)
     assert boundary.retried and "other weights" in (boundary.compile_error or "")
     assert result.predicted == reference_old.predicted
-    assert len(entries(tmp_path / "cache")) == 1  # the rung before the swap
+    first = next(j for j in result.report.compile_jobs if j["capacity"] == 16)
+    # at most the rung before the swap (its entry is written after the prompt)
+    assert len(entries(tmp_path / "cache")) == int(bool(first["cache_stored"]))
 
     wait_until_settled(ckpt)
     after = run(tmp_path, "after", ckpt, "--cache-dir", str(tmp_path / "cache"))
@@ -224,11 +229,15 @@ def test_weights_rewritten_in_place_during_a_run_are_not_stored(ckpt, tmp_path):
         result = library_run(ckpt, cache, swap)
     assert len(seen) == 1  # once, not once per rung
     jobs = {j["capacity"]: j for j in result.report.compile_jobs}
-    assert jobs[16]["cache"] == "miss" and jobs[16]["cache_stored"]  # before the rewrite
+    # Compiled before the rewrite; its entry is written after the prompt, and not at all if
+    # the rewrite came first (the export would read the mapping's new bytes).
+    first = jobs[16]
+    assert first["cache"] == "miss"
+    assert first["cache_stored"] or "changed on disk" in first["cache_note"]
     for capacity in (32, 64, 128):
         assert jobs[capacity]["cache"] == "off"
         assert "changed on disk" in jobs[capacity]["cache_note"]
-    assert len(entries(tmp_path / "cache")) == 1
+    assert len(entries(tmp_path / "cache")) == int(bool(first["cache_stored"]))
 
     wait_until_settled(ckpt)
     after = run(tmp_path, "after", ckpt, "--cache-dir", str(tmp_path / "cache"))
@@ -296,7 +305,9 @@ def test_an_ir_rewritten_during_a_run_is_never_compiled_nor_cached(ir_dir, tmp_p
         result = run_ladder(source, CompileOptions("CPU", "f32", cache=cache), settings, swap)
     # The rung after the change is refused (and its foreground retry): the run stops there.
     assert "the IR changed on disk since this run opened it" in str(result.error)
-    assert len(entries(tmp_path / "cache")) == 1  # the rung before the change
+    first = next(j for j in result.report.compile_jobs if j["capacity"] == 16)
+    # at most the rung before the change (its entry is written after the prompt)
+    assert len(entries(tmp_path / "cache")) == int(bool(first["cache_stored"]))
 
     wait_until_settled(ir_dir)
     after = run(tmp_path, "after", ir_dir, "--cache-dir", str(tmp_path / "cache"))

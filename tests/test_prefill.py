@@ -124,6 +124,9 @@ def test_prefill_choice_per_device_and_prompt():
     # A device without a measured dynamic path gets static shapes (an NPU needs them).
     npu = choose_prefill("NPU", 3800, 4096)
     assert npu.uses_graph and npu.shape == "static" and npu.chunk <= 4096
+    for shape in ("dynamic", "paged"):
+        with pytest.raises(CompileAheadError, match="NPU compiler does not take"):
+            choose_prefill("NPU", 3800, 4096, shape=shape)
     # The flags override: token by token, a static chunk, a chunk beyond a static rung.
     assert choose_prefill("CPU", 3800, 4096, chunk=1).chunk == 1
     flagged = choose_prefill("CPU", 3800, 4096, chunk=256, shape="static")

@@ -285,6 +285,7 @@ def _run_report(model: Path, schedule: str, out: Path) -> dict:
     argv = ["run", "--model", str(model), "--schedule", schedule, "--ladder", "tiny"]
     argv += ["--inference-precision", "f32", "--no-progress", "--report", str(out)]
     argv += ["--decode-tokens", "120", "--step-delay", "0.005"]
+    argv += ["--no-cache"]  # graphs compiled, never imported or exported (an export's buffer)
     proc = subprocess.run(
         [sys.executable, "-m", "compile_ahead.cli", *argv],
         capture_output=True,

@@ -105,8 +105,9 @@ class RungBuilder:
             return CompileResult(step, 0.0, 0.0, outcome.state, outcome.import_s, outcome.store_s)
         if background and self.placement == "worker" and not spec.paged:
             return self._build_in_worker(spec, worker_fault)  # (compiler.PAGED_NOT_CACHED)
-        # A prefill graph is on the way to the first token: its cache entry is written after.
-        return compile_step(self.source, spec, self.options, store_later=spec.kind == "prefill")
+        # A foreground graph is on the critical path: its cache entry (seconds of export and
+        # file writing) is written after, when the run stores its entries.
+        return compile_step(self.source, spec, self.options, store_later=not background)
 
     def _build_in_worker(self, spec: GraphSpec, fault: Fault | None) -> CompileResult:
         from compile_ahead.runtime.compile.cache import CacheOutcome

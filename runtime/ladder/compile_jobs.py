@@ -6,14 +6,17 @@ compile runs on the CPU while the decode thread keeps inferring.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import future_result, in_background
 from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.capacities import Ladder
@@ -152,6 +155,10 @@ class RungCompiler:
         self.resident_max = 0
         self.in_flight_max = 0
         self.finished: list[CompileJob] = []
+        # Foreground compiles whose cache entry is written later (store_entries), off the
+        # first token's path: job -> the step's store_pending.
+        self._unstored: dict[int, Callable[[], None]] = {}
+        self._storing: list[Future[None]] = []
 
     def compile_shared(self, kind: str, work: Callable[[], dict | None]) -> float:
         """A foreground compile that no rung owns (split mode's weight parts), as its own job;
@@ -201,7 +208,45 @@ class RungCompiler:
                 self.resident_max = max(self.resident_max, len(self.resident))
                 self._resident_changed()
         self._finish(job, chunk, start, True, _cache_info(built))
+        store = getattr(step, "store_pending", None)
+        if store is not None:
+            step.store_pending = None  # type: ignore[attr-defined]
+            with self._lock:
+                self._unstored[job] = lambda: self._stored(job, store, step)
         return rung
+
+    def _stored(self, job: int, store: Callable[[], None], step: CompiledStep) -> None:
+        """Write a deferred cache entry, then report the job's final cache outcome."""
+        store()
+        info = getattr(step, "compile_cache", None)
+        if info is None:
+            return
+        described = info.describe()
+        with self._lock:
+            for i, record in enumerate(self.finished):
+                if record.job == job:
+                    self.finished[i] = replace(
+                        record,
+                        cache_stored=described.get("cache_stored"),
+                        cache_note=described.get("cache_note"),
+                    )
+
+    def store_entries(self) -> None:
+        """Write the deferred cache entries of the compiles so far, one after the other on a
+        helper thread (mostly file writing: it leaves the cores to decode)."""
+        with self._lock:
+            stores, self._unstored = list(self._unstored.values()), {}
+        if stores:
+            self._storing.append(in_background(lambda: [s() for s in stores], "store-entries"))
+
+    def finish_stores(self) -> None:
+        """The end of the run: write what is still deferred and wait for every entry (never
+        a half-written one left behind); a failed store never fails the run."""
+        self.store_entries()
+        for future in self._storing:
+            with contextlib.suppress(Exception):
+                future_result(future)
+        self._storing.clear()
 
     def _finish(self, job: int, chunk: int, start: int, ok: bool, info: dict) -> float:
         """Report a compile's end, unless the run is over; returns its seconds."""

@@ -69,7 +69,7 @@ class StaticDecoder:
                 lambda: compile_step(source, decode_spec, self.options), "compile-decode"
             )
         elif self.prefill is None or decode_compile != "after-prefill":
-            self._decode = compile_step(source, decode_spec, self.options).step
+            self._decode = compile_step(source, decode_spec, self.options, store_later=True).step
             self._decode.bind(self.cache.arena)
 
     @property
@@ -79,11 +79,20 @@ class StaticDecoder:
         if self._decode is None:
             if self._pending is not None:
                 self._decode = future_result(self._pending).step
-            else:
-                self._decode = compile_step(self.source, self._decode_spec, self.options).step
+            else:  # on the way to the next token: its cache entry is written after
+                spec, options = self._decode_spec, self.options
+                self._decode = compile_step(self.source, spec, options, store_later=True).step
             self._decode.bind(self.cache.arena)
             self._pending = None
         return self._decode
+
+    def store_entries(self) -> None:
+        """Write the cache entries left for later (graphs compiled on the way to a token)."""
+        for step in (self.prefill, self._decode):
+            store = getattr(step, "store_pending", None)
+            if store is not None:
+                step.store_pending = None  # type: ignore[union-attr]
+                store()
 
     @property
     def cache_outcomes(self) -> dict[str, CacheOutcome]:
@@ -123,10 +132,6 @@ class StaticDecoder:
         t0 = time.perf_counter()
         logits = self.prefill_prompt(prompt)
         t1 = time.perf_counter()
-        store = getattr(self.prefill, "store_pending", None)
-        if store is not None:  # the prefill graph's cache entry, off the first token's path
-            self.prefill.store_pending = None  # type: ignore[union-attr]
-            store()
         result = Generation([], prefill_s=t1 - t0, first_token_at=t1)
         eos = set(self.source.config.eos_token_ids) if stop_at_eos else set()
         while True:
@@ -146,4 +151,5 @@ class StaticDecoder:
                 self.decode  # noqa: B018  # waits for (or runs) its compile
                 result.decode_wait_s = time.perf_counter() - w0
             logits = self.step(token)
+        self.store_entries()  # after the tokens: off their path
         return result

@@ -12,6 +12,8 @@ from compile_ahead.runtime.compile.device_defaults import PREFILL_SHAPES, defaul
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.ladder.kv_store import KVStore
 
+DYNAMIC_SHAPES = ("dynamic", "paged")  # CPU paths: data-dependent shapes
+
 
 @dataclass(frozen=True)
 class PrefillPlan:
@@ -65,6 +67,11 @@ def choose_prefill(
         )
     if chunk is not None and chunk <= 0:
         raise CompileAheadError("--prefill-chunk must be positive")
+    if shape in DYNAMIC_SHAPES and device.upper().startswith("NPU"):
+        raise CompileAheadError(
+            f"--prefill-shape {shape} has dynamic shapes, which the NPU compiler does not take; "
+            "use --prefill-shape static"
+        )
     default = default_prefill(device)
     kind = shape or default.shape
     if chunk is not None:

@@ -134,6 +134,10 @@ class RunReport:
     # seconds, ok, cache (hit: imported from the compile cache; miss; off), import_s.
     compile_jobs: list[dict[str, Any]] = field(default_factory=list)
     compile_cache_dir: str | None = None  # None: no compile cache
+    # Cache entries of foreground compiles are written after the token they were compiled
+    # for, on a helper thread; what was still being written when the protocol ended is
+    # waited for after it (not part of critical_path_s).
+    cache_store_wait_s: float = 0.0
     peak_rss_bytes: int = 0
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # source-specific fields, kept as is
@@ -185,6 +189,11 @@ class RunReport:
         lines += [_retry_line(b) for b in self.boundaries if b.retried]
         if self.compile_cache_dir is not None:
             lines += _cache_lines(self.compile_cache_dir, self.compile_jobs)
+            if self.cache_store_wait_s >= 0.01:
+                lines.append(
+                    f"  entries still being written when decoding ended: "
+                    f"{self.cache_store_wait_s:.2f} s more"
+                )
         lines.append(
             f"KV reserved avg {_mib(self.kv_reserved_avg_bytes)} MiB "
             f"(peak {_mib(self.kv_reserved_peak_bytes)}), committed avg "

@@ -11,7 +11,6 @@ rung is released where the schedule says so.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -161,7 +160,7 @@ class LadderRunner:
         self._first_token_ns: int | None = None
         self._first_token_compile_ns = 0  # foreground compile before the first token
         self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
-        self._storing: Future[None] | None = None  # the prefill graph's cache entry
+        self._store_wait_ns = 0  # after the protocol, waiting for cache entries to be written
 
     # -- the run -----------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -205,10 +204,10 @@ class LadderRunner:
         finally:
             self.policy.shutdown()
             self.builder.shutdown()
-            if self._storing is not None:  # never leave a half-written entry behind
-                with contextlib.suppress(Exception):  # a failed store never fails the run
-                    future_result(self._storing)
-        report = self._report(start, now_ns(), stop, error)
+            end = now_ns()  # the protocol's end; cache entries still being written come after
+            self.compiler.finish_stores()
+            self._store_wait_ns = now_ns() - end
+        report = self._report(start, end, stop, error)
         acct = self.accounting
         return RunResult(report, self.predicted, self.kept, error, acct.step_ns, acct.step_context)
 
@@ -259,11 +258,9 @@ class LadderRunner:
         logits = prefill_chunks(step, prompt, self.store)
         p1 = self._first_token_ns = now_ns()
         self.events.prefill(self.first, len(prompt), p0, p1)
+        self.compiler.store_entries()  # what was compiled for the first token, off its path
         if active is None:
             self.compiler.release(self.first, self.prefill_plan.chunk)
-            store = getattr(self._prefill_step, "store_pending", None)
-            if store is not None:  # the prefill graph's cache entry, off the first token's path
-                self._storing = in_background(store, "store-prefill")
             self._prefill_step = None
             try:
                 if self._first_rungs is not None:  # the rungs compiled during prefill
@@ -274,6 +271,7 @@ class LadderRunner:
                 waited = now_ns()
                 self._decode_wait_ns = waited - p1
                 self.events.foreground(p1, waited)
+            self.compiler.store_entries()
             active = self.compiler.get(self.first)
             self.store.take_into_use(active.step)
         self._memory(now_ns())
@@ -341,6 +339,7 @@ class LadderRunner:
         timing = BoundaryTiming(record, b0, end, m0, m1, migration.peak_reserved_bytes)
         self.events.boundary(timing, rung.job)
         self._memory(end)
+        self.compiler.store_entries()  # a rung compiled in the foreground here
         return rung
 
     # -- helpers -----------------------------------------------------------------------
@@ -449,6 +448,7 @@ class LadderRunner:
             compiles_in_flight_max=self.compiler.in_flight_max,
             compile_jobs=[j.to_json() for j in jobs],
             compile_cache_dir=str(cache.directory) if cache is not None else None,
+            cache_store_wait_s=self._store_wait_ns / 1e9,
             peak_rss_bytes=peak_rss_bytes(),
             error=f"{type(error).__name__}: {error}" if error is not None else None,
         )
