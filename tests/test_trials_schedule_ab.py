@@ -35,7 +35,8 @@ for i, (a, b) in enumerate(zip(ladder, ladder[1:])):
         window.append({"step": a + j - 2, "context": a + j - 2, "rung": a, "top1": top1,
                        "logits_digest": f"d{i}{j}"})
 report = {"model": "tiny", "synthetic": True, "device": "CPU", "schedule": schedule,
-          "ladder": ladder, "foreground_compile_s": fg, "critical_path_s": fg + decode,
+          "ladder": ladder, "foreground_compile_s": fg + 3.0, "prefill_compile_s": 3.0,
+          "critical_path_s": fg + decode,
           "decode_s": decode,
           "rungs": [{"capacity": c, "tokens": 10, "decode_s": 1.0, "tok_s": 10.0 + rng.random()}
                     for c in ladder],
@@ -74,6 +75,9 @@ def test_schedule_ab_with_fake_runs(tmp_path: Path, command: str) -> None:
     fg = next(e for e in data["endpoints"] if e["key"] == "foreground_compile")
     i2 = fg["comparisons"]["i2"]
     assert i2["mean_diff"] == pytest.approx(-16.0, abs=0.5) and i2["wins"] == 6
+    # Without the prefill graph both arms compile alike: i2 compiles one rung of three.
+    graphs = next(e for e in data["endpoints"] if e["key"] == "foreground_decode_graphs")
+    assert graphs["comparisons"]["i2"]["geomean_ratio"] == pytest.approx(1 / 3, abs=0.02)
     tallies = {t["label"]: t["per_arm"] for t in data["tallies"]}
     assert tallies["Boundaries ready in time"]["i2"] == "12 / 12 ready"
     agreement = tallies["Boundary top-1 agreement with i1"]

@@ -200,11 +200,24 @@ def _rung_tok_s(capacity: int):
     return get
 
 
+def _decode_graphs_foreground(result: dict) -> float | None:
+    """Foreground compile without the prefill graph's (which both arms of a schedule A/B
+    compile alike): what the schedule itself puts before decoding."""
+    total, prefill = result_field("foreground_compile_s")(result), None
+    if total is not None:
+        prefill = result_field("prefill_compile_s")(result)
+    return None if total is None or prefill is None else total - prefill
+
+
 def schedule_endpoints(ladder: Sequence[int]) -> list[Endpoint]:
     f = result_field
     eps = [
         Endpoint("foreground_compile", "Foreground compile wall", "s", "lower",
                  f("foreground_compile_s")),
+        Endpoint("foreground_decode_graphs", "Foreground compile, decode graphs only", "s",
+                 "lower", _decode_graphs_foreground),
+        Endpoint("first_token", "First token (from the command's start)", "s", "lower",
+                 f("first_token_s")),
         Endpoint("critical_path", "Protocol critical path", "s", "lower", f("critical_path_s")),
         Endpoint("decode", "Decode inference", "s", "lower", f("decode_s")),
         Endpoint("boundary_wait", "Boundary wait (sum)", "s", "lower", _boundary_sum("wait_s")),

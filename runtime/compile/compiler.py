@@ -32,6 +32,26 @@ class CompileResult:
     # A compile worker's phases (for the job's trace track); empty when compiled here.
     phases: list[PhaseSpan] = field(default_factory=list)
 
+    @classmethod
+    def of(
+        cls,
+        step: CompiledStep,
+        outcome: CacheOutcome | None,
+        build_s: float = 0.0,
+        compile_s: float = 0.0,
+        phases: list[PhaseSpan] | None = None,
+    ) -> CompileResult:
+        """A step and what the compile cache did for it (None: no cache used); the step
+        carries the outcome too, for reports that see only the step."""
+        if outcome is not None:
+            step.compile_cache = outcome  # type: ignore[attr-defined]
+        state, import_s, store_s = (
+            ("off", 0.0, 0.0)
+            if outcome is None
+            else (outcome.state, outcome.import_s, outcome.store_s)
+        )
+        return cls(step, build_s, compile_s, state, import_s, store_s, phases or [])
+
 
 def compile_graph(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
@@ -76,12 +96,12 @@ def compile_step(
     )
     if spec.paged and options.cache is not None:
         outcome = CacheOutcome("off", note=PAGED_NOT_CACHED)
-    step = source.make_step(compiled, spec)
-    step.compile_cache = outcome  # type: ignore[attr-defined]  # hit/miss for reports
+    result = CompileResult.of(source.make_step(compiled, spec), outcome, build_s, compile_s)
+    step = result.step
     if store_later and cache is not None and outcome.state == "miss":
 
         def store_now() -> None:  # the entry, written when the caller has time; reports follow
             step.compile_cache = cache.store(outcome, compiled)  # type: ignore[attr-defined]
 
         step.store_pending = store_now  # type: ignore[attr-defined]
-    return CompileResult(step, build_s, compile_s, outcome.state, outcome.import_s, outcome.store_s)
+    return result

@@ -15,7 +15,6 @@ and gets a CompileResult whose step is ready to bind; profile-compile asks the s
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
@@ -100,9 +99,7 @@ class RungBuilder:
             self.prepare()
             assert self.weight_parts is not None
             step = compile_attention_core(self.weight_parts, spec, self.options)
-            outcome = step.compile_cache
-            assert outcome is not None
-            return CompileResult(step, 0.0, 0.0, outcome.state, outcome.import_s, outcome.store_s)
+            return CompileResult.of(step, step.compile_cache)
         if background and self.placement == "worker" and not spec.paged:
             return self._build_in_worker(spec, worker_fault)  # (compiler.PAGED_NOT_CACHED)
         # A foreground graph is on the critical path: its cache entry (seconds of export and
@@ -121,9 +118,7 @@ class RungBuilder:
         elif cache is not None:
             compiled, outcome = cache.lookup(self.source, step_graph_identity(spec), self.options)
             if compiled is not None:
-                step = self.source.make_step(compiled, spec)
-                step.compile_cache = outcome  # type: ignore[attr-defined]
-                return CompileResult(step, 0.0, 0.0, outcome.state, outcome.import_s)
+                return CompileResult.of(self.source.make_step(compiled, spec), outcome)
 
             def sink(blob: bytes) -> None:
                 nonlocal outcome
@@ -146,13 +141,7 @@ class RungBuilder:
                 f"the compile worker resolved {self.model_ref!r} to another model than this run's"
             )
         step = self.source.make_step(result.compiled, spec)
-        state = outcome.state if outcome is not None else "off"
-        if outcome is not None:
-            step.compile_cache = outcome  # type: ignore[attr-defined]
-        return replace(
-            CompileResult(step, result.build_s, result.compile_s, state, 0.0),
-            phases=result.phases,
-        )
+        return CompileResult.of(step, outcome, result.build_s, result.compile_s, result.phases)
 
     def shutdown(self) -> None:
         """Stop the compile worker, if one was started."""
