@@ -73,11 +73,11 @@ def default_prefill(device: str) -> PrefillDefault:
 
 # CPU: after prefill. Prefill and compile_model share the CPU's cores, and a compile beside
 # the inference threads slows the prefill more than the compile it hides. Cold start to the
-# first token with a 3800-token prompt (qwen2.5-0.5b shapes, 2 vCPU, interleaved;
-# benchmarks/first_token_vs_genai.py --cold-during-prefill), ours / LLMPipeline: after prefill
-# FP16 1.21x, INT8 1.37x, INT4 1.22x; during prefill 2.32x, 1.80x, 1.61x (the prefill ran
-# 1.4-2.1x slower). The decode graph was ready 0.7-1.9 s later after prefill than during it.
-# A device that prefills on its own silicon (NPU) compiles on the host meanwhile.
+# first token with a 3800-token prompt on the paged prefill graph (qwen2.5-0.5b shapes, optimum
+# IRs FP16/INT8/INT4, 2 vCPU, 3 interleaved rounds; benchmarks/first_token_vs_genai.py
+# --cold-during-prefill), ours / LLMPipeline: after prefill 1.02x/1.03x/1.04x, during prefill
+# 1.70x/1.52x/1.57x (the prefill ran 1.6-1.8x slower), and the decode graph was ready later
+# too. A device that prefills on its own silicon (NPU) compiles on the host meanwhile.
 MEASURED_DECODE_COMPILE = {"CPU": "after-prefill"}
 
 
