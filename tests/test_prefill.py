@@ -100,6 +100,31 @@ def test_paged_prefill_continues_after_slots_another_graph_filled(tiny_qwen2_dir
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
 
 
+def test_paged_cache_in_another_precision_than_the_store(tiny_qwen2_dir):
+    """The CPU plugin may hold the paged cache in another precision than the one asked for
+    (an f16 request computing in bf16 is held in bf16): rows are converted both ways, and the
+    prefill matches token by token within that precision's rounding."""
+    from compile_ahead.runtime.graphs.paged_prefill import _convert
+
+    rows = np.asarray([1.0, -2.5, 3.140625, 0.0009765625], np.float32)  # exact in all three
+    bits = _convert(rows, "f32", "bf16")
+    assert bits.dtype == np.uint16
+    np.testing.assert_array_equal(_convert(bits, "bf16", "f16"), rows)
+    np.testing.assert_array_equal(_convert(_convert(rows, "f32", "f16"), "f16", "f32"), rows)
+
+    source = resolve_model(str(tiny_qwen2_dir))
+    options = CompileOptions(device="CPU", inference_precision="bf16", kv_precision="f16")
+    one_by_one = StaticDecoder(source, 128, options, prefill_chunk=1)
+    paged = StaticDecoder(source, 128, options, prefill_chunk=16, prefill_shape="paged")
+    assert paged.prefill is not None
+    a = one_by_one.prefill_prompt(PROMPT)
+    b = paged.prefill_prompt(PROMPT)
+    assert _kv(paged)[0].dtype == np.float16
+    for x, y in zip(_kv(paged), _kv(one_by_one), strict=True):
+        np.testing.assert_allclose(x, y, atol=0.1, rtol=0.05)
+    assert np.argmax(a) == np.argmax(b)
+
+
 def test_dynamic_graph_attends_over_the_filled_slots_only(tiny_qwen2_dir):
     """Its past inputs keep the buffer's static shape; the token axis is free and no score
     spans the capacity (the past is sliced to past_length, so no past mask is built)."""

@@ -19,7 +19,11 @@ from openvino import opset13 as ops
 from openvino._offline_transformations import paged_attention_transformation
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.base.precision import OV_TYPES
+from compile_ahead.runtime.base.precision import (
+    STORAGE_DTYPES,
+    bf16_bits_to_f32,
+    f32_to_bf16_bits,
+)
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.model.ir_reader import INPUT_IDS, LOGITS, POSITION_IDS
@@ -66,9 +70,24 @@ def paged_prefill_model(stateful: ov.Model) -> ov.Model:
 
 
 def kv_cache_config(spec: GraphSpec) -> dict[str, str]:
-    """The cache blocks' precision in the plugin: the store's, so rows read out are what a
-    static graph would have written."""
+    """The cache blocks' precision asked of the plugin: the store's, so rows read out are what
+    a static graph would have written. The plugin may keep another (the CPU plugin holds an
+    f16 request in bf16 when it computes in bf16); rows are then converted on the way."""
     return {"KV_CACHE_PRECISION": spec.kv_precision}
+
+
+# The cache precisions rows can be converted from and to (numpy holds bf16 as its bits).
+_CACHE_TYPES = {"f32": ov.Type.f32, "f16": ov.Type.f16, "bf16": ov.Type.bf16}
+
+
+def _convert(rows: np.ndarray, source: str, target: str) -> np.ndarray:
+    """Rows held in ``source`` precision as ``target``'s storage (a copy)."""
+    if source == target:
+        return np.array(rows, copy=True)
+    f32 = bf16_bits_to_f32(rows) if source == "bf16" else rows.astype(np.float32)
+    if target == "bf16":
+        return f32_to_bf16_bits(f32)
+    return f32.astype(STORAGE_DTYPES[target])
 
 
 class PagedPrefillStep:
@@ -84,19 +103,21 @@ class PagedPrefillStep:
         self.spec = spec
         self.num_layers = num_layers
         self.request = compiled.create_infer_request()
-        kv_type = OV_TYPES[spec.kv_precision]
         port = compiled.input(key_cache_name(0))
         shape = port.get_partial_shape()
-        if port.get_element_type() != kv_type or shape.rank.get_length() != 4:
+        kv_type = port.get_element_type()
+        held = next((name for name, t in _CACHE_TYPES.items() if t == kv_type), None)
+        if held is None or shape.rank.get_length() != 4:
             raise CompileAheadError(
-                f"the paged prefill graph's cache is {port.get_element_type()} "
-                f"{shape}, expected {spec.kv_precision} [blocks, kv_heads, block, head_dim]"
+                f"the paged prefill graph's cache is {kv_type} {shape}; this step reads "
+                f"f32, f16 or bf16 blocks [blocks, kv_heads, block, head_dim]"
             )
+        self.cache_precision: str = held
         self.heads, self.block, self.head_dim = (shape[i].get_length() for i in (1, 2, 3))
         layout = [self.heads, self.block, self.head_dim]
         blocks = -(-spec.input_capacity // self.block)
         self._tensors: list[ov.Tensor] = []  # owners of the views below
-        # Numpy views of the cache tensors, in the store's storage dtype (bf16 as its bits).
+        # Numpy views of the cache tensors (bf16 as its bits).
         self.caches: dict[tuple[int, str], np.ndarray] = {}
         for layer in range(num_layers):
             for kind, name in (("key", key_cache_name(layer)), ("value", value_cache_name(layer))):
@@ -126,11 +147,13 @@ class PagedPrefillStep:
         self.bound = arena
 
     def _slots(self, cache: np.ndarray, start: int, stop: int) -> np.ndarray:
-        """A [1, heads, stop - start, head_dim] copy of slots start..stop-1."""
+        """Slots start..stop-1 as a [1, heads, stop - start, head_dim] copy in the store's
+        precision."""
         first, last = start // self.block, -(-stop // self.block)
         rows = cache[first:last].transpose(1, 0, 2, 3).reshape(self.heads, -1, self.head_dim)
         offset = first * self.block
-        return np.ascontiguousarray(rows[None, :, start - offset : stop - offset])
+        part = rows[None, :, start - offset : stop - offset]
+        return _convert(part, self.cache_precision, self.spec.kv_precision)
 
     def _load(self, length: int) -> None:
         """Make the blocks hold the bound store's first ``length`` slots."""
@@ -139,6 +162,7 @@ class PagedPrefillStep:
             raise CompileAheadError("the paged prefill graph is not bound to a KV store")
         for (layer, kind), cache in self.caches.items():
             rows = (arena.keys if kind == "key" else arena.values)[layer][0, :, :length]
+            rows = _convert(rows, self.spec.kv_precision, self.cache_precision)
             for block in range(-(-length // self.block)):
                 part = rows[:, block * self.block : (block + 1) * self.block]
                 cache[block, :, : part.shape[1]] = part
