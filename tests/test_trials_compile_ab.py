@@ -52,6 +52,13 @@ def test_arm_specs(tmp_path: Path) -> None:
     assert spec.library_path == str(lib.resolve())
     assert spec.process_env()[0]["PYTHONPATH"] == str(lib.resolve())
     assert parse_arm(f"L2={lib}").library_path == str(lib.resolve())
+    # A properties file's entry for the device; a KEY=VALUE after it wins.
+    props = tmp_path / "props.json"
+    props.write_text(json.dumps({"CPU": {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}}))
+    filed = parse_arm(f"F=current,config={props},NUM_STREAMS=2")
+    assert filed.config == {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "2"}
+    with pytest.raises(CompileAheadError, match="no entry for NPU"):
+        parse_arm(f"F=current,config={props}", "NPU")
 
 
 @pytest.mark.parametrize(

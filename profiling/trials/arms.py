@@ -10,6 +10,8 @@ SPEC is a comma-separated list of items:
   KEY=VALUE          an OpenVINO compile property (e.g. INFERENCE_PRECISION_HINT=f32), read
                      and checked as `--ov-config` is (runtime/compile/properties.py), against
                      the arm's own OpenVINO
+  config=FILE.json   the device's entry of a properties file, as `--ov-config-file` reads it
+                     ({"CPU": {"KEY": "VALUE"}}); items after it win over its keys
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from compile_ahead.runtime.compile.properties import (
     DeviceFacts,
     check_properties,
     device_facts,
+    load_properties_file,
     parse_property,
 )
 
@@ -76,7 +79,8 @@ def _interpreter(path_text: str, what: str) -> str:
     return str(path)
 
 
-def parse_arm(text: str) -> ArmSpec:
+def parse_arm(text: str, device: str = "CPU") -> ArmSpec:
+    """One --arm; ``device`` picks a properties file's entry (config=FILE.json)."""
     name, sep, spec = text.partition("=")
     name = name.strip()
     if not sep or not name or not spec.strip():
@@ -105,7 +109,7 @@ def parse_arm(text: str) -> ArmSpec:
                 raise CompileAheadError(
                     f"{what}: {item} does not exist, and the item is not KEY=VALUE "
                     "(a compile property, e.g. INFERENCE_PRECISION_HINT=f32, or env.VAR=VALUE, "
-                    "python=PATH, venv=DIR, lib=DIR)"
+                    "python=PATH, venv=DIR, lib=DIR, config=FILE.json)"
                 )
             if path.is_dir() and (path / "openvino").is_dir() and _venv_python(path) is None:
                 library = str(path.resolve())
@@ -120,6 +124,8 @@ def parse_arm(text: str) -> ArmSpec:
             library = str(lib.resolve())
         elif key.startswith("env."):
             env[key[4:]] = value
+        elif key == "config":
+            config |= load_properties_file(value, device, f"{what}: config=")
         else:
             key, value = parse_property(item, what)
             config[key] = value

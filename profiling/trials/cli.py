@@ -131,8 +131,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="full compile wall per rung, OpenVINO installation vs installation",
         description="Compare OpenVINO installations or configurations on the compile wall of "
         "each ladder rung. ARM SPEC: an interpreter, a venv, a library dir holding an openvino "
-        "package, or 'current'; plus KEY=VALUE compile properties and env.VAR=VALUE, "
-        "comma-separated. The first arm is the control.",
+        "package, or 'current'; plus KEY=VALUE compile properties, config=FILE.json (a "
+        "properties file, as --ov-config-file) and env.VAR=VALUE, comma-separated. The first "
+        "arm is the control.",
     )
     c.add_argument(
         "--arm",
@@ -215,7 +216,7 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
 
 
 def run_compile_ab(args: argparse.Namespace) -> int:
-    specs = [parse_arm(text) for text in args.arm]
+    specs = [parse_arm(text, args.device) for text in args.arm]
     plan = make_plan([s.name for s in specs], args.pairs, args.warmup)
     ladder = compile_ab.parse_ladder(args.ladder)
     for spec in specs:  # before anything is written or exported
