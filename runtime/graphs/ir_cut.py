@@ -26,6 +26,8 @@ from openvino import opset13 as ops
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import OV_TYPES
 from compile_ahead.runtime.graphs.decoder import (
+    LAST_INDEX,
+    PAST_LENGTH,
     GraphSpec,
     new_key_name,
     new_value_name,
@@ -41,9 +43,6 @@ from compile_ahead.runtime.model.ir_reader import (
     POSITION_IDS,
     KVInputs,
 )
-
-LAST_INDEX = "last_index"
-PAST_LENGTH = "past_length"
 
 
 def _const(value, dtype=np.int64) -> ov.Output:

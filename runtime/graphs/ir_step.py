@@ -14,7 +14,7 @@ import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.graphs.ir_cut import LAST_INDEX, PAST_LENGTH
+from compile_ahead.runtime.graphs.decoder import LAST_INDEX, PAST_LENGTH
 from compile_ahead.runtime.graphs.step import StepOutput, bind_past_kv
 from compile_ahead.runtime.model.ir_reader import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS
 from compile_ahead.runtime.model.kv_arena import KVArena

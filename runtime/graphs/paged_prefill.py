@@ -24,12 +24,11 @@ from compile_ahead.runtime.base.precision import (
     bf16_bits_to_f32,
     f32_to_bf16_bits,
 )
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.decoder import LAST_INDEX, GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.model.ir_reader import INPUT_IDS, LOGITS, POSITION_IDS
 from compile_ahead.runtime.model.kv_arena import KVArena
 
-LAST_INDEX = "last_index"  # the chunk row whose logits are computed
 # The pass's inputs (openvino/pass/sdpa_to_paged_attention.hpp), one sequence per call.
 PAST_LENS = "past_lens"
 SUBSEQUENCE_BEGINS = "subsequence_begins"
