@@ -25,7 +25,7 @@ from compile_ahead.outputs import mark_output_dir
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.depsort import depsort_reading
 from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
-from compile_ahead.runtime.compile.device_defaults import STATIC_PREFILL, default_prefill
+from compile_ahead.runtime.compile.device_defaults import PREFILL_CHUNKS, default_prefill
 
 if TYPE_CHECKING:  # openvino must not load before the collector is armed
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
@@ -39,14 +39,12 @@ def graph_kinds(choice: str) -> tuple[str, ...]:
 
 def prefill_plan(device: str, capacity: int, chunk: int | None, shape: str | None) -> PrefillPlan:
     """The prefill graph profiled on a rung: the one a run on ``device`` compiles for a long
-    prompt (its default shape and chunk, device_defaults.py) unless --prefill-shape or
-    --prefill-chunk say otherwise; another shape than the device's takes the static graph's
-    chunk. Capped at the rung, as a run's chunk is."""
+    prompt (the device's shape and the shape's chunk, device_defaults.py) unless
+    --prefill-shape or --prefill-chunk say otherwise. Capped at the rung, as a run's chunk is."""
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
 
-    default = default_prefill(device)
-    kind = shape or default.shape
-    size = chunk or (default.chunk if kind == default.shape else STATIC_PREFILL.chunk)
+    kind = shape or default_prefill(device).shape
+    size = chunk or PREFILL_CHUNKS[kind]
     return PrefillPlan(min(capacity, size), kind, "default" if shape is None else "flag")
 
 

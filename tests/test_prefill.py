@@ -11,7 +11,13 @@ import pytest
 
 from compile_ahead.cli import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.device_defaults import default_decode_compile, default_prefill
+from compile_ahead.profiling.compile_profiler import prefill_plan
+from compile_ahead.runtime.compile.device_defaults import (
+    PREFILL_CHUNKS,
+    PREFILL_SHAPES,
+    default_decode_compile,
+    default_prefill,
+)
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
@@ -154,6 +160,11 @@ def test_prefill_choice_per_device_and_prompt():
             choose_prefill("NPU", 3800, 4096, shape=shape)
     # The flags override: token by token, a static chunk, a chunk beyond a static rung.
     assert choose_prefill("CPU", 3800, 4096, chunk=1).chunk == 1
+    # Another shape than the device's takes that shape's chunk, as profile-compile profiles it.
+    for shape in PREFILL_SHAPES:
+        plan = choose_prefill("CPU", 3800, 4096, shape=shape)
+        assert plan.chunk == prefill_plan("CPU", 4096, None, shape).chunk == PREFILL_CHUNKS[shape]
+    assert choose_prefill("CPU", 3800, 4096, shape="static").chunk == 256
     flagged = choose_prefill("CPU", 3800, 4096, chunk=256, shape="static")
     assert (flagged.chunk, flagged.shape, flagged.chosen_by) == (256, "static", "flag")
     with pytest.raises(CompileAheadError, match="exceeds the first rung"):

@@ -40,31 +40,40 @@ def default_placement(device: str) -> str:
     return MEASURED_PLACEMENT.get(device.upper(), "in-process")
 
 
+# Tokens per prefill call for each shape when not told (capped at the first rung), whichever
+# chose the shape: static 256 (a static chunk attends over the whole rung, and its last chunk is
+# padded), dynamic 1024 (beat 256 on a 3800-token prompt), paged 4096 (one call beat four of
+# 1024 by about 4%).
+PREFILL_CHUNKS = {"static": 256, "dynamic": 1024, "paged": 4096}
+
+
 @dataclass(frozen=True)
 class PrefillDefault:
     """How a prompt is prefilled when not told: a prompt shorter than ``min_prompt`` goes
     token by token through the first rung's decode graph (no prefill graph to compile), a
-    longer one through a prefill graph of ``shape`` taking ``chunk`` tokens per call."""
+    longer one through a prefill graph of ``shape`` taking its chunk of tokens per call."""
 
     shape: str  # one of PREFILL_SHAPES
-    chunk: int
     min_prompt: int
+
+    @property
+    def chunk(self) -> int:
+        return PREFILL_CHUNKS[self.shape]
 
 
 # CPU: the paged prefill graph (graphs/paged_prefill.py: the model in the paged-attention form
-# LLMPipeline runs), up to 4096 tokens per call (capped at the first rung), from 32 prompt
-# tokens on. Paired against LLMPipeline's warm time to first token on the same IRs
-# (qwen2.5-0.5b shapes, FP16/INT8/INT4, C=4096, 3800 prompt tokens;
+# LLMPipeline runs), from 32 prompt tokens on. Paired against LLMPipeline's warm time to first
+# token on the same IRs (qwen2.5-0.5b shapes, FP16/INT8/INT4, C=4096, 3800 prompt tokens;
 # benchmarks/first_token_vs_genai.py --prefill-shapes dynamic): paged 0.99-1.03x, the dynamic
 # graph 1.37-1.46x (the CPU plugin runs a stateless graph's SDPA decomposed into matrix
 # products), the static 256-token graph over the whole capacity 1.70x. The stateful model
 # itself, with its K/V read back from state, was 2.97x on an avx512_bf16 CPU without AMX (a
-# bf16 cache there takes the stateful SDPA's slow kernel). One 4096-token call beat four of
-# 1024 by about 4%. The threshold is derived, not swept: the paged graph compiles in the time
-# of about 15-30 decode steps at C=1024, so token by token costs more from there.
+# bf16 cache there takes the stateful SDPA's slow kernel). The threshold is derived, not
+# swept: the paged graph compiles in the time of about 15-30 decode steps at C=1024, so token
+# by token costs more from there.
 # Other devices (NPU): static shapes only, the static chunked graph over the first rung.
-MEASURED_PREFILL = {"CPU": PrefillDefault("paged", 4096, 32)}
-STATIC_PREFILL = PrefillDefault("static", 256, 32)
+MEASURED_PREFILL = {"CPU": PrefillDefault("paged", 32)}
+STATIC_PREFILL = PrefillDefault("static", 32)
 
 
 def default_prefill(device: str) -> PrefillDefault:

@@ -8,7 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.device_defaults import PREFILL_SHAPES, default_prefill
+from compile_ahead.runtime.compile.device_defaults import (
+    PREFILL_CHUNKS,
+    PREFILL_SHAPES,
+    default_prefill,
+)
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.ladder.kv_store import KVStore
 
@@ -85,8 +89,8 @@ def choose_prefill(
     by = "flag" if shape is not None else "default"
     if not graph_available or prompt_len < default.min_prompt:
         return PrefillPlan(1, kind, by)
-    # A chunk spans at most the first rung (which holds the prompt).
-    return PrefillPlan(min(default.chunk, first_rung), kind, by)
+    # The shape's chunk, spanning at most the first rung (which holds the prompt).
+    return PrefillPlan(min(PREFILL_CHUNKS[kind], first_rung), kind, by)
 
 
 def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
