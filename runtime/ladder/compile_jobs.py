@@ -221,15 +221,11 @@ class RungCompiler:
         info = getattr(step, "compile_cache", None)
         if info is None:
             return
-        described = info.describe()
+        fields = _cache_fields(info.describe())
         with self._lock:
             for i, record in enumerate(self.finished):
                 if record.job == job:
-                    self.finished[i] = replace(
-                        record,
-                        cache_stored=described.get("cache_stored"),
-                        cache_note=described.get("cache_note"),
-                    )
+                    self.finished[i] = replace(record, **fields)
 
     def store_entries(self) -> None:
         """Write the deferred cache entries of the compiles so far, one after the other on a
@@ -257,17 +253,7 @@ class RungCompiler:
                 capacity, kind, background = running
                 seconds = (end - start) / 1e9
                 record = CompileJob(
-                    job,
-                    capacity,
-                    chunk,
-                    background,
-                    seconds,
-                    ok,
-                    info.get("cache", "off"),
-                    info.get("import_s", 0.0),
-                    info.get("cache_stored"),
-                    info.get("cache_note"),
-                    info.get("verify_s", 0.0),
+                    job, capacity, chunk, background, seconds, ok, **_cache_fields(info)
                 )
                 self.finished.append(record)
                 self.events.compile_finished(job, capacity, kind, ok, end, info)
@@ -297,6 +283,17 @@ class RungCompiler:
                 info = {"error": "abandoned: the run ended before this compile finished"}
                 self.events.compile_finished(job, capacity, kind, False, ts, info)
             self._running.clear()
+
+
+def _cache_fields(info: dict) -> dict:
+    """A CompileJob's cache fields from what the cache said of its graph."""
+    return {
+        "cache": info.get("cache", "off"),
+        "import_s": info.get("import_s", 0.0),
+        "cache_stored": info.get("cache_stored"),
+        "cache_note": info.get("cache_note"),
+        "verify_s": info.get("verify_s", 0.0),
+    }
 
 
 def _cache_info(built: CompileResult) -> dict:
