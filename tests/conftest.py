@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,3 +163,14 @@ def wait_until_settled(directory: Path) -> None:
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         while racy_change(path, file_identity(path, os.stat(path)), time.time_ns()):
             time.sleep(0.005)
+
+
+def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`profile-compile ARGS` in a fresh process (its collector is armed before openvino loads),
+    output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "compile_ahead.profiling.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -151,6 +151,15 @@ def library_run(model: Path, cache: cc.CompileCache | None, events=None, **setti
     return result
 
 
+def first_rung_cached_at_most(report, cache_dir: Path) -> dict:
+    """The rung compiled before a mid-run change is the only one that may be cached: its
+    entry is written after the prompt, so the change may come first and then it is not
+    stored either. Returns that rung's compile job."""
+    first = next(j for j in report.compile_jobs if j["capacity"] == 16)
+    assert len(entries(cache_dir)) == int(bool(first["cache_stored"]))
+    return first
+
+
 # -- 1. weights replaced or rewritten while a run is in flight ----------------------------
 def _replacement(ckpt: Path, tmp_path: Path):
     """The checkpoint's weight file, other weights beside it to swap in, a copy of the old
@@ -177,12 +186,11 @@ def test_weights_replaced_during_a_run_never_give_a_stale_hit(ckpt, tmp_path):
     # swap may come first: then it is not stored either); the old identity ended with the swap.
     assert in_flight.predicted == reference_old.predicted
     jobs = {j["capacity"]: j for j in in_flight.report.compile_jobs}
-    first = jobs[16]
+    first = first_rung_cached_at_most(in_flight.report, tmp_path / "cache")
     assert first["cache"] == "miss"
     assert first["cache_stored"] or "replaced or removed" in first["cache_note"]
     assert all(jobs[c]["cache"] == "off" for c in (32, 64, 128))
     assert "replaced or removed" in jobs[32]["cache_note"]
-    assert len(entries(tmp_path / "cache")) == int(bool(first["cache_stored"]))
 
     wait_until_settled(ckpt)
     cache_flag = ["--cache-dir", str(tmp_path / "cache")]
@@ -209,9 +217,7 @@ def test_a_worker_never_compiles_weights_replaced_since_the_run_opened_them(ckpt
     boundary = next(b for b in result.report.boundaries if b.to == 32)
     assert boundary.retried and "other weights" in (boundary.compile_error or "")
     assert result.predicted == reference_old.predicted
-    first = next(j for j in result.report.compile_jobs if j["capacity"] == 16)
-    # at most the rung before the swap (its entry is written after the prompt)
-    assert len(entries(tmp_path / "cache")) == int(bool(first["cache_stored"]))
+    first_rung_cached_at_most(result.report, tmp_path / "cache")
 
     wait_until_settled(ckpt)
     after = run(tmp_path, "after", ckpt, "--cache-dir", str(tmp_path / "cache"))
@@ -231,13 +237,12 @@ def test_weights_rewritten_in_place_during_a_run_are_not_stored(ckpt, tmp_path):
     jobs = {j["capacity"]: j for j in result.report.compile_jobs}
     # Compiled before the rewrite; its entry is written after the prompt, and not at all if
     # the rewrite came first (the export would read the mapping's new bytes).
-    first = jobs[16]
+    first = first_rung_cached_at_most(result.report, tmp_path / "cache")
     assert first["cache"] == "miss"
     assert first["cache_stored"] or "changed on disk" in first["cache_note"]
     for capacity in (32, 64, 128):
         assert jobs[capacity]["cache"] == "off"
         assert "changed on disk" in jobs[capacity]["cache_note"]
-    assert len(entries(tmp_path / "cache")) == int(bool(first["cache_stored"]))
 
     wait_until_settled(ckpt)
     after = run(tmp_path, "after", ckpt, "--cache-dir", str(tmp_path / "cache"))
@@ -305,9 +310,7 @@ def test_an_ir_rewritten_during_a_run_is_never_compiled_nor_cached(ir_dir, tmp_p
         result = run_ladder(source, CompileOptions("CPU", "f32", cache=cache), settings, swap)
     # The rung after the change is refused (and its foreground retry): the run stops there.
     assert "the IR changed on disk since this run opened it" in str(result.error)
-    first = next(j for j in result.report.compile_jobs if j["capacity"] == 16)
-    # at most the rung before the change (its entry is written after the prompt)
-    assert len(entries(tmp_path / "cache")) == int(bool(first["cache_stored"]))
+    first_rung_cached_at_most(result.report, tmp_path / "cache")
 
     wait_until_settled(ir_dir)
     after = run(tmp_path, "after", ir_dir, "--cache-dir", str(tmp_path / "cache"))

@@ -22,6 +22,7 @@ from compile_ahead.runtime.compile.properties import (
     load_properties_file,
     parse_properties,
 )
+from conftest import run_profile_compile
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -184,12 +185,7 @@ def test_ab_compile_refuses_before_exporting(tmp_path, capsys):
 
 
 def _profile(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.profiling.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    return run_profile_compile(*args, timeout=240)
 
 
 @needs_tp

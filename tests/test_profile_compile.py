@@ -14,6 +14,7 @@ from compile_ahead.outputs import OUTPUT_MARKER
 from compile_ahead.profiling.cli import main
 from compile_ahead.profiling.pyspy import find_pyspy
 from compile_ahead.profiling.trace_validate import validate_trace
+from conftest import run_profile_compile
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -89,12 +90,7 @@ def test_failed_profile_is_one_line_and_leaves_the_earlier_profile_alone(tmp_pat
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.profiling.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    return run_profile_compile(*args, timeout=240)
 
 
 def test_unknown_model_is_a_one_line_error_and_keeps_earlier_results(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.cli import main
 from compile_ahead.runtime.compile.device_defaults import default_prefill
+from conftest import run_profile_compile
 
 # "Fold" runs in two managers and twice in one of them; "Outer" runs manager "Inner" (its self
 # time leaves the inner manager's 300 ns out).
@@ -41,19 +41,10 @@ def test_self_time_is_summed_per_pass_across_managers():
     ]
 
 
-def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.profiling.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.fixture(scope="module")
 def both(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     out = tmp_path_factory.mktemp("both") / "p"
-    proc = run_cli(
+    proc = run_profile_compile(
         "--model", "tiny", "--ladder", "32,64", "--graph-kind", "both", "--prefill-chunk", "48",
         "--top", "7", "--decode-tokens", "2", "--out", out,
     )  # fmt: skip
@@ -127,7 +118,9 @@ def test_bad_arguments_are_refused_before_any_work(args, message, capsys, tmp_pa
 
 def test_no_pass_profile_no_table(tmp_path):
     out = tmp_path / "o"
-    proc = run_cli("--model", "tiny", "--ladder", "16", "--no-pass-profile", "--out", out)
+    proc = run_profile_compile(
+        "--model", "tiny", "--ladder", "16", "--no-pass-profile", "--out", out
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "passes that took most" not in proc.stdout
     assert json.loads((out / "report.json").read_text())["top_passes"] is None

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import openvino as ov
@@ -18,6 +16,7 @@ from compile_ahead.runtime.base.user_cache import CACHE_DIR_ENV
 from compile_ahead.runtime.model import presets
 from compile_ahead.runtime.model.weights import SafetensorsStore
 from compile_ahead.runtime.sources.resolve import resolve_model
+from conftest import run_profile_compile
 
 # The published config.json's torch_dtype of each preset's checkpoint.
 PUBLISHED = {"qwen2.5-0.5b": "bf16", "qwen2.5-1.5b": "bf16", "qwen2.5-7b": "bf16"}
@@ -107,9 +106,7 @@ def test_generate_takes_it(tmp_path, capsys):
 def test_profile_compile_takes_it(tmp_path):
     out = tmp_path / "p"
     argv = ["--model", "tiny", "--ladder", "16", "--synthetic-dtype", "bf16", "--out", str(out)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "compile_ahead.profiling.cli", *argv], capture_output=True, text=True
-    )
+    proc = run_profile_compile(*argv)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "exact tiny shapes, bf16" in proc.stdout
     assert json.loads((out / "report.json").read_text())["model"]["weight_format"] == "bf16"
