@@ -106,15 +106,16 @@ def _lm_head_input(logits: ov.Output) -> ov.Input:
         if node.get_type_name() == "MatMul":
             return node.input(0)
         node = node.input_value(0).get_node()
-    raise CompileAheadError("the IR's logits do not come from a MatMul (LM head not found)")
+    raise CompileAheadError("the model's logits do not come from a MatMul (LM head not found)")
 
 
-def gather_last(model: ov.Model, logits: ov.Output) -> ov.Node:
-    """Compute the logits of one chunk row: gather hidden[:, last_index] before the LM head."""
+def gather_last(model: ov.Model, logits: ov.Output, token_axis: int = 1) -> ov.Node:
+    """Compute the logits of one chunk row: gather the hidden state's ``last_index`` row on
+    the token axis (1 in [batch, tokens, hidden]) before the LM head."""
     last = ops.parameter([1], ov.Type.i64, name=LAST_INDEX)
     last.output(0).get_tensor().set_names({LAST_INDEX})
     head_in = _lm_head_input(logits)
-    row = ops.gather(head_in.get_source_output(), last.output(0), _const(1))
+    row = ops.gather(head_in.get_source_output(), last.output(0), _const(token_axis))
     head_in.replace_source_output(row.output(0))
     model.add_parameters([last])
     return last

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import numpy as np
 import openvino as ov
-from openvino import opset13 as ops
 from openvino._offline_transformations import paged_attention_transformation
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import (
+    OV_TYPES,
     STORAGE_DTYPES,
     bf16_bits_to_f32,
     f32_to_bf16_bits,
 )
 from compile_ahead.runtime.graphs.decoder import LAST_INDEX, GraphSpec
+from compile_ahead.runtime.graphs.ir_cut import gather_last
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.model.ir_reader import INPUT_IDS, LOGITS, POSITION_IDS
 from compile_ahead.runtime.model.kv_arena import KVArena
@@ -50,20 +51,7 @@ def paged_prefill_model(stateful: ov.Model) -> ov.Model:
     ``last_index`` token's: the LM head runs on that row only)."""
     paged_attention_transformation(stateful, False, False)
     logits = next(p for p in stateful.outputs if LOGITS in p.get_names())
-    node = logits.get_node()
-    for _ in range(8):  # up through a Convert or logit scaling to the LM head
-        if node.get_type_name() == "MatMul":
-            break
-        node = node.input_value(0).get_node()
-    else:
-        raise CompileAheadError("the model's logits do not come from a MatMul (LM head)")
-    head_in = node.input(0)
-    last = ops.parameter([1], ov.Type.i64, name=LAST_INDEX)
-    last.output(0).get_tensor().set_names({LAST_INDEX})
-    # The pass puts the tokens on axis 0 ([tokens, 1, hidden]).
-    row = ops.gather(head_in.get_source_output(), last.output(0), ops.constant(np.int64(0)))
-    head_in.replace_source_output(row.output(0))
-    stateful.add_parameters([last])
+    gather_last(stateful, logits, token_axis=0)  # the pass puts the tokens first
     stateful.validate_nodes_and_infer_types()
     return stateful
 
@@ -75,12 +63,9 @@ def kv_cache_config(spec: GraphSpec) -> dict[str, str]:
     return {"KV_CACHE_PRECISION": spec.kv_precision}
 
 
-# The cache precisions rows can be converted from and to (numpy holds bf16 as its bits).
-_CACHE_TYPES = {"f32": ov.Type.f32, "f16": ov.Type.f16, "bf16": ov.Type.bf16}
-
-
 def _convert(rows: np.ndarray, source: str, target: str) -> np.ndarray:
-    """Rows held in ``source`` precision as ``target``'s storage (a copy)."""
+    """Rows held in ``source`` precision (base/precision.py PRECISIONS; bf16 as its bits) as
+    ``target``'s storage (a copy)."""
     if source == target:
         return np.array(rows, copy=True)
     f32 = bf16_bits_to_f32(rows) if source == "bf16" else rows.astype(np.float32)
@@ -105,7 +90,7 @@ class PagedPrefillStep:
         port = compiled.input(key_cache_name(0))
         shape = port.get_partial_shape()
         kv_type = port.get_element_type()
-        held = next((name for name, t in _CACHE_TYPES.items() if t == kv_type), None)
+        held = next((name for name, t in OV_TYPES.items() if t == kv_type), None)
         if held is None or shape.rank.get_length() != 4:
             raise CompileAheadError(
                 f"the paged prefill graph's cache is {kv_type} {shape}; this step reads "
