@@ -105,14 +105,15 @@ def export_rungs(
 
 
 def default_config(device: str) -> tuple[dict[str, str], str]:
-    """The compile properties our runtime uses on ``device`` as strings, and the KV precision
-    matching the inference precision (a mismatch adds a reorder of the whole cache)."""
+    """The compile properties our runtime uses for a decode graph on ``device`` as strings
+    (the device's decode defaults included), and the KV precision matching the inference
+    precision (a mismatch adds a reorder of the whole cache)."""
     from compile_ahead.runtime.base.ov_core import openvino_error_summary
     from compile_ahead.runtime.base.precision import OV_TYPES
     from compile_ahead.runtime.compile.options import CompileOptions, device_config
 
     try:
-        options = CompileOptions(device=device).resolved()
+        options = CompileOptions(device=device).resolved().for_graph("decode")
         raw = device_config(options)
     except RuntimeError as err:
         raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from err

@@ -58,7 +58,7 @@ def compile_graph(
 ) -> tuple[ov.CompiledModel, float, float]:
     """Build (ModelSource.build_graph) and compile one step graph: (compiled model, build
     seconds, compile seconds)."""
-    options = options.resolved()
+    options = options.resolved().for_graph(spec.kind)
     t0 = time.perf_counter()
     model = source.build_graph(spec)
     t1 = time.perf_counter()
@@ -83,6 +83,7 @@ def compile_step(
     """Compile or import one step graph. ``store_later``: a cache miss is not written now
     (exporting a graph takes seconds) but by ``step.store_pending()``, e.g. once the graph
     has served the first token."""
+    options = options.for_graph(spec.kind)
     cache = None if spec.paged else options.cache
     (compiled, build_s, compile_s), outcome = cached_compile(
         cache,

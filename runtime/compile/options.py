@@ -3,8 +3,11 @@ cache; and the device config they make."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+
+import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.ov_core import core
@@ -14,6 +17,7 @@ from compile_ahead.runtime.base.precision import (
     check_precision,
     default_inference_precision,
 )
+from compile_ahead.runtime.compile.device_defaults import decode_properties
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.cache import CompileCache
@@ -42,6 +46,37 @@ class CompileOptions:
         return replace(
             self, inference_precision=inf, kv_precision=kv, extra_config=dict(self.extra_config)
         )
+
+    def for_graph(self, kind: str) -> CompileOptions:
+        """These options for a graph of ``kind`` (GraphSpec.kind): a decode graph gets the
+        device's measured decode properties (device_defaults.py) that this OpenVINO accepts
+        and the user did not set."""
+        if kind != "decode":
+            return self
+        defaults = {
+            key: value
+            for key, value in decode_properties(self.device).items()
+            if key not in self.extra_config and device_refusal(self.device, key, value) is None
+        }
+        if not defaults:
+            return self
+        return replace(self, extra_config={**defaults, **self.extra_config})
+
+
+@functools.cache
+def device_refusal(device: str, key: str, value: str) -> str | None:
+    """Why ``device`` does not take ``key=value`` (one line), or None if it does. For
+    properties a device takes without listing them in SUPPORTED_PROPERTIES: set on a fresh
+    Core (the plugin checks key and value when it is created), once per process."""
+    from compile_ahead.runtime.compile.property_facts import reason
+
+    probe = ov.Core()
+    try:
+        probe.set_property(device, {key: value})
+        probe.get_property(device, "SUPPORTED_PROPERTIES")
+    except RuntimeError as err:
+        return reason(err)
+    return None
 
 
 def _hint_in(extra_config: dict[str, str]) -> str | None:

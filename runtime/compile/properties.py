@@ -119,13 +119,22 @@ def device_facts(device: str, config: Mapping[str, str]) -> DeviceFacts:
     """This process's OpenVINO on ``device`` (property_facts.py, which ``ab`` arms run under
     their own interpreters)."""
     from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
+    from compile_ahead.runtime.compile.device_defaults import decode_properties
+    from compile_ahead.runtime.compile.options import device_refusal
     from compile_ahead.runtime.compile.property_facts import gather
 
     try:
         found = gather(device, dict(config), core())
     except RuntimeError as err:  # no such device: its properties cannot be asked
         raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from None
-    return DeviceFacts(device, found["supported"], found["value_error"])
+    supported, error = dict(found["supported"]), found["value_error"]
+    # A property our defaults set that the device takes unlisted can be set by the user too.
+    for key, value in decode_properties(device).items():
+        if key not in supported and device_refusal(device, key, value) is None:
+            supported[key] = "RW"
+            if key in config:
+                error = error or device_refusal(device, key, str(config[key]))
+    return DeviceFacts(device, supported, error)
 
 
 def checked_properties(device: str, config: Mapping[str, str], what: str) -> dict[str, str]:

@@ -110,13 +110,14 @@ class RungBuilder:
         from compile_ahead.runtime.compile.cache import CacheOutcome
         from compile_ahead.runtime.compile.worker_client import WorkerPlacement
 
-        cache, sink = self.options.cache, None
+        options = self.options.for_graph(spec.kind)
+        cache, sink = options.cache, None
         outcome = None
         if cache is not None and fault is not None:
             # An injected fault is the worker's: importing the entry would skip it unseen.
             outcome = CacheOutcome("off", note=f"not used: worker fault {fault!r} injected")
         elif cache is not None:
-            compiled, outcome = cache.lookup(self.source, step_graph_identity(spec), self.options)
+            compiled, outcome = cache.lookup(self.source, step_graph_identity(spec), options)
             if compiled is not None:
                 return CompileResult.of(self.source.make_step(compiled, spec), outcome)
 
@@ -129,7 +130,7 @@ class RungBuilder:
         result = self._worker.compile(
             self.model_ref,
             spec,
-            self.options,
+            options,
             timeout_s=self.compile_timeout_s,
             fault=fault,
             blob_sink=sink,

@@ -1,0 +1,74 @@
+"""Compile properties a decode graph gets by default (device_defaults.MEASURED_DECODE_PROPERTIES):
+on the CPU the snippets code generator is off for decode graphs and on for prefill graphs, as
+the plugin's own runtime model shows; the user's property wins; a release that refuses the
+property compiles with its default."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile import options as options_module
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.device_defaults import decode_properties
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.properties import checked_properties
+from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.sources.resolve import resolve_model
+
+# The CPU plugin's runtime-model layer type of a generated (snippets) kernel.
+GENERATED = "Subgraph"
+
+
+def _layer_types(step) -> collections.Counter:
+    ops = step.compiled.get_runtime_model().get_ordered_ops()
+    return collections.Counter(op.get_rt_info()["layerType"].astype(str) for op in ops)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return resolve_model("tiny")
+
+
+def test_cpu_decode_graphs_compile_without_generated_kernels_prefill_graphs_keep_them(tiny):
+    options = CompileOptions().resolved()
+    kv = options.kv_precision
+    decode = compile_step(tiny, GraphSpec(64, 1, kv), options).step
+    prefill = compile_step(tiny, GraphSpec(64, 16, kv), options).step
+    assert _layer_types(decode)[GENERATED] == 0
+    assert _layer_types(decode)["Eltwise"] > 0  # the element-wise ops are still there
+    assert _layer_types(prefill)[GENERATED] > 0
+
+
+def test_the_users_property_wins(tiny):
+    options = CompileOptions(extra_config={"SNIPPETS_MODE": "ENABLE"}).resolved()
+    assert options.for_graph("decode").extra_config == {"SNIPPETS_MODE": "ENABLE"}
+    decode = compile_step(tiny, GraphSpec(64, 1, options.kv_precision), options).step
+    assert _layer_types(decode)[GENERATED] > 0
+
+
+def test_only_decode_graphs_and_only_measured_devices_get_them():
+    cpu = CompileOptions().resolved()
+    assert cpu.for_graph("decode").extra_config == decode_properties("CPU")
+    assert cpu.for_graph("prefill").extra_config == {}
+    assert decode_properties("NPU") == {}
+    npu = CompileOptions(device="NPU", inference_precision="f16")
+    assert npu.for_graph("decode") is npu  # nothing probed on a device without defaults
+
+
+def test_a_release_that_refuses_the_property_compiles_with_its_default(monkeypatch):
+    monkeypatch.setattr(options_module, "device_refusal", lambda *a: "Unsupported property")
+    options = CompileOptions().resolved()
+    assert options.for_graph("decode").extra_config == {}
+
+
+def test_the_property_is_settable_by_the_user_and_a_wrong_value_is_the_plugins_reason():
+    assert checked_properties("CPU", {"SNIPPETS_MODE": "ENABLE"}, "--ov-config") == {
+        "SNIPPETS_MODE": "ENABLE"
+    }
+    with pytest.raises(CompileAheadError) as err:
+        checked_properties("CPU", {"SNIPPETS_MODE": "SOMETIMES"}, "--ov-config")
+    assert "SNIPPETS_MODE=SOMETIMES" in str(err.value)
+    assert "DISABLE" in str(err.value)  # the plugin names the values it takes
