@@ -77,6 +77,12 @@ def compile_graph(
 PAGED_NOT_CACHED = "not cached: the plugin cannot import an exported paged-attention graph"
 
 
+def not_exportable(spec: graphs.GraphSpec) -> str | None:
+    """Why ``spec``'s compiled graph cannot go through an export and an import (so it is
+    neither cached nor compiled by a worker), or None."""
+    return PAGED_NOT_CACHED if spec.paged else None
+
+
 def compile_step(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions, store_later: bool = False
 ) -> CompileResult:
@@ -84,7 +90,8 @@ def compile_step(
     (exporting a graph takes seconds) but by ``step.store_pending()``, e.g. once the graph
     has served the first token."""
     options = options.for_graph(spec.kind)
-    cache = None if spec.paged else options.cache
+    unexportable = not_exportable(spec)
+    cache = None if unexportable else options.cache
     (compiled, build_s, compile_s), outcome = cached_compile(
         cache,
         source,
@@ -95,8 +102,8 @@ def compile_step(
         (lambda: source.build_graph(spec)) if source.built_from_weights else None,
         store=not store_later,
     )
-    if spec.paged and options.cache is not None:
-        outcome = CacheOutcome("off", note=PAGED_NOT_CACHED)
+    if unexportable and options.cache is not None:
+        outcome = CacheOutcome("off", note=unexportable)
     result = CompileResult.of(source.make_step(compiled, spec), outcome, build_s, compile_s)
     step = result.step
     if store_later and cache is not None and outcome.state == "miss":

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.cache import step_graph_identity
-from compile_ahead.runtime.compile.compiler import CompileResult, compile_step
+from compile_ahead.runtime.compile.compiler import CompileResult, compile_step, not_exportable
 from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
@@ -100,8 +100,8 @@ class RungBuilder:
             assert self.weight_parts is not None
             step = compile_attention_core(self.weight_parts, spec, self.options)
             return CompileResult.of(step, step.compile_cache)
-        if background and self.placement == "worker" and not spec.paged:
-            return self._build_in_worker(spec, worker_fault)  # (compiler.PAGED_NOT_CACHED)
+        if background and self.placement == "worker" and not_exportable(spec) is None:
+            return self._build_in_worker(spec, worker_fault)
         # A foreground graph is on the critical path: its cache entry (seconds of export and
         # file writing) is written after, when the run stores its entries.
         return compile_step(self.source, spec, self.options, store_later=not background)
