@@ -165,6 +165,7 @@ class CompileProfiler:
             "device": self.options.device,
             "inference_precision": self.options.inference_precision,
             "ov_config": self.options.extra_config,
+            "decode_defaults": self.options.graph_defaults("decode"),
             "graph": self.graph,
             "graph_kinds": list(graph_kinds(args.graph_kind)),
             "ladder": self.ladder,

@@ -72,3 +72,24 @@ def test_the_property_is_settable_by_the_user_and_a_wrong_value_is_the_plugins_r
         checked_properties("CPU", {"SNIPPETS_MODE": "SOMETIMES"}, "--ov-config")
     assert "SNIPPETS_MODE=SOMETIMES" in str(err.value)
     assert "DISABLE" in str(err.value)  # the plugin names the values it takes
+
+
+def test_run_and_generate_report_the_defaults_beside_the_users_properties(tmp_path, capsys):
+    import json
+
+    from compile_ahead.cli import main
+
+    run = ["run", "--model", "tiny", "--ladder", "32,64", "--schedule", "b0", "--no-progress"]
+    run += ["--prompt-len", "8", "--decode-tokens", "4", "--no-cache"]
+    plain, users = tmp_path / "plain.json", tmp_path / "users.json"
+    assert main([*run, "--report", str(plain)]) == 0
+    assert "decode SNIPPETS_MODE=DISABLE (device default)" in capsys.readouterr().out
+    assert json.loads(plain.read_text())["decode_defaults"] == {"SNIPPETS_MODE": "DISABLE"}
+    assert main([*run, "--report", str(users), "--ov-config", "SNIPPETS_MODE=ENABLE"]) == 0
+    report = json.loads(users.read_text())
+    assert report["decode_defaults"] == {}
+    assert report["ov_config"] == {"SNIPPETS_MODE": "ENABLE"}
+    capsys.readouterr()
+    gen = ["generate", "--model", "tiny", "--prompt-ids", "1,2,3", "--max-new-tokens", "2"]
+    assert main([*gen, "--no-cache", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["decode_defaults"] == {"SNIPPETS_MODE": "DISABLE"}

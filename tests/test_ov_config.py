@@ -196,7 +196,9 @@ def test_profile_compile_records_the_properties(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"OpenVINO properties: {EXACT}=0" in proc.stdout
-    assert json.loads((out / "report.json").read_text())["ov_config"] == {EXACT: "0"}
+    report = json.loads((out / "report.json").read_text())
+    assert report["ov_config"] == {EXACT: "0"}
+    assert report["decode_defaults"] == {"SNIPPETS_MODE": "DISABLE"}  # the CPU's, beside it
     assert json.loads(_trace_arg(out / "trace.pftrace", "model: ", "ov_config")) == {EXACT: "0"}
 
 

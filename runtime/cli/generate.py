@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         "inference_precision": options.inference_precision,
         "kv_precision": options.kv_precision,
         "ov_config": options.extra_config,
+        "decode_defaults": options.graph_defaults("decode"),
         "capacity": capacity,
         "prompt_tokens": len(prompt),
         "tokens": result.tokens,

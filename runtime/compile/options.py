@@ -47,17 +47,21 @@ class CompileOptions:
             self, inference_precision=inf, kv_precision=kv, extra_config=dict(self.extra_config)
         )
 
-    def for_graph(self, kind: str) -> CompileOptions:
-        """These options for a graph of ``kind`` (GraphSpec.kind): a decode graph gets the
-        device's measured decode properties (device_defaults.py) that this OpenVINO accepts
-        and the user did not set."""
+    def graph_defaults(self, kind: str) -> dict[str, str]:
+        """The properties a graph of ``kind`` (GraphSpec.kind) gets beside the user's: for a
+        decode graph, the device's measured decode properties (device_defaults.py) that this
+        OpenVINO accepts and the user did not set."""
         if kind != "decode":
-            return self
-        defaults = {
+            return {}
+        return {
             key: value
             for key, value in decode_properties(self.device).items()
             if key not in self.extra_config and device_refusal(self.device, key, value) is None
         }
+
+    def for_graph(self, kind: str) -> CompileOptions:
+        """These options for a graph of ``kind``, its graph_defaults added."""
+        defaults = self.graph_defaults(kind)
         if not defaults:
             return self
         return replace(self, extra_config={**defaults, **self.extra_config})

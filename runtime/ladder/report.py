@@ -92,6 +92,8 @@ class RunReport:
     inference_precision: str | None = None
     kv_precision: str | None = None
     ov_config: dict[str, str] = field(default_factory=dict)  # the user's compile properties
+    # The device's properties for decode graphs beside the user's (device_defaults.py).
+    decode_defaults: dict[str, str] = field(default_factory=dict)
     graph: str | None = None
     # Where one-ahead compiles ran: in-process (a background thread) or worker (a process).
     placement: str | None = None
@@ -174,7 +176,10 @@ class RunReport:
             f"model {self.model.get('model')} [{kind}] on {self.device}, weights {weights}, "
             f"KV {self.kv_precision}" + "".join(f", {k}={v}" for k, v in self.ov_config.items()),
             f"schedule {self.schedule} ({self.schedule_title}), ladder {self.ladder}, "
-            f"{self.graph} graphs",
+            f"{self.graph} graphs"
+            + "".join(
+                f", decode {k}={v} (device default)" for k, v in self.decode_defaults.items()
+            ),
             f"stop: {self.stop_reason} after {self.tokens_decoded} decode tokens",
             f"foreground compile {self.foreground_compile_s:.2f} s, background compile "
             f"{self.background_compile_s:.2f} s, critical path {self.critical_path_s:.2f} s, "

@@ -179,6 +179,7 @@ class LadderRunner:
                 "graph": self.settings.graph,
                 "device": self.options.device,
                 "ov_config": self.options.extra_config,
+                "decode_defaults": self.options.graph_defaults("decode"),
             }
         )
         try:
@@ -407,6 +408,7 @@ class LadderRunner:
             device=self.options.device,
             inference_precision=self.options.inference_precision,
             ov_config=dict(self.options.extra_config),
+            decode_defaults=self.options.graph_defaults("decode"),
             kv_precision=self.kv_precision,
             schedule=self.schedule.name,
             schedule_title=self.schedule.title,
