@@ -208,6 +208,13 @@ def test_rung_graph_interface(ir_exports):
     assert "ScaledDotProductAttention" in {op.get_type_name() for op in model.get_ops()}
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_ir_steps_outputs_follow_the_request(ir_exports, dynamic):
+    from test_step_outputs import check_outputs_follow_the_request
+
+    check_outputs_follow_the_request(resolve_model(str(ir_exports[("qwen2", "fp16")])), dynamic)
+
+
 def test_concat_free_attention_equals_the_irs_own(ir_exports):
     """The replaced attention against the IR's own SDPA over Concat(past, new), same steps."""
     from compile_ahead.runtime.base.ov_core import core

@@ -15,8 +15,8 @@ import openvino as ov
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.decoder import LAST_INDEX, PAST_LENGTH
-from compile_ahead.runtime.graphs.step import StepOutput, bind_past_kv
-from compile_ahead.runtime.model.ir_reader import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS
+from compile_ahead.runtime.graphs.step import StepOutput, StepOutputs, bind_past_kv
+from compile_ahead.runtime.model.ir_reader import ATTENTION_MASK, INPUT_IDS, POSITION_IDS
 from compile_ahead.runtime.model.kv_arena import KVArena
 
 
@@ -50,6 +50,7 @@ class IRStep:
             self.request.set_tensor(POSITION_IDS, _shared(self._positions))
         if LAST_INDEX in names:
             self.request.set_tensor(LAST_INDEX, _shared(self._last))
+        self.outputs = StepOutputs(self.request, num_layers, (0, -1))
         self.bound: KVArena | None = None
 
     def bind(self, arena: KVArena) -> None:
@@ -86,8 +87,4 @@ class IRStep:
 
     def _infer(self) -> StepOutput:
         self.request.infer()
-        out = self.request
-        keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]
-        values = [out.get_tensor(graphs.new_value_name(i)).data for i in range(self.num_layers)]
-        logits = out.get_tensor(LOGITS).data[0, -1]
-        return StepOutput(logits, keys, values)
+        return self.outputs.read()

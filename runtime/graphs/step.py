@@ -27,6 +27,43 @@ def bind_past_kv(request: ov.InferRequest, num_layers: int, arena: KVArena) -> N
         request.set_tensor(graphs.past_value_name(i), values[i])
 
 
+class StepOutputs:
+    """Reads a request's outputs after each call: per layer the new K/V rows, and the logits
+    (``logits_row`` picks the row out of the logits tensor). A static graph's output tensors
+    are ours, set once (the plugin writes into them), so a call reads prepared numpy views
+    instead of looking up 2N+1 tensors; a graph with dynamic outputs is looked up per call."""
+
+    def __init__(self, request: ov.InferRequest, num_layers: int, logits_row: tuple) -> None:
+        self.request = request
+        self.num_layers = num_layers
+        self.logits_row = logits_row
+        self._tensors: list[ov.Tensor] = []  # owners of the views below
+        self._views: StepOutput | None = None
+        ports = request.model_outputs
+        if all(p.get_partial_shape().is_static for p in ports):
+            views: dict[str, np.ndarray] = {}
+            for port in ports:
+                tensor = ov.Tensor(port.get_element_type(), port.get_shape())
+                request.set_tensor(port, tensor)
+                self._tensors.append(tensor)
+                views.update(dict.fromkeys(port.get_names(), tensor.data))
+            self._views = self._read(views.__getitem__)
+
+    def _read(self, get) -> StepOutput:
+        layers = range(self.num_layers)
+        return StepOutput(
+            get(graphs.LOGITS)[self.logits_row],
+            [get(graphs.new_key_name(i)) for i in layers],
+            [get(graphs.new_value_name(i)) for i in layers],
+        )
+
+    def read(self) -> StepOutput:
+        """The outputs of the last call (views valid until the next one)."""
+        if (v := self._views) is not None:  # a new record, so a caller may keep or edit it
+            return StepOutput(v.logits, list(v.new_keys), list(v.new_values))
+        return self._read(lambda name: self.request.get_tensor(name).data)
+
+
 class CompiledStep:
     """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers."""
 
@@ -44,6 +81,7 @@ class CompiledStep:
         self.request.set_tensor(graphs.PAST_LENGTH, ov.Tensor(self._past_len, shared_memory=True))
         if spec.chunk > 1 or spec.dynamic:
             self.request.set_tensor(graphs.LAST_INDEX, ov.Tensor(self._last, shared_memory=True))
+        self.outputs = StepOutputs(self.request, num_layers, (0,))
         self.bound: KVArena | None = None
 
     def bind(self, arena: KVArena) -> None:
@@ -60,8 +98,4 @@ class CompiledStep:
         self._past_len[...] = past_length
         self._last[...] = last_index
         self.request.infer()
-        out = self.request
-        keys = [out.get_tensor(graphs.new_key_name(i)).data for i in range(self.num_layers)]
-        values = [out.get_tensor(graphs.new_value_name(i)).data for i in range(self.num_layers)]
-        logits = out.get_tensor(graphs.LOGITS).data[0]
-        return StepOutput(logits, keys, values)
+        return self.outputs.read()
