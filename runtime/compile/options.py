@@ -7,8 +7,6 @@ import functools
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-import openvino as ov
-
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.base.precision import (
@@ -70,17 +68,11 @@ class CompileOptions:
 @functools.cache
 def device_refusal(device: str, key: str, value: str) -> str | None:
     """Why ``device`` does not take ``key=value`` (one line), or None if it does. For
-    properties a device takes without listing them in SUPPORTED_PROPERTIES: set on a fresh
-    Core (the plugin checks key and value when it is created), once per process."""
-    from compile_ahead.runtime.compile.property_facts import reason
+    properties a device takes without listing them in SUPPORTED_PROPERTIES (property_facts
+    asks a fresh Core), once per process."""
+    from compile_ahead.runtime.compile.property_facts import refusal
 
-    probe = ov.Core()
-    try:
-        probe.set_property(device, {key: value})
-        probe.get_property(device, "SUPPORTED_PROPERTIES")
-    except RuntimeError as err:
-        return reason(err)
-    return None
+    return refusal(device, {key: value})
 
 
 def _hint_in(extra_config: dict[str, str]) -> str | None:

@@ -24,6 +24,21 @@ def reason(err: BaseException) -> str:
     return " ".join(kept) or str(err).strip()
 
 
+def refusal(device: str, config: dict[str, str]) -> str | None:
+    """What OpenVINO says when ``config`` is set on ``device`` (one line), or None if it takes
+    it. Set on a fresh Core, whose plugin checks keys and values when it is created."""
+    import openvino as ov
+
+    probe = ov.Core()
+    try:
+        probe.set_property(device, dict(config))
+        # The plugin takes properties set before it exists when it is created: create it.
+        probe.get_property(device, "SUPPORTED_PROPERTIES")
+    except RuntimeError as err:
+        return reason(err)
+    return None
+
+
 def gather(device: str, config: dict[str, str], core: Any = None) -> dict[str, Any]:
     """{"supported": {key: RO/RW/WO}, "value_error": str | None}. The values are set on a
     fresh Core (``core``, the caller's, is only asked), and only when every key is settable."""
@@ -34,13 +49,7 @@ def gather(device: str, config: dict[str, str], core: Any = None) -> dict[str, A
     supported = {str(k): str(v) for k, v in raw.items()}
     error = None
     if config and all(supported.get(k, "RO") != "RO" for k in config):
-        probe = ov.Core()
-        try:
-            probe.set_property(device, dict(config))
-            # The plugin takes properties set before it exists when it is created: create it.
-            probe.get_property(device, "SUPPORTED_PROPERTIES")
-        except RuntimeError as err:
-            error = reason(err)
+        error = refusal(device, config)
     return {"supported": supported, "value_error": error}
 
 
