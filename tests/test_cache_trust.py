@@ -535,3 +535,39 @@ def test_a_cap_that_is_not_a_finite_size_is_one_line(command, value, tmp_path, c
         f"got {float(value)}"
     ]
     assert out == "" and list(tmp_path.iterdir()) == []
+
+
+def test_a_runs_end_waits_for_the_entry_being_written_and_writes_none_after(tmp_path):
+    """A compile a run abandoned may still finish on its thread; the run's end (end_writes)
+    waits for an entry being written and refuses later ones, so a process that exits then
+    never leaves a half-written file; the next run writes again (begin_writes)."""
+    import threading
+
+    cache = cc.CompileCache(tmp_path / "cache")
+    writing, release = threading.Event(), threading.Event()
+
+    def held() -> None:  # asked inside the write, just before the rename
+        writing.set()
+        release.wait(30)
+
+    def miss(name: str, unsettled=None) -> cc.CacheOutcome:
+        return cc.CacheOutcome("miss", entry=tmp_path / "cache" / f"{name}{cc.SUFFIX}",
+                               unsettled=unsettled)  # fmt: skip
+
+    first: list[cc.CacheOutcome] = []
+    writer = threading.Thread(target=lambda: first.append(cache.store_blob(miss("a", held), b"x")))
+    writer.start()
+    assert writing.wait(30)
+    ended = threading.Thread(target=cache.end_writes)
+    ended.start()
+    ended.join(0.3)
+    assert ended.is_alive()  # waits for the write in progress
+    release.set()
+    ended.join(30)
+    writer.join(30)
+    assert not ended.is_alive() and first[0].stored
+    late = cache.store_blob(miss("b"), b"y")
+    assert not late.stored and late.note == "not stored: the run had ended"
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [f"a{cc.SUFFIX}"]
+    cache.begin_writes()
+    assert cache.store_blob(miss("c"), b"z").stored

@@ -192,6 +192,9 @@ class CompileCache:
         self.unusable: str | None = None  # set by ``open``: why no entry can be kept at all
         self._warned: set[str] = set()
         self._lock = threading.Lock()
+        self._writing = 0  # entries being written now
+        self._writes_done = threading.Condition(self._lock)
+        self._writes_ended = False  # between end_writes and begin_writes: none is written
 
     def __repr__(self) -> str:
         return (
@@ -436,14 +439,41 @@ class CompileCache:
             return self._not_stored(outcome, err)
         return self.store_blob(outcome, buffer.getbuffer(), t0)
 
+    def begin_writes(self) -> None:
+        """A run's start: entries may be written (again, after an earlier run's end_writes)."""
+        with self._lock:
+            self._writes_ended = False
+
+    def end_writes(self) -> None:
+        """A run's end: wait for the entries being written, and write none until the next
+        run begins. A compile the run abandoned (a one-ahead successor still compiling when
+        it ends) finishes on a thread the process may stop at any point, mid-file."""
+        with self._lock:
+            self._writes_ended = True
+            self._writes_done.wait_for(lambda: self._writing == 0)
+
     def store_blob(
         self, outcome: CacheOutcome, blob: bytes | memoryview, t0: float | None = None
     ) -> CacheOutcome:
         """Write an already exported blob (e.g. one a compile worker sent) as a miss's entry,
         unless the weights changed since the lookup (then the blob may hold other bytes than
-        its key names)."""
+        its key names) or the command has ended (end_writes)."""
         if outcome.state != "miss" or outcome.entry is None:
             return outcome
+        with self._lock:
+            if self._writes_ended:
+                return replace(outcome, entry=None, note="not stored: the run had ended")
+            self._writing += 1
+        try:
+            return self._write(outcome, blob, t0)
+        finally:
+            with self._lock:
+                self._writing -= 1
+                self._writes_done.notify_all()
+
+    def _write(
+        self, outcome: CacheOutcome, blob: bytes | memoryview, t0: float | None
+    ) -> CacheOutcome:
         t0 = time.perf_counter() if t0 is None else t0
         path = outcome.entry
         key = path.name.removesuffix(SUFFIX)

@@ -167,6 +167,8 @@ class LadderRunner:
         """Compile what must exist, prefill, decode; the report covers a failed run too."""
         proto = self.settings.protocol
         start = self._start = now_ns()
+        if self.options.cache is not None:
+            self.options.cache.begin_writes()
         reset_peak_rss()
         self.accounting.restart(start)
         stop, error = "completed", None
@@ -207,6 +209,8 @@ class LadderRunner:
             self.builder.shutdown()
             end = now_ns()  # the protocol's end; cache entries still being written come after
             self.compiler.finish_stores()
+            if self.options.cache is not None:  # nor one from a compile the run abandoned
+                self.options.cache.end_writes()
             self._store_wait_ns = now_ns() - end
         report = self._report(start, end, stop, error)
         acct = self.accounting
