@@ -59,10 +59,13 @@ class TraceRunEvents(RunEvents):
         self.slicer = StepSlicer(writer, self.device, steps_per_slice)
         self.compile_phases = compile_phases and counters.collector_status().observing
         self.skip_counters = skip_counters  # e.g. RSS when a sampler already draws it
+        self._unmuted: tuple[str, ...] = ()  # inference domains the user had unmuted
         if self.compile_phases:
             # Per-node inference spans would fill the collector's buffer within a few hundred
             # tokens and push later compiles' phases out; decode steps are traced here anyway.
-            counters.set_domains_enabled(counters.INFERENCE_DOMAINS, False)
+            muted = set(counters.muted_domains())
+            self._unmuted = tuple(d for d in counters.inference_domains() if d not in muted)
+            counters.set_domains_enabled(self._unmuted, False)
         self._lock = threading.Lock()
         self._jobs: dict[int, tuple[Any, int, int]] = {}  # job -> (track, begin, native tid)
         self._flows: dict[int, tuple[int, int]] = {}  # job -> (flow id, capacity)
@@ -187,8 +190,8 @@ class TraceRunEvents(RunEvents):
         flow's end, on a marker slice, so every flow has both ends."""
         self.slicer.flush()
         self._write_phases()
-        if self.compile_phases:
-            counters.set_domains_enabled(counters.INFERENCE_DOMAINS, True)
+        if self._unmuted:
+            counters.set_domains_enabled(self._unmuted, True)
         with self._lock:
             left = list(self._flows.values())
             self._flows.clear()

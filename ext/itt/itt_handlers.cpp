@@ -35,7 +35,10 @@ struct Registry {
     // Every domain struct seen, by name (ours and the static libraries'), and the muted names:
     // a muted domain gets flags = 0, so the libraries' ITT macros skip their calls entirely.
     std::unordered_map<std::string, std::vector<Domain*>> seen_domains;
-    std::unordered_set<std::string> muted;
+    // Per-node inference domains start muted: a decode step makes thousands of their spans
+    // (about 3,000 for Qwen2.5-0.5B), recording them costs a few percent of every step and
+    // fills the event store; the collector is here for compile phases. Unmute to record them.
+    std::unordered_set<std::string> muted{kInferenceDomains.begin(), kInferenceDomains.end()};
 };
 
 Registry& registry() {
@@ -351,6 +354,10 @@ void set_domain_enabled(const std::string& name, bool enabled) {
         r.muted.insert(name);
     }
     for (Domain* d : r.seen_domains[name]) d->flags = enabled ? 1 : 0;
+}
+
+std::vector<std::string> inference_domains() {
+    return {kInferenceDomains.begin(), kInferenceDomains.end()};
 }
 
 std::vector<std::string> muted_domains() {

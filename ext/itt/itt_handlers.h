@@ -1,10 +1,15 @@
 // Binding of ittnotify API tables to the collector's implementations.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
 namespace itt_collector {
+
+// The CPU plugin's and oneDNN's per-node inference domains: muted until unmuted.
+inline constexpr std::array<const char*, 3> kInferenceDomains{
+    "ov::op::cpu::exec", "ov::op::cpu::details", "dnnl::primitive::execute"};
 
 // Fills one static ittnotify copy's API table (its __itt_global) with our functions.
 void bind_api_table(void* global);
@@ -14,6 +19,7 @@ void bind_api_table(void* global);
 // it between phases: a span begun before muting is not ended while muted.
 void set_domain_enabled(const std::string& name, bool enabled);
 std::vector<std::string> muted_domains();
+std::vector<std::string> inference_domains();
 std::vector<std::string> seen_domains();
 
 // Cost of one recorded task (begin + end through the ITT entry points), in ns per pair. The

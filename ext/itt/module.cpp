@@ -82,6 +82,8 @@ PYBIND11_MODULE(_itt, m) {
           "Mute (False) or unmute a domain: instrumented libraries then skip its ITT calls "
           "entirely. Change between phases; a span begun before muting stays open while muted.");
     m.def("muted_domains", &ic::muted_domains);
+    m.def("inference_domains", &ic::inference_domains,
+          "Per-node inference domains, muted from the start (thousands of spans per decode step).");
     m.def("seen_domains", &ic::seen_domains, "Domains that have reported so far.");
     m.def("measure_task_cost_ns", &ic::measure_task_cost_ns, py::arg("pairs") = 100000,
           "ns per recorded task (begin + end via the ITT entry points); records them, so reset "

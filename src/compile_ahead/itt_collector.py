@@ -178,9 +178,12 @@ def totals_by_name(evs: Iterable[IttEvent]) -> dict[tuple[str, str], PhaseAggreg
     return {k: PhaseAggregate(k[0], k[1], *v) for k, v in acc.items()}
 
 
-# Per-node inference tasks: thousands per decode step (about 3,000 for Qwen2.5-0.5B), so a long
-# decode fills the event cap; mute them while decoding if only compile phases matter.
-INFERENCE_DOMAINS = ("ov::op::cpu::exec", "ov::op::cpu::details", "dnnl::primitive::execute")
+def inference_domains() -> tuple[str, ...]:
+    """The per-node inference domains (CPU plugin nodes, oneDNN primitives): about 3,000 spans
+    per decode step of Qwen2.5-0.5B. The collector mutes them from the start, since recording
+    them slows every step by a few percent and fills the event store; unmute them with
+    :func:`set_domains_enabled` to see a step node by node."""
+    return tuple(require_collector().inference_domains())
 
 
 def set_domains_enabled(domains: Iterable[str], enabled: bool) -> None:
