@@ -64,12 +64,14 @@ def test_prefill_over_filled_slots_equals_token_by_token_and_transformers(fixtur
     assert one_by_one.length == filled.length == len(PROMPT)
     for x, y in zip(_kv(filled), _kv(one_by_one), strict=True):
         np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
-    # Greedy tokens after it equal transformers'.
-    fresh = StaticDecoder(
-        source, 128, F32, prefill_chunk=16, prefill_shape=shape, decode_compile="during-prefill"
-    )
-    ours = fresh.generate(PROMPT, 6)
-    assert ours.tokens == reference_greedy(model_dir, PROMPT, 6)[0]
+    # Greedy tokens after it equal transformers', whenever the decode graph compiles.
+    expected = reference_greedy(model_dir, PROMPT, 6)[0]
+    for timing in ("with-prefill-graph", "during-prefill"):
+        fresh = StaticDecoder(
+            source, 128, F32, prefill_chunk=16, prefill_shape=shape, decode_compile=timing
+        )
+        assert fresh._pending is not None  # compiling in the background
+        assert fresh.generate(PROMPT, 6).tokens == expected, timing
 
 
 def test_paged_prefill_continues_after_slots_another_graph_filled(tiny_qwen2_dir):
@@ -223,6 +225,44 @@ def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
     assert rep.decode_graph_wait_s > 0
     assert rep.first_token_s is not None
     assert rep.first_token_s >= rep.first_token_compile_s + rep.prefill_s
+
+
+@pytest.mark.parametrize("schedule", ["i2", "i1"])
+def test_first_rungs_compile_beside_the_prefill_graph(tiny_qwen2_dir, schedule):
+    """with-prefill-graph: the decode graphs the schedule compiles before decoding start with
+    the prefill graph's compile, in the background, and may run on into the prefill."""
+    source = resolve_model(str(tiny_qwen2_dir))
+    events = _Events()
+    settings = RunSettings(
+        SCHEDULES[schedule],
+        LADDER,
+        greedy(PROMPT, 4, ()),
+        faults=Faults(compile_delay_s=0.5),  # background compiles outlast prefill
+        decode_compile="with-prefill-graph",
+    )
+    result = run_ladder(source, F32, settings, events)
+    assert result.error is None
+    assert result.report.prefill["decode_compile"] == "with-prefill-graph"
+    log = events.log
+    first = 64
+    decode_start = log.index(("compile_started", "decode", first, True))
+    prefill_done = log.index(("compile_finished", "prefill", first, True))
+    prefilled = log.index(("prefill", len(PROMPT)))
+    decode_done = log.index(("compile_finished", "decode", first, True))
+    assert decode_start < prefill_done < prefilled < decode_done < log.index(("first_step",))
+    # The first rung starts first; i1 has every other rung compiled before decoding too.
+    early = [e[2] for e in log[:prefilled] if e[:2] == ("compile_started", "decode")]
+    assert early == [first]
+    steps = log.index(("first_step",))
+    done = [e[2] for e in log[:steps] if e[:2] == ("compile_finished", "decode")]
+    assert done[0] == first
+    assert sorted(done) == ([first] if schedule == "i2" else sorted(LADDER.rungs))
+    rep = result.report
+    assert rep.decode_graph_wait_s > 0
+    assert "beside the prefill graph's compile" in rep.summary()
+    # The same tokens as compiling the decode graph after prefill.
+    after = run_ladder(source, F32, RunSettings(SCHEDULES[schedule], LADDER, greedy(PROMPT, 4, ())))
+    assert result.predicted == after.predicted
 
 
 def test_first_rung_compiles_after_prefill_on_the_cpu(tiny_qwen2_dir):

@@ -322,8 +322,9 @@ def add_prefill_options(p: argparse.ArgumentParser) -> None:
         "--decode-compile",
         choices=DECODE_COMPILE_TIMINGS,
         default=None,
-        help="with a prefill graph, compile the first rung's decode graph while the prompt is "
-        "prefilled or after it (default: per device; after on the CPU, whose cores prefill)",
+        help="with a prefill graph, compile the first rung's decode graph beside the prefill "
+        "graph's compile (and on into the prefill), while the prompt is prefilled, or after it "
+        "(default: per device; after on the CPU, whose cores prefill)",
     )
 
 

@@ -13,8 +13,9 @@ GRAPH_MODES = ("whole", "split")
 PLACEMENTS = ("in-process", "worker")
 PREFILL_SHAPES = ("static", "dynamic", "paged")
 # When the first rung's decode graph compiles in a run with a prefill graph: in the background
-# while the prompt is prefilled, or after the prompt (the first token comes first either way).
-DECODE_COMPILE_TIMINGS = ("during-prefill", "after-prefill")
+# from the start, beside the prefill graph's compile and on into the prefill if it takes longer
+# ("with-prefill-graph"); in the background while the prompt is prefilled; or after the prompt.
+DECODE_COMPILE_TIMINGS = ("with-prefill-graph", "during-prefill", "after-prefill")
 
 # CPU: whole. Split compiles a successor rung in ~0.06 s instead of seconds and holds one
 # weight copy, but each split step makes 2N+1 infer calls. Paired on a qwen2.5-0.5b-shaped

@@ -35,8 +35,9 @@ class StaticDecoder:
     """Decode and prefill graphs compiled for one capacity, sharing one KV cache.
 
     With a prefill graph and ``decode_compile``, only the prefill graph compiles in the
-    constructor; the decode graph compiles on a background thread while the prompt is
-    prefilled ("during-prefill") or when the first decode step needs it ("after-prefill").
+    constructor; the decode graph compiles on a background thread started with the prefill
+    graph's compile ("with-prefill-graph") or after it, while the prompt is prefilled
+    ("during-prefill"), or when the first decode step needs it ("after-prefill").
     """
 
     def __init__(
@@ -59,18 +60,23 @@ class StaticDecoder:
         self._decode: CompiledStep | None = None
         self._pending: Future[CompileResult] | None = None
         decode_spec = graphs.GraphSpec(capacity, 1, kv)
-        if prefill_chunk > 1:
+        self._decode_spec = decode_spec
+        prefilled = prefill_chunk > 1
+        if prefilled and decode_compile == "with-prefill-graph":
+            self._compile_decode_in_background()
+        if prefilled:
             spec = PrefillPlan(prefill_chunk, prefill_shape).spec(capacity, kv)
             self.prefill = compile_step(source, spec, self.options, store_later=True).step
             self.prefill.bind(self.cache.arena)
-        self._decode_spec = decode_spec
-        if self.prefill is not None and decode_compile == "during-prefill":
-            self._pending = in_background(
-                lambda: compile_step(source, decode_spec, self.options), "compile-decode"
-            )
-        elif self.prefill is None or decode_compile != "after-prefill":
+        if prefilled and decode_compile == "during-prefill":
+            self._compile_decode_in_background()
+        elif self._pending is None and (not prefilled or decode_compile != "after-prefill"):
             self._decode = compile_step(source, decode_spec, self.options, store_later=True).step
             self._decode.bind(self.cache.arena)
+
+    def _compile_decode_in_background(self) -> None:
+        source, spec, options = self.source, self._decode_spec, self.options
+        self._pending = in_background(lambda: compile_step(source, spec, options), "compile-decode")
 
     @property
     def decode(self) -> CompiledStep:

@@ -10,6 +10,12 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 MIB = 2**20
+# How the summary names each --decode-compile timing (device_defaults.DECODE_COMPILE_TIMINGS).
+DECODE_COMPILE_WORDS = {
+    "with-prefill-graph": "beside the prefill graph's compile",
+    "during-prefill": "during prefill",
+    "after-prefill": "after prefill",
+}
 
 KV_BYTES_DEFINITION = (
     "reserved: sizes of the KV allocations held (what a device would pin); "
@@ -220,7 +226,7 @@ class RunReport:
             f"{self.prefill_s:.2f} s of {self.prompt_len} tokens: {how})"
         )
         if plan.get("chunk", 1) > 1:
-            when = plan.get("decode_compile", "during-prefill").replace("-", " ")
+            when = DECODE_COMPILE_WORDS[plan.get("decode_compile", "during-prefill")]
             line += (
                 f"; the first rung compiled {when}, decode waited "
                 f"{self.decode_graph_wait_s:.2f} s for it"

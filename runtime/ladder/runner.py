@@ -233,15 +233,14 @@ class LadderRunner:
             if self.builder.shares_weights:
                 self.compiler.compile_shared("weights", self.builder.prepare)
             if self.prefill_plan.uses_graph:
+                if self.decode_compile == "with-prefill-graph":
+                    self._compile_first_rungs()
                 self._prefill_step = self.compiler.compile(
                     self.first, False, 0, self.prefill_plan.chunk
                 ).step
                 self.store.take_into_use(self._prefill_step)
                 if self.decode_compile == "during-prefill":
-                    self._first_rungs = in_background(
-                        lambda: self.policy.before_decoding(self.first, background=True),
-                        "compile-first-rungs",
-                    )
+                    self._compile_first_rungs()
                 return None
             self.policy.before_decoding(self.first)
             active = self.compiler.get(self.first)
@@ -251,6 +250,13 @@ class LadderRunner:
             end = now_ns()
             self.events.foreground(t0, end)
             self._first_token_compile_ns += end - t0
+
+    def _compile_first_rungs(self) -> None:
+        """Start the rungs the schedule compiles before decoding on a background thread."""
+        self._first_rungs = in_background(
+            lambda: self.policy.before_decoding(self.first, background=True),
+            "compile-first-rungs",
+        )
 
     def _prefill(self, active: CompiledRung | None) -> tuple[CompiledRung, np.ndarray]:
         """The prompt, in chunks on the prefill graph (dropped afterwards) while the first
