@@ -135,6 +135,8 @@ class LadderRunner:
                 f"got {timing!r}"
             )
         self.decode_compile = timing
+        # The device's compile defaults the decode graphs get (probed once), for the reports.
+        self.decode_defaults = self.options.graph_defaults("decode")
         slots = min(prompt_len + settings.protocol.decode_tokens, self.rungs[-1])
         cfg = source.config
         check_kv_fits(self.schedule.kv, cfg, self.rungs, slots, self.kv_precision)
@@ -181,7 +183,7 @@ class LadderRunner:
                 "graph": self.settings.graph,
                 "device": self.options.device,
                 "ov_config": self.options.extra_config,
-                "decode_defaults": self.options.graph_defaults("decode"),
+                "decode_defaults": self.decode_defaults,
             }
         )
         try:
@@ -418,7 +420,7 @@ class LadderRunner:
             device=self.options.device,
             inference_precision=self.options.inference_precision,
             ov_config=dict(self.options.extra_config),
-            decode_defaults=self.options.graph_defaults("decode"),
+            decode_defaults=self.decode_defaults,
             kv_precision=self.kv_precision,
             schedule=self.schedule.name,
             schedule_title=self.schedule.title,
