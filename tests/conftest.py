@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# A shell that starts pytest in the background leaves SIGINT ignored, and the child processes
+# the Ctrl-C tests start would inherit that (Python then installs no KeyboardInterrupt handler).
+# With a handler here, a child starts with the default disposition, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _hide_broken_torchvision() -> None:
