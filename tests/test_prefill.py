@@ -195,22 +195,27 @@ class _Events(RunEvents):
             self.log.append(("first_step",))
 
 
-@pytest.mark.parametrize("schedule", ["i2", "b1"])
-def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
-    source = resolve_model(str(tiny_qwen2_dir))
+def _run_with_held_compiles(model_dir, schedule: str, timing: str):
+    """A greedy run with ``--decode-compile timing`` whose background compiles are held 0.5 s,
+    so the decode graph is still compiling when the prompt's prefill (milliseconds on this
+    model) ends; returns the result and the run's event log."""
     events = _Events()
-    # Background compiles are held 0.5 s: the decode graph is still compiling when the
-    # prompt's prefill (milliseconds on this model) ends.
     settings = RunSettings(
         SCHEDULES[schedule],
         LADDER,
         greedy(PROMPT, 4, ()),
         faults=Faults(compile_delay_s=0.5),
-        decode_compile="during-prefill",  # the NPU's default (the CPU's prefill shares cores)
+        decode_compile=timing,
     )
-    result = run_ladder(source, F32, settings, events)
+    result = run_ladder(resolve_model(str(model_dir)), F32, settings, events)
     assert result.error is None
-    log = events.log
+    return result, events.log
+
+
+@pytest.mark.parametrize("schedule", ["i2", "b1"])
+def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
+    # the NPU's default (the CPU's prefill shares cores)
+    result, log = _run_with_held_compiles(tiny_qwen2_dir, schedule, "during-prefill")
     assert result.report.prefill["path"] == default_prefill("CPU").shape
     assert result.report.prefill["decode_compile"] == "during-prefill"
     first = 64  # the smallest rung holding the prompt and one more token
@@ -231,19 +236,8 @@ def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
 def test_first_rungs_compile_beside_the_prefill_graph(tiny_qwen2_dir, schedule):
     """with-prefill-graph: the decode graphs the schedule compiles before decoding start with
     the prefill graph's compile, in the background, and may run on into the prefill."""
-    source = resolve_model(str(tiny_qwen2_dir))
-    events = _Events()
-    settings = RunSettings(
-        SCHEDULES[schedule],
-        LADDER,
-        greedy(PROMPT, 4, ()),
-        faults=Faults(compile_delay_s=0.5),  # background compiles outlast prefill
-        decode_compile="with-prefill-graph",
-    )
-    result = run_ladder(source, F32, settings, events)
-    assert result.error is None
+    result, log = _run_with_held_compiles(tiny_qwen2_dir, schedule, "with-prefill-graph")
     assert result.report.prefill["decode_compile"] == "with-prefill-graph"
-    log = events.log
     first = 64
     decode_start = log.index(("compile_started", "decode", first, True))
     prefill_done = log.index(("compile_finished", "prefill", first, True))
@@ -261,6 +255,7 @@ def test_first_rungs_compile_beside_the_prefill_graph(tiny_qwen2_dir, schedule):
     assert rep.decode_graph_wait_s > 0
     assert "beside the prefill graph's compile" in rep.summary()
     # The same tokens as compiling the decode graph after prefill.
+    source = resolve_model(str(tiny_qwen2_dir))
     after = run_ladder(source, F32, RunSettings(SCHEDULES[schedule], LADDER, greedy(PROMPT, 4, ())))
     assert result.predicted == after.predicted
 
