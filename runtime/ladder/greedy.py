@@ -61,16 +61,17 @@ class StaticDecoder:
         self._pending: Future[CompileResult] | None = None
         decode_spec = graphs.GraphSpec(capacity, 1, kv)
         self._decode_spec = decode_spec
-        prefilled = prefill_chunk > 1
-        if prefilled and decode_compile == "with-prefill-graph":
+        # Without a prefill graph the decode graph compiles now, whatever the timing.
+        timing = decode_compile if prefill_chunk > 1 else None
+        if timing == "with-prefill-graph":
             self._compile_decode_in_background()
-        if prefilled:
+        if prefill_chunk > 1:
             spec = PrefillPlan(prefill_chunk, prefill_shape).spec(capacity, kv)
             self.prefill = compile_step(source, spec, self.options, store_later=True).step
             self.prefill.bind(self.cache.arena)
-        if prefilled and decode_compile == "during-prefill":
+        if timing == "during-prefill":
             self._compile_decode_in_background()
-        elif self._pending is None and (not prefilled or decode_compile != "after-prefill"):
+        elif self._pending is None and timing != "after-prefill":
             self._decode = compile_step(source, decode_spec, self.options, store_later=True).step
             self._decode.bind(self.cache.arena)
 
