@@ -13,6 +13,7 @@ from compile_ahead.cli import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.compile_profiler import prefill_plan
 from compile_ahead.runtime.compile.device_defaults import (
+    DECODE_COMPILE_TIMINGS,
     PREFILL_CHUNKS,
     PREFILL_SHAPES,
     default_decode_compile,
@@ -25,6 +26,7 @@ from compile_ahead.runtime.ladder.compile_jobs import Faults
 from compile_ahead.runtime.ladder.events import RunEvents
 from compile_ahead.runtime.ladder.greedy import StaticDecoder
 from compile_ahead.runtime.ladder.prefill import choose_prefill
+from compile_ahead.runtime.ladder.report import DECODE_COMPILE_WORDS
 from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
@@ -193,6 +195,10 @@ class _Events(RunEvents):
     def step(self, token_index, capacity, begin, end):
         if token_index == 0:
             self.log.append(("first_step",))
+
+
+def test_every_decode_compile_timing_has_summary_words():
+    assert set(DECODE_COMPILE_WORDS) == set(DECODE_COMPILE_TIMINGS)
 
 
 def _run_with_held_compiles(model_dir, schedule: str, timing: str):
