@@ -15,6 +15,7 @@ from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.device_defaults import decode_properties
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.properties import checked_properties
+from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -93,3 +94,15 @@ def test_run_and_generate_report_the_defaults_beside_the_users_properties(tmp_pa
     gen = ["generate", "--model", "tiny", "--prompt-ids", "1,2,3", "--max-new-tokens", "2"]
     assert main([*gen, "--no-cache", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["decode_defaults"] == {"SNIPPETS_MODE": "DISABLE"}
+
+
+def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny):
+    """The worker compiles with the options its request carries; the builder adds the decode
+    defaults before sending them, as compile_step does in this process."""
+    builder = RungBuilder(tiny, CompileOptions(), placement="worker")
+    try:
+        kv = builder.options.kv_precision
+        step = builder.build(GraphSpec(64, 1, kv), background=True).step
+    finally:
+        builder.shutdown()
+    assert _layer_types(step)[GENERATED] == 0

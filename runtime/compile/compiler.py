@@ -57,8 +57,10 @@ def compile_graph(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
 ) -> tuple[ov.CompiledModel, float, float]:
     """Build (ModelSource.build_graph) and compile one step graph: (compiled model, build
-    seconds, compile seconds)."""
-    options = options.resolved().for_graph(spec.kind)
+    seconds, compile seconds). ``options`` as compile_step or the worker's request hold them,
+    the graph kind's defaults (CompileOptions.for_graph) already added: the cache keys on
+    those same options."""
+    options = options.resolved()
     t0 = time.perf_counter()
     model = source.build_graph(spec)
     t1 = time.perf_counter()
