@@ -16,6 +16,7 @@ from compile_ahead.runtime.compile.device_defaults import decode_properties
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.properties import checked_properties
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
+from compile_ahead.runtime.compile.worker_client import WorkerPlacement
 from compile_ahead.runtime.graphs.decoder import GraphSpec
 from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -96,13 +97,23 @@ def test_run_and_generate_report_the_defaults_beside_the_users_properties(tmp_pa
     assert json.loads(capsys.readouterr().out)["decode_defaults"] == {"SNIPPETS_MODE": "DISABLE"}
 
 
-def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny):
-    """The worker compiles with the options its request carries; the builder adds the decode
-    defaults before sending them, as compile_step does in this process."""
+
+def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny, monkeypatch):
+    """The worker compiles with the options its request carries (an imported graph's runtime
+    model shows no generated kernels either way): the builder adds the decode defaults to
+    them, as compile_step does in this process."""
+    sent = []
+    compile_in_worker = WorkerPlacement.compile
+
+    def spy(self, source_ref, spec, options, **kwargs):
+        sent.append(options)
+        return compile_in_worker(self, source_ref, spec, options, **kwargs)
+
+    monkeypatch.setattr(WorkerPlacement, "compile", spy)
     builder = RungBuilder(tiny, CompileOptions(), placement="worker")
     try:
         kv = builder.options.kv_precision
-        step = builder.build(GraphSpec(64, 1, kv), background=True).step
+        builder.build(GraphSpec(64, 1, kv), background=True)
     finally:
         builder.shutdown()
-    assert _layer_types(step)[GENERATED] == 0
+    assert [o.extra_config for o in sent] == [decode_properties("CPU")]
