@@ -115,6 +115,7 @@ class CompileProfiler:
             TraceWriter,
         )
         from compile_ahead.runtime.cli.options import compile_options, graph_mode, resolve_from_args
+        from compile_ahead.runtime.compile.rung_builder import decode_defaults
 
         problem = counters.collector_status().problem()
         if problem is not None:
@@ -165,7 +166,7 @@ class CompileProfiler:
             "device": self.options.device,
             "inference_precision": self.options.inference_precision,
             "ov_config": self.options.extra_config,
-            "decode_defaults": self.options.graph_defaults("decode"),
+            "decode_defaults": decode_defaults(self.options, self.graph),
             "graph": self.graph,
             "graph_kinds": list(graph_kinds(args.graph_kind)),
             "ladder": self.ladder,

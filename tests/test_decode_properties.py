@@ -97,7 +97,6 @@ def test_run_and_generate_report_the_defaults_beside_the_users_properties(tmp_pa
     assert json.loads(capsys.readouterr().out)["decode_defaults"] == {"SNIPPETS_MODE": "DISABLE"}
 
 
-
 def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny, monkeypatch):
     """The worker compiles with the options its request carries (an imported graph's runtime
     model shows no generated kernels either way): the builder adds the decode defaults to
@@ -117,3 +116,24 @@ def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny, monkeypatch):
     finally:
         builder.shutdown()
     assert [o.extra_config for o in sent] == [decode_properties("CPU")]
+
+
+def test_split_graphs_keep_the_plugins_defaults_and_the_report_says_so(tiny, tmp_path):
+    import json
+
+    from compile_ahead.cli import main
+
+    builder = RungBuilder(tiny, CompileOptions(), graph="split")
+    assert builder.decode_defaults == {}
+    step = builder.build(GraphSpec(64, 1, builder.options.kv_precision)).step
+    weight_parts = step.parts.compiled
+    kinds = collections.Counter()
+    for compiled in [*weight_parts, step.compiled]:
+        ops = compiled.get_runtime_model().get_ordered_ops()
+        kinds.update(op.get_rt_info()["layerType"].astype(str) for op in ops)
+    assert kinds[GENERATED] > 0
+    report = tmp_path / "split.json"
+    run = ["run", "--model", "tiny", "--ladder", "32,64", "--schedule", "b0", "--no-progress"]
+    run += ["--prompt-len", "8", "--decode-tokens", "4", "--no-cache", "--graph", "split"]
+    assert main([*run, "--report", str(report)]) == 0
+    assert json.loads(report.read_text())["decode_defaults"] == {}

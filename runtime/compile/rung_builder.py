@@ -31,6 +31,16 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.sources.base import ModelSource
 
 
+def decode_defaults(options: CompileOptions, graph: str) -> dict[str, str]:
+    """The device's decode-graph properties (device_defaults.py) that decode graphs of
+    ``graph`` mode compile with. Split graphs (weight parts, attention cores) keep the plugin's
+    defaults: with the CPU's snippets generator off their compile was 0.88x but decode
+    1.00-1.02x slower (qwen2.5-0.5b bf16 checkpoint, C=1024, 12 fresh-process pairs of
+    `compile-ahead run --graph split` with and without `--ov-config SNIPPETS_MODE=ENABLE`),
+    and decode is what a run spends most on."""
+    return {} if graph == "split" else options.graph_defaults("decode")
+
+
 class RungBuilder:
     def __init__(
         self,
@@ -62,6 +72,10 @@ class RungBuilder:
         self.model_ref = model_ref or source.name  # how a worker resolves the model
         self.weight_parts: WeightParts | None = None
         self._worker: WorkerPlacement | None = None
+
+    @property
+    def decode_defaults(self) -> dict[str, str]:
+        return decode_defaults(self.options, self.graph)
 
     @property
     def shares_weights(self) -> bool:

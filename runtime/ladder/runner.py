@@ -136,7 +136,7 @@ class LadderRunner:
             )
         self.decode_compile = timing
         # The device's compile defaults the decode graphs get (probed once), for the reports.
-        self.decode_defaults = self.options.graph_defaults("decode")
+        self.decode_defaults = self.builder.decode_defaults
         slots = min(prompt_len + settings.protocol.decode_tokens, self.rungs[-1])
         cfg = source.config
         check_kv_fits(self.schedule.kv, cfg, self.rungs, slots, self.kv_precision)
