@@ -105,11 +105,14 @@ def default_decode_compile(device: str) -> str:
 # accepted by compile_model though SUPPORTED_PROPERTIES does not list it, so it is probed before
 # use (options.py) and a release that refuses it compiles with its default. Paired in fresh
 # processes on qwen2.5-0.5b shapes (4 rounds; optimum IRs FP16/INT8/INT4 and a bf16
-# checkpoint; C=1024 decode graph): compile_model 0.91x/0.88x/0.90x/0.77x with it; a decode step
-# at context 128, both graphs in one process, 12 interleaved rounds: 0.99x/1.02x/1.00x/0.94x (a
-# decode step's element-wise work is vectors of one token; the generated kernels save nothing
-# there and generating them costs compile time). Prefill graphs keep the default: with it the
-# INT8 paged prefill of 1000 tokens ran 1.05-1.09x slower.
+# checkpoint; C=1024 decode graph): compile_model 0.91x/0.88x/0.90x/0.77x with it. Decode, each
+# arm in its own process (the graph a process compiles first decodes slower, so two graphs in
+# one process do not compare), `compile-ahead run --schedule b0 --ladder 1024 --prompt-len 16
+# --decode-tokens 400` with and without `--ov-config SNIPPETS_MODE=ENABLE`, 6 alternating
+# pairs: per token 0.96x (bf16 checkpoint) and 0.97x (FP16 IR) with it (a decode step's
+# element-wise work is vectors of one token; the generated kernels save nothing there and
+# generating them costs compile time). Prefill graphs keep the default: with it the INT8 paged
+# prefill of 1000 tokens ran 1.05-1.09x slower. So do split graphs (rung_builder.py).
 MEASURED_DECODE_PROPERTIES = {"CPU": {"SNIPPETS_MODE": "DISABLE"}}
 
 
