@@ -57,10 +57,10 @@ def compile_graph(
     source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
 ) -> tuple[ov.CompiledModel, float, float]:
     """Build (ModelSource.build_graph) and compile one step graph: (compiled model, build
-    seconds, compile seconds). ``options`` as compile_step or the worker's request hold them,
-    the graph kind's defaults (CompileOptions.for_graph) already added: the cache keys on
-    those same options."""
-    options = options.resolved()
+    seconds, compile seconds). The graph kind's defaults (CompileOptions.for_graph) are added
+    here too, so a worker given the options compile_step was given compiles the same graph
+    (adding them twice changes nothing)."""
+    options = options.resolved().for_graph(spec.kind)
     t0 = time.perf_counter()
     model = source.build_graph(spec)
     t1 = time.perf_counter()
