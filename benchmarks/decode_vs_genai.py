@@ -11,8 +11,8 @@ round.
 
 Which arm compiles first in a process matters: the model compiled first decodes slower for
 the whole process (FP16 IR, C=1024, context 128: a second compile of the same graph stepped
-1.07-1.09x faster than the first in every process tried, and so did LLMPipeline built after
-our rung). So each point runs in two fresh processes, one building our rung first and one
+1.04-1.09x faster than the first in each of about fifteen processes, and LLMPipeline built
+after our rung gained as much). So each point runs in two fresh processes, one building our rung first and one
 LLMPipeline first, half the rounds each; the figure is the median over all rounds, and each
 order's median is printed beside it.
 
