@@ -12,9 +12,9 @@ round.
 Which arm compiles first in a process matters: the model compiled first decodes slower for
 the whole process (FP16 IR, C=1024, context 128: a second compile of the same graph stepped
 1.04-1.09x faster than the first in each of about fifteen processes, and LLMPipeline built
-after our rung gained as much). So each point runs in two fresh processes, one building our rung first and one
-LLMPipeline first, half the rounds each; the figure is the median over all rounds, and each
-order's median is printed beside it.
+after our rung gained as much). So each point runs in two fresh processes, one building our
+rung first and one LLMPipeline first, half the rounds each; the figure is the median over all
+rounds, and each order's median is printed beside it.
 
     python benchmarks/decode_vs_genai.py [--workdir DIR] [--formats fp16,int8,int4]
         [--rounds 16] [--points 1024:128,4096:3800]
