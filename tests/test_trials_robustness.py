@@ -177,6 +177,20 @@ def test_trial_log_lines_that_are_not_records_are_named(tmp_path) -> None:
     assert [w.split(": not")[0] for w in warnings] == [f"warning: {log}:2", f"warning: {log}:3"]
 
 
+def test_report_of_a_trial_log_from_another_experiment_is_one_line(tmp_path, capsys) -> None:
+    """Trials of a larger experiment (a log appended to, or experiment.json replaced) are
+    named, not an IndexError."""
+    out = _schedule_results(tmp_path)
+    log = out / TRIALS_LOG
+    extra = json.loads(log.read_text().splitlines()[-1]) | {"index": 4, "block": 2}
+    log.write_text(log.read_text() + json.dumps(extra) + "\n")
+    capsys.readouterr()
+    assert main(["ab", "report", str(out), "--no-plot"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"trial 4 ({extra['arm']}) is in block 2, but the experiment plans 2 pairs" in err
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.design import Plan
 from compile_ahead.profiling.trials.runner import TrialRecord
 from compile_ahead.profiling.trials.stats import Better, PairedSummary, paired_summary
@@ -74,6 +75,12 @@ def block_results(records: Sequence[TrialRecord], plan: Plan) -> dict[str, list[
     """arm -> result per measured block (None where the trial is missing or failed)."""
     out: dict[str, list[dict | None]] = {a: [None] * len(plan.blocks) for a in plan.arms}
     for r in records:
+        if not r.warmup and not 0 <= r.block < len(plan.blocks):
+            raise CompileAheadError(
+                f"trial {r.index} ({r.arm}) is in block {r.block}, but the experiment plans "
+                f"{len(plan.blocks)} pairs: its trial log and experiment.json do not belong "
+                "together"
+            )
         if not r.warmup and r.error is None and r.result is not None and r.arm in out:
             out[r.arm][r.block] = r.result
     return out
