@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from compile_ahead.cli import build_parser
@@ -206,3 +207,65 @@ def test_report_rebuilds_the_same_analysis(tmp_path: Path, command: str) -> None
     assert again["endpoints"] == first["endpoints"] and again["tallies"] == first["tallies"]
     with pytest.raises(CompileAheadError, match="not an `ab` results dir"):
         run_ab(["ab", "report", str(tmp_path)])
+
+
+def _small_run(out: Path, command: str, prompt_len: int = 8) -> None:
+    argv = ["ab", "schedule", "--model", "tiny", "--arms", "i1,i2", "--ladder", "64,128",
+            "--prompt-len", str(prompt_len), "--pairs", "2", "--warmup", "1",
+            "--command", command, "--out", str(out), "--quiet", "--no-plot"]  # fmt: skip
+    assert run_ab(argv) == 0
+
+
+def _per_block(out: Path, arm: str) -> list[float]:
+    trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    rows = sorted((t["block"], t["result"]["foreground_compile_s"]) for t in trials
+                  if t["arm"] == arm and not t["warmup"])  # fmt: skip
+    return [v for _, v in rows]
+
+
+def test_report_pools_runs_of_one_experiment(tmp_path: Path, command: str) -> None:
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run in runs:
+        _small_run(run, command)
+    # A run from another virtual environment: the same arms under another interpreter.
+    exp = json.loads((runs[1] / "experiment.json").read_text())
+    for arm in exp["arms"]:
+        arm["command"][0] = "/elsewhere/bin/python"
+    (runs[1] / "experiment.json").write_text(json.dumps(exp))
+    pooled = tmp_path / "pooled"
+    assert run_ab(["ab", "report", *map(str, runs), "--out", str(pooled), "--no-plot"]) == 0
+    report = json.loads((pooled / "schedule_ab.json").read_text())
+    assert report["context"]["pooled"] == f"2 runs: {runs[0]}, {runs[1]}"
+    fg = next(e for e in report["endpoints"] if e["key"] == "foreground_compile")
+    i1 = _per_block(runs[0], "i1") + _per_block(runs[1], "i1")
+    i2 = _per_block(runs[0], "i2") + _per_block(runs[1], "i2")
+    assert fg["values"] == {"i1": i1, "i2": i2}  # the measured pairs, warm-ups left out
+    ratios = np.asarray(i2) / np.asarray(i1)
+    assert fg["comparisons"]["i2"]["n"] == 4
+    expected = float(np.exp(np.mean(np.log(ratios))))
+    assert fg["comparisons"]["i2"]["geomean_ratio"] == pytest.approx(expected)
+    # The pooled directory is an experiment of its own: reported again, the same analysis.
+    (pooled / "schedule_ab.json").unlink()
+    assert run_ab(["ab", "report", str(pooled), "--no-plot"]) == 0
+    again = json.loads((pooled / "schedule_ab.json").read_text())
+    assert again["endpoints"] == report["endpoints"]
+
+
+def test_report_refuses_to_pool_other_experiments_or_without_out(
+    tmp_path: Path, command: str
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _small_run(a, command)
+    _small_run(b, command, prompt_len=16)
+    with pytest.raises(
+        CompileAheadError,
+        match=r"b: another experiment than .*a \(decode_tokens, prompt_len differ\)",
+    ):
+        run_ab(["ab", "report", str(a), str(b), "--out", str(tmp_path / "p")])
+    assert not (tmp_path / "p").exists()
+    with pytest.raises(CompileAheadError, match="pooling several directories needs --out"):
+        run_ab(["ab", "report", str(a), str(a)])
+    with pytest.raises(CompileAheadError, match="a directory is named twice"):
+        run_ab(["ab", "report", str(a), str(a), "--out", str(tmp_path / "p")])
+    with pytest.raises(CompileAheadError, match="is not empty"):
+        run_ab(["ab", "report", str(a), str(b), "--out", str(a)])

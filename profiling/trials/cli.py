@@ -15,8 +15,10 @@ from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, check_arm_prope
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     load_experiment,
+    pool_experiments,
     report_experiment,
     run_experiment,
+    save_experiment,
 )
 from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
@@ -200,7 +202,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Rebuild the table, JSON and plot of an `ab` run from its directory, e.g. "
         "after a failed or interrupted run (complete pairs only; marked PARTIAL).",
     )
-    r.add_argument("directory", type=Path)
+    r.add_argument(
+        "directory",
+        type=Path,
+        nargs="+",
+        help="one results directory, or several runs of one experiment to pool (with --out)",
+    )
+    r.add_argument(
+        "--out",
+        type=Path,
+        help="with several directories: a new directory for the pooled experiment and its report",
+    )
     r.add_argument("--no-plot", action="store_true")
     r.set_defaults(func=run_report)
 
@@ -353,11 +365,26 @@ def run_baselines(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """Re-analyse a results directory (e.g. after a failed or interrupted run)."""
-    exp = load_experiment(args.directory)
-    records = load_records(args.directory)
+    """Re-analyse a results directory (e.g. after a failed or interrupted run), or pool
+    several runs of one experiment into a new one (--out)."""
+    dirs: list[Path] = args.directory
+    if len(dirs) == 1 and args.out is None:
+        out = dirs[0]
+        exp, records = load_experiment(out), load_records(out)
+    else:
+        if args.out is None:
+            raise CompileAheadError("ab report: pooling several directories needs --out DIR")
+        if len(set(dirs)) != len(dirs):
+            raise CompileAheadError("ab report: a directory is named twice")
+        out = args.out
+        check_new_dir(out, "--out")
+        exp, records = pool_experiments(
+            dirs, [load_experiment(d) for d in dirs], [load_records(d) for d in dirs]
+        )
+        mark_output_dir(out)
+        save_experiment(out, exp, records)
     planned = len(make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"]).slots)
     done = sum(1 for r in records if r.error is None)
     status = None if done == planned else f"PARTIAL: {done} of {planned} trials completed"
-    report_experiment(args.directory, exp, records, no_plot=args.no_plot, status=status)
+    report_experiment(out, exp, records, no_plot=args.no_plot, status=status)
     return 0

@@ -3,6 +3,7 @@ ran); running it, and turning both into the table, JSON and plot (also for parti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,7 +14,13 @@ from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.design import Plan, make_plan
 from compile_ahead.profiling.trials.pass_ab import PassAnalysis
-from compile_ahead.profiling.trials.runner import Arm, TrialFailed, TrialRecord, run_plan
+from compile_ahead.profiling.trials.runner import (
+    TRIALS_LOG,
+    Arm,
+    TrialFailed,
+    TrialRecord,
+    run_plan,
+)
 
 
 def _progress(quiet: bool):
@@ -58,6 +65,65 @@ def load_experiment(directory: Path) -> dict:
     if not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in exp["arms"]):
         raise CompileAheadError(f"{path}: every arm needs a name")
     return exp
+
+
+# What may differ between runs of one experiment that are pooled: how many pairs each ran, its
+# warm-ups (not analysed), and where earlier pooling came from.
+_POOLED_FREELY = ("pairs", "warmup", "pooled_from")
+
+
+def pool_experiments(
+    directories: list[Path], experiments: list[dict], records: list[list[TrialRecord]]
+) -> tuple[dict, list[TrialRecord]]:
+    """Runs of one experiment as one: their measured pairs one after another (blocks and
+    trial indexes renumbered, warm-ups left out). Runs of different experiments (arms,
+    commands, model, workload) are refused, naming what differs."""
+    first = experiments[0]
+    for directory, exp in zip(directories[1:], experiments[1:], strict=True):
+        differ = [
+            key
+            for key in sorted(set(first) | set(exp))
+            if key not in _POOLED_FREELY
+            and first.get(key) != exp.get(key)
+            and not (key == "arms" and _same_arms(first["arms"], exp["arms"]))
+        ]
+        if differ:
+            raise CompileAheadError(
+                f"{directory}: another experiment than {directories[0]} ({', '.join(differ)} "
+                f"{'differs' if len(differ) == 1 else 'differ'}); only runs of one experiment "
+                "are pooled"
+            )
+    pooled: list[TrialRecord] = []
+    offset = 0
+    for exp, recs in zip(experiments, records, strict=True):
+        for r in recs:
+            if not r.warmup:
+                pooled.append(dataclasses.replace(r, index=len(pooled), block=offset + r.block))
+        offset += exp["pairs"]
+    sources = [str(d) for d in directories]
+    pooled_exp = first | {"pairs": offset, "warmup": 0, "pooled_from": sources}
+    return pooled_exp, pooled
+
+
+def _same_arms(a: list[dict], b: list[dict]) -> bool:
+    """The same arms, run by any interpreter (a run's commands start with the Python that
+    ran `ab`, e.g. another virtual environment's)."""
+
+    def without_interpreter(arm: dict) -> dict:
+        command = list(arm.get("command", []))
+        return arm | {"command": command[1:]}
+
+    return [without_interpreter(x) for x in a] == [without_interpreter(x) for x in b]
+
+
+def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
+    """experiment.json and the trial log, as a run leaves them (so `ab report` reads them)."""
+    for path, text in (
+        (out / EXPERIMENT, json.dumps(exp, indent=1)),
+        (out / TRIALS_LOG, "".join(json.dumps(r.to_dict()) + "\n" for r in records)),
+    ):
+        with writing(path):
+            path.write_text(text)
 
 
 def _finish(
@@ -140,6 +206,8 @@ def report_experiment(
         }
         labels = schedule_ab.arm_labels(records)
         stem, title = "schedule_ab", f"Schedule A/B: {' vs '.join(plan.arms)}"
+    if exp.get("pooled_from"):
+        context["pooled"] = f"{len(exp['pooled_from'])} runs: {', '.join(exp['pooled_from'])}"
     if status is not None:
         context = {"status": status, **context}
         stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
