@@ -12,6 +12,7 @@ import pytest
 from compile_ahead.cli import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials import schedule_ab
+from compile_ahead.profiling.trials.experiment import pool_experiments
 from compile_ahead.runtime.ladder.report import BoundaryRecord
 
 # A stand-in for `compile-ahead run --report OUT`: the eager schedule (i1) compiles every rung
@@ -236,6 +237,7 @@ def test_report_pools_runs_of_one_experiment(tmp_path: Path, command: str) -> No
     assert run_ab(["ab", "report", *map(str, runs), "--out", str(pooled), "--no-plot"]) == 0
     report = json.loads((pooled / "schedule_ab.json").read_text())
     assert report["context"]["pooled"] == f"2 runs: {runs[0]}, {runs[1]}"
+    assert report["context"]["run by"] == f"{sys.executable}, /elsewhere/bin/python"
     fg = next(e for e in report["endpoints"] if e["key"] == "foreground_compile")
     i1 = _per_block(runs[0], "i1") + _per_block(runs[1], "i1")
     i2 = _per_block(runs[0], "i2") + _per_block(runs[1], "i2")
@@ -269,3 +271,22 @@ def test_report_refuses_to_pool_other_experiments_or_without_out(
         run_ab(["ab", "report", str(a), str(a), "--out", str(tmp_path / "p")])
     with pytest.raises(CompileAheadError, match="is not empty"):
         run_ab(["ab", "report", str(a), str(b), "--out", str(a)])
+
+
+def test_pooled_compile_runs_compare_their_arms_without_their_own_directory(tmp_path) -> None:
+    """A compile A/B's arms read files the run wrote into its directory: those paths differ
+    between runs of one experiment; the interpreter and OpenVINO an arm names do not."""
+
+    def experiment(directory: Path, openvino: str = "2026.4") -> dict:
+        arm = {"name": "A", "python": "/venv/bin/python", "openvino": openvino,
+               "command": ["/venv/bin/python", "-s", "worker.py",
+                           f"{directory}/manifest-A.json", "{out}"]}  # fmt: skip
+        return {"kind": "compile", "arms": [arm, arm | {"name": "B"}], "pairs": 2,
+                "warmup": 0, "ladder": [64], "context": {}, "labels": {}}  # fmt: skip
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    exp, records = pool_experiments([a, b], [experiment(a), experiment(b)], [[], []])
+    assert exp["pairs"] == 4 and exp["pooled_from"] == [str(a), str(b)] and records == []
+    assert "pooled_interpreters" not in exp
+    with pytest.raises(CompileAheadError, match=r"\(arms differs\)"):
+        pool_experiments([a, b], [experiment(a), experiment(b, "2025.4")], [[], []])

@@ -69,7 +69,7 @@ def load_experiment(directory: Path) -> dict:
 
 # What may differ between runs of one experiment that are pooled: how many pairs each ran, its
 # warm-ups (not analysed), and where earlier pooling came from.
-_POOLED_FREELY = ("pairs", "warmup", "pooled_from")
+_POOLED_FREELY = ("pairs", "warmup", "pooled_from", "pooled_interpreters")
 
 
 def pool_experiments(
@@ -85,7 +85,10 @@ def pool_experiments(
             for key in sorted(set(first) | set(exp))
             if key not in _POOLED_FREELY
             and first.get(key) != exp.get(key)
-            and not (key == "arms" and _same_arms(first["arms"], exp["arms"]))
+            and not (
+                key == "arms"
+                and _arms_key(first["arms"], directories[0]) == _arms_key(exp["arms"], directory)
+            )
         ]
         if differ:
             raise CompileAheadError(
@@ -102,18 +105,23 @@ def pool_experiments(
         offset += exp["pairs"]
     sources = [str(d) for d in directories]
     pooled_exp = first | {"pairs": offset, "warmup": 0, "pooled_from": sources}
+    interpreters = [str((exp["arms"][0].get("command") or ["?"])[0]) for exp in experiments]
+    if len(set(interpreters)) > 1:  # named in the report: the runs' code may differ
+        pooled_exp["pooled_interpreters"] = interpreters
     return pooled_exp, pooled
 
 
-def _same_arms(a: list[dict], b: list[dict]) -> bool:
-    """The same arms, run by any interpreter (a run's commands start with the Python that
-    ran `ab`, e.g. another virtual environment's)."""
+def _arms_key(arms: list[dict], directory: Path) -> list[dict]:
+    """What makes arms the same across runs: their commands without the interpreter that
+    starts them (a schedule run's is the Python that ran `ab`, e.g. another virtual
+    environment's; a compile run's arms also name theirs, and those names are compared) and
+    with the run's own directory (files a run writes for its arms) as a placeholder."""
 
-    def without_interpreter(arm: dict) -> dict:
-        command = list(arm.get("command", []))
+    def key(arm: dict) -> dict:
+        command = [str(part).replace(str(directory), "{dir}") for part in arm.get("command", [])]
         return arm | {"command": command[1:]}
 
-    return [without_interpreter(x) for x in a] == [without_interpreter(x) for x in b]
+    return [key(arm) for arm in arms]
 
 
 def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
@@ -208,6 +216,8 @@ def report_experiment(
         stem, title = "schedule_ab", f"Schedule A/B: {' vs '.join(plan.arms)}"
     if exp.get("pooled_from"):
         context["pooled"] = f"{len(exp['pooled_from'])} runs: {', '.join(exp['pooled_from'])}"
+    if exp.get("pooled_interpreters"):
+        context["run by"] = ", ".join(exp["pooled_interpreters"])
     if status is not None:
         context = {"status": status, **context}
         stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
