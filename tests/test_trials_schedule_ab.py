@@ -277,16 +277,22 @@ def test_pooled_compile_runs_compare_their_arms_without_their_own_directory(tmp_
     """A compile A/B's arms read files the run wrote into its directory: those paths differ
     between runs of one experiment; the interpreter and OpenVINO an arm names do not."""
 
-    def experiment(directory: Path, openvino: str = "2026.4") -> dict:
+    def experiment(manifest: str, openvino: str = "2026.4") -> dict:
         arm = {"name": "A", "python": "/venv/bin/python", "openvino": openvino,
-               "command": ["/venv/bin/python", "-s", "worker.py",
-                           f"{directory}/manifest-A.json", "{out}"]}  # fmt: skip
+               "command": ["/venv/bin/python", "-s", "worker.py", manifest, "{out}"]}  # fmt: skip
         return {"kind": "compile", "arms": [arm, arm | {"name": "B"}], "pairs": 2,
                 "warmup": 0, "ladder": [64], "context": {}, "labels": {}}  # fmt: skip
 
     a, b = tmp_path / "a", tmp_path / "b"
-    exp, records = pool_experiments([a, b], [experiment(a), experiment(b)], [[], []])
+    for run in (a, b):
+        run.mkdir()
+        (run / "manifest-A.json").write_text("{}")
+    # One run was given its directory as an absolute path, the other as a relative one.
+    ea, eb = experiment(f"{a}/manifest-A.json"), experiment("b/manifest-A.json")
+    exp, records = pool_experiments([a, b], [ea, eb], [[], []])
     assert exp["pairs"] == 4 and exp["pooled_from"] == [str(a), str(b)] and records == []
     assert "pooled_interpreters" not in exp
     with pytest.raises(CompileAheadError, match=r"\(arms differs\)"):
-        pool_experiments([a, b], [experiment(a), experiment(b, "2025.4")], [[], []])
+        pool_experiments([a, b], [ea, experiment("b/manifest-A.json", "2025.4")], [[], []])
+    with pytest.raises(CompileAheadError, match=r"\(arms differs\)"):  # another file
+        pool_experiments([a, b], [ea, experiment("b/manifest-B.json")], [[], []])

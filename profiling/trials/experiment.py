@@ -115,10 +115,17 @@ def _arms_key(arms: list[dict], directory: Path) -> list[dict]:
     """What makes arms the same across runs: their commands without the interpreter that
     starts them (a schedule run's is the Python that ran `ab`, e.g. another virtual
     environment's; a compile run's arms also name theirs, and those names are compared) and
-    with the run's own directory (files a run writes for its arms) as a placeholder."""
+    with the files a run wrote into its own directory for its arms (however the path was
+    spelled when it ran) named by a placeholder."""
+
+    def in_run_dir(part: str) -> str:
+        path = Path(part)
+        if "/" in part and path.name and (directory / path.name).is_file():
+            return f"{{dir}}/{path.name}"
+        return part
 
     def key(arm: dict) -> dict:
-        command = [str(part).replace(str(directory), "{dir}") for part in arm.get("command", [])]
+        command = [in_run_dir(str(part)) for part in arm.get("command", [])]
         return arm | {"command": command[1:]}
 
     return [key(arm) for arm in arms]
