@@ -69,9 +69,14 @@ class PrefillDefault:
 # graph 1.37-1.46x (the CPU plugin runs a stateless graph's SDPA decomposed into matrix
 # products), the static 256-token graph over the whole capacity 1.70x. The stateful model
 # itself, with its K/V read back from state, was 2.97x on an avx512_bf16 CPU without AMX (a
-# bf16 cache there takes the stateful SDPA's slow kernel). The threshold is derived, not
-# swept: the paged graph compiles in the time of about 15-30 decode steps at C=1024, so token
-# by token costs more from there.
+# bf16 cache there takes the stateful SDPA's slow kernel). Below 32 prompt tokens the prompt
+# goes token by token through the first rung's decode graph, which then serves from the first
+# token on. At 16 prompt tokens (bf16 qwen2.5-0.5b checkpoint, b0 C=1024, 400 decoded, 6
+# fresh-process pairs of `compile-ahead run --prompt-len 16` with `--prefill-chunk 1` and with
+# `--prefill-chunk 16 --prefill-shape paged`) the paged graph gave the first token sooner
+# (0.83-0.96 vs 1.06-1.19 s: it compiles faster than the decode graph, which then compiles after
+# the first token) but left the stream paused for that compile (0.7 s) and the whole run 1.02x
+# longer: a steady stream from the first token is the better trade for a prompt this short.
 # Other devices (NPU): static shapes only, the static chunked graph over the first rung.
 MEASURED_PREFILL = {"CPU": PrefillDefault("paged", 32)}
 STATIC_PREFILL = PrefillDefault("static", 32)
