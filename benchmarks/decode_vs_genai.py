@@ -28,13 +28,14 @@ import json
 import statistics
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 from compile_ahead.runtime.compile.options import CompileOptions
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ir_exports import FORMATS, prepare  # a sibling script
-from ir_vs_genai import Genai, Ours, fill_random, prompt_ids  # a sibling script
+from ir_vs_genai import Genai, Ours, build_arms, fill_random, prompt_ids  # a sibling script
 
 STEPS = 24  # tokens per round and arm
 ORDERS = ("ours", "genai")  # which arm a worker process builds first
@@ -58,12 +59,8 @@ def alternate(
 def worker(model_dir: Path, capacity: int, context: int, first: str, rounds: int) -> dict:
     """One point in this process, ``first`` built first: each arm's ms per round."""
     options = CompileOptions().resolved()
-    if first == "ours":
-        ours = Ours(model_dir, capacity, options, prefill=False)
-        gen = Genai(model_dir)
-    else:
-        gen = Genai(model_dir)
-        ours = Ours(model_dir, capacity, options, prefill=False)
+    make_ours = partial(Ours, model_dir, capacity, options, prefill=False)
+    ours, gen = build_arms(first == "ours", make_ours, model_dir)
     fill_random(ours.arena, context)
     prompt = prompt_ids(context, ours.source.config.vocab_size, seed=7)
     gen.run(prompt, 2)  # its prefix cache now holds the prompt

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 from compile_ahead.runtime.compile.compiler import compile_step
@@ -40,7 +41,7 @@ from compile_ahead.runtime.sources.resolve import resolve_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ir_exports import FORMATS, prepare  # a sibling script
-from ir_vs_genai import Genai, med, prompt_ids, ratio_line  # a sibling script
+from ir_vs_genai import build_arms, med, prompt_ids, ratio_line  # a sibling script
 
 CAPACITY = 4096
 
@@ -173,16 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     warm_ours: dict[tuple[str, str], list[float]] = defaultdict(list)
     warm_genai: dict[str, list[float]] = defaultdict(list)
     shapes = ["default", *filter(None, args.prefill_shapes.split(","))]
+
+    def our_prefills(model_dir: Path) -> dict[str, OursPrefill]:
+        return {
+            s: OursPrefill(model_dir, options, args.prompt_len, None if s == "default" else s)
+            for s in shapes
+        }
+
     if not args.skip_warm:
         for fmt in formats:
-            # The model compiled first in a process runs slower (decode_vs_genai.py): the arm
-            # built first alternates by format.
-            gen = Genai(dirs[fmt]) if formats.index(fmt) % 2 else None
-            ours = {
-                s: OursPrefill(dirs[fmt], options, args.prompt_len, None if s == "default" else s)
-                for s in shapes
-            }
-            gen = gen or Genai(dirs[fmt])
+            ours, gen = build_arms(  # the arm built first alternates by format
+                formats.index(fmt) % 2 == 0, partial(our_prefills, dirs[fmt]), dirs[fmt]
+            )
             for r in range(args.rounds):
                 prompt = prompt_ids(args.prompt_len, vocab, seed=400 + r)
                 arms: list[tuple[str, OursPrefill | None]] = [*ours.items(), ("genai", None)]

@@ -27,7 +27,10 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import openvino as ov
@@ -136,6 +139,20 @@ class Genai:
         return metrics.get_ttft().mean / 1e3, metrics.get_tpot().mean
 
 
+T = TypeVar("T")
+
+
+def build_arms(ours_first: bool, make_ours: Callable[[], T], model_dir: Path) -> tuple[T, Genai]:
+    """Our arm and LLMPipeline, ``ours_first`` deciding which compiles first: the model a
+    process compiles first decodes slower for as long as the process lives, so a comparison
+    alternates (or balances) the order."""
+    if ours_first:
+        ours = make_ours()
+        return ours, Genai(model_dir)
+    gen = Genai(model_dir)
+    return make_ours(), gen
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -222,12 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     genai_short: dict[str, list[float]] = defaultdict(list)
     for r in range(args.rounds):
         for fmt in formats[r % len(formats) :] + formats[: r % len(formats)]:
-            # The model compiled first in a process decodes slower (decode_vs_genai.py): the
-            # arm built first alternates by round.
-            if r % 2 == 0:
-                ours, gen = Ours(dirs[fmt], SHORT_C, options, prefill=False), Genai(dirs[fmt])
-            else:
-                gen, ours = Genai(dirs[fmt]), Ours(dirs[fmt], SHORT_C, options, prefill=False)
+            ours, gen = build_arms(  # the arm built first alternates by round
+                r % 2 == 0, partial(Ours, dirs[fmt], SHORT_C, options, prefill=False), dirs[fmt]
+            )
             fill_random(ours.arena, SHORT_PROMPT)
             compile_s[fmt].append(ours.compile_s)
             load_s[fmt].append(gen.load_s)
@@ -249,11 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     ours_long: dict[str, list[float]] = defaultdict(list)
     genai_long: dict[str, list[float]] = defaultdict(list)
     for fmt in formats:
-        # One pair of arms per format here: the arm built first alternates by format.
-        if formats.index(fmt) % 2 == 0:
-            ours, gen = Ours(dirs[fmt], LONG_C, options, prefill=True), Genai(dirs[fmt])
-        else:
-            gen, ours = Genai(dirs[fmt]), Ours(dirs[fmt], LONG_C, options, prefill=True)
+        ours, gen = build_arms(  # one pair per format: the arm built first alternates by format
+            formats.index(fmt) % 2 == 0,
+            partial(Ours, dirs[fmt], LONG_C, options, prefill=True),
+            dirs[fmt],
+        )
         for r in range(max(1, args.rounds - 1)):
             long_prompt = prompt_ids(LONG_PROMPT, vocab, seed=200 + r)
             pair = [("ours", ours), ("genai", gen)]
