@@ -33,6 +33,7 @@ from functools import partial
 from pathlib import Path
 
 from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.device_defaults import DECODE_COMPILE_TIMINGS
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.kv_store import make_store
 from compile_ahead.runtime.ladder.prefill import choose_prefill, prefill_chunks
@@ -117,10 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt-len", type=int, default=3800)
     p.add_argument("--skip-cold", action="store_true")
     p.add_argument(
-        "--cold-during-prefill",
-        action="store_true",
-        help="cold: also an arm that compiles the decode graph during prefill "
-        "(--decode-compile during-prefill), interleaved",
+        "--cold-timings",
+        default="",
+        help="cold: also arms with these --decode-compile timings (e.g. after-prefill,"
+        "during-prefill), interleaved with the defaults",
     )
     p.add_argument("--skip-warm", action="store_true")
     p.add_argument(
@@ -146,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     cold_genai: dict[str, list[float]] = defaultdict(list)
     parts: dict[tuple[str, str], list[dict]] = defaultdict(list)
     variants = {"defaults": []}
-    if args.cold_during_prefill:
-        variants["during-prefill"] = ["--decode-compile", "during-prefill"]
+    for timing in filter(None, args.cold_timings.split(",")):
+        if timing not in DECODE_COMPILE_TIMINGS:
+            p.error(f"--cold-timings: {timing!r} is not one of {', '.join(DECODE_COMPILE_TIMINGS)}")
+        variants[timing] = ["--decode-compile", timing]
     if not args.skip_cold:
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(args.rounds):
