@@ -25,23 +25,21 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
+from compile_ahead.runtime.compile.compiler import compile_step
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.ladder.prefill import choose_prefill
+from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.sources.resolve import resolve_model
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ir_vs_genai import fill_random  # a sibling script
+from ir_vs_genai import decode_step, fill_random  # a sibling script
 
 ARMS = ("wait", "bridge")
 MARKS = (16, 32, 64)
 
 
 def one_arm(model: str, arm: str, capacity: int, context: int, tokens: int) -> dict:
-    from compile_ahead.runtime.compile.compiler import compile_step
-    from compile_ahead.runtime.compile.options import CompileOptions
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
-    from compile_ahead.runtime.ladder.prefill import choose_prefill
-    from compile_ahead.runtime.model.kv_arena import KVArena
-    from compile_ahead.runtime.sources.resolve import resolve_model
-
     source = resolve_model(model)
     options = CompileOptions().resolved()
     kv = options.kv_precision
@@ -50,13 +48,6 @@ def one_arm(model: str, arm: str, capacity: int, context: int, tokens: int) -> d
     paged = compile_step(source, paged_spec, options).step
     paged.bind(arena)
     fill_random(arena, context)
-    layers = range(source.config.num_layers)
-
-    def decode_on(step, token: int, position: int) -> int:
-        out = step.run(np.asarray([token], np.int64), position)
-        for layer in layers:
-            arena.write(layer, position, out.new_keys[layer], out.new_values[layer])
-        return int(np.argmax(out.logits))
 
     def compile_rung():
         rung = compile_step(source, GraphSpec(capacity, 1, kv), options).step
@@ -73,14 +64,14 @@ def one_arm(model: str, arm: str, capacity: int, context: int, tokens: int) -> d
         worker = threading.Thread(target=lambda: box.setdefault("rung", compile_rung()))
         worker.start()
         while "rung" not in box and len(times) < tokens:
-            token = decode_on(paged, token, position)
+            token = decode_step(paged, arena, token, position)
             position += 1
             times.append(time.perf_counter() - t0)
         worker.join()
         rung, bridged = box["rung"], len(times)
     ready = time.perf_counter() - t0
     while len(times) < tokens:
-        token = decode_on(rung, token, position)
+        token = decode_step(rung, arena, token, position)
         position += 1
         times.append(time.perf_counter() - t0)
     marks = {f"token {m}": times[m - 1] for m in MARKS if m <= tokens}

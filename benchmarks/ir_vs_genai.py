@@ -40,6 +40,7 @@ from compile_ahead.runtime.base.precision import f32_to_bf16_bits
 from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -62,6 +63,14 @@ def fill_random(arena: KVArena, length: int) -> None:
     for a in arena.keys + arena.values:
         vals = rng.standard_normal(a[:, :, :length].shape).astype(np.float32)
         a[:, :, :length] = f32_to_bf16_bits(vals) if a.dtype == np.uint16 else vals.astype(a.dtype)
+
+
+def decode_step(step: CompiledStep, arena: KVArena, token: int, position: int) -> int:
+    """One decode step at ``position``, its K/V rows written into ``arena``; the next token."""
+    out = step.run(np.asarray([token], np.int64), position)
+    for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
+        arena.write(layer, position, k, v)
+    return int(np.argmax(out.logits))
 
 
 class Ours:
@@ -103,11 +112,8 @@ class Ours:
         token = 11
         for i in range(steps):
             t0 = time.perf_counter()
-            out = self.decode.run(np.asarray([token], np.int64), context + i)
-            for layer in range(self.source.config.num_layers):
-                self.arena.write(layer, context + i, out.new_keys[layer], out.new_values[layer])
+            token = decode_step(self.decode, self.arena, token, context + i)
             times.append(time.perf_counter() - t0)
-            token = int(np.argmax(out.logits))
         return 1e3 * statistics.median(times)
 
 
