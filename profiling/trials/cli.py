@@ -15,11 +15,11 @@ from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, check_arm_prope
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     load_experiment,
-    pool_experiments,
     report_experiment,
     run_experiment,
     save_experiment,
 )
+from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
     Arm,
@@ -374,8 +374,6 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         if args.out is None:
             raise CompileAheadError("ab report: pooling several directories needs --out DIR")
-        if len(set(dirs)) != len(dirs):
-            raise CompileAheadError("ab report: a directory is named twice")
         out = args.out
         check_new_dir(out, "--out")
         exp, records = pool_experiments(
