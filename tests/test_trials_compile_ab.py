@@ -93,7 +93,7 @@ def test_probe_names_the_broken_arm(tmp_path: Path) -> None:
     broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: openvino' >&2\nexit 1\n")
     broken.chmod(0o755)
     with pytest.raises(CompileAheadError, match=r"--arm X: .* cannot import openvino"):
-        probe(parse_arm(f"X={broken}"))
+        probe(parse_arm(f"X={broken}"), "CPU")
 
 
 @pytest.mark.parametrize(

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_new_dir, mark_output_dir
 from compile_ahead.profiling.foreign_model import parse_shapes
 from compile_ahead.profiling.trials import compile_ab, schedule_ab
-from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, check_arm_properties, parse_arm
+from compile_ahead.profiling.trials.arms import (
+    PROBE_TIMEOUT_S,
+    check_arm_properties,
+    parse_arm,
+    probe,
+)
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     load_experiment,
@@ -35,6 +43,7 @@ from compile_ahead.runtime.cli.options import (
     add_prefill_options,
     add_protocol_options,
     add_synthetic_dtype_option,
+    check_device,
     compile_timeout,
     decode_tokens_from_args,
     graph_mode,
@@ -227,58 +236,76 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
     return out
 
 
+@contextlib.contextmanager
+def _no_results_on_refusal(out: Path) -> Iterator[None]:
+    """A command refused after it made its results directory leaves none behind (so the same
+    --out can be given again): everything in it is this run's, since it was absent or empty."""
+    existed = out.is_dir()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            shutil.rmtree(out, ignore_errors=True)
+        elif out.is_dir():
+            for entry in out.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink(missing_ok=True)
+        raise
+
+
 def run_compile_ab(args: argparse.Namespace) -> int:
     specs = [parse_arm(text, args.device) for text in args.arm]
     plan = make_plan([s.name for s in specs], args.pairs, args.warmup)
     ladder = compile_ab.parse_ladder(args.ladder)
+    timeout = min(args.timeout, PROBE_TIMEOUT_S)
     for spec in specs:  # before anything is written or exported
-        check_arm_properties(spec, args.device, min(args.timeout, PROBE_TIMEOUT_S))
+        check_arm_properties(spec, args.device, timeout)
+    infos = [probe(spec, args.device, timeout) for spec in specs]  # each compiles for it
     out = _out_dir(args, "compile")
     shapes = parse_shapes(args.shape)
-    mark_output_dir(out)
     base_config, kv_precision = compile_ab.default_config(args.device)
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
-        print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
-        exported = compile_ab.export_rungs(
-            args.model,
-            ladder,
-            kv_precision,
-            ir_dir,
-            shapes,
-            args.synthetic_dtype,
-        )
-        arms, labels = compile_ab.make_arms(
-            specs,
-            exported,
-            args.device,
-            base_config,
-            args.pass_profile,
-            out,
-            args.counters,
-            probe_timeout_s=args.timeout,
-        )
-        config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
-        context = {
-            "model": exported.label,
-            "graphs": f"decode step (chunk 1), ladder {','.join(map(str, ladder))}, "
-            f"KV {kv_precision}",
-            "device": args.device,
-            "arms": "; ".join(
-                f"{a.name} = {a.info['openvino']} via {a.info['python']}"
-                + (f" (lib {a.info['library_path']})" if a.info.get("library_path") else "")
-                for a in arms
-            ),
-            "compile config (control)": config_text,
-            "extension counters": _counters_text(args.counters, arms),
-        }  # fmt: skip
+        with _no_results_on_refusal(out):
+            mark_output_dir(out)
+            print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
+            exported = compile_ab.export_rungs(
+                args.model, ladder, kv_precision, ir_dir, shapes, args.synthetic_dtype
+            )
+            arms, labels = compile_ab.make_arms(
+                specs, infos, exported, args.device, base_config, args.pass_profile, out,
+                args.counters,
+            )  # fmt: skip
         exp = {
             "kind": "compile", "arms": [a.describe() for a in arms], "pairs": args.pairs,
             "warmup": args.warmup, "ladder": list(ladder), "pass_profile": args.pass_profile,
-            "counters": args.counters, "context": context, "labels": labels,
+            "counters": args.counters, "labels": labels,
+            "context": _compile_context(args, exported.label, ladder, kv_precision, arms),
         }  # fmt: skip
         records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)
     return 0
+
+
+def _compile_context(
+    args: argparse.Namespace, label: str, ladder: tuple[int, ...], kv: str, arms: list[Arm]
+) -> dict[str, str]:
+    """What a compile A/B's report says it compared."""
+    return {
+        "model": label,
+        "graphs": f"decode step (chunk 1), ladder {','.join(map(str, ladder))}, KV {kv}",
+        "device": args.device,
+        "arms": "; ".join(
+            f"{a.name} = {a.info['openvino']} via {a.info['python']}"
+            + (f" (lib {a.info['library_path']})" if a.info.get("library_path") else "")
+            for a in arms
+        ),
+        "compile config (control)": ", ".join(
+            f"{k}={v}" for k, v in arms[0].info["config"].items()
+        ),
+        "extension counters": _counters_text(args.counters, arms),
+    }
 
 
 def _counters_text(requested: bool, arms: list[Arm]) -> str:
@@ -333,6 +360,8 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
             f"--ov-config applies to compile-ahead's runs; the upstream arm(s) "
             f"{', '.join(upstream)} compile with their pipeline's own properties"
         )
+    if args.command is None:  # the trials run this OpenVINO: refused here, not in every trial
+        check_device(args.device)
     ov_config_from_args(args, check=True)  # refused here, not in every trial
     if args.command is not None:
         passed = []

@@ -20,7 +20,7 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.trials.analysis import Endpoint, result_field
-from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
+from compile_ahead.profiling.trials.arms import ArmSpec
 from compile_ahead.profiling.trials.runner import Arm
 from compile_ahead.runtime.graphs import decompression, fold_guard
 
@@ -124,25 +124,19 @@ def default_config(device: str) -> tuple[dict[str, str], str]:
 
 def make_arms(
     specs: Sequence[ArmSpec],
+    infos: Sequence[dict],
     exported: ExportedRungs,
     device: str,
     base_config: dict[str, str],
     pass_profile: bool,
     manifest_dir: Path,
     counters: bool = False,
-    probe_timeout_s: float = PROBE_TIMEOUT_S,
 ) -> tuple[list[Arm], dict[str, str]]:
-    """Runner arms (one manifest each) and a table label per arm (name + OpenVINO release).
-    Each arm's interpreter is probed, for at most ``probe_timeout_s`` (capped at the default)."""
+    """Runner arms (one manifest each) and a table label per arm (name + OpenVINO release),
+    from each arm's probe (``infos``, arms.probe: it compiles for the device)."""
     arms: list[Arm] = []
     labels: dict[str, str] = {}
-    for spec in specs:
-        info = probe(spec, min(probe_timeout_s, PROBE_TIMEOUT_S))
-        if device.split(".")[0] not in {d.split(".")[0] for d in info["devices"]}:
-            raise CompileAheadError(
-                f"--arm {spec.name}: device {device} not available to {spec.python} "
-                f"(OpenVINO {info['openvino']}; devices: {', '.join(info['devices']) or 'none'})"
-            )
+    for spec, info in zip(specs, infos, strict=True):
         config = {**base_config, **spec.config}
         manifest = manifest_dir / f"manifest-{spec.name}.json"
         manifest.write_text(json.dumps(exported.manifest(device, config, pass_profile, counters)))

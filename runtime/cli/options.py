@@ -181,8 +181,8 @@ META_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 
 
 def check_device(device: str) -> None:
-    """A device OpenVINO has a plugin for (its hardware may still be missing: the compile says
-    so); refused before any work otherwise."""
+    """A device OpenVINO has a plugin for and compiles for here; refused before any work
+    otherwise."""
     from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
 
     if device.partition(":")[0].upper() in META_DEVICES:
@@ -201,6 +201,9 @@ def check_device(device: str) -> None:
             f"--device {device}: not a device of this OpenVINO (available here: "
             f"{', '.join(core().available_devices)})"
         )
+    from compile_ahead.runtime.compile.properties import check_device_compiles
+
+    check_device_compiles(device)
 
 
 def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:

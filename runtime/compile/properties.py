@@ -10,6 +10,7 @@ same rules on its own facts. Importing this module does not load OpenVINO.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -135,6 +136,31 @@ def device_facts(device: str, config: Mapping[str, str]) -> DeviceFacts:
             if key in config:
                 error = error or device_refusal(device, key, str(config[key]))
     return DeviceFacts(device, supported, error)
+
+
+def cannot_compile(device: str, error: str) -> str:
+    """The one line that refuses a device OpenVINO lists but cannot compile for, with
+    OpenVINO's reason (``error``, its message)."""
+    from compile_ahead.runtime.base.ov_core import openvino_error_summary
+
+    reason = openvino_error_summary(RuntimeError(error))
+    return f"--device {device}: OpenVINO cannot compile for {device} here: {reason}"
+
+
+@functools.cache
+def _compile_error(device: str) -> str | None:
+    from compile_ahead.runtime.base.ov_core import core
+    from compile_ahead.runtime.compile.property_facts import compile_error
+
+    return compile_error(device, core())
+
+
+def check_device_compiles(device: str) -> None:
+    """Refuse, before any model is opened, a device this process's OpenVINO cannot compile
+    for: one one-op compile per device and process."""
+    error = _compile_error(device)
+    if error is not None:
+        raise CompileAheadError(cannot_compile(device, error))
 
 
 def checked_properties(device: str, config: Mapping[str, str], what: str) -> dict[str, str]:
