@@ -44,6 +44,7 @@ from compile_ahead.runtime.cli.options import (
     add_protocol_options,
     add_synthetic_dtype_option,
     check_device,
+    check_prefill_args,
     compile_timeout,
     decode_tokens_from_args,
     graph_mode,
@@ -362,6 +363,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         )
     if args.command is None:  # the trials run this OpenVINO: refused here, not in every trial
         check_device(args.device)
+        check_prefill_args(args)
     ov_config_from_args(args, check=True)  # refused here, not in every trial
     if args.command is not None:
         passed = []

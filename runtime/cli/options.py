@@ -279,6 +279,15 @@ def graph_mode(args: argparse.Namespace) -> str:
     return args.graph or default_graph(args.device)
 
 
+def check_prefill_args(args: argparse.Namespace) -> None:
+    """--prefill-chunk and --prefill-shape against --device and the graph mode, before any
+    work (a command without --graph builds whole graphs)."""
+    from compile_ahead.runtime.ladder.prefill import check_prefill_flags
+
+    available = not hasattr(args, "graph") or graph_mode(args) != "split"
+    check_prefill_flags(args.device, args.prefill_chunk, args.prefill_shape, available)
+
+
 def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = None) -> None:
     """The teacher-forced protocol's prompt and decode lengths."""
     p.add_argument(
