@@ -168,6 +168,9 @@ def test_ab_arms_take_the_same_properties_and_the_same_check(tmp_path):
         check_arm_properties(parse_arm("B=current,NO_SUCH_KEY=1"), "CPU")
     # An interpreter arm is asked through its own process (here the same OpenVINO).
     venv = interpreter_venv(tmp_path / "venv")
+    # The arm runs this interpreter with its environment: inside a venv, that venv's packages.
+    prefix = [str(venv / "bin" / "python"), "-s", "-c", "import sys; print(sys.prefix)"]
+    assert subprocess.run(prefix, capture_output=True, text=True).stdout.strip() == sys.prefix
     check_arm_properties(parse_arm(f"V={venv},{EXACT}=0"), "CPU")
     with pytest.raises(CompileAheadError, match=f"--arm W {EXACT}=many: CPU refused it"):
         check_arm_properties(parse_arm(f"W={venv},{EXACT}=many"), "CPU")
