@@ -50,6 +50,7 @@ def test_a_device_that_cannot_compile_is_refused_up_front_by_every_command(tmp_p
     model = str(tmp_path / "no-model-here")
     device = ["--model", model, "--device", DEVICE]
     ab_out = tmp_path / "ab-out"
+    arms = ["--arm", "A=current", "--arm", "B=current"]
     commands = {
         "run": lambda: _cli("run", *device, "--ladder", "tiny", "--no-progress"),
         "generate": lambda: _cli("generate", *device, "--prompt-ids", "1,2"),
@@ -57,17 +58,7 @@ def test_a_device_that_cannot_compile_is_refused_up_front_by_every_command(tmp_p
         "ab schedule": lambda: _cli(
             "ab", "schedule", *device, "--arms", "i1,i2", "--out", str(ab_out)
         ),
-        "ab compile": lambda: _cli(
-            "ab",
-            "compile",
-            *device,
-            "--arm",
-            "A=current",
-            "--arm",
-            "B=current",
-            "--out",
-            str(ab_out),
-        ),
+        "ab compile": lambda: _cli("ab", "compile", *device, *arms, "--out", str(ab_out)),
     }
     lines = {}
     for name, command in commands.items():
