@@ -181,3 +181,16 @@ def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.C
         text=True,
         timeout=timeout,
     )
+
+
+def earlier_output(directory: Path, files: dict[str, str]) -> Path:
+    """``directory`` as an earlier output of the tools left it: ``files`` (relative name ->
+    text) and the marker listing them, which makes it replaceable by a later run."""
+    from compile_ahead.output_dirs import seal_output_dir
+
+    for name, text in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(text)
+    directory.mkdir(parents=True, exist_ok=True)
+    seal_output_dir(directory)
+    return directory
