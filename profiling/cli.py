@@ -228,6 +228,7 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
     out: Path = args.out
     # Beside the output until the child has published it: a failed child's samples never go
     # into an earlier profile.
+    out.parent.mkdir(parents=True, exist_ok=True)  # py-spy writes there, it creates no dirs
     samples_path = out.parent / temporary_name(out, ".", ".pyspy.json")
     cmd = [
         pyspy,

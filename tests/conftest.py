@@ -194,3 +194,13 @@ def earlier_output(directory: Path, files: dict[str, str]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     seal_output_dir(directory)
     return directory
+
+
+def one_line_error(err: str, prog: str = "compile-ahead") -> str:
+    """stderr ends in exactly one error line (``PROG: error: ...``) and holds no traceback;
+    that line."""
+    assert "Traceback" not in err, err[-3000:]
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith(f"{prog}: error: ")]
+    assert len(lines) == 1, err[-3000:]
+    assert err.strip().splitlines()[-1] == lines[0]
+    return lines[0]

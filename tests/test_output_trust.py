@@ -22,6 +22,7 @@ import pytest
 from compile_ahead.cli import main
 from compile_ahead.profiling.cli import main as profile_main
 from compile_ahead.profiling.trace_validate import validate_trace
+from conftest import one_line_error as _one_line_error
 from conftest import run_profile_compile, start_decoding_run
 
 CLI = [sys.executable, "-m", "compile_ahead.cli"]
@@ -30,15 +31,6 @@ RUN += ["--no-cache"]
 SLOW_RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--step-delay", "0.05", "--no-cache"]
 AB_SCHEDULE = ["ab", "schedule", "--model", "tiny", "--arms", "i1,i2", "--ladder", "64,128"]
 AB_SCHEDULE += ["--prompt-len", "8"]
-
-
-def _one_line_error(err: str, prog: str = "compile-ahead") -> str:
-    """stderr ends in exactly one error line and holds no traceback; that line."""
-    assert "Traceback" not in err, err[-3000:]
-    lines = [ln for ln in err.strip().splitlines() if ln.startswith(f"{prog}: error: ")]
-    assert len(lines) == 1, err[-3000:]
-    assert err.strip().splitlines()[-1] == lines[0]
-    return lines[0]
 
 
 def _identity(path: Path) -> tuple[int, int, int, int]:

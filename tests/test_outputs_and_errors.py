@@ -22,6 +22,7 @@ from compile_ahead.outputs import OUTPUT_MARKER
 from compile_ahead.profiling.cli import main as profile_main
 from compile_ahead.profiling.pyspy import find_pyspy
 from conftest import earlier_output, small_tmpfs
+from conftest import one_line_error as _one_line_error
 
 CLI = [sys.executable, "-m", "compile_ahead.cli"]
 PROFILE = [sys.executable, "-m", "compile_ahead.profiling.cli"]
@@ -31,15 +32,6 @@ RUN += ["--no-cache"]
 
 def _cli(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, **kwargs)
-
-
-def _one_line_error(err: str, prog: str = "compile-ahead") -> str:
-    """stderr ends in exactly one error line and holds no traceback; that line."""
-    assert "Traceback" not in err, err[-3000:]
-    lines = [ln for ln in err.strip().splitlines() if ln.startswith(f"{prog}: error: ")]
-    assert len(lines) == 1, err[-3000:]
-    assert err.strip().splitlines()[-1] == lines[0]
-    return lines[0]
 
 
 def _staging_left(directory: Path) -> list[str]:
