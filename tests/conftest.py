@@ -181,3 +181,26 @@ def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.C
         text=True,
         timeout=timeout,
     )
+
+
+def earlier_output(directory: Path, files: dict[str, str]) -> Path:
+    """``directory`` as an earlier output of the tools left it: ``files`` (relative name ->
+    text) and the marker listing them, which makes it replaceable by a later run."""
+    from compile_ahead.output_dirs import seal_output_dir
+
+    for name, text in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(text)
+    directory.mkdir(parents=True, exist_ok=True)
+    seal_output_dir(directory)
+    return directory
+
+
+def one_line_error(err: str, prog: str = "compile-ahead") -> str:
+    """stderr ends in exactly one error line (``PROG: error: ...``) and holds no traceback;
+    that line."""
+    assert "Traceback" not in err, err[-3000:]
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith(f"{prog}: error: ")]
+    assert len(lines) == 1, err[-3000:]
+    assert err.strip().splitlines()[-1] == lines[0]
+    return lines[0]
