@@ -181,3 +181,21 @@ def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.C
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture
+def other_user():
+    """A second local user for this test, removed after it (tests/other_user.py)."""
+    from other_user import other_user as make
+
+    with make() as user:
+        yield user
+
+
+@pytest.fixture
+def reachable_tmp():
+    """A fresh directory under /tmp that another user can traverse (tests/other_user.py)."""
+    from other_user import reachable_dir
+
+    with reachable_dir() as path:
+        yield path
