@@ -162,14 +162,10 @@ def wait_until_settled(directory: Path) -> None:
     """Wait (a clock tick or two) until the files under ``directory`` were last changed long
     enough ago that the compile cache trusts their ctime (model/weights.py racy_change):
     a test that writes a checkpoint and opens it at once would otherwise run uncached."""
-    import os
-    import time
-
-    from compile_ahead.runtime.model.weights import file_identity, racy_change
+    from compile_ahead.runtime.model import weights
 
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        while racy_change(path, file_identity(path, os.stat(path)), time.time_ns()):
-            time.sleep(0.005)
+        weights.wait_until_settled(path)
 
 
 def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
