@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from compile_ahead.file_kind import file_kind
+
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
@@ -56,16 +58,10 @@ def user_dir_name() -> str:
     return f"uid-{os.geteuid()}"
 
 
-def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"))
-    kinds += ((stat.S_ISREG, "a regular file"), (stat.S_ISFIFO, "a FIFO"))
-    return next((name for test, name in kinds if test(mode)), "a special file")
-
-
 def _own_problem(st: os.stat_result, want_dir: bool) -> str | None:
     """Why an opened directory or entry is not this user's own, or None."""
     if not (stat.S_ISDIR(st.st_mode) if want_dir else stat.S_ISREG(st.st_mode)):
-        return f"is {_kind(st.st_mode)}, not {'a directory' if want_dir else 'a regular file'}"
+        return f"is {file_kind(st.st_mode)}, not {'a directory' if want_dir else 'a regular file'}"
     if st.st_uid != os.geteuid():
         return f"is owned by another user (uid {st.st_uid})"
     if st.st_mode & _OTHERS_WRITE:
@@ -110,7 +106,7 @@ def open_private_dir(parent_fd: int, name: str, shown: Path, create: bool) -> in
             if err.errno not in (errno.ENOTDIR, errno.ELOOP):
                 raise
             mode = os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode
-            raise UntrustedPath(shown, f"is {_kind(mode)}, not a directory") from None
+            raise UntrustedPath(shown, f"is {file_kind(mode)}, not a directory") from None
     return None
 
 
