@@ -234,3 +234,21 @@ def test_an_entry_that_is_not_this_users_own_is_not_imported(
     assert_one_line_warning(err, str(entry), "unusable", why)
     third, _ = generate(a, cache, capsys)
     assert states(third) == {"hit"} and third["tokens"] == control["tokens"]
+
+
+def test_an_earlier_caches_wider_modes_are_narrowed(models, tmp_path, monkeypatch, capsys):
+    """The default cache as an earlier version left it (directories 0775 under a umask of 002,
+    entries 0644): still used, without a warning, and made private on the way."""
+    a, _ = models
+    monkeypatch.setenv("COMPILE_AHEAD_CACHE_DIR", str(tmp_path / "user-cache"))
+    control, _ = generate(a, ["--no-cache"], capsys)
+    generate(a, [], capsys)
+    root = tmp_path / "user-cache" / "compiled"
+    (entry,) = files_under(root)
+    for path, mode in ((root, 0o775), (entry.parent, 0o775), (entry, 0o644)):
+        path.chmod(mode)
+    again, err = generate(a, [], capsys)
+    assert states(again) == {"hit"} and again["tokens"] == control["tokens"]
+    assert warning_lines(err) == []
+    modes = [stat.S_IMODE(p.stat().st_mode) for p in (root, entry.parent, entry)]
+    assert modes == [0o700, 0o700, 0o600]

@@ -188,9 +188,12 @@ class CompileCache:
         directory: str | os.PathLike[str],
         weightless: bool = False,
         max_bytes: int | None = None,
+        default_directory: bool = False,
     ):
         self.directory = Path(directory).expanduser()
-        self._tree = CacheTree(self.directory)
+        # The default directory is the cache's own: one wider than 0700 is narrowed, while a
+        # directory the user names keeps its mode (cache_dirs.py).
+        self._tree = CacheTree(self.directory, own_root=default_directory)
         self.weightless = weightless
         self.max_bytes = max_bytes  # least recently used entries go beyond this; None: no cap
         self.unusable: str | None = None  # set by ``open``: why no entry can be kept at all
@@ -625,7 +628,7 @@ def cache_from_flags(
         check_max_gb(max_gb)
     max_bytes = None if max_gb is None or max_gb == 0 else int(max_gb * 1e9)
     directory = Path(cache_dir) if cache_dir else default_cache_dir()
-    return CompileCache(directory, max_bytes=max_bytes).open()
+    return CompileCache(directory, max_bytes=max_bytes, default_directory=not cache_dir).open()
 
 
 def check_max_gb(max_gb: float) -> float:

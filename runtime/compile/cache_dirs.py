@@ -12,7 +12,10 @@ redirect one, in a shared cache root (``--cache-dir /tmp/shared``, mode 1777) to
   regular file, writable by no one else.
 - Directories are created 0700 and entries 0600, whatever the umask: an entry holds a model's
   compiled weights, and since other users' entries are refused, a wider mode would share
-  nothing and could leak a private model.
+  nothing and could leak a private model. This user's own directories and entries found with
+  wider modes (an earlier version's, or made under a wider umask) are narrowed to these when
+  opened, except an entry others could write, which is refused (it may have been rewritten).
+  The root keeps the mode the user gave it, unless it is the cache's own default directory.
 
 Anything else raises ``UntrustedPath`` (what and why, one clause); the cache then warns once and
 compiles without it.
@@ -35,6 +38,7 @@ from compile_ahead.file_kind import file_kind
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+_OTHERS_ANY = stat.S_IRWXG | stat.S_IRWXO
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO where an entry should be opens at once (and is refused) instead of waiting.
 _ENTRY_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -64,7 +68,19 @@ def _own_problem(st: os.stat_result, want_dir: bool) -> str | None:
         return f"is {file_kind(st.st_mode)}, not {'a directory' if want_dir else 'a regular file'}"
     if st.st_uid != os.geteuid():
         return f"is owned by another user (uid {st.st_uid})"
-    if st.st_mode & _OTHERS_WRITE:
+    return None
+
+
+def _made_private(fd: int, st: os.stat_result, mode: int) -> str | None:
+    """Narrow this user's own directory or entry open on ``fd`` to ``mode`` when it is wider;
+    why it cannot be used, or None. An entry others could write stays refused."""
+    if not st.st_mode & _OTHERS_ANY:
+        return None
+    if stat.S_ISREG(st.st_mode) and st.st_mode & _OTHERS_WRITE:
+        return "can be written by other users"
+    with contextlib.suppress(OSError):  # a file system without modes: checked below
+        os.fchmod(fd, mode)
+    if os.fstat(fd).st_mode & _OTHERS_WRITE:
         return "can be written by other users"
     return None
 
@@ -81,7 +97,10 @@ def _root_problem(st: os.stat_result) -> str | None:
 def _checked(fd: int, shown: Path, want_dir: bool) -> int:
     """``fd`` if it is this user's own directory (or regular file); closed and refused if not."""
     try:
-        problem = _own_problem(os.fstat(fd), want_dir)
+        st = os.fstat(fd)
+        problem = _own_problem(st, want_dir) or _made_private(
+            fd, st, PRIVATE_DIR_MODE if want_dir else PRIVATE_FILE_MODE
+        )
     except OSError:
         os.close(fd)
         raise
@@ -133,10 +152,11 @@ class Base:
     fd: int | None
 
 
-def open_base(root: Path, create: bool) -> Base:
-    """The base of the cache rooted at ``root`` (created, privately, with ``create``).
-    UntrustedPath when the root or this user's directory in it cannot be trusted, OSError
-    (NotADirectoryError for a root that is a file) when it cannot be opened."""
+def open_base(root: Path, create: bool, own_root: bool = False) -> Base:
+    """The base of the cache rooted at ``root`` (created, privately, with ``create``; narrowed
+    to 0700 if it is this user's and ``own_root``: the cache's default directory). UntrustedPath
+    when the root or this user's directory in it cannot be trusted, OSError (NotADirectoryError
+    for a root that is a file) when it cannot be opened."""
     if create:
         make_private_dirs(root)
     try:
@@ -150,6 +170,9 @@ def open_base(root: Path, create: bool) -> Base:
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
+        if own_root and st.st_uid == os.geteuid() and st.st_mode & _OTHERS_ANY:
+            _made_private(fd, st, PRIVATE_DIR_MODE)
+            st = os.fstat(fd)
         if (problem := _root_problem(st)) is not None:
             raise UntrustedPath(root, problem)
         if not st.st_mode & _OTHERS_WRITE:
@@ -201,12 +224,13 @@ class CacheTree:
     is opened again for every operation (a cache directory renamed or replaced meanwhile is not
     written through a stale descriptor); paths are full paths under ``base_path()``."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, own_root: bool = False):
         self.root = root
+        self.own_root = own_root  # the cache's default directory: narrowed (open_base)
 
     def base_path(self) -> Path:
         """Where this user's entries live; UntrustedPath or OSError as ``open_base`` says."""
-        base = open_base(self.root, create=False)
+        base = open_base(self.root, False, self.own_root)
         if base.fd is not None:
             os.close(base.fd)
         return base.path
@@ -215,7 +239,7 @@ class CacheTree:
     def directory(self, path: Path, create: bool = False) -> Iterator[int | None]:
         """A descriptor of the directory ``path`` (the base or below it, every step this
         user's own), or None when it does not exist (and is not created)."""
-        base = open_base(self.root, create)
+        base = open_base(self.root, create, self.own_root)
         fd = base.fd
         try:
             if not path.is_relative_to(base.path):  # named before the root changed
