@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from compile_ahead.atomic import writing
+from compile_ahead.atomic import write_bytes_atomic
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
@@ -72,8 +72,7 @@ def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
         (out / EXPERIMENT, json.dumps(exp, indent=1)),
         (out / TRIALS_LOG, "".join(json.dumps(r.to_dict()) + "\n" for r in records)),
     ):
-        with writing(path):
-            path.write_text(text)
+        write_bytes_atomic(path, text.encode())
 
 
 def _finish(
@@ -176,8 +175,7 @@ def run_experiment(
 ) -> list[TrialRecord]:
     """Save the experiment, run the plan; on a failed trial, analyse what completed into a
     *_partial report beside trials.jsonl, then fail with one line."""
-    with writing(out / EXPERIMENT):
-        (out / EXPERIMENT).write_text(json.dumps(exp, indent=1))
+    write_bytes_atomic(out / EXPERIMENT, json.dumps(exp, indent=1).encode())
     try:
         return run_plan(plan, arms, out, timeout_s=timeout_s, progress=_progress(quiet))
     except TrialFailed as err:

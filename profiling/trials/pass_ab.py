@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_ahead.atomic import writing
+from compile_ahead.atomic import write_figure_atomic
 from compile_ahead.profiling.trials.analysis import (
     Analysis,
     Endpoint,
@@ -249,9 +249,7 @@ def plot_passes(passes: PassAnalysis, path: Path, title: str, rows: int = PLOT_R
     )
     fig.suptitle(f"{title}\n({note})", fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with writing(path):
-        fig.savefig(path, dpi=110)
+    write_figure_atomic(fig, path)
     plt.close(fig)
     return path
 

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from compile_ahead.atomic import writing
+from compile_ahead.atomic import write_bytes_atomic
 from compile_ahead.profiling.trials.analysis import Analysis
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
 from compile_ahead.profiling.trials.stats import PairedSummary
@@ -165,9 +165,7 @@ def write_reports(
     md_path = out_dir / f"{stem}.md"
     json_path = out_dir / f"{stem}.json"
     text = "\n".join([markdown(analysis, title, context, arm_labels), *sections])
-    with writing(md_path):
-        md_path.write_text(text)
+    write_bytes_atomic(md_path, text.encode())
     data = {**to_json(analysis, title, context, arms, records), **dict(extra or {})}
-    with writing(json_path):
-        json_path.write_text(json.dumps(data, indent=2))
+    write_bytes_atomic(json_path, json.dumps(data, indent=2).encode())
     return md_path, json_path

@@ -102,10 +102,10 @@ class WeightStore:
         """What identifies these weight values (the compile cache's key); None: nothing does."""
         return None
 
-    def unsettled(self, racy: bool = True) -> str | None:
+    def unsettled(self) -> str | None:
         """Why the values may no longer be the ones ``identity`` names (the files changed since
-        they were opened, or, with ``racy``, were written too shortly before to be told apart
-        from a later write); None when they are. In-memory weights never change."""
+        they were opened, or were written too shortly before to be told apart from a later
+        write); None when they are. In-memory weights never change."""
         return None
 
 
@@ -138,6 +138,14 @@ def racy_change(path: Path, identity: dict[str, Any], opened_ns: int) -> str | N
     if opened_ns - ctime < margin:
         return f"{path} was written just before it was opened (a later write could keep its ctime)"
     return None
+
+
+def wait_until_settled(path: Path) -> None:
+    """Return once a later write to ``path`` would change its ctime (``racy_change``), so that
+    its file identity names its bytes: a clock tick or two after it was written (two seconds on
+    a file system that keeps whole seconds)."""
+    while racy_change(path, file_identity(path, os.stat(path)), time.time_ns()):
+        time.sleep(0.005)
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -274,7 +282,7 @@ class SafetensorsStore(WeightStore):
     def identity(self) -> dict[str, Any] | None:
         return {"files": self._identity}
 
-    def unsettled(self, racy: bool = True) -> str | None:
+    def unsettled(self) -> str | None:
         for (path, fd, opened, opened_ns), identity in zip(
             self._opened, self._identity, strict=True
         ):
@@ -283,7 +291,7 @@ class SafetensorsStore(WeightStore):
                 return f"{path} was replaced or removed on disk since this run opened it"
             if not _same_file(opened, now):
                 return f"{path} changed on disk since this run opened it"
-            if racy and (reason := racy_change(path, identity, opened_ns)):
+            if reason := racy_change(path, identity, opened_ns):
                 return reason
         return None
 
