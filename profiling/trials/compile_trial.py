@@ -145,6 +145,18 @@ def _compile_passes(profile) -> dict:
     }
 
 
+def _pass_recorder(manifest: dict, pass_file: str) -> PassRecorder | None:
+    """With "pass_profile": OpenVINO's pass timing switched on (before openvino is loaded)
+    into ``pass_file``, and its reader."""
+    if not manifest.get("pass_profile"):
+        return None
+    passprofile = load_module(manifest["passprofile"], "passprofile")
+    if os.path.exists(pass_file):
+        os.remove(pass_file)
+    os.environ["OV_ENABLE_PROFILE_PASS"] = pass_file
+    return PassRecorder(passprofile, pass_file)
+
+
 def _setup(manifest: dict, measure) -> dict:
     """Pin and prefetch as the manifest asks, before openvino loads; what was done."""
     done: dict = {}
@@ -216,6 +228,31 @@ def _pass_totals(rungs: list, read_transformations_s: float) -> dict:
     return {"total_transformations_s": total, "pass_self_s": self_s, "pass_runs": runs}
 
 
+def read_and_compile(core, modules: tuple, manifest: dict, tools: dict) -> tuple[list, float]:
+    """Every rung read, re-marked and compiled: (rung entries, pass time spent in the reads)."""
+    decompression, fold_guard = modules
+    device, config, passes = manifest["device"], dict(manifest.get("config", {})), tools["passes"]
+    rungs = []
+    read_transformations_s = 0.0
+    for rung in manifest["rungs"]:
+        t0 = time.perf_counter()
+        model = core.read_model(rung["xml"])
+        t1 = time.perf_counter()
+        marks = (
+            decompression.mark_weight_decompression(model),
+            fold_guard.keep_lookups_unfolded(model),
+        )
+        t2 = time.perf_counter()
+        read_profile = passes.next_profile() if passes is not None else None
+        if read_profile is not None:
+            read_transformations_s += read_profile.total_ns() / 1e9
+        tools["capacity"] = rung["capacity"]
+        compiles = compile_rung(core, model, device, config, manifest, tools)
+        rungs.append(_rung_entry(rung, (t0, t1, t2), marks, compiles))
+        del model
+    return rungs, read_transformations_s
+
+
 def _check(manifest: dict) -> None:
     repeat, warmup = manifest.get("repeat", 1), manifest.get("compile_warmup", 0)
     if not isinstance(repeat, int) or repeat < 1 or not isinstance(warmup, int) or warmup < 0:
@@ -235,13 +272,8 @@ def main(argv: list[str]) -> int:
     measure = load_module(str(Path(__file__).with_name("compile_measure.py")), "compile_measure")
     setup = _setup(manifest, measure)
     out_path = argv[2]
-    pass_file = out_path + ".passes"
-    profiling = bool(manifest.get("pass_profile"))
-    passprofile = load_module(manifest["passprofile"], "passprofile") if profiling else None
-    if profiling:
-        if os.path.exists(pass_file):
-            os.remove(pass_file)
-        os.environ["OV_ENABLE_PROFILE_PASS"] = pass_file  # before openvino is loaded
+    passes = _pass_recorder(manifest, out_path + ".passes")
+    profiling = passes is not None
     ext, reason = _extension_counters(bool(manifest.get("extension_counters")))
     import openvino as ov
 
@@ -250,35 +282,17 @@ def main(argv: list[str]) -> int:
 
     t_import = time.perf_counter()
     core = ov.Core()
-    device = manifest["device"]
-    config = dict(manifest.get("config", {}))
-    passes = PassRecorder(passprofile, pass_file) if passprofile is not None else None
     tools = {"meter": measure.CompileMeter(manifest.get("perfcounters")), "ext": ext,
              "passes": passes}  # fmt: skip
-    rungs = []
-    read_transformations_s = 0.0
-    for rung in manifest["rungs"]:
-        t0 = time.perf_counter()
-        model = core.read_model(rung["xml"])
-        t1 = time.perf_counter()
-        marks = (
-            decompression.mark_weight_decompression(model),
-            fold_guard.keep_lookups_unfolded(model),
-        )
-        t2 = time.perf_counter()
-        read_profile = passes.next_profile() if passes is not None else None
-        if read_profile is not None:
-            read_transformations_s += read_profile.total_ns() / 1e9
-        tools["capacity"] = rung["capacity"]
-        compiles = compile_rung(core, model, device, config, manifest, tools)
-        rungs.append(_rung_entry(rung, (t0, t1, t2), marks, compiles))
-        del model
+    rungs, read_transformations_s = read_and_compile(
+        core, (decompression, fold_guard), manifest, tools
+    )
     result = {
         "openvino_version": ov.get_version(),
         "python": sys.version.split()[0],
         "executable": sys.executable,
-        "device": device,
-        "config": config,
+        "device": manifest["device"],
+        "config": dict(manifest.get("config", {})),
         "import_s": t_import - t_start,
         "repeat": int(manifest.get("repeat", 1)),
         "compile_warmup": int(manifest.get("compile_warmup", 0)),
