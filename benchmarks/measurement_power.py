@@ -73,6 +73,7 @@ class Tally:
     aa_flagged: int = 0
     aa_detected: int = 0
     mde_pct: list[float] = field(default_factory=list)
+    measured: bool = False  # some run compared it (else: unavailable on this machine)
 
 
 def calibrations(setup: Setup, work: Path, delta: str, pairs: int, tallies: dict) -> None:
@@ -87,7 +88,7 @@ def calibrations(setup: Setup, work: Path, delta: str, pairs: int, tallies: dict
             arm = exp["calibration"]["arm"]
             for ep in analysis.endpoints:
                 judged = analysis.judgements[ep.key].get(arm)
-                tallies.setdefault(ep.key, Tally(ep.label))
+                tallies.setdefault(ep.key, Tally(ep.label)).measured |= judged is not None
                 first.setdefault(ep.key, None)
                 if judged is not None and judged.detected and first[ep.key] is None:
                     first[ep.key] = m
@@ -109,6 +110,7 @@ def aa_runs(setup: Setup, work: Path, tallies: dict) -> None:
             t = tallies.setdefault(ep.key, Tally(ep.label))
             judged = analysis.judgements[ep.key].get(aa)
             summary = analysis.comparisons[ep.key].get(aa)
+            t.measured |= judged is not None
             t.aa_flagged += bool(judged and judged.flagged)
             t.aa_detected += bool(judged and judged.detected)
             if summary is not None and summary.mde_pct is not None:
@@ -126,6 +128,9 @@ def table(setup: Setup, tallies: dict[str, Tally]) -> str:
               "A/A CI excl. 0", f"MDE at {p1} pairs (median)"]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for t in tallies.values():
+        if not t.measured:
+            lines.append("| " + " | ".join([t.label] + ["unavailable"] * (len(header) - 1)) + " |")
+            continue
         mde = f"{statistics.median(t.mde_pct):.3g}%" if t.mde_pct else "unavailable"
         cells = [t.label, f"{t.detected.get('1%', 0)}/{runs}", _firsts(t.first.get("1%", [])),
                  f"{t.detected.get('0.5%', 0)}/{runs}", _firsts(t.first.get("0.5%", [])),
