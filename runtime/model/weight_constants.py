@@ -51,11 +51,12 @@ def array_constant(
 ) -> ov.Node:
     """A new constant of ``array`` (its storage, typed ``element_type``) that owns it:
     ``owner`` (OpenVINO memory the array views) when given, else the array itself where
-    numpy can type it, else a copy in OpenVINO memory (bf16 bits without an owner)."""
+    numpy can type it (and it is writeable, as OpenVINO requires to share it), else a copy in
+    OpenVINO memory (bf16 bits without an owner, a read-only array)."""
     if owner is not None:
         return ov.op.Constant(owner)
     array = np.ascontiguousarray(array)
-    if ov.Type(array.dtype) == element_type:
+    if ov.Type(array.dtype) == element_type and array.flags.writeable:
         return ov.op.Constant(array, shared_memory=True)
     return ov.op.Constant(owned_tensor(element_type, array))
 
@@ -116,17 +117,26 @@ def read_mapped(path: Path, fd: int, tensors: Sequence[MappedTensor]) -> ov.Mode
     from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
 
     weights = _fd_path(fd, path)
-    with tempfile.TemporaryDirectory(prefix="compile-ahead-weights-") as tmp:
-        xml = Path(tmp) / "weights.xml"
-        xml.write_text(_ir_xml(tensors))
-        try:
+    try:
+        with tempfile.TemporaryDirectory(prefix="compile-ahead-weights-") as tmp:
+            xml = Path(tmp) / "weights.xml"
+            xml.write_text(_ir_xml(tensors))
             model = core().read_model(str(xml), weights)
-        except RuntimeError as err:
-            raise CompileAheadError(
-                f"{path}: OpenVINO cannot map its tensors: {openvino_error_summary(err)}"
-            ) from None
-    opened, read = os.fstat(fd), os.stat(weights)
-    if (opened.st_ino, opened.st_dev) != (read.st_ino, read.st_dev):
+    except OSError as err:  # the IR is read from a file: the temporary directory must work
+        raise CompileAheadError(
+            f"{path}: cannot map its tensors: a temporary file cannot be written "
+            f"({err.strerror or err})"
+        ) from None
+    except RuntimeError as err:
+        raise CompileAheadError(
+            f"{path}: OpenVINO cannot map its tensors: {openvino_error_summary(err)}"
+        ) from None
+    opened = os.fstat(fd)
+    try:
+        read = os.stat(weights)
+    except OSError:
+        read = None
+    if read is None or (opened.st_ino, opened.st_dev) != (read.st_ino, read.st_dev):
         raise CompileAheadError(f"{path}: replaced on disk while being opened; run again")
     return model
 
