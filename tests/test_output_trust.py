@@ -147,7 +147,7 @@ def test_an_output_that_stops_being_a_regular_file_is_not_replaced(tmp_path):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 2, err[-3000:]
     line = _one_line_error(err)
-    assert f"{report}: is now a FIFO (named pipe), not replaced" in line
+    assert f"{report}: is now a FIFO, not replaced" in line
     assert stat.S_ISFIFO(os.lstat(report).st_mode)
     kept = Path(line.rsplit(" kept in ", 1)[1])
     assert kept.parent == tmp_path

@@ -173,10 +173,22 @@ def check_arm_properties(arm: ArmSpec, device: str, timeout_s: float = PROBE_TIM
     check_properties(arm.config, facts, what)
 
 
+# What an interpreter (with its library path and environment) answered for a device: asked
+# once per process however often arms running it are made (an A/A copy, a calibration arm).
+_PROBED: dict[tuple, dict] = {}
+
+
 def probe(arm: ArmSpec, device: str, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
     """Ask the arm's interpreter which OpenVINO it loads and whether it compiles for
     ``device`` (property_facts.py's ``--installation``); a clear error if it cannot, or does not
     answer within ``timeout_s`` (its whole process group is then killed)."""
+    key = (arm.python, arm.library_path, tuple(sorted(arm.env.items())), device)
+    if key not in _PROBED:
+        _PROBED[key] = _probe(arm, device, timeout_s)
+    return _PROBED[key]
+
+
+def _probe(arm: ArmSpec, device: str, timeout_s: float) -> dict:
     from compile_ahead.runtime.compile import property_facts
 
     script = str(Path(property_facts.__file__).resolve())

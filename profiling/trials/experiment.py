@@ -9,6 +9,7 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_bytes_atomic
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.trials import calibration as calibration_report
 from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.design import Plan, make_plan
@@ -87,11 +88,16 @@ def _finish(
     labels: dict[str, str] | None = None,
     echo: bool = True,
     passes: PassAnalysis | None = None,
+    calibration: dict | None = None,
 ) -> Path:
     from compile_ahead.profiling.trials.report import markdown, write_reports
 
     sections = [] if passes is None else [pass_ab.markdown(passes, labels)]
     extra = {} if passes is None else {"passes": pass_ab.to_json(passes)}
+    if calibration:
+        rows = calibration_report.summary(analysis, calibration)
+        sections.insert(0, calibration_report.markdown(rows, calibration))
+        extra["calibration"] = {**calibration, "endpoints": rows}
     md, js = write_reports(
         out, stem, analysis, title, context, arms, records, labels, sections, extra
     )
@@ -132,14 +138,22 @@ def report_experiment(
     arms = _arms_from(exp)
     ladder = tuple(exp["ladder"])
     passes = None
+    calibration = None
     if exp["kind"] == "compile":
-        endpoints = compile_ab.compile_endpoints(ladder, exp["pass_profile"], exp["counters"])
-        analysis = analyse(records, plan, endpoints)
+        measure = compile_ab.MeasureOptions.from_experiment(exp)
+        aa = compile_ab.aa_arms(exp["arms"])
+        endpoints = compile_ab.compile_endpoints(
+            ladder, exp["pass_profile"], exp["counters"], measure
+        )
+        analysis = analyse(records, plan, endpoints, aa)
         if exp["pass_profile"]:
-            passes = pass_ab.analyse_passes(records, plan)
+            passes = pass_ab.analyse_passes(records, plan, measure.statistic, aa)
         context = dict(exp["context"])
         labels = dict(exp["labels"])
         stem, title = "compile_ab", f"Compile A/B: {' vs '.join(plan.arms)}"
+        calibration = exp.get("calibration")
+        if calibration:
+            title = f"CALIBRATION (not a real change) {title}"
     else:
         from compile_ahead.profiling.trials import baselines
 
@@ -166,8 +180,9 @@ def report_experiment(
         context = {"status": status, **context}
         stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
     return _finish(
-        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None, passes
-    )
+        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None, passes,
+        calibration,
+    )  # fmt: skip
 
 
 def run_experiment(

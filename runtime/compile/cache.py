@@ -21,15 +21,20 @@ measures both), and it is keyed by everything a compiled graph depends on:
   graphs, sources, compile).
 
 An entry is one file: the exported blob followed by a JSON trailer (key, blob size, the blob's
-CRC-32) and a magic footer. It is written under a temporary name and renamed into place, so a
-reader sees a whole entry or none. Only this user's own entries in its own directories are read
-or written, never through a symbolic link, and a root that other users could change is not used
-at all (cache_dirs.py says how; a shared root gets one directory per user). A hit checks the
-CRC-32 of the whole blob before importing it (the fastest of zlib's and hashlib's checksums,
-measured by benchmarks/cache_checksum.py; its seconds are reported as verify_s beside
-import_s); a truncated, damaged, foreign or unimportable entry is deleted and the graph
-recompiled, with a warning. A hit imports the blob from a memory map (no copy of the file into
-memory); the compiled model may alias the mapping, which is kept alive with it.
+XXH3-128 hash) and a magic footer. It is written under a temporary name and renamed into place,
+so a reader sees a whole entry or none. Only this user's own entries in its own directories are
+read or written, never through a symbolic link, and a root that other users could change is not
+used at all (cache_dirs.py says how; a shared root gets one directory per user). A hit hashes
+the whole blob before importing it (its seconds are reported as verify_s beside import_s): a
+truncated, damaged, foreign or unimportable entry is deleted and the graph recompiled, with a
+warning. XXH3 was the fastest candidate measured side by side (benchmarks/cache_checksum.py:
+several times zlib's CRC-32, ahead of a hardware CRC-32C, which moreover takes only bytes, so a
+mapped entry would be copied first); it reads the mapping in place and releases the GIL, so a
+background import does not hold up decoding. The check runs before the import rather than beside
+it: OpenVINO's deserializer is no guard against damaged input, and a crash inside import_model
+could not be discarded. A hit imports the blob from a memory map, as OpenVINO's own cache does
+(no copy of the file into memory); the compiled model aliases the mapping, which is kept alive
+with it.
 
 A cache that cannot be used never fails a run: a directory that is a file, read-only, full or
 not this user's own, an entry that cannot be removed or one larger than the cap each warn once
@@ -55,11 +60,12 @@ import struct
 import threading
 import time
 import warnings
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+import xxhash
 
 from compile_ahead.errors import CompileAheadError, CompileAheadWarning
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB, cache_root
@@ -76,8 +82,9 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.sources.base import ModelSource
 
 # Part of every key: entries of another format are never looked up (misses, pruned in time).
-FORMAT_VERSION = 2  # the whole blob's CRC-32 in the trailer
+FORMAT_VERSION = 3  # the whole blob's XXH3-128 in the trailer (2: its CRC-32)
 MAGIC = b"CAHEAD01"
+CHECKSUM = "xxh3_128"  # the trailer's field holding the blob's checksum
 SUFFIX = ".ovblob"
 _FOOTER = struct.Struct("<Q8s")  # trailer length, magic
 # Packages whose modules shape a compiled graph (how weights are read, how graphs are built
@@ -169,11 +176,11 @@ def _config_repr(config: Mapping[str, object]) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(config.items()) if k != "MODEL_PTR"}
 
 
-def checksum(blob: memoryview | np.ndarray) -> int:
-    """CRC-32 of every byte: a damaged entry anywhere is found before it is imported. Not a
-    defence against forgery (the cache directory is the user's own), and zlib releases the GIL
-    while it reads, so a background import does not hold up decoding."""
-    return zlib.crc32(memoryview(blob).cast("B"))
+def checksum(blob: memoryview | np.ndarray) -> str:
+    """XXH3-128 of every byte (hex): a damaged entry anywhere is found before it is imported.
+    Not a defence against forgery (the cache directory is the user's own). xxhash reads the
+    buffer in place and releases the GIL while it does."""
+    return xxhash.xxh3_128_hexdigest(memoryview(blob).cast("B"))
 
 
 class CorruptEntry(Exception):
@@ -426,7 +433,7 @@ class CompileCache:
         if trailer.get("key") != key or trailer.get("blob_bytes") != blob_len:
             raise CorruptEntry("trailer does not match its name")
         t0 = time.perf_counter()
-        if trailer.get("crc32") != checksum(blob):
+        if trailer.get(CHECKSUM) != checksum(blob):
             raise CorruptEntry("checksum mismatch: the entry is damaged")
         verify_s = time.perf_counter() - t0
         import_config = dict(config)
@@ -507,7 +514,7 @@ class CompileCache:
                 f"not stored: {_size(len(view))} exceed the cache's cap of {_size(self.max_bytes)}"
             )
             return replace(outcome, entry=None, note=note)
-        trailer = json.dumps({"key": key, "blob_bytes": len(view), "crc32": checksum(view)})
+        trailer = json.dumps({"key": key, "blob_bytes": len(view), CHECKSUM: checksum(view)})
         try:
             # No fsync: a crash can leave a short or zeroed file under the final name only
             # after a rename, and the checksum rejects it (then it is recompiled).

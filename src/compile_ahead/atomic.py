@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from compile_ahead.errors import OutputWriteError, write_error
+from compile_ahead.file_kind import file_kind
 from compile_ahead.file_modes import PRIVATE_FILE, settle
-from compile_ahead.output_paths import kind_of, temporary_name
+from compile_ahead.output_paths import temporary_name
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _TRIES = 100
@@ -68,7 +69,7 @@ class StagedFile:
             self.file.close()
             self._close_dir()  # kept: discard() no longer removes it
             raise OutputWriteError(
-                f"{dest}: is now {kind_of(st.st_mode)}, not replaced (outputs replace only "
+                f"{dest}: is now {file_kind(st.st_mode)}, not replaced (outputs replace only "
                 f"regular files); what was to go there is kept in {self.path}"
             )
 

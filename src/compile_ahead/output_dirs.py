@@ -13,8 +13,9 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_bytes_atomic
 from compile_ahead.errors import OutputWriteError, write_error
+from compile_ahead.file_kind import file_kind
 from compile_ahead.file_modes import PRIVATE_DIR, settle_dir
-from compile_ahead.output_paths import kind_of, temporary_name
+from compile_ahead.output_paths import temporary_name
 
 OUTPUT_MARKER = ".compile-ahead-output"
 _MARKER_HEADER = (
@@ -100,7 +101,7 @@ def _replaceable(out: Path, staging: Path) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     if not stat.S_ISDIR(st.st_mode):
-        problem = f"is now {kind_of(st.st_mode)}"
+        problem = f"is now {file_kind(st.st_mode)}"
     elif foreign := foreign_entries(out):
         problem = f"now holds files this tool did not write ({describe_entries(foreign)})"
     else:

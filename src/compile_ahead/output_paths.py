@@ -9,24 +9,12 @@ import secrets
 import stat
 from pathlib import Path
 
+from compile_ahead.file_kind import file_kind
+
 # The usual NAME_MAX, when the file system cannot be asked.
 DEFAULT_NAME_MAX = 255
 REGULAR_FILE = "a regular file"
 DIRECTORY = "a directory"
-_KINDS = (
-    (stat.S_ISREG, REGULAR_FILE),
-    (stat.S_ISDIR, DIRECTORY),
-    (stat.S_ISLNK, "a symbolic link"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def kind_of(mode: int) -> str:
-    """``st_mode`` in words: "a regular file", "a character device", ..."""
-    return next((name for test, name in _KINDS if test(mode)), "an unknown kind of file")
 
 
 def node_kind(path: Path) -> str | None:
@@ -38,7 +26,7 @@ def node_kind(path: Path) -> str | None:
         return None
     if stat.S_ISLNK(mode):
         return f"a symbolic link (to {os.readlink(path)})"
-    return kind_of(mode)
+    return file_kind(mode)
 
 
 def name_max(directory: Path) -> int:
