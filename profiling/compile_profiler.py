@@ -67,14 +67,8 @@ class CompileProfiler:
         except OutputWriteError as err:
             self.abandon()
             raise write_error_at(err, self.staging, self.out) from None
-        self.pass_file: Path | None = None
-        if not args.no_pass_profile:
-            if "openvino" in __import__("sys").modules:
-                raise CompileAheadError(
-                    "openvino is already loaded: pass profiling cannot be enabled"
-                )
-            self.pass_file = self.staging / PASSES_NAME
-            os.environ[passprofile.ENV] = str(self.pass_file)
+        # On for each profiled compile only (passprofile.recording_passes).
+        self.pass_file = None if args.no_pass_profile else self.staging / PASSES_NAME
         self.report: dict[str, Any] = {}
         self.failure: CompileAheadError | None = None
         # Each profiled compile's passes, for the table of the passes that took most time.
@@ -195,7 +189,10 @@ class CompileProfiler:
         w = self.writer
         job = begin_job(w, 0, time.monotonic_ns(), label=self.foreign.name)
         try:
-            with ProgressLine(f"compiling {self.foreign.name}"), passprofile.without_pass_banners():
+            with (
+                ProgressLine(f"compiling {self.foreign.name}"),
+                passprofile.recording_passes(self.pass_file),
+            ):
                 profile, result = profile_rung(
                     lambda: compile_foreign(self.foreign, self.shapes, self.options),
                     0,
@@ -237,7 +234,7 @@ class CompileProfiler:
         try:
             with (
                 ProgressLine(f"compiling {what} for {self.options.device}"),
-                passprofile.without_pass_banners(),
+                passprofile.recording_passes(self.pass_file),
             ):
                 profile, result = profile_rung(
                     lambda: self.compile_rung(spec), capacity, self.pass_file, self.sampler
@@ -322,9 +319,7 @@ class CompileProfiler:
         )
         bar = ProgressBar(tokens)
         try:
-            # Background compiles print pass-manager banners while pass profiling is on.
-            with passprofile.without_pass_banners():
-                result = run_ladder(self.source, self.options, settings, FanOut(events, bar))
+            result = run_ladder(self.source, self.options, settings, FanOut(events, bar))
         finally:
             bar.close()
             events.close()

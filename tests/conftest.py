@@ -116,6 +116,18 @@ def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
     return tokens, logits
 
 
+def interpreter_venv(directory: Path) -> Path:
+    """``directory`` laid out as a virtual environment (bin/python) whose interpreter is this
+    one, its environment included. bin/python is a script that runs ``sys.executable`` by its
+    own path: a symlink would not do inside a venv (Python looks for pyvenv.cfg beside the link,
+    finds none, and runs as the base interpreter without the venv's site-packages)."""
+    python = directory / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    return directory
+
+
 def start_decoding_run(argv: list[str]):
     """`compile-ahead ARGV` in a child process, returned once it prints its first progress
     line (decoding has begun); stderr stays open for the caller."""

@@ -13,11 +13,11 @@ from compile_ahead.profiling.trials.arms import parse_arm
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     load_experiment,
-    pool_experiments,
     report_experiment,
     run_experiment,
     save_experiment,
 )
+from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
     load_records,
@@ -32,6 +32,8 @@ from compile_ahead.runtime.cli.options import (
     add_prefill_options,
     add_protocol_options,
     add_synthetic_dtype_option,
+    check_device,
+    check_prefill_args,
     compile_timeout,
     decode_tokens_from_args,
     graph_mode,
@@ -264,6 +266,9 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
             f"--ov-config applies to compile-ahead's runs; the upstream arm(s) "
             f"{', '.join(upstream)} compile with their pipeline's own properties"
         )
+    if args.command is None:  # the trials run this OpenVINO: refused here, not in every trial
+        check_device(args.device)
+        check_prefill_args(args)
     ov_config_from_args(args, check=True)  # refused here, not in every trial
     if args.command is not None:
         passed = []
@@ -305,8 +310,6 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         if args.out is None:
             raise CompileAheadError("ab report: pooling several directories needs --out DIR")
-        if len(set(dirs)) != len(dirs):
-            raise CompileAheadError("ab report: a directory is named twice")
         out = args.out
         check_new_dir(out, "--out")
         exp, records = pool_experiments(

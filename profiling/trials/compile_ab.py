@@ -190,17 +190,13 @@ def make_arms(
     extras: Mapping[str, ArmExtras] | None = None,
 ) -> tuple[list[Arm], dict[str, str]]:
     """Runner arms (one manifest each) and a table label per arm (name + OpenVINO release).
-    Each arm's interpreter is probed, for at most ``probe_timeout_s`` (capped at the default).
+    Each arm's interpreter is probed (arms.probe: its OpenVINO, and that it compiles for the
+    device), for at most ``probe_timeout_s`` (capped at the default).
     ``extras`` adds to an arm's manifest, info and label (the A/A copy, the calibration arm)."""
     arms: list[Arm] = []
     labels: dict[str, str] = {}
     for spec in specs:
-        info = probe(spec, min(probe_timeout_s, PROBE_TIMEOUT_S))
-        if device.split(".")[0] not in {d.split(".")[0] for d in info["devices"]}:
-            raise CompileAheadError(
-                f"--arm {spec.name}: device {device} not available to {spec.python} "
-                f"(OpenVINO {info['openvino']}; devices: {', '.join(info['devices']) or 'none'})"
-            )
+        info = probe(spec, device, min(probe_timeout_s, PROBE_TIMEOUT_S))
         config = {**base_config, **spec.config}
         if config.get("CACHE_DIR"):
             raise CompileAheadError(

@@ -4,10 +4,12 @@ arms, the IR, the trials and the report, shared by both commands."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from compile_ahead.profiling.trials.arms import (
     ArmSpec,
     check_arm_properties,
     parse_arm,
+    probe,
 )
 from compile_ahead.profiling.trials.compile_ab import ArmExtras, ExportedRungs, MeasureOptions
 from compile_ahead.profiling.trials.compile_values import STATISTICS, TIME_STATISTIC_DEFAULT
@@ -163,6 +166,25 @@ class ArmPlan:
 BeforeArms = Callable[[ExportedRungs, dict, Path], ArmPlan]
 
 
+@contextlib.contextmanager
+def _no_results_on_refusal(out: Path) -> Iterator[None]:
+    """A command refused after it made its results directory leaves none behind (so the same
+    --out can be given again): everything in it is this run's, since it was absent or empty."""
+    existed = out.is_dir()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            shutil.rmtree(out, ignore_errors=True)
+        elif out.is_dir():
+            for entry in out.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink(missing_ok=True)
+        raise
+
+
 def run_compile_experiment(
     args: argparse.Namespace,
     out_dir: Callable[[], Path],
@@ -173,18 +195,21 @@ def run_compile_experiment(
     names = [s.name for s in arms_plan.specs]
     make_plan(names, args.pairs, args.warmup)  # refuses a bad design before any work
     ladder = compile_ab.parse_ladder(args.ladder)
+    timeout = min(args.timeout, PROBE_TIMEOUT_S)
     for spec in arms_plan.specs:  # before anything is written or exported
-        check_arm_properties(spec, args.device, min(args.timeout, PROBE_TIMEOUT_S))
+        check_arm_properties(spec, args.device, timeout)
+        probe(spec, args.device, timeout)  # its OpenVINO compiles for the device
     measure = measure_from_args(args)
     out = out_dir()
     shapes = parse_shapes(args.shape)
-    mark_output_dir(out)
     base_config, kv_precision = compile_ab.default_config(args.device)
     with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
-        print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
-        exported = compile_ab.export_rungs(
-            args.model, ladder, kv_precision, ir_dir, shapes, args.synthetic_dtype
-        )
+        with _no_results_on_refusal(out):
+            mark_output_dir(out)
+            print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
+            exported = compile_ab.export_rungs(
+                args.model, ladder, kv_precision, ir_dir, shapes, args.synthetic_dtype
+            )
         if before is not None:
             arms_plan = before(exported, base_config, out)
         plan = make_plan([s.name for s in arms_plan.specs], args.pairs, args.warmup)

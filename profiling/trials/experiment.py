@@ -3,7 +3,6 @@ ran); running it, and turning both into the table, JSON and plot (also for parti
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -66,70 +65,6 @@ def load_experiment(directory: Path) -> dict:
     if not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in exp["arms"]):
         raise CompileAheadError(f"{path}: every arm needs a name")
     return exp
-
-
-# What may differ between runs of one experiment that are pooled: how many pairs each ran, its
-# warm-ups (not analysed), and where earlier pooling came from.
-_POOLED_FREELY = ("pairs", "warmup", "pooled_from", "pooled_interpreters")
-
-
-def pool_experiments(
-    directories: list[Path], experiments: list[dict], records: list[list[TrialRecord]]
-) -> tuple[dict, list[TrialRecord]]:
-    """Runs of one experiment as one: their measured pairs one after another (blocks and
-    trial indexes renumbered, warm-ups left out). Runs of different experiments (arms,
-    commands, model, workload) are refused, naming what differs."""
-    first = experiments[0]
-    for directory, exp in zip(directories[1:], experiments[1:], strict=True):
-        differ = [
-            key
-            for key in sorted(set(first) | set(exp))
-            if key not in _POOLED_FREELY
-            and first.get(key) != exp.get(key)
-            and not (
-                key == "arms"
-                and _arms_key(first["arms"], directories[0]) == _arms_key(exp["arms"], directory)
-            )
-        ]
-        if differ:
-            raise CompileAheadError(
-                f"{directory}: another experiment than {directories[0]} ({', '.join(differ)} "
-                f"{'differs' if len(differ) == 1 else 'differ'}); only runs of one experiment "
-                "are pooled"
-            )
-    pooled: list[TrialRecord] = []
-    offset = 0
-    for exp, recs in zip(experiments, records, strict=True):
-        for r in recs:
-            if not r.warmup:
-                pooled.append(dataclasses.replace(r, index=len(pooled), block=offset + r.block))
-        offset += exp["pairs"]
-    sources = [str(d) for d in directories]
-    pooled_exp = first | {"pairs": offset, "warmup": 0, "pooled_from": sources}
-    interpreters = [str((exp["arms"][0].get("command") or ["?"])[0]) for exp in experiments]
-    if len(set(interpreters)) > 1:  # named in the report: the runs' code may differ
-        pooled_exp["pooled_interpreters"] = interpreters
-    return pooled_exp, pooled
-
-
-def _arms_key(arms: list[dict], directory: Path) -> list[dict]:
-    """What makes arms the same across runs: their commands without the interpreter that
-    starts them (a schedule run's is the Python that ran `ab`, e.g. another virtual
-    environment's; a compile run's arms also name theirs, and those names are compared) and
-    with the files a run wrote into its own directory for its arms (however the path was
-    spelled when it ran) named by a placeholder."""
-
-    def in_run_dir(part: str) -> str:
-        path = Path(part)
-        if "/" in part and path.name and (directory / path.name).is_file():
-            return f"{{dir}}/{path.name}"
-        return part
-
-    def key(arm: dict) -> dict:
-        command = [in_run_dir(str(part)) for part in arm.get("command", [])]
-        return arm | {"command": command[1:]}
-
-    return [key(arm) for arm in arms]
 
 
 def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
@@ -235,7 +170,10 @@ def report_experiment(
         labels = schedule_ab.arm_labels(records)
         stem, title = "schedule_ab", f"Schedule A/B: {' vs '.join(plan.arms)}"
     if exp.get("pooled_from"):
-        context["pooled"] = f"{len(exp['pooled_from'])} runs: {', '.join(exp['pooled_from'])}"
+        runs = len(exp["pooled_from"])
+        context["pooled"] = f"{runs} run{'s' * (runs != 1)}: {', '.join(exp['pooled_from'])}"
+    if exp.get("pooled_repeats"):
+        context["repeated trials, pooled once"] = "; ".join(exp["pooled_repeats"])
     if exp.get("pooled_interpreters"):
         context["run by"] = ", ".join(exp["pooled_interpreters"])
     if status is not None:

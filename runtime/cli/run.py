@@ -19,6 +19,7 @@ from compile_ahead.runtime.cli.options import (
     add_protocol_options,
     add_run_options,
     add_synthetic_dtype_option,
+    check_prefill_args,
     compile_options,
     compile_timeout,
     decode_tokens_from_args,
@@ -184,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
     if args.open and args.trace is None:
         raise CompileAheadError("--open opens the trace: give --trace FILE too")
     options = compile_options(args)  # a refused device or property opens no output
+    check_prefill_args(args)
     trace_error: CompileAheadError | None = None
     if args.trace is None:
         result = execute(args, args.schedule, options)[0]
