@@ -39,7 +39,9 @@ class ProgressLine:
         self._stop.set()
         if self.live:
             self._thread.join()
-        status = "failed" if kind is not None else "done"
+        status = "done" if kind is None else "failed"
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            status = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP: the work was abandoned
         elapsed = time.monotonic() - self._t0
         end = "\r" if self.live else ""
         print(

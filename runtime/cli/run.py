@@ -8,6 +8,7 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import INTERRUPTED_EXIT, interrupted
 from compile_ahead.outputs import check_distinct, check_output_file, failed_sibling
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.cli.options import (
@@ -208,8 +209,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"report: {written}")
     if trace_error is not None:
         raise trace_error
-    if result.report.interrupted:
-        return 130
+    if result.report.interrupted or interrupted():  # also while its cache entries were written
+        return INTERRUPTED_EXIT
     if result.error is not None:
         raise result.error  # CompileAheadError prints as one line; anything else is a bug
     if args.open:

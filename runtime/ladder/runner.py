@@ -150,6 +150,7 @@ class LadderRunner:
             settings.faults,
             on_ready=lambda step: self.store.on_compiled(step) if self.store else None,
             label=self.builder.label,
+            cache=self.options.cache,
         )
         self.policy: RungPolicy = make_policy(self.schedule, self.compiler, self.rungs)
         self.boundaries: list[BoundaryRecord] = []
@@ -170,7 +171,7 @@ class LadderRunner:
         proto = self.settings.protocol
         start = self._start = now_ns()
         if self.options.cache is not None:
-            self.options.cache.begin_writes()
+            self.options.cache.begin_writes(self.settings.faults.store_delay_s)
         reset_peak_rss()
         self.accounting.restart(start)
         stop, error = "completed", None
@@ -207,12 +208,10 @@ class LadderRunner:
         except Exception as err:  # reported in the run report, then re-raised by the caller
             stop, error = f"error: {err}", err
         finally:
-            self.policy.shutdown()
+            self.policy.shutdown()  # a compile still running is abandoned: it stores nothing
             self.builder.shutdown()
             end = now_ns()  # the protocol's end; cache entries still being written come after
             self.compiler.finish_stores()
-            if self.options.cache is not None:  # nor one from a compile the run abandoned
-                self.options.cache.end_writes()
             self._store_wait_ns = now_ns() - end
         report = self._report(start, end, stop, error)
         acct = self.accounting
