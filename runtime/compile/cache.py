@@ -441,7 +441,7 @@ class CompileCache:
                 return self._not_stored(outcome, err)
             return self._write(outcome, buffer.getbuffer(), t0)
         finally:
-            self.writes.release(outcome.entry)
+            self.writes.release()
 
     def begin_writes(self, delay_s: float = 0.0) -> None:
         """A run's start: entries may be written (again, after an earlier run's end_writes).
@@ -469,7 +469,7 @@ class CompileCache:
         try:
             return self._write(outcome, blob, t0)
         finally:
-            self.writes.release(outcome.entry)
+            self.writes.release()
 
     def _write(
         self, outcome: CacheOutcome, blob: bytes | memoryview, t0: float | None

@@ -32,7 +32,9 @@ class EntryWrites:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
-        self._active: list[Path] = []  # entries being exported or written now
+        # The entries being exported or written now, by the thread writing each (a write is
+        # one thread's, from admit to release).
+        self._active: dict[int, Path] = {}
         self._temporary: set[str] = set()  # their temporary files
         self._ended: str | None = None  # why no entry is admitted now (None: admitted)
         self._given_up = threading.Event()  # set: no entry being written is completed
@@ -74,21 +76,20 @@ class EntryWrites:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
             self._temporary.clear()
-            return set(self._active)
+            return set(self._active.values())
 
     def admit(self, entry: Path) -> str | None:
         """Count ``entry`` as being written, or say why it is refused."""
         with self._lock:
             if self._ended is not None:
                 return self._ended
-            self._active.append(entry)
+            self._active[threading.get_ident()] = entry
         return None
 
-    def release(self, entry: Path) -> None:
-        """The write of ``entry`` is over (written, failed or given up)."""
+    def release(self) -> None:
+        """The calling thread's write is over (written, failed or given up)."""
         with self._lock:
-            if entry in self._active:  # unless renamed into place already (publish)
-                self._active.remove(entry)
+            self._active.pop(threading.get_ident(), None)  # unless published already
             self._done.notify_all()
 
     def temporary_file(self, path: Path) -> tuple[int, str]:
@@ -120,4 +121,4 @@ class EntryWrites:
             if self._given_up.is_set():
                 raise EntryGivenUp
             os.replace(tmp, path)
-            self._active.remove(path)
+            del self._active[threading.get_ident()]

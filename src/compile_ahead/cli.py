@@ -20,10 +20,11 @@ from typing import TextIO
 from compile_ahead.errors import CompileAheadError, CompileAheadWarning
 from compile_ahead.interrupts import (
     INTERRUPTED_EXIT,
+    deferred,
     handle_interrupts,
     helpers_running,
     ignore_interrupts,
-    mark_interrupted,
+    interrupted,
     run_exit_hooks,
 )
 from compile_ahead.streams import flush_standard_streams, guarded_streams
@@ -129,22 +130,16 @@ def run_command(prog: str, parse: Callable[[], argparse.Namespace]) -> int:
             restore = handle_interrupts(prog)
             with warnings.catch_warnings():
                 _one_line_warnings(prog)
-                args = parse()
+                with deferred():  # the parser's imports are never cut halfway
+                    args = parse()
                 code = int(args.func(args) or 0)
         except CompileAheadError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)
             code = 2
-        except OSError as err:
-            # A file the system refused (disk full, read-only, no permission) that no command
-            # step turned into its own message: still one line naming the file.
-            if err.errno not in REFUSED_WRITES or err.filename is None:
-                raise
-            print(f"{prog}: error: {err.filename}: {err.strerror}", file=sys.stderr)
-            code = 2
         except KeyboardInterrupt:
-            mark_interrupted()
-            print(f"{prog}: interrupted", file=sys.stderr)
-            code = INTERRUPTED_EXIT
+            code = _interrupted(prog)
+        except Exception as err:
+            code = _unexpected(prog, err)
         except SystemExit as done:  # argparse: --help, or a usage error (already printed)
             if done.code in (0, None):
                 raise SystemExit(streams.exit_code(0, prog)) from None
@@ -153,6 +148,23 @@ def run_command(prog: str, parse: Callable[[], argparse.Namespace]) -> int:
             if restore is not None:
                 restore()
         return streams.exit_code(code, prog)
+
+
+def _interrupted(prog: str) -> int:
+    print(f"{prog}: interrupted", file=sys.stderr)
+    return INTERRUPTED_EXIT
+
+
+def _unexpected(prog: str, err: Exception) -> int:
+    """The exit code of an error no command step turned into its own message, or ``err``
+    raised again (a bug: its traceback is wanted)."""
+    if isinstance(err, OSError) and err.errno in REFUSED_WRITES and err.filename is not None:
+        # A file the system refused (disk full, read-only, no permission): still one line.
+        print(f"{prog}: error: {err.filename}: {err.strerror}", file=sys.stderr)
+        return 2
+    if interrupted():  # a library turned the interrupt into its own error (e.g. ImportError)
+        return _interrupted(prog)
+    raise err
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import TypeVar
@@ -49,6 +49,7 @@ class _Command:
     prog = "compile-ahead"
     interrupted = False  # a first signal came (or a KeyboardInterrupt was caught)
     hurried = False  # a second one: waits for unfinished work end at once
+    deferring = False  # inside ``deferred``: the first signal raises at its end
 
 
 _command = _Command()
@@ -88,12 +89,22 @@ def _on_signal(signum: int, frame: object) -> None:
         _command.hurried = True
         return
     _command.interrupted = True
-    raise KeyboardInterrupt
+    if not _command.deferring:
+        raise KeyboardInterrupt
 
 
-def mark_interrupted() -> None:
-    """A KeyboardInterrupt caught (whichever way it came) interrupts the command."""
-    _command.interrupted = True
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """A signal inside takes effect at the end (KeyboardInterrupt raised there): e.g. around
+    a parser that imports libraries, one of which (numpy) turns an interrupt raised while it
+    loads its C extension into an ImportError."""
+    _command.deferring = True
+    try:
+        yield
+    finally:
+        _command.deferring = False
+    if _command.interrupted:
+        raise KeyboardInterrupt
 
 
 def interrupted() -> bool:
