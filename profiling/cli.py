@@ -18,6 +18,7 @@ from pathlib import Path
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.cli import exit_process, run_command
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import hold, release
 from compile_ahead.outputs import check_replaceable_dir, mark_output_dir
 
 # Everything else is imported where used: a command handles its signals from its first line
@@ -208,12 +209,15 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     except KeyboardInterrupt:
         interrupted = True
         profiler.fail(CompileAheadError("interrupted"))
+    hold()  # the profile is written and published whole: a signal meanwhile acts after it
     try:
-        return profiler.finish()
+        code = profiler.finish()
     except CompileAheadError:
         if interrupted:
             raise KeyboardInterrupt from None
         raise
+    release()
+    return code
 
 
 def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:

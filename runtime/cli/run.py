@@ -8,7 +8,7 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import INTERRUPTED_EXIT, interrupted
+from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
 from compile_ahead.outputs import check_distinct, check_output_file, failed_sibling
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.cli.options import (
@@ -187,8 +187,11 @@ def run(args: argparse.Namespace) -> int:
         raise CompileAheadError("--open opens the trace: give --trace FILE too")
     options = compile_options(args)  # a refused device or property opens no output
     trace_error: CompileAheadError | None = None
+    # The run is over once execute returns: its outputs (trace, summary, report) are then
+    # written whole, a signal meanwhile taking effect after them (hold ... release).
     if args.trace is None:
         result = execute(args, args.schedule, options)[0]
+        hold()
     else:
         # Profiling sits above the runtime: imported only when a trace is asked for.
         from compile_ahead.profiling.run_trace import traced
@@ -196,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         with traced(args.trace, args.device, args.steps_per_slice) as events:
             result = execute(args, args.schedule, options, events)[0]
             events.failed = result.error is not None
+            hold()
         trace_error = events.write_error
     # The summary first: a failed write must not hide what ran.
     print(result.report.summary())
@@ -213,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         return INTERRUPTED_EXIT
     if result.error is not None:
         raise result.error  # CompileAheadError prints as one line; anything else is a bug
+    release()
     if args.open:
         from compile_ahead.profiling.trace_open import open_trace
 

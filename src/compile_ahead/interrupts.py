@@ -49,7 +49,8 @@ class _Command:
     prog = "compile-ahead"
     interrupted = False  # a first signal came (or a KeyboardInterrupt was caught)
     hurried = False  # a second one: waits for unfinished work end at once
-    deferring = False  # inside ``deferred``: the first signal raises at its end
+    holding = False  # between ``hold`` and ``release``: a signal is only noted
+    held = False  # a signal came while holding: ``release`` raises KeyboardInterrupt
 
 
 _command = _Command()
@@ -63,6 +64,7 @@ def handle_interrupts(prog: str) -> Callable[[], None]:
     as the module docstring says; returns what puts the earlier handlers back."""
     _command.prog = prog
     _command.interrupted = _command.hurried = False
+    _command.holding = _command.held = False
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     earlier = {}
@@ -89,22 +91,38 @@ def _on_signal(signum: int, frame: object) -> None:
         _command.hurried = True
         return
     _command.interrupted = True
-    if not _command.deferring:
+    if _command.holding:
+        _command.held = True
+    else:
+        raise KeyboardInterrupt
+
+
+def hold() -> None:
+    """From now on the first signal is only noted (the command is interrupted, waits still
+    say so and end on a second one): e.g. while a command writes its outputs, which must be
+    whole. ``release`` acts on it."""
+    _command.holding, _command.held = True, False
+
+
+def release() -> None:
+    """Raise the KeyboardInterrupt of a signal that came since ``hold``."""
+    held = _command.held
+    _command.holding = _command.held = False
+    if held:
         raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """A signal inside takes effect at the end (KeyboardInterrupt raised there): e.g. around
-    a parser that imports libraries, one of which (numpy) turns an interrupt raised while it
-    loads its C extension into an ImportError."""
-    _command.deferring = True
+    """``hold`` inside, ``release`` at its end: e.g. around a parser that imports libraries,
+    one of which (numpy) turns an interrupt raised while it loads its C extension into an
+    ImportError."""
+    hold()
     try:
         yield
     finally:
-        _command.deferring = False
-    if _command.interrupted:
-        raise KeyboardInterrupt
+        _command.holding = False
+    release()
 
 
 def interrupted() -> bool:
