@@ -79,7 +79,7 @@ class Child:
         while not ready():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"never saw {what}; stderr:\n{self.err[-3000:]}")
-            time.sleep(0.002)
+            time.sleep(0.005)
 
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)

@@ -167,6 +167,7 @@ def execute(
     bar = ProgressBar(settings.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
     try:
         result = run_ladder(source, options, settings, FanOut(bar, events) if events else bar)
+        hold()  # the run is over: its outputs are written whole (run() releases)
     finally:
         bar.close()
     return result, source, settings
@@ -187,11 +188,10 @@ def run(args: argparse.Namespace) -> int:
         raise CompileAheadError("--open opens the trace: give --trace FILE too")
     options = compile_options(args)  # a refused device or property opens no output
     trace_error: CompileAheadError | None = None
-    # The run is over once execute returns: its outputs (trace, summary, report) are then
-    # written whole, a signal meanwhile taking effect after them (hold ... release).
+    # Once the run is over (execute holds) its outputs (trace, summary, report) are written
+    # whole: a signal meanwhile takes effect after them (release).
     if args.trace is None:
         result = execute(args, args.schedule, options)[0]
-        hold()
     else:
         # Profiling sits above the runtime: imported only when a trace is asked for.
         from compile_ahead.profiling.run_trace import traced
@@ -199,7 +199,6 @@ def run(args: argparse.Namespace) -> int:
         with traced(args.trace, args.device, args.steps_per_slice) as events:
             result = execute(args, args.schedule, options, events)[0]
             events.failed = result.error is not None
-            hold()
         trace_error = events.write_error
     # The summary first: a failed write must not hide what ran.
     print(result.report.summary())
@@ -217,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         return INTERRUPTED_EXIT
     if result.error is not None:
         raise result.error  # CompileAheadError prints as one line; anything else is a bug
-    release()
+    release()  # the trace is opened as any command runs: Ctrl-C stops it
     if args.open:
         from compile_ahead.profiling.trace_open import open_trace
 

@@ -133,6 +133,8 @@ def run_command(prog: str, parse: Callable[[], argparse.Namespace]) -> int:
                 with deferred():  # the parser's imports are never cut halfway
                     args = parse()
                 code = int(args.func(args) or 0)
+            if code == 0 and interrupted():  # a signal noted while it finished its work
+                code = _interrupted(prog)
         except CompileAheadError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)
             code = 2

@@ -49,7 +49,7 @@ class _Command:
     prog = "compile-ahead"
     interrupted = False  # a first signal came (or a KeyboardInterrupt was caught)
     hurried = False  # a second one: waits for unfinished work end at once
-    holding = False  # between ``hold`` and ``release``: a signal is only noted
+    holding = 0  # depth of ``hold`` in the main thread: a first signal is only noted then
     held = False  # a signal came while holding: ``release`` raises KeyboardInterrupt
 
 
@@ -64,7 +64,7 @@ def handle_interrupts(prog: str) -> Callable[[], None]:
     as the module docstring says; returns what puts the earlier handlers back."""
     _command.prog = prog
     _command.interrupted = _command.hurried = False
-    _command.holding = _command.held = False
+    _command.holding, _command.held = 0, False
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     earlier = {}
@@ -97,31 +97,46 @@ def _on_signal(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
 
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def hold() -> None:
-    """From now on the first signal is only noted (the command is interrupted, waits still
-    say so and end on a second one): e.g. while a command writes its outputs, which must be
-    whole. ``release`` acts on it."""
-    _command.holding, _command.held = True, False
+    """From now on (until the matching ``release``) the first signal is only noted: the command
+    is interrupted, waits still say so and end on a second one, but nothing is cut halfway,
+    e.g. outputs being written or an observer's event. Nests; a no-op outside the main thread
+    (signals raise in the main thread only)."""
+    if _in_main_thread():
+        _command.holding += 1
 
 
 def release() -> None:
-    """Raise the KeyboardInterrupt of a signal that came since ``hold``."""
-    held = _command.held
-    _command.holding = _command.held = False
-    if held:
+    """End a ``hold``; the outermost one raises the KeyboardInterrupt of a signal noted."""
+    if not _in_main_thread():
+        return
+    _command.holding = max(0, _command.holding - 1)
+    if _command.holding == 0 and _command.held:
+        _command.held = False
         raise KeyboardInterrupt
+
+
+def unhold() -> None:
+    """End a ``hold`` without acting on a signal noted: the caller reports it (interrupted())."""
+    if _in_main_thread():
+        _command.holding = max(0, _command.holding - 1)
 
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
     """``hold`` inside, ``release`` at its end: e.g. around a parser that imports libraries,
     one of which (numpy) turns an interrupt raised while it loads its C extension into an
-    ImportError."""
+    ImportError. An error raised inside ends the hold without acting on a signal noted."""
     hold()
     try:
         yield
-    finally:
-        _command.holding = False
+    except BaseException:
+        unhold()
+        raise
     release()
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -99,9 +100,9 @@ class Streams:
 def guarded_streams() -> Iterator[Streams]:
     """sys.stdout and sys.stderr guarded while the block runs, flushed at its end."""
     saved = sys.stdout, sys.stderr
-    streams = Streams(
-        GuardedStream(sys.stdout, "standard output"), GuardedStream(sys.stderr, "standard error")
-    )
+    # None: the descriptor was closed when Python started (`>&-`); what goes there is dropped.
+    out, err = (stream if stream is not None else io.StringIO() for stream in saved)
+    streams = Streams(GuardedStream(out, "standard output"), GuardedStream(err, "standard error"))
     sys.stdout, sys.stderr = streams.out, streams.err  # type: ignore[assignment]
     try:
         yield streams
