@@ -224,12 +224,12 @@ class RungCompiler:
         if store is None:
             return
         step.store_pending = None  # type: ignore[attr-defined]
-        entry = getattr(step, "compile_cache", None)
+        miss = getattr(step, "compile_cache", None)
         what = f"the cache entry of {what}" + (f" L={chunk}" if chunk > 1 else "")
         with self._lock:
             ended = self._closed
             if not ended:
-                self.stores.add(EntryStore(job, what, store, entry and entry.entry))
+                self.stores.add(EntryStore(job, what, store, miss.entry if miss else None))
         if ended:
             self._report_store(job, CacheOutcome("miss", note="not stored: the run had ended"))
         elif background:

@@ -1,11 +1,14 @@
 """Ctrl-C, SIGTERM and SIGHUP: one way for every command, from its first line to its exit.
 
 The first of these signals raises KeyboardInterrupt in the main thread: the command stops its
-work, writes what it has (its report says it was interrupted) and exits 130. Work that cannot
-be cut short at once (a compile cache entry being written) is waited for, and the command says
-on one line what it waits for (``wait_out``); a second signal never raises: it ends that wait
-at once, the waiting code gives the work up (no temporary file left). A signal ignored when
-the command starts (``nohup``, a background job of a script) stays ignored.
+work, writes what it has (its report says it was interrupted) and exits 130. Where a cut would
+leave something half done (a parser's imports, an observer's event, a decode step, a run's end
+and its outputs) the signal is held (``hold``/``release``, ``deferred``): noted at once, acted
+on after. Work that cannot be cut short (a compile cache entry being written) is waited for,
+and the command says on one line what it waits for (``wait_out``); a second signal never
+raises: it ends that wait at once, the waiting code gives the work up (no temporary file
+left). A signal ignored when the command starts (``nohup``, a background job of a script)
+stays ignored.
 
 Python runs signal handlers in the main thread only. A process-directed signal may be
 delivered to any thread that does not block it (the kernel passes over the main thread while
@@ -59,13 +62,17 @@ _exit_hooks: list[weakref.WeakMethod] = []
 _registry_lock = threading.Lock()
 
 
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def handle_interrupts(prog: str) -> Callable[[], None]:
     """The start of a command (``prog`` names it in messages): the three signals are handled
     as the module docstring says; returns what puts the earlier handlers back."""
     _command.prog = prog
     _command.interrupted = _command.hurried = False
     _command.holding, _command.held = 0, False
-    if threading.current_thread() is not threading.main_thread():
+    if not _in_main_thread():
         return lambda: None
     earlier = {}
     for sig in INTERRUPT_SIGNALS:
@@ -81,7 +88,7 @@ def handle_interrupts(prog: str) -> Callable[[], None]:
 
 def ignore_interrupts() -> None:
     """The command is over: its exit is not interrupted any more (main thread only)."""
-    if threading.current_thread() is threading.main_thread():
+    if _in_main_thread():
         for sig in INTERRUPT_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
 
@@ -95,10 +102,6 @@ def _on_signal(signum: int, frame: object) -> None:
         _command.held = True
     else:
         raise KeyboardInterrupt
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
 
 
 def hold() -> None:
