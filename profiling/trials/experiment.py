@@ -8,8 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from compile_ahead.atomic import writing
+from compile_ahead.atomic import write_bytes_atomic
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.trials import calibration as calibration_report
 from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.design import Plan, make_plan
@@ -137,8 +138,7 @@ def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
         (out / EXPERIMENT, json.dumps(exp, indent=1)),
         (out / TRIALS_LOG, "".join(json.dumps(r.to_dict()) + "\n" for r in records)),
     ):
-        with writing(path):
-            path.write_text(text)
+        write_bytes_atomic(path, text.encode())
 
 
 def _finish(
@@ -153,11 +153,16 @@ def _finish(
     labels: dict[str, str] | None = None,
     echo: bool = True,
     passes: PassAnalysis | None = None,
+    calibration: dict | None = None,
 ) -> Path:
     from compile_ahead.profiling.trials.report import markdown, write_reports
 
     sections = [] if passes is None else [pass_ab.markdown(passes, labels)]
     extra = {} if passes is None else {"passes": pass_ab.to_json(passes)}
+    if calibration:
+        rows = calibration_report.summary(analysis, calibration)
+        sections.insert(0, calibration_report.markdown(rows, calibration))
+        extra["calibration"] = {**calibration, "endpoints": rows}
     md, js = write_reports(
         out, stem, analysis, title, context, arms, records, labels, sections, extra
     )
@@ -198,14 +203,22 @@ def report_experiment(
     arms = _arms_from(exp)
     ladder = tuple(exp["ladder"])
     passes = None
+    calibration = None
     if exp["kind"] == "compile":
-        endpoints = compile_ab.compile_endpoints(ladder, exp["pass_profile"], exp["counters"])
-        analysis = analyse(records, plan, endpoints)
+        measure = compile_ab.MeasureOptions.from_experiment(exp)
+        aa = compile_ab.aa_arms(exp["arms"])
+        endpoints = compile_ab.compile_endpoints(
+            ladder, exp["pass_profile"], exp["counters"], measure
+        )
+        analysis = analyse(records, plan, endpoints, aa)
         if exp["pass_profile"]:
-            passes = pass_ab.analyse_passes(records, plan)
+            passes = pass_ab.analyse_passes(records, plan, measure.statistic, aa)
         context = dict(exp["context"])
         labels = dict(exp["labels"])
         stem, title = "compile_ab", f"Compile A/B: {' vs '.join(plan.arms)}"
+        calibration = exp.get("calibration")
+        if calibration:
+            title = f"CALIBRATION (not a real change) {title}"
     else:
         from compile_ahead.profiling.trials import baselines
 
@@ -229,8 +242,9 @@ def report_experiment(
         context = {"status": status, **context}
         stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
     return _finish(
-        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None, passes
-    )
+        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None, passes,
+        calibration,
+    )  # fmt: skip
 
 
 def run_experiment(
@@ -238,8 +252,7 @@ def run_experiment(
 ) -> list[TrialRecord]:
     """Save the experiment, run the plan; on a failed trial, analyse what completed into a
     *_partial report beside trials.jsonl, then fail with one line."""
-    with writing(out / EXPERIMENT):
-        (out / EXPERIMENT).write_text(json.dumps(exp, indent=1))
+    write_bytes_atomic(out / EXPERIMENT, json.dumps(exp, indent=1).encode())
     try:
         return run_plan(plan, arms, out, timeout_s=timeout_s, progress=_progress(quiet))
     except TrialFailed as err:

@@ -9,7 +9,7 @@ from pathlib import Path
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
-from compile_ahead.outputs import check_distinct, check_output_file, failed_sibling
+from compile_ahead.outputs import check_distinct, check_output_file, destination
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.cli.options import (
     add_graph_option,
@@ -174,11 +174,10 @@ def execute(
 
 
 def write_report(path: Path | None, result: RunResult) -> Path | None:
-    """The report of a failed run goes beside the requested path, never over it."""
+    """The report of a failed or interrupted run goes beside the requested path, never over it."""
     if path is None:
         return None
-    target = failed_sibling(path) if result.error is not None else path
-    return write_json_atomic(target, result.report.to_json())
+    return write_json_atomic(path, result.report.to_json(), destination(path, result.completed))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -198,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
 
         with traced(args.trace, args.device, args.steps_per_slice) as events:
             result = execute(args, args.schedule, options, events)[0]
-            events.failed = result.error is not None
+            events.failed = not result.completed
         trace_error = events.write_error
     # The summary first: a failed write must not hide what ran.
     print(result.report.summary())

@@ -12,11 +12,10 @@ the same (interrupts.at_exit). An entry is written in slices so a write given up
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from compile_ahead import interrupts
 
@@ -28,6 +27,18 @@ class EntryGivenUp(Exception):
     """The entry's write was given up; its temporary file is gone."""
 
 
+class NewFile(Protocol):
+    """A new entry's file under a temporary name (cache_dirs.PrivateFile)."""
+
+    file: BinaryIO
+
+    def commit(self) -> None: ...  # renamed into place
+    def discard(self) -> None: ...  # its temporary name removed, from any thread
+
+    def __enter__(self) -> NewFile: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
 class EntryWrites:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -35,7 +46,7 @@ class EntryWrites:
         # The entries being exported or written now, by the thread writing each (a write is
         # one thread's, from admit to release).
         self._active: dict[int, Path] = {}
-        self._temporary: set[str] = set()  # their temporary files
+        self._files: set[NewFile] = set()  # their files, under temporary names
         self._ended: str | None = None  # why no entry is admitted now (None: admitted)
         self._given_up = threading.Event()  # set: no entry being written is completed
         self.delay_s = 0.0  # fault injection: every write pauses this long (begin)
@@ -72,10 +83,10 @@ class EntryWrites:
         with self._lock:
             self._ended = "not stored: interrupted"
             self._given_up.set()
-            for tmp in self._temporary:
+            for new in self._files:
                 with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-            self._temporary.clear()
+                    new.discard()
+            self._files.clear()
             return set(self._active.values())
 
     def admit(self, entry: Path) -> str | None:
@@ -92,19 +103,21 @@ class EntryWrites:
             self._active.pop(threading.get_ident(), None)  # unless published already
             self._done.notify_all()
 
-    def temporary_file(self, path: Path) -> tuple[int, str]:
-        """A new temporary file beside ``path``, removed by give_up."""
+    @contextlib.contextmanager
+    def new_file(self, create: Callable[[], NewFile]) -> Iterator[NewFile]:
+        """The file ``create`` makes, registered for give_up as it is made, until the block
+        ends (before the file object closes its directory)."""
         with self._lock:
             if self._given_up.is_set():
                 raise EntryGivenUp
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            self._temporary.add(tmp)
-        return fd, tmp
-
-    def forget(self, tmp: str) -> None:
-        """``tmp`` was renamed or removed by its writer."""
-        with self._lock:
-            self._temporary.discard(tmp)
+            new = create()
+            self._files.add(new)
+        with new:
+            try:
+                yield new
+            finally:
+                with self._lock:
+                    self._files.discard(new)
 
     def write_blob(self, f: BinaryIO, view: memoryview) -> None:
         """The blob in slices, stopping at the first after a give_up."""
@@ -115,10 +128,10 @@ class EntryWrites:
                 raise EntryGivenUp
             f.write(view[start : start + WRITE_SLICE])
 
-    def publish(self, tmp: str, path: Path) -> None:
+    def publish(self, new: NewFile) -> None:
         """Rename the whole entry into place, unless its write was given up meanwhile."""
         with self._lock:
             if self._given_up.is_set():
                 raise EntryGivenUp
-            os.replace(tmp, path)
+            new.commit()
             del self._active[threading.get_ident()]
