@@ -176,11 +176,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def exit_process(code: int) -> None:
     """End the process with ``code``, everything already written. A helper thread still
     running (a compile the command abandoned cannot be stopped, and tearing the interpreter
-    and OpenVINO's libraries down under it crashes) makes it exit at once."""
+    and OpenVINO's libraries down under it crashes) makes it exit at once, and so does an
+    interrupt: after an interrupted `generate --decode-compile during-prefill` the teardown
+    aborted ("terminate called without an active exception") also with no compile running."""
     ignore_interrupts()
     run_exit_hooks()  # e.g. temporary files of cache entries that threads still write
     flush_standard_streams()
-    if helpers_running():
+    if helpers_running() or interrupted():
         os._exit(code)
     sys.exit(code)
 
