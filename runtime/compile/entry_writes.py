@@ -40,6 +40,8 @@ class NewFile(Protocol):
 
 
 class EntryWrites:
+    """One compile cache's writes in this process (see the module docstring)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
