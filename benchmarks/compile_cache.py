@@ -37,11 +37,12 @@ import numpy as np
 
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.compile.cache import CompileCache
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.graphs.decoder import GraphSpec, build_step_model
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.decoder import build_step_model
 from compile_ahead.runtime.graphs.decompression import mark_weight_decompression
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.model.presets import PRESETS

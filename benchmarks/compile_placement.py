@@ -25,10 +25,10 @@ import numpy as np
 import openvino as ov
 
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.compile.worker_client import WorkerPlacement
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -42,7 +42,7 @@ def bind_zero_kv(step: CompiledStep, source: ModelSource, kv: str) -> list[np.nd
     shape = (1, cfg.num_kv_heads, step.spec.capacity, cfg.head_dim)
     keep = []
     for i in range(cfg.num_layers):
-        for name in (graphs.past_key_name(i), graphs.past_value_name(i)):
+        for name in (past_key_name(i), past_value_name(i)):
             buf = np.zeros(shape, STORAGE_DTYPES[kv])
             keep.append(buf)
             step.request.set_tensor(name, ov.Tensor(buf, list(shape), OV_TYPES[kv]))
@@ -97,8 +97,8 @@ def main() -> None:
     kv = options.kv_precision
     assert kv is not None
     print(f"model {source.label}; precision {options.inference_precision}, KV {kv}")
-    spec = graphs.GraphSpec(args.rung, 1, kv)
-    successor = graphs.GraphSpec(args.rung * 2, 1, kv)
+    spec = GraphSpec(args.rung, 1, kv)
+    successor = GraphSpec(args.rung * 2, 1, kv)
     current = compile_step(source, spec, options).step
     keep = bind_zero_kv(current, source, kv)
 

@@ -32,9 +32,9 @@ from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.device_defaults import DECODE_COMPILE_TIMINGS
 from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.ladder.kv_store import make_store
 from compile_ahead.runtime.ladder.prefill import choose_prefill, prefill_chunks
 from compile_ahead.runtime.ladder.schedules import KVPolicy

@@ -37,9 +37,9 @@ import openvino as ov
 
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.base.precision import f32_to_bf16_bits
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.model.kv_arena import KVArena

@@ -29,7 +29,8 @@ import time
 CHILD = """
 import json, sys, time
 import compile_ahead
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs import decoder
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -37,8 +38,8 @@ from compile_ahead.runtime.sources.resolve import resolve_model
 model, capacity, compiles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 source = resolve_model(model)
 options = CompileOptions(device="CPU").resolved()
-spec = graphs.GraphSpec(capacity=capacity, chunk=1, kv_precision=options.kv_precision)
-ov_model = graphs.build_step_model(source.config, source.weights, spec)
+spec = GraphSpec(capacity=capacity, chunk=1, kv_precision=options.kv_precision)
+ov_model = decoder.build_step_model(source.config, source.weights, spec)
 config = device_config(options)
 times = []
 for i in range(compiles + 1):

@@ -23,10 +23,10 @@ import time
 import numpy as np
 
 from compile_ahead.runtime.base.measure import rss_bytes
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model

@@ -97,7 +97,7 @@ def ov_child(model: str, capacity: int, cache_dir: str) -> None:
     """(In a child process.) The run's rung graph compiled with OpenVINO's CACHE_DIR."""
     from compile_ahead.runtime.base.ov_core import core
     from compile_ahead.runtime.compile.options import CompileOptions, device_config
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     options = CompileOptions("CPU").resolved().for_graph("decode")

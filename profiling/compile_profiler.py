@@ -77,7 +77,7 @@ class CompileProfiler:
     # -- setup --------------------------------------------------------------------------
     def setup(self) -> None:
         """Resolve the model and open the trace (the collector must be bound by now)."""
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
         from compile_ahead.profiling.rss import RssSampler
         from compile_ahead.profiling.trace_decode import StepSlicer
         from compile_ahead.profiling.trace_writer import (
@@ -89,7 +89,7 @@ class CompileProfiler:
         from compile_ahead.runtime.cli.options import compile_options, graph_mode, resolve_from_args
         from compile_ahead.runtime.compile.rung_builder import decode_defaults
 
-        problem = counters.collector_status().problem()
+        problem = itt_collector.collector_status().problem()
         if problem is not None:
             raise CompileAheadError(problem)
         args = self.args
@@ -180,7 +180,7 @@ class CompileProfiler:
     # -- a model compiled as it is -------------------------------------------------------
     def profile_model(self) -> None:
         """One compile of a model that is not a stateful decoder (capacity shown as 0)."""
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
         from compile_ahead.profiling.progress_line import ProgressLine
         from compile_ahead.profiling.rung_profile import profile_rung
         from compile_ahead.profiling.trace_compile import begin_job, end_job
@@ -202,7 +202,7 @@ class CompileProfiler:
         except CompileAheadError as err:
             w.slice_end(job, None, args={"error": str(err)})
             raise
-        names = counters.thread_names({e.tid for e in profile.spans})
+        names = itt_collector.thread_names({e.tid for e in profile.spans})
         end_job(w, job, profile, names)
         self._keep_passes(profile)
         row = {**profile.to_json(), "kind": "as-is", "chunk": None}
@@ -217,11 +217,11 @@ class CompileProfiler:
     def profile_rung(self, capacity: int, prefill: PrefillPlan | None = None) -> None:
         """Compile one rung's decode graph, or its prefill graph as ``prefill`` plans it,
         under the counters."""
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
         from compile_ahead.profiling.progress_line import ProgressLine
         from compile_ahead.profiling.rung_profile import profile_rung
         from compile_ahead.profiling.trace_compile import begin_job, end_job
-        from compile_ahead.runtime.graphs.decoder import GraphSpec
+        from compile_ahead.runtime.graphs.spec import GraphSpec
 
         w = self.writer
         kv = self.options.kv_precision
@@ -245,7 +245,7 @@ class CompileProfiler:
         # Decode steps are timed on decode graphs only.
         tokens = 0 if self.args.schedule is not None or chunk > 1 else self.args.decode_tokens
         flow = w.new_flow()
-        names = counters.thread_names({e.tid for e in profile.spans})
+        names = itt_collector.thread_names({e.tid for e in profile.spans})
         # A patched NPU compiler's counters, when one is loaded (never zeros in its place).
         depsort = depsort_reading()
         extra = {f"depsort_{k}": v for k, v in (depsort.values or {}).items()}
@@ -337,7 +337,7 @@ class CompileProfiler:
         """Close the trace, write the report (also of a failed profile: the error is named),
         print the table, publish the directory. A write that fails (disk full, read-only)
         ends in one line naming the file, with the staging directory removed."""
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
         from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace
         from compile_ahead.runtime.base.measure import peak_rss_bytes
 
@@ -353,8 +353,8 @@ class CompileProfiler:
         r = self.report
         r["peak_rss_bytes"] = peak_rss_bytes()
         r["collector"] = {
-            "path": counters.collector_status().path,
-            "bound_libraries": list(counters.collector_status().bound_libraries),
+            "path": itt_collector.collector_status().path,
+            "bound_libraries": list(itt_collector.collector_status().bound_libraries),
         }
         r["depsort_counters"] = depsort_reading().to_json()
         has_passes = self.pass_file is not None and self.pass_file.exists()

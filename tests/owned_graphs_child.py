@@ -19,7 +19,7 @@ import numpy as np
 import openvino as ov
 
 from compile_ahead.runtime.base.precision import f32_to_bf16_bits
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.split import build_weight_part
 from compile_ahead.runtime.model.presets import PRESETS
 from compile_ahead.runtime.model.weights import SyntheticStore

@@ -254,8 +254,8 @@ def test_an_entry_is_written_only_if_the_weights_are_unchanged_at_that_moment(ck
     """The check before the rename: weights rewritten between the lookup and the store."""
     source = resolve_model(str(ckpt))
     cache = cc.CompileCache(tmp_path / "cache")
-    from compile_ahead.runtime.compile.compiler import compile_step
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.graphs.spec import GraphSpec
 
     weights = _weights(ckpt)
     build = source.build_graph

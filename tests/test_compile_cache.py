@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from compile_ahead.runtime.compile import cache as cc
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder

@@ -19,16 +19,16 @@ import pytest
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trace_writer import TraceWriter
 from compile_ahead.profiling.worker_trace import write_worker_phases
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.compile.worker_client import WorkerCompileError, WorkerPlacement
 from compile_ahead.runtime.compile.worker_protocol import WORKER_DOMAIN
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 MODEL = "tiny"
 OPTIONS = CompileOptions("CPU", "f32", "f32")
-SPEC = graphs.GraphSpec(32, 1, "f32")
+SPEC = GraphSpec(32, 1, "f32")
 SCHED_IDLE = 5
 
 
@@ -84,10 +84,8 @@ def _our_workers() -> list[int]:
 def _decode(step, kv: list[np.ndarray], tokens: list[int]) -> list[np.ndarray]:
     """Logits of a few steps at growing past lengths over the same KV contents."""
     for i in range(step.num_layers):
-        step.request.set_tensor(graphs.past_key_name(i), ov.Tensor(kv[2 * i], shared_memory=True))
-        step.request.set_tensor(
-            graphs.past_value_name(i), ov.Tensor(kv[2 * i + 1], shared_memory=True)
-        )
+        step.request.set_tensor(past_key_name(i), ov.Tensor(kv[2 * i], shared_memory=True))
+        step.request.set_tensor(past_value_name(i), ov.Tensor(kv[2 * i + 1], shared_memory=True))
     return [step.run(np.array([t], np.int64), past).logits.copy() for past, t in enumerate(tokens)]
 
 
@@ -198,7 +196,7 @@ _CHILD = textwrap.dedent(
     """
     import sys, time
     import compile_ahead
-    from compile_ahead.runtime.graphs import decoder as graphs
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.compile.worker_client import WorkerPlacement
     from compile_ahead.runtime.compile.options import CompileOptions
 
@@ -206,7 +204,7 @@ _CHILD = textwrap.dedent(
     print(placement.start(), flush=True)
     if sys.argv[1] == "hang":
         print("compiling", flush=True)
-        placement.compile("tiny", graphs.GraphSpec(32, 1, "f32"),
+        placement.compile("tiny", GraphSpec(32, 1, "f32"),
                           CompileOptions("CPU", "f32", "f32"), timeout_s=600, fault="hang")
     else:
         time.sleep(600)

@@ -11,13 +11,13 @@ import pytest
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile import options as options_module
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.device_defaults import decode_properties
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.properties import checked_properties
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
+from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.compile.worker_client import WorkerPlacement
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 # The CPU plugin's runtime-model layer type of a generated (snippets) kernel.

@@ -15,7 +15,7 @@ from compile_ahead.cli import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.device_defaults import default_prefill
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
@@ -259,7 +259,7 @@ def test_prefill_graphs_equal_token_by_token(ir_exports, arch, fmt, shape):
     blocks) against the decode graph token by token: the prompt's last logits and every K/V
     row. Within 1e-4, as the concat-free attention against the IR's own: the sums run in
     another order."""
-    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead.runtime.compile.step_compile import compile_step
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 

@@ -133,7 +133,7 @@ def test_i2_releases_retired_rungs_and_never_overlaps_compiles(source):
         source, F32, RunSettings(SCHEDULES["i2"], LADDER, proto, prefill_chunk=4), events=log
     )
     runner.run()
-    assert list(runner.compiler.resident) == [(128, 1)]  # only the active rung is left
+    assert list(runner.jobs.resident) == [(128, 1)]  # only the active rung is left
     open_jobs = 0
     for kind, _, _ in sorted(log.log, key=lambda e: e[2]):
         open_jobs += 1 if kind == "start" else -1

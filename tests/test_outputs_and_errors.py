@@ -386,7 +386,7 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     """
     import signal, sys, threading, time
     import compile_ahead
-    from compile_ahead.runtime.graphs import decoder as graphs
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.compile.worker_client import WorkerPlacement
     from compile_ahead.runtime.compile.options import CompileOptions
 
@@ -405,7 +405,7 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     print("compiling", flush=True)
     t0 = time.monotonic()
     try:
-        placement.compile("tiny", graphs.GraphSpec(32, 1, "f32"),
+        placement.compile("tiny", GraphSpec(32, 1, "f32"),
                           CompileOptions("CPU", "f32", "f32"), timeout_s=600, fault="hang")
     except KeyboardInterrupt:
         print(f"interrupted after {time.monotonic() - t0:.1f} s", flush=True)

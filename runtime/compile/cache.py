@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     import openvino as ov
 
     from compile_ahead.runtime.compile.options import CompileOptions
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 
 # Part of every key: entries of another format are never looked up (misses, pruned in time).

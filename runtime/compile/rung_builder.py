@@ -20,20 +20,20 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.cache import step_graph_identity
-from compile_ahead.runtime.compile.compiler import (
+from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.compile.step_compile import (
     CompileResult,
     compile_step,
     defer_store,
     not_exportable,
 )
-from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS
-from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.worker_client import WorkerPlacement
     from compile_ahead.runtime.compile.worker_protocol import Fault
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 
 

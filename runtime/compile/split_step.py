@@ -23,8 +23,14 @@ from compile_ahead.runtime.compile.cache import (
     weight_part_identity,
 )
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
-from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs import split as split_graphs
+from compile_ahead.runtime.graphs.spec import (
+    LOGITS,
+    PAST_LENGTH,
+    GraphSpec,
+    past_key_name,
+    past_value_name,
+)
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.base import ModelSource
@@ -94,7 +100,7 @@ class WeightParts:
         past = _shared(self.past_length)
         for i, req in enumerate(self.requests):
             if i < n:
-                req.set_tensor(graphs.PAST_LENGTH, past)
+                req.set_tensor(PAST_LENGTH, past)
                 req.set_tensor(split_graphs.QUERY, _shared(self.query[i]))
                 req.set_tensor(split_graphs.NEW_KEY, _shared(self.new_keys[i], kv_type))
                 req.set_tensor(split_graphs.NEW_VALUE, _shared(self.new_values[i], kv_type))
@@ -105,7 +111,7 @@ class WeightParts:
                 req.set_tensor(split_graphs.ATTN_IN, _shared(self.attn[i - 1]))
             if 0 < i < n:
                 req.set_tensor(split_graphs.HIDDEN_OUT, _shared(self.hidden[i]))
-        self.requests[n].set_tensor(graphs.LOGITS, _shared(self.logits))
+        self.requests[n].set_tensor(LOGITS, _shared(self.logits))
         self._embed = source.weights.get("model.embed_tokens.weight")
 
     @property
@@ -128,7 +134,7 @@ class WeightParts:
 class SplitStep:
     """One rung in split mode; the same interface as CompiledStep (decode only)."""
 
-    def __init__(self, parts: WeightParts, compiled_core: ov.CompiledModel, spec: graphs.GraphSpec):
+    def __init__(self, parts: WeightParts, compiled_core: ov.CompiledModel, spec: GraphSpec):
         cfg = parts.source.config
         self.parts = parts
         self.compiled = compiled_core
@@ -142,7 +148,7 @@ class SplitStep:
             req.set_tensor(split_graphs.QUERY, _shared(parts.query[i]))
             req.set_tensor(split_graphs.NEW_KEY, _shared(parts.new_keys[i], kv_type))
             req.set_tensor(split_graphs.NEW_VALUE, _shared(parts.new_values[i], kv_type))
-            req.set_tensor(graphs.PAST_LENGTH, past)
+            req.set_tensor(PAST_LENGTH, past)
             req.set_tensor(split_graphs.ATTN_OUT, _shared(parts.attn[i]))
             self.requests.append(req)
         self.bound: KVArena | None = None
@@ -151,8 +157,8 @@ class SplitStep:
     def bind(self, arena: KVArena) -> None:
         keys, values = arena.tensors()
         for i, req in enumerate(self.requests):
-            req.set_tensor(graphs.past_key_name(0), keys[i])
-            req.set_tensor(graphs.past_value_name(0), values[i])
+            req.set_tensor(past_key_name(0), keys[i])
+            req.set_tensor(past_value_name(0), values[i])
         self.bound = arena
 
     def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
@@ -167,7 +173,7 @@ class SplitStep:
 
 
 def compile_attention_core(
-    parts: WeightParts, spec: graphs.GraphSpec, options: CompileOptions
+    parts: WeightParts, spec: GraphSpec, options: CompileOptions
 ) -> SplitStep:
     """A rung in split mode: only its attention core is compiled, in the same precision as
     the rest (on an AMX CPU an f32 core spends more converting the bf16 cache than a bf16 core

@@ -54,7 +54,7 @@ from compile_ahead.runtime.compile.worker_protocol import (
     receive,
     send,
 )
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.model.architecture import ModelConfig
 
 ENTRY = "compile_ahead.runtime.compile.worker_main"
@@ -238,7 +238,7 @@ class WorkerPlacement:
     def compile(
         self,
         source_ref: str,
-        spec: graphs.GraphSpec,
+        spec: GraphSpec,
         options: CompileOptions,
         *,
         timeout_s: float,
@@ -404,7 +404,7 @@ class WorkerPlacement:
         return worker.close()
 
 
-def _import(data: bytes, spec: graphs.GraphSpec, options: CompileOptions) -> ov.CompiledModel:
+def _import(data: bytes, spec: GraphSpec, options: CompileOptions) -> ov.CompiledModel:
     try:
         compiled = core().import_model(data, options.device, device_config(options))
     except RuntimeError as err:

@@ -80,19 +80,19 @@ class Worker:
         """Our own steps and the collector's spans of this thread inside [begin, end]."""
         if not self.observing:
             return own
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
 
         tid = threading.get_native_id()
         seen = [
             PhaseSpan(e.begin_ns, e.end_ns, e.name, e.domain, e.depth, self.pid)
-            for e in counters.spans_within(counters.events(), begin_ns, end_ns)
+            for e in itt_collector.spans_within(itt_collector.events(), begin_ns, end_ns)
             if e.tid == tid and e.depth <= PHASE_DEPTH
         ]
-        counters.reset()  # one compile's events at a time
+        itt_collector.reset()  # one compile's events at a time
         return own + seen
 
     def compile(self, req: CompileRequest) -> CompileReply:
-        from compile_ahead.runtime.compile import compiler
+        from compile_ahead.runtime.compile import step_compile
         from compile_ahead.runtime.sources.resolve import resolve_model
 
         own: list[PhaseSpan] = []
@@ -119,7 +119,7 @@ class Worker:
         _inject(req.fault)
         t0 = time.monotonic_ns()
         try:
-            compiled, build_s, compile_s = compiler.compile_graph(source, req.spec, req.options)
+            compiled, build_s, compile_s = step_compile.compile_graph(source, req.spec, req.options)
         except Exception as err:
             err.phases = self._phases(own, begin, time.monotonic_ns())  # type: ignore[attr-defined]
             raise
@@ -169,11 +169,11 @@ def main(argv: list[str]) -> int:
     lower_priority(priority)
     requests, replies = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log, not the pipe
-    from compile_ahead import itt_collector as counters
+    from compile_ahead import itt_collector
     from compile_ahead.runtime.base.ov_core import core
 
     core()
-    observing = counters.collector_status().observing
+    observing = itt_collector.collector_status().observing
     send(replies, Ready(os.getpid(), os.sched_getscheduler(0), os.nice(0), observing))
     worker = Worker(observing, blob_fd)
     while True:

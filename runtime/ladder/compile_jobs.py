@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.cache import CacheOutcome
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.entry_stores import EntryStore, EntryStores
@@ -23,7 +23,7 @@ from compile_ahead.runtime.ladder.events import RunEvents
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.cache import CompileCache
-    from compile_ahead.runtime.compile.compiler import CompileResult
+    from compile_ahead.runtime.compile.step_compile import CompileResult
 
 
 @dataclass
@@ -127,7 +127,7 @@ class CompileJob:
         return asdict(self)
 
 
-class RungCompiler:
+class CompileJobs:
     """Builds and compiles one rung graph, reporting to the observer; counts what is resident.
 
     Thread-safe: the one-ahead policy compiles on a background thread. After close(), a
@@ -138,13 +138,13 @@ class RungCompiler:
 
     def __init__(
         self,
-        spec_for: Callable[[int, int], graphs.GraphSpec],
+        spec_for: Callable[[int, int], GraphSpec],
         # compiles one graph (spec, background) where the compile layer places it
-        build: Callable[[graphs.GraphSpec, bool], CompileResult],
+        build: Callable[[GraphSpec, bool], CompileResult],
         events: RunEvents,
         faults: Faults,
         on_ready: Callable[[CompiledStep], None] | None = None,
-        label: Callable[[graphs.GraphSpec], str] = lambda spec: spec.kind,
+        label: Callable[[GraphSpec], str] = lambda spec: spec.kind,
         cache: CompileCache | None = None,
     ):
         self.spec_for = spec_for

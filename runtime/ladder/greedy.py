@@ -11,9 +11,9 @@ import numpy as np
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import future_result, in_background
 from compile_ahead.runtime.compile.cache import OFF, CacheOutcome
-from compile_ahead.runtime.compile.compiler import CompileResult, compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.compile.step_compile import CompileResult, compile_step
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.kv_store import make_store
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
@@ -59,7 +59,7 @@ class StaticDecoder:
         self.prefill: CompiledStep | None = None
         self._decode: CompiledStep | None = None
         self._pending: Future[CompileResult] | None = None
-        decode_spec = graphs.GraphSpec(capacity, 1, kv)
+        decode_spec = GraphSpec(capacity, 1, kv)
         self._decode_spec = decode_spec
         # Without a prefill graph the decode graph compiles now, whatever the timing.
         timing = decode_compile if prefill_chunk > 1 else None

@@ -13,7 +13,7 @@ from compile_ahead.runtime.compile.device_defaults import (
     PREFILL_SHAPES,
     default_prefill,
 )
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.kv_store import KVStore
 
 DYNAMIC_SHAPES = ("dynamic", "paged")  # CPU paths: data-dependent shapes

@@ -21,23 +21,23 @@ import numpy as np
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import deferred, future_result, hold, in_background, unhold
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
-from compile_ahead.runtime.compile.compiler import CompileResult
 from compile_ahead.runtime.compile.device_defaults import (
     DECODE_COMPILE_TIMINGS,
     default_decode_compile,
 )
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.compile.step_compile import CompileResult
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder.accounting import RunAccounting
 from compile_ahead.runtime.ladder.capacities import Ladder, near_boundary, rung_holding
-from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, Faults, RungCompiler
+from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJobs, Faults
 from compile_ahead.runtime.ladder.events import BoundaryTiming, FanOut, RunEvents
 from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, choose_prefill, prefill_chunks
 from compile_ahead.runtime.ladder.report import BoundaryRecord, RunReport
-from compile_ahead.runtime.ladder.run_protocol import Protocol
+from compile_ahead.runtime.ladder.run_protocol import RunProtocol
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 from compile_ahead.runtime.sources.base import ModelSource
@@ -47,7 +47,7 @@ from compile_ahead.runtime.sources.base import ModelSource
 class RunSettings:
     schedule: Schedule
     ladder: Ladder
-    protocol: Protocol
+    protocol: RunProtocol
     # None (default): chosen per device from the prompt length (ladder/prefill.py); 1: token
     # by token on the first rung's decode graph; >1: a prefill graph taking that many tokens
     # per call, compiled in the foreground while the first rung compiles in the background.
@@ -149,7 +149,7 @@ class LadderRunner:
         # Every event whole, also to the accounting alone (FanOut: an interrupt waits for it).
         self.events = FanOut(self.accounting, *([events] if events else []))
         self.store: KVStore | None = None
-        self.compiler = RungCompiler(
+        self.jobs = CompileJobs(
             self._spec_for,
             self._build,
             self.events,
@@ -158,7 +158,7 @@ class LadderRunner:
             label=self.builder.label,
             cache=self.options.cache,
         )
-        self.policy: RungPolicy = make_policy(self.schedule, self.compiler, self.rungs)
+        self.policy: RungPolicy = make_policy(self.schedule, self.jobs, self.rungs)
         self.boundaries: list[BoundaryRecord] = []
         self.window: list[dict] = []
         self.predicted: list[int] = []
@@ -222,7 +222,7 @@ class LadderRunner:
                 self.policy.shutdown()  # a compile still running is abandoned: it stores nothing
                 self.builder.shutdown()
                 end = now_ns()  # the protocol's end; cache entries still written come after
-                self.compiler.finish_stores()
+                self.jobs.finish_stores()
                 self._store_wait_ns = now_ns() - end
                 report = self._report(start, end, stop, error)
             finally:
@@ -245,11 +245,11 @@ class LadderRunner:
             )
             self._memory(self._start)  # the reservation is the run's first act
             if self.builder.shares_weights:
-                self.compiler.compile_shared("weights", self.builder.prepare)
+                self.jobs.compile_shared("weights", self.builder.prepare)
             if self.prefill_plan.uses_graph:
                 if self.decode_compile == "with-prefill-graph":
                     self._compile_first_rungs()
-                self._prefill_step = self.compiler.compile(
+                self._prefill_step = self.jobs.compile(
                     self.first, False, 0, self.prefill_plan.chunk
                 ).step
                 self.store.take_into_use(self._prefill_step)
@@ -257,7 +257,7 @@ class LadderRunner:
                     self._compile_first_rungs()
                 return None
             self.policy.before_decoding(self.first)
-            active = self.compiler.get(self.first)
+            active = self.jobs.get(self.first)
             self.store.take_into_use(active.step)
             return active
         finally:
@@ -283,9 +283,9 @@ class LadderRunner:
         logits = prefill_chunks(step, prompt, self.store)
         p1 = self._first_token_ns = now_ns()
         self.events.prefill(self.first, len(prompt), p0, p1)
-        self.compiler.store_entries()  # what was compiled for the first token, off its path
+        self.jobs.store_entries()  # what was compiled for the first token, off its path
         if active is None:
-            self.compiler.release(self.first, self.prefill_plan.chunk)
+            self.jobs.release(self.first, self.prefill_plan.chunk)
             self._prefill_step = None
             try:
                 if self._first_rungs is not None:  # the rungs compiled during prefill
@@ -296,8 +296,8 @@ class LadderRunner:
                 waited = now_ns()
                 self._decode_wait_ns = waited - p1
                 self.events.foreground(p1, waited)
-            self.compiler.store_entries()
-            active = self.compiler.get(self.first)
+            self.jobs.store_entries()
+            active = self.jobs.get(self.first)
             self.store.take_into_use(active.step)
         self._memory(now_ns())
         return active, logits
@@ -357,14 +357,14 @@ class LadderRunner:
         record.migration_s = (m1 - m0) / 1e9
         record.bytes_copied = migration.bytes_copied
         if self.schedule.release_retired:
-            self.compiler.release(active.capacity)
+            self.jobs.release(active.capacity)
         self.policy.rung_taken(capacity, t)
         end = now_ns()
         record.switch_s = (end - b0) / 1e9
         timing = BoundaryTiming(record, b0, end, m0, m1, migration.peak_reserved_bytes)
         self.events.boundary(timing, rung.job)
         self._memory(end)
-        self.compiler.store_entries()  # a rung compiled in the foreground here
+        self.jobs.store_entries()  # a rung compiled in the foreground here
         return rung
 
     # -- helpers -----------------------------------------------------------------------
@@ -374,7 +374,7 @@ class LadderRunner:
             return f"the model's maximum context ({top}, max_position_embeddings) reached"
         return f"top rung capacity {top} reached"
 
-    def _build(self, spec: graphs.GraphSpec, background: bool) -> CompileResult:
+    def _build(self, spec: GraphSpec, background: bool) -> CompileResult:
         fault = self.settings.faults.take_worker_fault(spec.capacity) if background else None
         return self.builder.build(spec, background, fault)  # type: ignore[arg-type]
 
@@ -382,12 +382,12 @@ class LadderRunner:
         rung = rung_holding(self.rungs, slots)
         return -1 if rung is None else rung
 
-    def _spec_for(self, capacity: int, chunk: int) -> graphs.GraphSpec:
+    def _spec_for(self, capacity: int, chunk: int) -> GraphSpec:
         assert self.store is not None, "the KV store is made before any compile"
         buffer = self.store.buffer_capacity(capacity)
         if chunk > 1:  # the prompt's prefill graph
             return self.prefill_plan.spec(capacity, self.kv_precision, buffer)
-        return graphs.GraphSpec(capacity, chunk, self.kv_precision, buffer)
+        return GraphSpec(capacity, chunk, self.kv_precision, buffer)
 
     def _memory(self, ts: int) -> None:
         if self.store is not None:
@@ -423,7 +423,7 @@ class LadderRunner:
     def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
         s, acct, store = self.settings, self.accounting, self.store
         cache = self.options.cache
-        jobs = self.compiler.finished
+        jobs = self.jobs.finished
         first = next((j for j in jobs if j.capacity == self.first and j.chunk == 1), None)
         ft = self._first_token_ns
         command = min(s.started_ns, start) if s.started_ns is not None else start
@@ -468,10 +468,10 @@ class LadderRunner:
             kv_reserved_peak_bytes=int(acct.reserved.peak),
             kv_committed_avg_bytes=acct.committed.average(end),
             kv_committed_peak_bytes=int(acct.committed.peak),
-            graphs_resident_max=self.compiler.resident_max,
+            graphs_resident_max=self.jobs.resident_max,
             # Whole graphs each hold a compiled copy of the weights; split rungs share one.
-            weight_copies_resident_max=1 if s.graph == "split" else self.compiler.resident_max,
-            compiles_in_flight_max=self.compiler.in_flight_max,
+            weight_copies_resident_max=1 if s.graph == "split" else self.jobs.resident_max,
+            compiles_in_flight_max=self.jobs.in_flight_max,
             compile_jobs=[j.to_json() for j in jobs],
             compile_cache_dir=str(cache.directory) if cache is not None else None,
             cache_store_wait_s=self._store_wait_ns / 1e9,

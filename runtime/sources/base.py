@@ -15,7 +15,7 @@ from compile_ahead.runtime.model.weights import WeightStore
 if TYPE_CHECKING:
     import openvino as ov
 
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.graphs.step import CompiledStep
 
 

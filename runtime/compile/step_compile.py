@@ -16,8 +16,8 @@ from compile_ahead.runtime.compile.cache import (
 )
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
-from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.paged_prefill import kv_cache_config
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.sources.base import ModelSource
 
@@ -55,7 +55,7 @@ class CompileResult:
 
 
 def compile_graph(
-    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions
+    source: ModelSource, spec: GraphSpec, options: CompileOptions
 ) -> tuple[ov.CompiledModel, float, float]:
     """Build (ModelSource.build_graph) and compile one step graph: (compiled model, build
     seconds, compile seconds). The graph kind's defaults (CompileOptions.for_graph) are added
@@ -80,14 +80,14 @@ def compile_graph(
 PAGED_NOT_CACHED = "not cached: the plugin cannot import an exported paged-attention graph"
 
 
-def not_exportable(spec: graphs.GraphSpec) -> str | None:
+def not_exportable(spec: GraphSpec) -> str | None:
     """Why ``spec``'s compiled graph cannot go through an export and an import (so it is
     neither cached nor compiled by a worker), or None."""
     return PAGED_NOT_CACHED if spec.paged else None
 
 
 def compile_step(
-    source: ModelSource, spec: graphs.GraphSpec, options: CompileOptions, store_later: bool = False
+    source: ModelSource, spec: GraphSpec, options: CompileOptions, store_later: bool = False
 ) -> CompileResult:
     """Compile or import one step graph. ``store_later``: a cache miss is not written now
     (exporting a graph takes seconds) but by ``step.store_pending()``, e.g. once the graph
