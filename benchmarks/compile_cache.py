@@ -150,18 +150,18 @@ def cold_vs_warm(source, ladder, rounds, options, work: Path) -> dict:
         for c in ladder:
             spec = GraphSpec(c, 1, options.kv_precision)
             cold = compile_step(source, spec, cached)
-            assert cold.cache == "miss", cold.cache
-            entry = cold.step.compile_cache.entry
+            assert cold.cache.state == "miss", cold.cache
+            entry = cold.cache.entry
             warm = compile_step(source, spec, cached)
-            assert warm.cache == "hit", warm.cache
+            assert warm.cache.state == "hit", warm.cache
             row = rows[c]
             row["compile_s"].append(cold.compile_s)
-            row["store_s"].append(cold.store_s)
+            row["store_s"].append(cold.cache.store_s)
             row["import_s"].append(warm.import_s)
             row["entry_mb"].append(entry.stat().st_size / 1e6 if entry else float("nan"))
             print(
                 f"  round {r + 1} C={c} cold compile {cold.compile_s:6.2f} s + store "
-                f"{cold.store_s:5.2f} s | warm import {warm.import_s:5.2f} s"
+                f"{cold.cache.store_s:5.2f} s | warm import {warm.import_s:5.2f} s"
             )
             if c == ladder[0]:
                 pair = [("compiled_ms", cold.step), ("imported_ms", warm.step)]
@@ -195,7 +195,7 @@ def mechanisms(ckpt_dir: Path, capacity: int, options, rounds: int, work: Path) 
             if mech == "ours":
                 opts = replace(options, cache=CompileCache(directory))
                 cold = compile_step(load_checkpoint(ckpt_dir), spec, opts)
-                miss = cold.build_s + cold.compile_s + cold.store_s
+                miss = cold.build_s + cold.compile_s + cold.cache.store_s
                 del cold
                 gc.collect()
                 hit = compile_step(load_checkpoint(ckpt_dir), spec, opts).import_s
@@ -235,14 +235,14 @@ def weightless(source, capacity, options, work: Path) -> dict:
         shutil.rmtree(cache.directory, ignore_errors=True)
         opts = replace(options, cache=cache)
         cold = compile_step(source, spec, opts)
-        entry = cold.step.compile_cache.entry
+        entry = cold.cache.entry
         del cold
         gc.collect()
         warm = compile_step(source, spec, opts)
         out[name] = {
             "entry_mb": entry.stat().st_size / 1e6 if entry else None,
             "import_s": warm.import_s,
-            "state": warm.cache,
+            "state": warm.cache.state,
         }
         del warm
         gc.collect()
@@ -298,7 +298,7 @@ def split_cold_warm(source, capacity, options, work: Path) -> dict:
             "weight_parts_s": parts.compile_s,
             "weight_parts_cache": parts.cache_state,
             "attention_core_s": core_s,
-            "attention_core_cache": core_step.compile_cache.state,
+            "attention_core_cache": core_step.cache.state,
         }
         del parts, core_step
         gc.collect()

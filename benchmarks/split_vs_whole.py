@@ -168,7 +168,7 @@ def main() -> None:
     for c in (ladder[0], ladder[-1]):
         arena = KVArena(source.config, c, kv)
         whole = compile_step(source, GraphSpec(c, 1, kv), options).step
-        split = compile_attention_core(parts, GraphSpec(c, 1, kv), options)
+        split = compile_attention_core(parts, GraphSpec(c, 1, kv), options).step
         whole.bind(arena)
         split.bind(arena)
         steps[c] = (arena, whole, split)

@@ -270,7 +270,7 @@ def test_an_entry_is_written_only_if_the_weights_are_unchanged_at_that_moment(ck
         result = compile_step(
             source, GraphSpec(32, 1, "f32"), CompileOptions("CPU", "f32", cache=cache)
         )
-    outcome = result.step.compile_cache
+    outcome = result.cache
     assert outcome.state == "miss" and not outcome.stored and "changed on disk" in outcome.note
     assert entries(tmp_path / "cache") == []
     assert list((tmp_path / "cache").rglob(".*")) == []  # no temporary file left

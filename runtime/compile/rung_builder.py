@@ -2,7 +2,8 @@
 compile worker, imported from the compile cache when it holds the graph.
 
 The ladder asks for a rung (its graph spec, and whether the compile runs in the background)
-and gets a CompileResult whose step is ready to bind; profile-compile asks the same way.
+and gets a CompileResult (compile/result.py) whose step is ready to bind; profile-compile
+asks the same way.
 
 - whole: the rung's whole step graph (ModelSource.build_graph), compiled or imported;
 - split: the weight parts are compiled once (``prepare``, or lazily with the first rung) and
@@ -19,20 +20,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.cache import step_graph_identity
+from compile_ahead.runtime.compile.cache import (
+    CacheOutcome,
+    Compiled,
+    cached_compile,
+    step_graph_identity,
+)
 from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS
 from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.compile.step_compile import (
-    CompileResult,
-    compile_step,
-    defer_store,
-    not_exportable,
-)
+from compile_ahead.runtime.compile.step_compile import compile_step, not_exportable
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.worker_client import WorkerPlacement
-    from compile_ahead.runtime.compile.worker_protocol import Fault
+    from compile_ahead.runtime.compile.worker_protocol import Fault, PhaseSpan
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 
@@ -112,58 +114,60 @@ class RungBuilder:
     def build(
         self, spec: GraphSpec, background: bool = False, worker_fault: Fault | None = None
     ) -> CompileResult:
-        """One rung graph, compiled or imported where this builder places it."""
+        """One rung graph, compiled or imported where this builder places it. A cache miss's
+        entry (seconds of export and file writing) is the caller's to write (the result's
+        pending store): a foreground graph's off the critical path, and never one of a compile
+        the run abandoned."""
         if self.shares_weights:
             if spec.chunk > 1:
                 raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
             self.prepare()
             assert self.weight_parts is not None
-            step = compile_attention_core(self.weight_parts, spec, self.options)
-            return CompileResult.of(step, step.compile_cache)
+            return compile_attention_core(self.weight_parts, spec, self.options)
         if background and self.placement == "worker" and not_exportable(spec) is None:
             return self._build_in_worker(spec, worker_fault)
-        # The cache entry (seconds of export and file writing) is the run's to write: a
-        # foreground graph's off the critical path, and never one of a compile it abandoned.
         return compile_step(self.source, spec, self.options, store_later=True)
 
     def _build_in_worker(self, spec: GraphSpec, fault: Fault | None) -> CompileResult:
-        from compile_ahead.runtime.compile.cache import CacheOutcome
         from compile_ahead.runtime.compile.worker_client import WorkerPlacement
 
         options = self.options.for_graph(spec.kind)
-        cache, sink = options.cache, None
-        outcome = None
-        blobs: list[bytes] = []  # the worker's export, stored as the entry by the run
-        if cache is not None and fault is not None:
-            # An injected fault is the worker's: importing the entry would skip it unseen.
-            outcome = CacheOutcome("off", note=f"not used: worker fault {fault!r} injected")
-        elif cache is not None:
-            compiled, outcome = cache.lookup(self.source, step_graph_identity(spec), options)
-            if compiled is not None:
-                return CompileResult.of(self.source.make_step(compiled, spec), outcome)
-            sink = blobs.append
-
         if self._worker is None:
             self._worker = WorkerPlacement(priority="idle")
-        result = self._worker.compile(
-            self.model_ref,
-            spec,
-            options,
-            timeout_s=self.compile_timeout_s,
-            fault=fault,
-            blob_sink=sink,
-            # The worker opens the model itself: it must find the weights this run opened.
-            weights=self.source.weights_identity(),
-        )
-        if result.model_config != self.source.config:
-            raise CompileAheadError(
-                f"the compile worker resolved {self.model_ref!r} to another model than this run's"
+        worker = self._worker
+        phases: list[PhaseSpan] = []
+
+        def in_worker(opts: CompileOptions) -> Compiled:
+            kept: list[bytes] = []  # the worker's export: a miss's entry is written from it
+            result = worker.compile(
+                self.model_ref,
+                spec,
+                opts,
+                timeout_s=self.compile_timeout_s,
+                fault=fault,
+                blob_sink=kept.append,
+                # The worker opens the model itself: it must find the weights this run opened.
+                weights=self.source.weights_identity(),
             )
-        step = self.source.make_step(result.compiled, spec)
-        if cache is not None and blobs and outcome is not None and outcome.state == "miss":
-            miss = outcome
-            defer_store(step, lambda: cache.store_blob(miss, blobs.pop()))
-        return CompileResult.of(step, outcome, result.build_s, result.compile_s, result.phases)
+            if result.model_config != self.source.config:
+                raise CompileAheadError(
+                    f"the compile worker resolved {self.model_ref!r} to another model than "
+                    "this run's"
+                )
+            phases.extend(result.phases)
+            return Compiled(result.compiled, result.build_s, result.compile_s, kept.pop())
+
+        # An injected fault is the worker's: importing the entry would skip it unseen.
+        cache = None if fault is not None else options.cache
+        compiled, outcome, pending = cached_compile(
+            cache, self.source, step_graph_identity(spec), options, in_worker, store_later=True
+        )
+        if fault is not None and options.cache is not None:
+            outcome = CacheOutcome("off", note=f"not used: worker fault {fault!r} injected")
+        step = self.source.make_step(compiled.model, spec)
+        return CompileResult(
+            step, outcome, compiled.build_s, compiled.compile_s, tuple(phases), pending
+        )
 
     def shutdown(self) -> None:
         """Stop the compile worker, if one was started."""

@@ -18,11 +18,13 @@ from compile_ahead.runtime.base.ov_core import compile_model
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES, bf16_bits_to_f32
 from compile_ahead.runtime.compile.cache import (
     CacheOutcome,
+    Compiled,
     attention_core_identity,
     cached_compile,
     weight_part_identity,
 )
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
+from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.graphs import split as split_graphs
 from compile_ahead.runtime.graphs.spec import (
     LOGITS,
@@ -51,13 +53,11 @@ def _compile(
 ) -> tuple[ov.CompiledModel, CacheOutcome]:
     """Import the graph from the compile cache (options.cache), or build and compile it."""
 
-    def compile_fn(opts: CompileOptions) -> tuple[ov.CompiledModel, float, float]:
-        return compile_model(build(), opts.device, device_config(opts), what), 0.0, 0.0
+    def compile_fn(opts: CompileOptions) -> Compiled:
+        return Compiled(compile_model(build(), opts.device, device_config(opts), what))
 
-    (compiled, _, _), outcome = cached_compile(
-        options.cache, source, graph, options, compile_fn, build
-    )
-    return compiled, outcome
+    compiled, outcome, _ = cached_compile(options.cache, source, graph, options, compile_fn, build)
+    return compiled.model, outcome
 
 
 class WeightParts:
@@ -152,7 +152,6 @@ class SplitStep:
             req.set_tensor(split_graphs.ATTN_OUT, _shared(parts.attn[i]))
             self.requests.append(req)
         self.bound: KVArena | None = None
-        self.compile_cache: CacheOutcome | None = None  # hit/miss of this rung's core
 
     def bind(self, arena: KVArena) -> None:
         keys, values = arena.tensors()
@@ -174,7 +173,7 @@ class SplitStep:
 
 def compile_attention_core(
     parts: WeightParts, spec: GraphSpec, options: CompileOptions
-) -> SplitStep:
+) -> CompileResult:
     """A rung in split mode: only its attention core is compiled, in the same precision as
     the rest (on an AMX CPU an f32 core spends more converting the bf16 cache than a bf16 core
     spends in total)."""
@@ -185,6 +184,4 @@ def compile_attention_core(
         f"the C={spec.capacity} attention core",
         attention_core_identity(spec),
     )
-    step = SplitStep(parts, compiled, spec)
-    step.compile_cache = outcome
-    return step
+    return CompileResult(SplitStep(parts, compiled, spec), outcome)

@@ -119,16 +119,17 @@ class Worker:
         _inject(req.fault)
         t0 = time.monotonic_ns()
         try:
-            compiled, build_s, compile_s = step_compile.compile_graph(source, req.spec, req.options)
+            done = step_compile.compile_graph(source, req.spec, req.options)
         except Exception as err:
             err.phases = self._phases(own, begin, time.monotonic_ns())  # type: ignore[attr-defined]
             raise
         t1 = time.monotonic_ns()
-        step("build graph", t0, t0 + int(build_s * 1e9))
-        step("compile_model", t1 - int(compile_s * 1e9), t1)
+        step("build graph", t0, t0 + int(done.build_s * 1e9))
+        step("compile_model", t1 - int(done.compile_s * 1e9), t1)
         # This binding exports to an io.BytesIO only (a file object is refused).
-        blob = compiled.export_model().getbuffer()
-        del compiled
+        blob = done.model.export_model().getbuffer()
+        build_s, compile_s = done.build_s, done.compile_s
+        del done
         size = _write_all(self.blob_fd, blob)
         del blob
         t2 = time.monotonic_ns()

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.cache import CacheOutcome
+from compile_ahead.runtime.compile.cache import OFF, CacheOutcome
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.capacities import Ladder
@@ -23,7 +23,7 @@ from compile_ahead.runtime.ladder.events import RunEvents
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.cache import CompileCache
-    from compile_ahead.runtime.compile.step_compile import CompileResult
+    from compile_ahead.runtime.compile.result import CompileResult
 
 
 @dataclass
@@ -101,6 +101,7 @@ class CompiledRung:
     started_ns: int
     finished_ns: int
     started_at_length: int  # context length when the compile started
+    cache: CacheOutcome = OFF  # what the compile cache did for it (before its entry is written)
 
     @property
     def compile_s(self) -> float:
@@ -204,32 +205,30 @@ class CompileJobs:
                 self.events.worker_phases(job, worker_phases)
             self._finish(job, chunk, start, False, {"error": str(err)})
             raise
-        rung = CompiledRung(capacity, step, job, background, start, time.monotonic_ns(), length)
+        end = time.monotonic_ns()
+        rung = CompiledRung(capacity, step, job, background, start, end, length, built.cache)
         with self._lock:
             if not self._closed:
                 self.resident[(capacity, chunk)] = rung
                 self.resident_max = max(self.resident_max, len(self.resident))
                 self._resident_changed()
-        self._finish(job, chunk, start, True, _cache_info(built))
-        self._hand_over_store(job, step, f"{kind} C={capacity}", chunk, background)
+        self._finish(job, chunk, start, True, built.cache.describe())
+        self._hand_over_store(job, built, f"{kind} C={capacity}", chunk, background)
         return rung
 
     def _hand_over_store(
-        self, job: int, step: CompiledStep, what: str, chunk: int, background: bool
+        self, job: int, built: CompileResult, what: str, chunk: int, background: bool
     ) -> None:
         """The graph's cache entry, if it has one to write, goes to ``stores``: written as it
         finishes (a background compile) or after the token (store_entries), unless the run
         ended first."""
-        store = getattr(step, "store_pending", None)
-        if store is None:
+        if built.pending_store is None:
             return
-        step.store_pending = None  # type: ignore[attr-defined]
-        miss = getattr(step, "compile_cache", None)
         what = f"the cache entry of {what}" + (f" L={chunk}" if chunk > 1 else "")
         with self._lock:
             ended = self._closed
             if not ended:
-                self.stores.add(EntryStore(job, what, store, miss.entry if miss else None))
+                self.stores.add(EntryStore(job, what, built.pending_store, built.cache.entry))
         if ended:
             self._report_store(job, CacheOutcome("miss", note="not stored: the run had ended"))
         elif background:
@@ -303,12 +302,3 @@ def _cache_fields(info: dict) -> dict:
         "cache_note": info.get("cache_note"),
         "verify_s": info.get("verify_s", 0.0),
     }
-
-
-def _cache_info(built: CompileResult) -> dict:
-    """What the compile cache said of this graph: its outcome when the step carries one
-    (stored, or why not), else the result's hit/miss/off and import time."""
-    outcome = getattr(built.step, "compile_cache", None)
-    if outcome is not None:
-        return outcome.describe()
-    return {"cache": built.cache, "import_s": round(built.import_s, 3)}

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import future_result, in_background
-from compile_ahead.runtime.compile.cache import OFF, CacheOutcome
+from compile_ahead.runtime.compile.cache import CacheOutcome
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import CompileResult, compile_step
+from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.kv_store import make_store
@@ -52,12 +53,13 @@ class StaticDecoder:
         if capacity <= 0 or prefill_chunk <= 0:
             raise CompileAheadError("capacity and prefill chunk must be positive")
         self.source = source
-        self.options = options.resolved()
+        self.options = options = options.resolved()
         kv = self.options.kv_precision
         assert kv is not None
         self.cache = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
         self.prefill: CompiledStep | None = None
         self._decode: CompiledStep | None = None
+        self._results: dict[str, CompileResult] = {}  # by graph name: decode, prefill
         self._pending: Future[CompileResult] | None = None
         decode_spec = GraphSpec(capacity, 1, kv)
         self._decode_spec = decode_spec
@@ -67,13 +69,17 @@ class StaticDecoder:
             self._compile_decode_in_background()
         if prefill_chunk > 1:
             spec = PrefillPlan(prefill_chunk, prefill_shape).spec(capacity, kv)
-            self.prefill = compile_step(source, spec, self.options, store_later=True).step
+            self.prefill = self._keep("prefill", compile_step(source, spec, self.options, True))
             self.prefill.bind(self.cache.arena)
         if timing == "during-prefill":
             self._compile_decode_in_background()
         elif self._pending is None and timing != "after-prefill":
-            self._decode = compile_step(source, decode_spec, self.options, store_later=True).step
+            self._decode = self._keep("decode", compile_step(source, decode_spec, options, True))
             self._decode.bind(self.cache.arena)
+
+    def _keep(self, name: str, result: CompileResult) -> CompiledStep:
+        self._results[name] = result
+        return result.step
 
     def _compile_decode_in_background(self) -> None:
         source, spec, options = self.source, self._decode_spec, self.options
@@ -85,27 +91,30 @@ class StaticDecoder:
         compiling it now if it was left until after prefill."""
         if self._decode is None:
             if self._pending is not None:
-                self._decode = future_result(self._pending).step
+                self._decode = self._keep("decode", future_result(self._pending))
             else:  # on the way to the next token: its cache entry is written after
                 spec, options = self._decode_spec, self.options
-                self._decode = compile_step(self.source, spec, options, store_later=True).step
+                self._decode = self._keep("decode", compile_step(self.source, spec, options, True))
             self._decode.bind(self.cache.arena)
             self._pending = None
         return self._decode
 
     def store_entries(self) -> None:
         """Write the cache entries left for later (graphs compiled on the way to a token)."""
-        for step in (self.prefill, self._decode):
-            store = getattr(step, "store_pending", None)
-            if store is not None:
-                step.store_pending = None  # type: ignore[union-attr]
-                store()
+        for name, result in self._results.items():
+            if result.pending_store is not None:
+                self._results[name] = replace(
+                    result, cache=result.pending_store(), pending_store=None
+                )
 
     @property
     def cache_outcomes(self) -> dict[str, CacheOutcome]:
         """What the compile cache did with each graph (hit, miss stored or not, off), by name."""
-        steps = (("decode", self._decode), ("prefill", self.prefill))
-        return {name: getattr(s, "compile_cache", OFF) for name, s in steps if s is not None}
+        return {
+            name: self._results[name].cache
+            for name in ("decode", "prefill")
+            if name in self._results
+        }
 
     @property
     def capacity(self) -> int:

@@ -26,8 +26,8 @@ from compile_ahead.runtime.compile.device_defaults import (
     default_decode_compile,
 )
 from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
-from compile_ahead.runtime.compile.step_compile import CompileResult
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder.accounting import RunAccounting
@@ -347,9 +347,7 @@ class LadderRunner:
             record.ready_margin_s = (b0 - rung.finished_ns) / 1e9
         record.compile_s = rung.compile_s
         record.compile_started_at_context = rung.started_at_length
-        outcome = getattr(rung.step, "compile_cache", None)
-        if outcome is not None:
-            record.cache, record.import_s = outcome.state, outcome.import_s
+        record.cache, record.import_s = rung.cache.state, rung.cache.import_s
         m0 = now_ns()
         migration = self.store.grow_to(capacity)
         self.store.take_into_use(rung.step)
