@@ -27,7 +27,7 @@ import openvino as ov
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.step_compile import compile_step
-from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+from compile_ahead.runtime.compile.worker_client import CompileWorker
 from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.sources.base import ModelSource
@@ -102,7 +102,7 @@ def main() -> None:
     current = compile_step(source, spec, options).step
     keep = bind_zero_kv(current, source, kv)
 
-    with WorkerPlacement(priority=args.priority) as worker:
+    with CompileWorker(priority=args.priority) as worker:
         t0 = time.monotonic()
         worker.start()
         print(f"worker start (python + openvino + Core): {time.monotonic() - t0:.2f} s")
@@ -119,7 +119,7 @@ def main() -> None:
                     print(f"  in-process build+compile {res.build_s + res.compile_s:.2f} s")
                     del res
                 elif arm == "worker":
-                    w = worker.compile(args.model, successor, options, timeout_s=args.timeout)
+                    w = worker.compile(source.reopen(), successor, options, timeout_s=args.timeout)
                     rows["warm"].append(w.build_s + w.compile_s)
                     rows["import"].append(w.import_s)
                     print(
@@ -129,9 +129,11 @@ def main() -> None:
                     )
                     del w
                 else:
-                    with WorkerPlacement(priority=args.priority, persistent=False) as fresh:
+                    with CompileWorker(priority=args.priority, persistent=False) as fresh:
                         t0 = time.monotonic()
-                        c = fresh.compile(args.model, successor, options, timeout_s=args.timeout)
+                        c = fresh.compile(
+                            source.reopen(), successor, options, timeout_s=args.timeout
+                        )
                         total = time.monotonic() - t0
                     rows["cold"].append(total - c.import_s)
                     print(
@@ -166,7 +168,7 @@ def main() -> None:
 
                     def job() -> object:
                         return worker.compile(
-                            args.model, successor, options, timeout_s=args.timeout
+                            source.reopen(), successor, options, timeout_s=args.timeout
                         )
 
                 lat, res = decode_while(current, job, 0)

@@ -213,7 +213,7 @@ def test_a_worker_never_compiles_weights_replaced_since_the_run_opened_them(ckpt
     # The worker resolves the model at its first compile, after the swap: it finds other
     # weights, refuses them, and the rung is compiled here from the mapped ones instead.
     with warnings_seen:
-        result = library_run(ckpt, cache, swap, placement="worker", model_ref=str(ckpt))
+        result = library_run(ckpt, cache, swap, placement="worker")
     boundary = next(b for b in result.report.boundaries if b.to == 32)
     assert boundary.retried and "other weights" in (boundary.compile_error or "")
     assert result.predicted == reference_old.predicted

@@ -42,7 +42,7 @@ def test_a_run_on_cpu_compiles_ahead_in_process_unless_told(tmp_path, monkeypatc
             started.append("worker")
             raise RuntimeError("no worker in this test")
 
-    monkeypatch.setattr(worker_client, "WorkerPlacement", NoWorker)
+    monkeypatch.setattr(worker_client, "CompileWorker", NoWorker)
     report = _report(tmp_path, "default")
     assert default_placement("CPU") == report["placement"] == "in-process"
     assert not started and all(b.get("compile_error") is None for b in report["boundaries"])

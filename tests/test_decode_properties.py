@@ -16,7 +16,7 @@ from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.properties import checked_properties
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.compile.step_compile import compile_step
-from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+from compile_ahead.runtime.compile.worker_client import CompileWorker
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -102,13 +102,13 @@ def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny, monkeypatch):
     model shows no generated kernels either way): the builder adds the decode defaults to
     them, as compile_step does in this process."""
     sent = []
-    compile_in_worker = WorkerPlacement.compile
+    compile_in_worker = CompileWorker.compile
 
     def spy(self, source_ref, spec, options, **kwargs):
         sent.append(options)
         return compile_in_worker(self, source_ref, spec, options, **kwargs)
 
-    monkeypatch.setattr(WorkerPlacement, "compile", spy)
+    monkeypatch.setattr(CompileWorker, "compile", spy)
     builder = RungBuilder(tiny, CompileOptions(), placement="worker")
     try:
         kv = builder.options.kv_precision

@@ -387,10 +387,11 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     import signal, sys, threading, time
     import compile_ahead
     from compile_ahead.runtime.graphs.spec import GraphSpec
-    from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+    from compile_ahead.runtime.compile.worker_client import CompileWorker
     from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.sources.base import ReopenSpec
 
-    placement = WorkerPlacement(tmp_dir=sys.argv[1])
+    placement = CompileWorker(tmp_dir=sys.argv[1])
     placement.start()
     # A thread that does not block SIGINT, as a library's thread: the kernel may hand a
     # process-directed Ctrl-C to it; pthread_kill makes that happen on purpose.
@@ -405,7 +406,7 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     print("compiling", flush=True)
     t0 = time.monotonic()
     try:
-        placement.compile("tiny", GraphSpec(32, 1, "f32"),
+        placement.compile(ReopenSpec("tiny"), GraphSpec(32, 1, "f32"),
                           CompileOptions("CPU", "f32", "f32"), timeout_s=600, fault="hang")
     except KeyboardInterrupt:
         print(f"interrupted after {time.monotonic() - t0:.1f} s", flush=True)

@@ -87,7 +87,6 @@ def _ladder_run(
         graph=graph,
         keep_logits=True,
         placement=placement,
-        model_ref="tiny",
     )
     result = run_ladder(source, F32, settings)
     assert result.error is None and result.completed, result.error

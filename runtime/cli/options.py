@@ -166,14 +166,6 @@ def resolve_from_args(args: argparse.Namespace) -> ModelSource:
     return resolve_model(args.model, synthetic_dtype=getattr(args, "synthetic_dtype", None))
 
 
-def worker_model_ref(args: argparse.Namespace, source: ModelSource) -> str:
-    """How a compile worker process resolves the run's model: a synthetic preset by its
-    checkpoint directory (the same file, whatever --synthetic-dtype chose), else --model."""
-    if source.synthetic and source.model_dir is not None:
-        return str(source.model_dir)
-    return args.model
-
-
 AUTO_LADDER = "auto"
 # OpenVINO's devices made of other devices: they cannot export a compiled graph (the cache and
 # the worker need that) nor answer the properties a rung is compiled with.

@@ -30,7 +30,6 @@ from compile_ahead.runtime.cli.options import (
     placement_mode,
     prompt_len_from_args,
     resolve_from_args,
-    worker_model_ref,
 )
 from compile_ahead.runtime.cli.progress import ProgressBar
 from compile_ahead.runtime.compile.options import CompileOptions
@@ -73,7 +72,6 @@ def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: 
         graph=graph_mode(args),
         placement=placement_mode(args),
         compile_timeout_s=compile_timeout(args),
-        model_ref=worker_model_ref(args, source),
     )
     check_worker_faults(settings, len(protocol.prompt))
     return settings

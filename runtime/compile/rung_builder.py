@@ -33,7 +33,7 @@ from compile_ahead.runtime.compile.split_step import WeightParts, compile_attent
 from compile_ahead.runtime.compile.step_compile import compile_step, not_exportable
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+    from compile_ahead.runtime.compile.worker_client import CompileWorker
     from compile_ahead.runtime.compile.worker_protocol import Fault, PhaseSpan
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
@@ -57,7 +57,6 @@ class RungBuilder:
         graph: str = "whole",
         placement: str = "in-process",
         compile_timeout_s: float = 600.0,
-        model_ref: str | None = None,
     ):
         if graph not in GRAPH_MODES:
             raise CompileAheadError(
@@ -77,9 +76,8 @@ class RungBuilder:
         self.graph = graph
         self.placement = placement
         self.compile_timeout_s = compile_timeout_s
-        self.model_ref = model_ref or source.name  # how a worker resolves the model
         self.weight_parts: WeightParts | None = None
-        self._worker: WorkerPlacement | None = None
+        self._worker: CompileWorker | None = None
 
     @property
     def decode_defaults(self) -> dict[str, str]:
@@ -129,18 +127,18 @@ class RungBuilder:
         return compile_step(self.source, spec, self.options, store_later=True)
 
     def _build_in_worker(self, spec: GraphSpec, fault: Fault | None) -> CompileResult:
-        from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+        from compile_ahead.runtime.compile.worker_client import CompileWorker
 
         options = self.options.for_graph(spec.kind)
         if self._worker is None:
-            self._worker = WorkerPlacement(priority="idle")
-        worker = self._worker
+            self._worker = CompileWorker(priority="idle")
+        worker, reopen = self._worker, self.source.reopen()
         phases: list[PhaseSpan] = []
 
         def in_worker(opts: CompileOptions) -> Compiled:
             kept: list[bytes] = []  # the worker's export: a miss's entry is written from it
             result = worker.compile(
-                self.model_ref,
+                reopen,
                 spec,
                 opts,
                 timeout_s=self.compile_timeout_s,
@@ -151,8 +149,7 @@ class RungBuilder:
             )
             if result.model_config != self.source.config:
                 raise CompileAheadError(
-                    f"the compile worker resolved {self.model_ref!r} to another model than "
-                    "this run's"
+                    f"the compile worker opened {reopen.target!r} as another model than this run's"
                 )
             phases.extend(result.phases)
             return Compiled(result.compiled, result.build_s, result.compile_s, kept.pop())

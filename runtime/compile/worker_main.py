@@ -3,7 +3,7 @@ compiled model to a file and reports its compile phases.
 
     python -m compile_ahead.runtime.compile.worker_main PARENT_PID PRIORITY BLOB_FD
 
-Started by compile_worker.WorkerPlacement, never by hand. Order matters: it dies with its
+Started by worker_client.CompileWorker, never by hand. Order matters: it dies with its
 parent and lowers its priority before openvino loads (so every thread OpenVINO and TBB create
 inherits the priority), and ``-m`` imports compile_ahead first (so the ITT collector is announced
 before libopenvino loads). Requests come on stdin, replies go on the original stdout; see
@@ -73,7 +73,7 @@ class Worker:
     def __init__(self, observing: bool, blob_fd: int):
         self.observing = observing
         self.blob_fd = blob_fd  # unnamed file shared with the parent: each blob overwrites it
-        self.sources: dict[str, object] = {}  # source_ref -> ModelSource, kept between compiles
+        self.sources: dict[object, object] = {}  # ReopenSpec -> ModelSource, kept between compiles
         self.pid = os.getpid()
 
     def _phases(self, own: list[PhaseSpan], begin_ns: int, end_ns: int) -> list[PhaseSpan]:
@@ -93,7 +93,6 @@ class Worker:
 
     def compile(self, req: CompileRequest) -> CompileReply:
         from compile_ahead.runtime.compile import step_compile
-        from compile_ahead.runtime.sources.resolve import resolve_model
 
         own: list[PhaseSpan] = []
 
@@ -102,10 +101,10 @@ class Worker:
 
         begin = time.monotonic_ns()
         resolve_s = 0.0
-        source = self.sources.get(req.source_ref)
+        source = self.sources.get(req.source)
         if source is None:
-            source = resolve_model(req.source_ref)
-            self.sources[req.source_ref] = source
+            source = req.source.open()
+            self.sources[req.source] = source
             t = time.monotonic_ns()
             step("resolve model", begin, t)
             resolve_s = (t - begin) / 1e9
@@ -113,7 +112,7 @@ class Worker:
             from compile_ahead.errors import CompileAheadError
 
             raise CompileAheadError(
-                f"the compile worker found other weights for {req.source_ref!r} than the run "
+                f"the compile worker found other weights for {req.source.target!r} than the run "
                 "opened (changed on disk since); not compiled from them"
             )
         _inject(req.fault)

@@ -70,7 +70,6 @@ class RunSettings:
     # worker process at idle priority, imported here (compile/rung_builder.py decides).
     placement: str = "in-process"
     compile_timeout_s: float = 600.0  # a worker compile is killed (and retried) after this
-    model_ref: str | None = None  # how the worker resolves the model (what the user passed)
 
 
 @dataclass
@@ -120,7 +119,6 @@ class LadderRunner:
             settings.graph,
             settings.placement,
             settings.compile_timeout_s,
-            settings.model_ref,
         )
         self.first = self._rung_for(prompt_len + 1)
         assert self.options.kv_precision is not None

@@ -24,7 +24,7 @@ from compile_ahead.runtime.model.weights import (
     file_identity,
     racy_change,
 )
-from compile_ahead.runtime.sources.base import ModelSource
+from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 
 
 class NoWeightStore(WeightStore):
@@ -79,6 +79,10 @@ class IRSource(ModelSource):
         if spec.paged:
             return PagedPrefillStep(compiled, spec, self.config.num_layers)
         return IRStep(compiled, spec, self.config.num_layers)
+
+    def reopen(self) -> ReopenSpec:
+        assert self.files is not None
+        return ReopenSpec(str(self.files.xml))
 
     def weights_identity(self) -> dict[str, Any] | None:
         return {"ir": list(self.file_identity)}
