@@ -32,7 +32,7 @@ from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
-from compile_ahead.runtime.compile.device_defaults import DECODE_COMPILE_TIMINGS
+from compile_ahead.runtime.compile.modes import DecodeCompile, choices
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.ladder.kv_store import make_store
@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parts: dict[tuple[str, str], list[dict]] = defaultdict(list)
     variants = {"defaults": []}
     for timing in filter(None, args.cold_timings.split(",")):
-        if timing not in DECODE_COMPILE_TIMINGS:
-            p.error(f"--cold-timings: {timing!r} is not one of {', '.join(DECODE_COMPILE_TIMINGS)}")
+        if timing not in choices(DecodeCompile):
+            p.error(f"--cold-timings: {timing!r} is not one of {', '.join(choices(DecodeCompile))}")
         variants[timing] = ["--decode-compile", timing]
     if not args.skip_cold:
         with tempfile.TemporaryDirectory() as tmp:

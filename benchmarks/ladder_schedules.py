@@ -25,8 +25,9 @@ import numpy as np
 
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -79,10 +80,15 @@ def main() -> None:
     for rep in range(args.reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]  # rotate the order
         for name in order:
-            settings = RunSettings(
-                SCHEDULES[name], ladder, proto, prefill_chunk=args.prefill_chunk, graph=args.graph
+            settings = RunConfig(
+                SCHEDULES[name],
+                ladder,
+                proto,
+                prefill_chunk=args.prefill_chunk,
+                graph=args.graph,
+                options=options,
             )
-            result = run_ladder(source, options, settings)
+            result = run_ladder(source, settings)
             if result.error is not None:
                 raise SystemExit(f"{name} failed: {result.error}")
             runs[name].append(result)

@@ -25,8 +25,11 @@ from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.depsort import depsort_reading
 from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
 from compile_ahead.runtime.compile.device_defaults import PREFILL_CHUNKS, default_prefill
+from compile_ahead.runtime.ladder.capacities import Ladder
 
 if TYPE_CHECKING:  # openvino must not load before the collector is armed
+    from compile_ahead.runtime.compile.modes import GraphMode
+    from compile_ahead.runtime.ladder.config import RunConfig
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
 
 GRAPH_KINDS = {"decode": ("decode",), "prefill": ("prefill",), "both": ("decode", "prefill")}
@@ -40,9 +43,10 @@ def prefill_plan(device: str, capacity: int, chunk: int | None, shape: str | Non
     """The prefill graph profiled on a rung: the one a run on ``device`` compiles for a long
     prompt (the device's shape and the shape's chunk, device_defaults.py) unless
     --prefill-shape or --prefill-chunk say otherwise. Capped at the rung, as a run's chunk is."""
+    from compile_ahead.runtime.compile.modes import PrefillShape
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
 
-    kind = shape or default_prefill(device).shape
+    kind = PrefillShape(shape) if shape is not None else default_prefill(device).shape
     size = chunk or PREFILL_CHUNKS[kind]
     return PrefillPlan(min(capacity, size), kind, "default" if shape is None else "flag")
 
@@ -53,9 +57,15 @@ PASSES_NAME = "passes.txt"
 
 
 class CompileProfiler:
-    def __init__(self, args: argparse.Namespace, ladder: list[int]):
+    def __init__(self, args: argparse.Namespace, config: RunConfig):
+        """``config``: the run configuration profile-compile's flags give (validated; its
+        ladder the rungs to profile, its schedule the overlay's); ``args`` its own flags."""
+        assert isinstance(config.ladder, Ladder) and config.graph is not None
         self.args = args
-        self.ladder = ladder
+        self.config = config
+        self.options = config.options
+        self.graph: GraphMode = config.graph
+        self.ladder = list(config.ladder.rungs)
         self.out: Path = args.out
         try:
             self.staging = make_staging_dir(self.out)
@@ -78,59 +88,67 @@ class CompileProfiler:
     def setup(self) -> None:
         """Resolve the model and open the trace (the collector must be bound by now)."""
         from compile_ahead import itt_collector
-        from compile_ahead.profiling.rss import RssSampler
-        from compile_ahead.profiling.trace_decode import StepSlicer
-        from compile_ahead.profiling.trace_writer import (
-            GRAPHS_RESIDENT,
-            PROCESS_RSS_BYTES,
-            TOKENS_PER_S,
-            TraceWriter,
-        )
-        from compile_ahead.runtime.cli.options import compile_options, graph_mode, resolve_from_args
-        from compile_ahead.runtime.compile.rung_builder import decode_defaults
 
         problem = itt_collector.collector_status().problem()
         if problem is not None:
             raise CompileAheadError(problem)
-        args = self.args
-        self.options = compile_options(args)
-        self.graph = graph_mode(args)
-        self.foreign = model_file(args.model)
+        self.foreign = model_file(self.args.model)
         if self.foreign is not None:
-            if args.schedule is not None:
-                raise CompileAheadError(
-                    f"--schedule: {args.model} is not a stateful decoder: it has no ladder to run"
-                )
-            if args.synthetic_dtype is not None:
-                raise CompileAheadError(
-                    f"--synthetic-dtype: {args.model} is compiled as it is, with its own weights"
-                )
-            if args.graph_kind != "decode":
-                raise CompileAheadError(
-                    f"--graph-kind {args.graph_kind}: {args.model} is compiled as it is; "
-                    "decode and prefill graphs are a stateful decoder's"
-                )
-            self.shapes = parse_shapes(args.shape)
-            described = {"model": str(self.foreign), "synthetic": False, "origin": "as given"}
-            label = f"{self.foreign} [compiled as it is: not a stateful decoder]"
-            print(f"model: {label}")
-            print(f"device: {self.options.device}, inference precision "
-                  f"{self.options.inference_precision}")  # fmt: skip
+            described, label = self._as_it_is()
         else:
-            if args.shape:
-                raise CompileAheadError("--shape is for models compiled as they are, not decoders")
-            self.source = resolve_from_args(args)
-            described, label = self.source.describe(), self.source.label
-            print(f"model: {label}")
-            print(
-                f"device: {self.options.device}, inference precision "
-                f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
-                f"{self.graph} graphs; compile cache off (every rung is really compiled)"
-            )
+            described, label = self._decoder()
         if self.options.extra_config:
             pairs = ", ".join(f"{k}={v}" for k, v in self.options.extra_config.items())
             print(f"OpenVINO properties: {pairs}")
-        self.report = {
+        self.report = self._report_head(described, label)
+        self._open_trace(label)
+        if self.foreign is None:
+            self.compile_rung = self._rung_compiler()
+
+    def _as_it_is(self) -> tuple[dict, str]:
+        """A model that is not a stateful decoder, compiled as it is: what it is called."""
+        args, foreign = self.args, self.foreign
+        if args.schedule is not None:
+            raise CompileAheadError(
+                f"--schedule: {args.model} is not a stateful decoder: it has no ladder to run"
+            )
+        if args.synthetic_dtype is not None:
+            raise CompileAheadError(
+                f"--synthetic-dtype: {args.model} is compiled as it is, with its own weights"
+            )
+        if args.graph_kind != "decode":
+            raise CompileAheadError(
+                f"--graph-kind {args.graph_kind}: {args.model} is compiled as it is; "
+                "decode and prefill graphs are a stateful decoder's"
+            )
+        self.shapes = parse_shapes(args.shape)
+        described = {"model": str(foreign), "synthetic": False, "origin": "as given"}
+        label = f"{foreign} [compiled as it is: not a stateful decoder]"
+        print(f"model: {label}")
+        print(f"device: {self.options.device}, inference precision "
+              f"{self.options.inference_precision}")  # fmt: skip
+        return described, label
+
+    def _decoder(self) -> tuple[dict, str]:
+        """The decoder whose rungs are profiled, resolved: what it is called."""
+        from compile_ahead.runtime.cli.options import resolve_from_args
+
+        if self.args.shape:
+            raise CompileAheadError("--shape is for models compiled as they are, not decoders")
+        self.source = resolve_from_args(self.args)
+        self.config.check_graph_mode(self.source)
+        print(f"model: {self.source.label}")
+        print(
+            f"device: {self.options.device}, inference precision "
+            f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
+            f"{self.graph} graphs; compile cache off (every rung is really compiled)"
+        )
+        return self.source.describe(), self.source.label
+
+    def _report_head(self, described: dict, label: str) -> dict[str, Any]:
+        from compile_ahead.runtime.compile.rung_builder import decode_defaults
+
+        report: dict[str, Any] = {
             "tool": "profile-compile",
             "pid": os.getpid(),
             "model": described,
@@ -140,19 +158,30 @@ class CompileProfiler:
             "ov_config": self.options.extra_config,
             "decode_defaults": decode_defaults(self.options, self.graph),
             "graph": self.graph,
-            "graph_kinds": list(graph_kinds(args.graph_kind)),
+            "graph_kinds": list(graph_kinds(self.args.graph_kind)),
             "ladder": self.ladder,
-            "decode_tokens": args.decode_tokens,
+            "decode_tokens": self.args.decode_tokens,
             "rungs": [],
             "decode": [],
             "error": None,
         }
-        if args.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
+        if self.args.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
             from compile_ahead.profiling.pyspy import clock_marker
 
-            self.report["pyspy_marker_ns"] = list(clock_marker())
-        self.writer = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
-        w = self.writer
+            report["pyspy_marker_ns"] = list(clock_marker())
+        return report
+
+    def _open_trace(self, label: str) -> None:
+        from compile_ahead.profiling.rss import RssSampler
+        from compile_ahead.profiling.trace_decode import StepSlicer
+        from compile_ahead.profiling.trace_writer import (
+            GRAPHS_RESIDENT,
+            PROCESS_RSS_BYTES,
+            TOKENS_PER_S,
+            TraceWriter,
+        )
+
+        self.writer = w = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
         self.device_track = w.device_track(self.options.device)
         w.instant(
             self.device_track,
@@ -163,13 +192,11 @@ class CompileProfiler:
         self.rss_track = w.counter_track(PROCESS_RSS_BYTES)
         self.graphs_track = w.counter_track(GRAPHS_RESIDENT)
         self.slicer = StepSlicer(
-            w, self.device_track, args.steps_per_slice, w.counter_track(TOKENS_PER_S)
+            w, self.device_track, self.args.steps_per_slice, w.counter_track(TOKENS_PER_S)
         )
         self.sampler = RssSampler(0.05, on_sample=lambda ts, v: w.counter(self.rss_track, ts, v))
         self.sampler.start()
         w.counter(self.graphs_track, None, 0)
-        if self.foreign is None:
-            self.compile_rung = self._rung_compiler()
 
     def _rung_compiler(self):
         from compile_ahead.runtime.compile.rung_builder import RungBuilder
@@ -297,36 +324,31 @@ class CompileProfiler:
         """Run the ladder protocol under the schedule, on the same trace (the RSS sampler
         already draws the process RSS counter)."""
         from compile_ahead.profiling.run_trace import TraceRunEvents
-        from compile_ahead.runtime.cli.options import decode_tokens_from_args, prompt_len_from_args
         from compile_ahead.runtime.cli.progress import ProgressBar
-        from compile_ahead.runtime.ladder.capacities import Ladder
+        from compile_ahead.runtime.ladder.config import Prompt
         from compile_ahead.runtime.ladder.events import FanOut
-        from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-        from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
-        from compile_ahead.runtime.ladder.schedules import get_schedule
+        from compile_ahead.runtime.ladder.runner import run_ladder
 
-        args, ladder = self.args, Ladder(tuple(self.ladder))
-        prompt_len = prompt_len_from_args(args, ladder)
-        tokens = decode_tokens_from_args(args, ladder, prompt_len)
-        protocol = teacher_forced(self.source.config.vocab_size, prompt_len, tokens)
-        settings = RunSettings(get_schedule(args.schedule), ladder, protocol, graph=self.graph)
-        print(f"running the teacher-forced protocol under {args.schedule} ({tokens} tokens) ...")
+        config = self.config.for_model(self.source)
+        assert config.schedule is not None and not isinstance(config.protocol, Prompt)
+        name, tokens = config.schedule.name, config.protocol.decode_tokens
+        print(f"running the teacher-forced protocol under {name} ({tokens} tokens) ...")
         events = TraceRunEvents(
             self.writer,
             self.options.device,
-            args.steps_per_slice,
+            self.args.steps_per_slice,
             skip_counters=frozenset({"rss_bytes"}),
         )
         bar = ProgressBar(tokens)
         try:
-            result = run_ladder(self.source, self.options, settings, FanOut(events, bar))
+            result = run_ladder(self.source, config, FanOut(events, bar))
         finally:
             bar.close()
             events.close()
         print(result.report.summary())
         self.report["run"] = result.report.to_json()
         if result.error is not None:
-            raise CompileAheadError(f"the {args.schedule} run stopped: {result.error}")
+            raise CompileAheadError(f"the {name} run stopped: {result.error}")
 
     # -- finish -----------------------------------------------------------------------------
     def fail(self, err: CompileAheadError) -> None:

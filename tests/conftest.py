@@ -33,6 +33,12 @@ def _hide_broken_torchvision() -> None:
 
 _hide_broken_torchvision()
 
+from compile_ahead.runtime.compile.options import CompileOptions  # noqa: E402
+
+# Exact math on the CPU: the precision every comparison with transformers (f32) runs in, and
+# deterministic from run to run.
+F32 = CompileOptions(device="CPU", inference_precision="f32")
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_user_cache(tmp_path_factory):
@@ -114,6 +120,46 @@ def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
     tokens = out.sequences[0, len(prompt) :].tolist()
     logits = [step[0].numpy() for step in out.logits]
     return tokens, logits
+
+
+def generate_on(source, capacity: int, prompt: list[int], new_tokens: int, options=F32, **config):
+    """Greedy generation (the `generate` path: b0 on one rung) of ``new_tokens`` tokens on a
+    rung of ``capacity``, every token's logits kept; ``config``: RunConfig fields."""
+    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.greedy import generate
+    from compile_ahead.runtime.ladder.run_protocol import greedy
+    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+
+    protocol = greedy(list(prompt), new_tokens - 1)
+    run = RunConfig(
+        SCHEDULES["b0"], Ladder((capacity,)), protocol, options=options, keep_logits=True, **config
+    )
+    return generate(source, run)
+
+
+def prefilled(source, prompt: list[int], capacity: int, options=F32, chunk=1, shape=None):
+    """``prompt`` prefilled on a fresh one-rung store (token by token, or on a prefill graph
+    of ``shape`` taking ``chunk`` tokens per call): the last logits, the K and V of its rows
+    (layers stacked) and the spec of the graph that ran."""
+    import numpy as np
+
+    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.graphs.spec import GraphSpec
+    from compile_ahead.runtime.ladder.kv_store import make_store
+    from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
+    from compile_ahead.runtime.ladder.schedules import KVPolicy
+
+    kv = options.resolved().kv_precision
+    spec = PrefillPlan(chunk, shape).spec(capacity, kv) if chunk > 1 else GraphSpec(capacity, 1, kv)
+    step = compile_step(source, spec, options).step
+    store = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
+    store.take_into_use(step)
+    logits = prefill_chunks(step, prompt, store)
+    n, arena = store.length, store.arena
+    keys = np.stack([k[:, :, :n] for k in arena.keys])
+    values = np.stack([v[:, :, :n] for v in arena.values])
+    return logits, (keys, values), step.spec
 
 
 def interpreter_venv(directory: Path) -> Path:

@@ -22,9 +22,10 @@ from compile_ahead.cli import main
 from compile_ahead.runtime.compile import cache as cc
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.events import RunEvents
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import wait_until_settled
@@ -145,8 +146,10 @@ def library_run(model: Path, cache: cc.CompileCache | None, events=None, **setti
     source = resolve_model(str(model))
     options = CompileOptions("CPU", "f32", cache=cache)
     proto = teacher_forced(source.config.vocab_size, 8, 120)
-    run_settings = RunSettings(SCHEDULES["i2"], Ladder.parse("tiny"), proto, **settings)
-    result = run_ladder(source, options, run_settings, events)
+    run_settings = RunConfig(
+        SCHEDULES["i2"], Ladder.parse("tiny"), proto, **settings, options=options
+    )
+    result = run_ladder(source, run_settings, events)
     assert result.error is None, result.error
     return result
 
@@ -305,9 +308,14 @@ def test_an_ir_rewritten_during_a_run_is_never_compiled_nor_cached(ir_dir, tmp_p
     swap = SwapAt(32, lambda: rewrite_in_place(bin_file, bytes(data)))
     source = resolve_model(str(ir_dir))
     proto = teacher_forced(source.config.vocab_size, 8, 120)
-    settings = RunSettings(SCHEDULES["i2"], Ladder.parse("tiny"), proto)
+    settings = RunConfig(
+        SCHEDULES["i2"],
+        Ladder.parse("tiny"),
+        proto,
+        options=CompileOptions("CPU", "f32", cache=cache),
+    )
     with pytest.warns(cc.CompileCacheWarning, match="changed on disk"):
-        result = run_ladder(source, CompileOptions("CPU", "f32", cache=cache), settings, swap)
+        result = run_ladder(source, settings, swap)
     # The rung after the change is refused (and its foreground retry): the run stops there.
     assert "the IR changed on disk since this run opened it" in str(result.error)
     first_rung_cached_at_most(result.report, tmp_path / "cache")

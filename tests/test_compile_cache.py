@@ -17,8 +17,9 @@ from compile_ahead.runtime.compile.split_step import WeightParts, compile_attent
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -197,18 +198,19 @@ def test_split_parts_and_cores_hit(tiny, cache):
 
 
 def test_a_warm_ladder_run_imports_every_rung(tiny, cache):
-    settings = RunSettings(
+    settings = RunConfig(
         SCHEDULES["i2"],
         Ladder.parse("16,32,64"),
         teacher_forced(tiny.config.vocab_size, 8, 50),
         keep_logits=True,
+        options=f32(cache),
     )
-    cold = run_ladder(tiny, f32(cache), settings)
+    cold = run_ladder(tiny, settings)
     stored = {p: p.stat().st_ino for p in entries(cache)}  # a rewrite is a new inode
     assert len(stored) == 3  # one decode graph per rung, the successors compiled one ahead
     stores: list[object] = []
     cache.writes.admit = lambda *a: stores.append(a)  # type: ignore[method-assign]
-    warm = run_ladder(tiny, f32(cache), settings)
+    warm = run_ladder(tiny, settings)
     assert stores == []  # nothing compiled again
     assert {p: p.stat().st_ino for p in entries(cache)} == stored
     assert warm.predicted == cold.predicted

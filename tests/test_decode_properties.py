@@ -12,6 +12,7 @@ import pytest
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile import options as options_module
 from compile_ahead.runtime.compile.device_defaults import decode_properties
+from compile_ahead.runtime.compile.modes import GraphMode, PlacementKind
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.properties import checked_properties
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
@@ -109,7 +110,7 @@ def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny, monkeypatch):
         return compile_in_worker(self, source_ref, spec, options, **kwargs)
 
     monkeypatch.setattr(CompileWorker, "compile", spy)
-    builder = RungBuilder(tiny, CompileOptions(), placement="worker")
+    builder = RungBuilder(tiny, CompileOptions().resolved(), placement=PlacementKind.WORKER)
     try:
         kv = builder.options.kv_precision
         builder.build(GraphSpec(64, 1, kv), background=True)
@@ -123,7 +124,7 @@ def test_split_graphs_keep_the_plugins_defaults_and_the_report_says_so(tiny, tmp
 
     from compile_ahead.cli import main
 
-    builder = RungBuilder(tiny, CompileOptions(), graph="split")
+    builder = RungBuilder(tiny, CompileOptions().resolved(), graph=GraphMode.SPLIT)
     assert builder.decode_defaults == {}
     step = builder.build(GraphSpec(64, 1, builder.options.kv_precision)).step
     weight_parts = step.parts.compiled

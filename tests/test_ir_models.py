@@ -17,8 +17,9 @@ from compile_ahead.runtime.compile.device_defaults import default_prefill
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy
-from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer
@@ -91,14 +92,15 @@ def test_every_schedule_matches_llmpipeline(ir_exports, arch, fmt):
     prefill = {"b0": (1, None), "b1": (4, None), "i1": (4, "static"), "i2": (4, "paged")}
     for name in ("b0", "b1", "i1", "i2", "i3"):
         chunk, shape = prefill.get(name, (4, "dynamic"))
-        settings = RunSettings(
+        settings = RunConfig(
             SCHEDULES[name],
             LADDER,
             greedy(PROMPT, DECODE),
             prefill_chunk=chunk,
             prefill_shape=shape,
+            options=F32,
         )
-        run = run_ladder(source, F32, settings)
+        run = run_ladder(source, settings)
         assert run.error is None, f"{name}: {run.error}"
         # predicted[i] is the argmax after feeding token i; the first token comes from prefill.
         ours = [expected[0], *run.predicted]
@@ -429,7 +431,7 @@ def test_sliding_window_rungs_must_fit(ir_exports, tmp_path):
     config = json.loads((src / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**config, "sliding_window": 40}))
     source = resolve_model(str(tmp_path))
-    run = run_ladder(source, F32, RunSettings(SCHEDULES["i1"], LADDER, greedy(PROMPT, 60)))
+    run = run_ladder(source, RunConfig(SCHEDULES["i1"], LADDER, greedy(PROMPT, 60), options=F32))
     assert isinstance(run.error, CompileAheadError)
     assert "sliding-window attention (window 40)" in str(run.error)
     assert run.predicted == []  # i1 compiles every rung before decoding: nothing ran
@@ -452,9 +454,9 @@ def test_weight_format_of_float_irs():
 
 def test_graph_split_refused(ir_exports):
     source = resolve_model(str(ir_exports[("qwen2", "fp16")]))
-    settings = RunSettings(SCHEDULES["i2"], LADDER, greedy(PROMPT, 4), graph="split")
+    settings = RunConfig(SCHEDULES["i2"], LADDER, greedy(PROMPT, 4), graph="split", options=F32)
     with pytest.raises(CompileAheadError) as err:
-        run = run_ladder(source, F32, settings)
+        run = run_ladder(source, settings)
         if run.error is not None:
             raise run.error
     assert "--graph split" in _one_line(err)

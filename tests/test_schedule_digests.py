@@ -14,15 +14,14 @@ import os
 import numpy as np
 import pytest
 
-from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.greedy import StaticDecoder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
-from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
+from conftest import F32, generate_on
 
-F32 = CompileOptions(device="CPU", inference_precision="f32")
 LADDER = Ladder.parse("tiny")  # 16..128: four rungs, three boundaries
 # A 40-token prompt goes through the CPU's paged prefill graph (whole graphs), then 80 steps
 # cross every boundary; split graphs prefill it token by token.
@@ -80,23 +79,26 @@ def _digest(tokens: list[int], logits: list[np.ndarray]) -> tuple[str, str]:
 def _ladder_run(
     source, schedule: str, graph: str, protocol, placement: str = "in-process"
 ) -> tuple[str, str]:
-    settings = RunSettings(
+    settings = RunConfig(
         SCHEDULES[schedule],
         LADDER,
         protocol,
         graph=graph,
         keep_logits=True,
         placement=placement,
+        options=F32,
     )
-    result = run_ladder(source, F32, settings)
+    result = run_ladder(source, settings)
     assert result.error is None and result.completed, result.error
     assert len(result.logits) == protocol.decode_tokens
     return _digest(result.predicted, result.logits)
 
 
 def _generate(source, chunk: int, shape: str, timing: str | None) -> tuple[str, str]:
-    decoder = StaticDecoder(source, 64, F32, chunk, shape, timing)
-    result = decoder.generate(GREEDY_PROMPT, 24)
+    kind = {"prefill_shape": shape} if chunk > 1 else {}
+    result = generate_on(
+        source, 64, GREEDY_PROMPT, 24, prefill_chunk=chunk, decode_compile=timing, **kind
+    )
     assert len(result.tokens) == 24
     return _digest(result.tokens, result.logits)
 

@@ -32,16 +32,12 @@ from compile_ahead.runtime.cli.options import (
     add_prefill_options,
     add_protocol_options,
     add_synthetic_dtype_option,
-    check_device,
-    check_prefill_args,
-    compile_timeout,
-    decode_tokens_from_args,
-    graph_mode,
-    ladder_from_args,
+    compile_options,
+    ladder_choice,
     ov_config_from_args,
-    placement_mode,
-    prompt_len_from_args,
+    run_config_from_args,
 )
+from compile_ahead.runtime.ladder.capacities import Ladder
 
 
 def _positive(text: str) -> int:
@@ -227,51 +223,20 @@ def run_calibrate(args: argparse.Namespace) -> int:
 def run_schedule_ab(args: argparse.Namespace) -> int:
     schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
     out = _out_dir(args, "schedule")
-    ladder = ladder_from_args(args)
-    prompt_len = prompt_len_from_args(args, ladder)
-    decode_tokens = decode_tokens_from_args(args, ladder, prompt_len)
-    if prompt_len + decode_tokens > ladder.top:
-        raise CompileAheadError(
-            f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
-            f"rung {ladder.top}"
-        )
     from compile_ahead.profiling.trials import baselines
 
-    if any(a in baselines.BASELINES for a in schedules):
-        baselines.require_upstream()
-    if args.command is None and any(a not in baselines.BASELINES for a in schedules):
-        schedule_ab.check_run_available()
-    plan = make_plan(schedules, args.pairs, args.warmup)
-    # Our runs get the same device, precisions and graph mode (resolved here, once); a
-    # --command template says its own.
-    # Trials compile for real: a compile cache would turn later trials' compiles into imports.
-    passed = ["--device", args.device, "--graph", graph_mode(args), "--no-cache"]
-    passed += ["--compile-placement", placement_mode(args)]
-    passed += ["--compile-timeout", str(compile_timeout(args))]
-    for flag, value in (
-        ("--inference-precision", args.inference_precision),
-        ("--kv-precision", args.kv_precision),
-        ("--prefill-chunk", args.prefill_chunk),
-        ("--prefill-shape", args.prefill_shape),
-        ("--decode-compile", args.decode_compile),
-        ("--ov-config-file", args.ov_config_file),
-    ):
-        if value is not None:
-            passed += [flag, str(value)]
-    for prop in args.ov_config:
-        passed += ["--ov-config", prop]
     upstream = [a for a in schedules if a in baselines.BASELINES]
     if upstream and (args.ov_config or args.ov_config_file):
         raise CompileAheadError(
             f"--ov-config applies to compile-ahead's runs; the upstream arm(s) "
             f"{', '.join(upstream)} compile with their pipeline's own properties"
         )
-    if args.command is None:  # the trials run this OpenVINO: refused here, not in every trial
-        check_device(args.device)
-        check_prefill_args(args)
-    ov_config_from_args(args, check=True)  # refused here, not in every trial
-    if args.command is not None:
-        passed = []
+    ladder, prompt_len, decode_tokens, passed = _trial_settings(args)
+    if upstream:
+        baselines.require_upstream()
+    if args.command is None and len(upstream) < len(schedules):
+        schedule_ab.check_run_available()
+    plan = make_plan(schedules, args.pairs, args.warmup)
     model_flags = (
         [] if args.synthetic_dtype is None else ["--synthetic-dtype", args.synthetic_dtype]
     )
@@ -294,6 +259,47 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)
     return 0
+
+
+def _trial_settings(args: argparse.Namespace) -> tuple[Ladder, int, int, list[str]]:
+    """The trials' ladder, prompt and decode lengths, and the flags each `compile-ahead run`
+    trial gets: the run configuration checked once here (not in every trial), its device
+    defaults resolved here so every trial gets the same. A --command template says its own
+    flags (its trials need not run this OpenVINO)."""
+    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+
+    ladder = ladder_choice(args)
+    assert isinstance(ladder, Ladder)  # ab has no auto ladder
+    if args.command is None:
+        config = run_config_from_args(args, None, compile_options(args))
+    else:
+        config = RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens)
+        ov_config_from_args(args, check=True)
+    prompt_len, decode_tokens = config.lengths(ladder)
+    if prompt_len + decode_tokens > ladder.top:
+        raise CompileAheadError(
+            f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
+            f"rung {ladder.top}"
+        )
+    if args.command is not None:
+        return ladder, prompt_len, decode_tokens, []
+    # Trials compile for real: a compile cache would turn later trials' compiles into imports.
+    passed = ["--device", args.device, "--graph", str(config.graph), "--no-cache"]
+    passed += ["--compile-placement", str(config.placement)]
+    passed += ["--compile-timeout", str(config.compile_timeout_s)]
+    for flag, value in (
+        ("--inference-precision", args.inference_precision),
+        ("--kv-precision", args.kv_precision),
+        ("--prefill-chunk", args.prefill_chunk),
+        ("--prefill-shape", args.prefill_shape),
+        ("--decode-compile", args.decode_compile),
+        ("--ov-config-file", args.ov_config_file),
+    ):
+        if value is not None:
+            passed += [flag, str(value)]
+    for prop in args.ov_config:
+        passed += ["--ov-config", prop]
+    return ladder, prompt_len, decode_tokens, passed
 
 
 def run_baselines(args: argparse.Namespace) -> int:

@@ -124,6 +124,20 @@ class WeightParts:
     def import_s(self) -> float:
         return sum(o.import_s for o in self.cache_outcomes)
 
+    @property
+    def cache_outcome(self) -> CacheOutcome:
+        """The parts' outcomes as one: their state (cache_state), import seconds summed,
+        stored when every miss was, their notes joined."""
+        misses = [o for o in self.cache_outcomes if o.state == "miss"]
+        notes = sorted({o.note for o in self.cache_outcomes if o.note})
+        return CacheOutcome(
+            self.cache_state,  # type: ignore[arg-type]
+            import_s=self.import_s,
+            verify_s=sum(o.verify_s for o in self.cache_outcomes),
+            stored=bool(misses) and all(o.stored for o in misses),
+            note="; ".join(notes) or None,
+        )
+
     def embed(self, token: int) -> None:
         """Gather the token's embedding row on the host, decompressed to f32."""
         row = self._embed.array[token]

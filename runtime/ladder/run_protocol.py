@@ -38,7 +38,8 @@ def teacher_forced(
 
 
 def greedy(prompt: list[int], decode_tokens: int, eos: tuple[int, ...] = ()) -> RunProtocol:
-    """Generate from the prompt until an EOS id or ``decode_tokens`` tokens."""
-    if not prompt or decode_tokens <= 0:
-        raise CompileAheadError("greedy generation needs a prompt and a positive token count")
+    """Generate from the prompt until an EOS id or ``decode_tokens`` decode steps (the prompt's
+    last logits give the first token; 0 steps: that token only)."""
+    if not prompt or decode_tokens < 0:
+        raise CompileAheadError("greedy generation needs a prompt and a token count >= 0")
     return RunProtocol("greedy", tuple(prompt), decode_tokens, eos=frozenset(eos))

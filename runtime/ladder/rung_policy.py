@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import future_result, in_background
+from compile_ahead.interrupts import future_result
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJobs
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 
@@ -83,10 +83,10 @@ class OneAheadPolicy(RungPolicy):
             return
         if self._pending:
             raise RuntimeError("one-ahead: a successor compile is already in flight")
-        # An error is handed to take(), which decides about a retry.
-        self._pending[following] = in_background(
-            lambda: self.jobs.compile(following, True, length),
-            f"compile-rung-{following}",  # a helper thread (interrupts.helpers_running)
+        # On a thread of the run's placement; an error is handed to take(), which decides
+        # about a retry.
+        self._pending[following] = self.jobs.submit(
+            lambda: self.jobs.compile(following, True, length), f"rung-{following}"
         )
 
     def ready(self, capacity: int) -> bool:
