@@ -62,7 +62,9 @@ def test_hit_returns_the_same_logits_as_a_compile(tiny, cache):
     assert miss.cache.state == "miss" and miss.compile_s > 0 and len(entries(cache)) == 1
     hit = compile_step(tiny, SPEC, f32(cache))
     assert hit.cache.state == "hit" and hit.compile_s == 0.0 and hit.import_s > 0
-    assert hit.cache.state == "hit"
+    assert 0 < hit.verify_s <= hit.import_s and hit.pending_store is None
+    # What the cache did is the result's, never an attribute set on the step.
+    assert not {"compile_cache", "store_pending"} & set(vars(hit.step))
     assert np.array_equal(logits(hit.step, tiny.config), reference)
     assert np.array_equal(logits(miss.step, tiny.config), reference)
 
