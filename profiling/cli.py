@@ -19,7 +19,7 @@ from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output_dirs import seal_output_dir
 from compile_ahead.output_paths import temporary_name
-from compile_ahead.outputs import check_replaceable_dir
+from compile_ahead.outputs import check_replaceable_dir, invocation
 from compile_ahead.profiling.compile_profiler import (
     GRAPH_KINDS,
     REPORT_NAME,
@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="then open the trace in the Perfetto UI (as `compile-ahead trace open`)",
     )
+    p.set_defaults(invocation=None)  # main() records how the command was started
     return p
 
 
@@ -306,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.invocation = invocation("profile-compile", argv)
 
     def run(args: argparse.Namespace) -> int:
         ladder = check_args(args)

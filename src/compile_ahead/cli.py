@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import TextIO
 
 from compile_ahead.errors import CompileAheadError, CompileAheadWarning
+from compile_ahead.outputs import invocation
 
 # Modules that add subcommands, imported lazily so `--help` stays fast.
 SUBCOMMAND_MODULES = (
     "compile_ahead.runtime.cli.generate",
     "compile_ahead.runtime.cli.run",
     "compile_ahead.profiling.trials.cli",
+    "compile_ahead.profiling.compare.cli",
     "compile_ahead.patches_check",
 )
 
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="compile-ahead",
         description="Long-context decode on static-shape devices: compile ahead, not up front.",
     )
+    parser.set_defaults(invocation=None)  # main() records how the command was started
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -138,7 +141,9 @@ def run_command(args: argparse.Namespace, prog: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.invocation = invocation("compile-ahead", argv)
     return run_command(args, "compile-ahead")
 
 
