@@ -43,8 +43,9 @@ svg.strip .dot { fill: #555; } svg.strip .ci { stroke: #3d6fb6; stroke-width: 3;
 svg.strip.regression .ci, svg .ci.regression { stroke: var(--bad); opacity: .8; }
 svg.strip.improvement .ci, svg .ci.improvement { stroke: var(--good); opacity: .8; }
 svg .ci { stroke: #3d6fb6; stroke-width: 2; }
-svg .dot.regression { fill: var(--bad); } svg .dot.improvement { fill: var(--good); }
 svg.forest .dot { fill: #3d6fb6; }
+svg .dot.regression { fill: var(--bad); }
+svg .dot.improvement { fill: var(--good); }
 svg .series { fill: none; stroke-width: 1.6; } svg circle.series { stroke: none; }
 svg .whisker { stroke-width: 1; }
 """ + "".join(

@@ -12,7 +12,6 @@ from pathlib import Path
 from compile_ahead.profiling.compare import html as h
 from compile_ahead.profiling.compare import model as m
 from compile_ahead.profiling.compare import svg
-from compile_ahead.profiling.compare.floor import Status
 from compile_ahead.profiling.compare.html import Cell, Column, Row
 from compile_ahead.profiling.trials.report import display_unit, fmt_number
 
@@ -49,10 +48,6 @@ def body(page: m.ExperimentPage, anchor: str = "") -> str:
         parts.append('<p class="note">No per-pass diff: the trials ran without --pass-profile.</p>')
     parts += [trials(page, anchor), f'<h2>How to read this page</h2><p class="note">{RULE}</p>']
     return "\n".join(parts)
-
-
-def status_css(status: Status) -> str:
-    return status.name.lower() if status.flagged else ""
 
 
 def _tally(t: m.Tally) -> Cell:
@@ -95,7 +90,7 @@ def summary(page: m.ExperimentPage, anchor: str) -> str:
         f"<li>{escape(c.treatment)} vs {escape(control)}: {escape(e.label)} "
         f"{escape(h.signed(e.judged.summary.mean_diff, e.unit))} "
         f"({escape(h.percent(e.judged.summary.percent))}), "
-        f'<span class="{status_css(e.judged.status)}">{e.judged.status.value}</span></li>'
+        f'<span class="{e.judged.status.css}">{e.judged.status.value}</span></li>'
         for c in page.comparisons
         for e in c.endpoints
         if e.judged.status.flagged and e.judged.summary is not None
@@ -189,7 +184,7 @@ def strip_of(pairs: tuple[m.Pair, ...], judged: m.Judged, unit: str) -> str:
         [(b - a) / div for a, b in pairs],
         ci,
         None if floor is None else floor / div,
-        status_css(judged.status),
+        judged.status.css,
         "per pair (control → treatment): " + "; ".join(lines),
     )
 
@@ -237,7 +232,7 @@ def endpoints(page: m.ExperimentPage, c: m.Comparison, anchor: str) -> str:
             h.number(len(e.pairs), str(len(e.pairs))),
             Cell(strip_of(e.pairs, e.judged, e.unit)),
         ]
-        rows.append(Row(cells, {"class": status_css(e.judged.status), "data-key": e.key}))
+        rows.append(Row(cells, {"class": e.judged.status.css, "data-key": e.key}))
     cols = [
         Column("Endpoint"),
         Column(f"{control} mean", True),
@@ -310,7 +305,7 @@ def _pass_row(p: m.PassRow) -> Row:
         Cell(strip_of(p.pairs, p.judged, "ms")),
     ]
     attrs = {
-        "class": status_css(p.judged.status),
+        "class": p.judged.status.css,
         "data-name": f"{p.name} {p.manager}".lower(),
         "data-flagged": "1" if p.judged.status.flagged else "0",
     }

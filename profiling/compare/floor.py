@@ -80,6 +80,11 @@ class Status(StrEnum):
     def flagged(self) -> bool:
         return self in (Status.REGRESSION, Status.IMPROVEMENT, Status.CHANGED)
 
+    @property
+    def css(self) -> str:
+        """The page's class for it (the colour of a flagged change), empty when not flagged."""
+        return self.name.lower() if self.flagged else ""
+
 
 def judge(summary: PairedSummary | None, floor: NoiseFloor) -> Status:
     """What the page says of a comparison under the rule above."""

@@ -74,7 +74,7 @@ def load(directory: Path) -> ProfilePage:
         "peak RSS": "n/a" if not isinstance(peak, int) else f"{peak / 2**20:.0f} MiB",
     }
     return ProfilePage(
-        title=f"profile-compile: {report.get('model_label', directory.name)}",
+        title=f"profile-compile: {_model_name(report) or directory.name}",
         directory=directory,
         error=report.get("error") if isinstance(report.get("error"), str) else None,
         facts=facts,
@@ -84,6 +84,11 @@ def load(directory: Path) -> ProfilePage:
         traces=traces,
         rerun=rerun_command(report.get("invocation")),
     )
+
+
+def _model_name(report: dict) -> str | None:
+    model = report.get("model")
+    return str(model["model"]) if isinstance(model, dict) and model.get("model") else None
 
 
 def profile_passes(
