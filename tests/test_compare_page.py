@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import http.client
+import json
 import re
 import shlex
 import shutil
@@ -284,3 +285,20 @@ def test_on_file_the_page_says_how_to_start_the_server(results, tmp_path):
         assert f"compile-ahead compare {results['profile'].resolve()} --open" in hint
         tab.evaluate("document.querySelector('a.trace').click()")
         assert tab.evaluate("location.href") == url  # no navigation to a missing file
+
+
+def test_pooled_report_page(tmp_path):
+    """Runs of one experiment pooled by `ab report DIR1 DIR2 --out NEW` (their command lines
+    differ, at least in --out): the page analyses every pair and names the runs."""
+    runs = [synthetic_experiment(tmp_path / f"run{i}") for i in (1, 2)]
+    for i, run in enumerate(runs):
+        exp = load_json(run / "experiment.json")
+        exp["invocation"] = {"argv": ["compile-ahead", "ab", "--out", f"run{i}"], "cwd": "/x"}
+        (run / "experiment.json").write_text(json.dumps(exp))
+    pooled = tmp_path / "pooled"
+    assert main(["ab", "report", *map(str, runs), "--out", str(pooled), "--no-plot"]) == 0
+    page_of(pooled)
+    text = page_text(pooled)
+    assert f"pooled from {runs[0]}, {runs[1]}" in text
+    assert "12 blocks" in text
+    assert "cd /x && compile-ahead ab" in text

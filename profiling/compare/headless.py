@@ -4,7 +4,8 @@ it. The compare page's tests and benchmarks/compare_page_load.py use it.
 
 The protocol runs over --remote-debugging-pipe (JSON messages ending in NUL; commands on the
 browser's fd 3, replies and events on its fd 4), so no websocket library is needed. The page
-is attached before it navigates, so nothing it does is missed.
+is attached before it navigates, so nothing it does is missed. JavaScript dialogs are
+accepted and kept in ``Chromium.dialogs``: an open one would block every later command.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# No name resolves: a page that reaches for the network fails visibly (its request fails).
-NO_NETWORK = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+# No name but 127.0.0.1 resolves: a page that reaches for the network fails visibly.
+NO_NETWORK_RULES = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+NO_NETWORK = f"--host-resolver-rules={NO_NETWORK_RULES}"
 REPLY_TIMEOUT_S = 60.0
 
 
@@ -41,7 +43,9 @@ class PageLoad:
 class Chromium:
     """A headless Chromium driven over its DevTools pipe."""
 
-    def __init__(self, profile: Path, flags: Sequence[str] = ()) -> None:
+    def __init__(
+        self, profile: Path, flags: Sequence[str] = (), window: tuple[int, int] = (1400, 1000)
+    ) -> None:
         chromium = find_chromium()
         if chromium is None:
             raise FileNotFoundError("chromium is not installed")
@@ -56,8 +60,9 @@ class Chromium:
         args = [
             chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--no-default-browser-check", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
-            "--remote-debugging-pipe", f"--user-data-dir={profile}", *flags, "about:blank",
+            "--disable-component-update", "--disable-sync", "--remote-debugging-pipe",
+            f"--window-size={window[0]},{window[1]}", f"--user-data-dir={profile}", *flags,
+            "about:blank",
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             args,
@@ -72,8 +77,10 @@ class Chromium:
         self._buffer = b""
         self._id = 0
         self.events: list[dict] = []
+        self.dialogs: list[str] = []
 
     def _read(self, timeout: float) -> dict:
+        """The next message; an event is also kept in ``events`` (a dialog is accepted)."""
         while b"\0" not in self._buffer:
             if not select.select([self._from_browser], [], [], timeout)[0]:
                 raise TimeoutError(f"no message from the browser in {timeout:g} s")
@@ -82,22 +89,30 @@ class Chromium:
                 raise EOFError("the browser closed its DevTools pipe")
             self._buffer += chunk
         raw, self._buffer = self._buffer.split(b"\0", 1)
-        return json.loads(raw)
+        message = json.loads(raw)
+        if message.get("method") == "Page.javascriptDialogOpening":
+            self.dialogs.append(message["params"]["message"])
+            self._send("Page.handleJavaScriptDialog", {"accept": True}, message.get("sessionId"))
+        if "method" in message:
+            self.events.append(message)
+        return message
 
-    def call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+    def _send(self, method: str, params: dict | None, session: str | None) -> int:
         self._id += 1
         message: dict = {"id": self._id, "method": method, "params": params or {}}
         if session is not None:
             message["sessionId"] = session
         os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        return self._id
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        wanted = self._send(method, params, session)
         while True:
             reply = self._read(REPLY_TIMEOUT_S)
-            if reply.get("id") == self._id:
+            if reply.get("id") == wanted:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply["result"]
-            if "method" in reply:
-                self.events.append(reply)
 
     def wait_event(self, method: str, timeout: float = REPLY_TIMEOUT_S) -> dict:
         """The first event ``method`` not yet taken (waiting for it if needed)."""
@@ -106,7 +121,7 @@ class Chromium:
             for i, event in enumerate(self.events):
                 if event["method"] == method:
                     return self.events.pop(i)
-            self.events.append(self._read(max(0.01, deadline - time.monotonic())))
+            self._read(max(0.01, deadline - time.monotonic()))
 
     def close(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -171,9 +186,11 @@ class Page:
 
 
 @contextlib.contextmanager
-def open_browser(profile: Path, flags: Sequence[str] = (NO_NETWORK,)) -> Iterator[Page]:
+def open_browser(
+    profile: Path, flags: Sequence[str] = (NO_NETWORK,), window: tuple[int, int] = (1400, 1000)
+) -> Iterator[Page]:
     """A headless Chromium (networking off by default) and its one tab; closed on exit."""
-    browser = Chromium(profile, flags)
+    browser = Chromium(profile, flags, window)
     try:
         yield Page(browser)
     finally:
