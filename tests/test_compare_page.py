@@ -302,3 +302,34 @@ def test_pooled_report_page(tmp_path):
     assert f"pooled from {runs[0]}, {runs[1]}" in text
     assert "12 blocks" in text
     assert "cd /x && compile-ahead ab" in text
+
+
+@needs_chromium
+def test_schedule_ab_page(tmp_path):
+    """An `ab schedule` run (the trial command a stand-in for `compile-ahead run --report`):
+    its endpoints and counts on the page, flagged as its JSON says."""
+    from test_trials_schedule_ab import FAKE_RUN
+
+    script = tmp_path / "fake_run.py"
+    script.write_text(FAKE_RUN)
+    out = tmp_path / "res"
+    argv = ["ab", "schedule", "--model", "tiny", "--arms", "i1,i2", "--ladder", "64,128",
+            "--prompt-len", "8", "--pairs", "4", "--warmup", "0", "--quiet", "--no-plot",
+            "--command", f"{sys.executable} {script} {{schedule}} {{ladder}} {{out}}",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    data = load_json(out / "schedule_ab.json")
+    flagged = set(flagged_endpoints(data, "i2", None))
+    assert "foreground_compile" in flagged  # i2 compiles one rung in the foreground, i1 two
+    page = page_of(out)
+    with open_browser(tmp_path / "browser") as tab:
+        load = tab.navigate(page.resolve().as_uri())
+        assert load.errors == [] and load.failed == []
+        rows = tab.evaluate(
+            "[...document.querySelectorAll('#endpoints-i2-table tbody tr')]"
+            ".map(r => [r.dataset.key, r.querySelector('td.status').textContent])"
+        )
+    verdicts = dict(rows)
+    assert {k for k, v in verdicts.items() if v in ("regression", "improvement")} == flagged
+    assert verdicts["foreground_compile"] == "improvement"
+    assert "Boundary top-1 agreement with i1" in page_text(out)

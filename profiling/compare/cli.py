@@ -53,8 +53,9 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.port is not None and not 1 <= args.port <= 65535:
         raise CompileAheadError(f"--port must be in 1..65535, got {args.port}")
     out: Path = args.out or args.directory / PAGE_NAME
+    if args.directory.is_dir():  # else build_page names what is wrong with it
+        check_output_file(out, "--out")
     page = build_page(args.directory)
-    check_output_file(out, "--out")
     data = page.html.encode()
     write_bytes_atomic(out, data)
     print(f"written: {out} ({len(data) / 1024:.0f} KiB)", file=sys.stderr)

@@ -41,6 +41,8 @@ def body(page: m.ExperimentPage, anchor: str = "") -> str:
     ]
     for c in page.comparisons:
         parts.append(endpoints(page, c, anchor))
+    if page.counts:
+        parts.append(counts(page, anchor))
     for c in page.comparisons:
         if c.passes is not None:
             parts.append(passes(page, c, anchor))
@@ -50,7 +52,7 @@ def body(page: m.ExperimentPage, anchor: str = "") -> str:
     return "\n".join(parts)
 
 
-def _tally(t: m.Tally) -> Cell:
+def _tally(t: m.FlagTally) -> Cell:
     if t.count == 0:
         return Cell('<span class="count">0</span>', 0, True)
     largest = (
@@ -253,6 +255,18 @@ def endpoints(page: m.ExperimentPage, c: m.Comparison, anchor: str) -> str:
         f'<p class="note">Noise floor from {escape(floor_from or "nothing (no pairs)")}.</p>'
         + h.table(cols, rows, f"{anchor}endpoints-{c.treatment}-table")
     )
+
+
+def counts(page: m.ExperimentPage, anchor: str) -> str:
+    """Count-style rows (boundaries ready, top-1 agreement with the control): per arm, as the
+    markdown report gives them, without a test."""
+    arms = [a.name for a in page.arms]
+    rows = [
+        Row([h.text(t.label), *(h.text(t.per_arm.get(a, h.DASH)) for a in arms)])
+        for t in page.counts
+    ]
+    cols = [Column("Count"), *(Column(a) for a in arms)]
+    return f'<h2 id="{anchor}counts">Counts</h2>' + h.table(cols, rows, sortable=False)
 
 
 def passes(page: m.ExperimentPage, c: m.Comparison, anchor: str) -> str:

@@ -20,7 +20,7 @@ from compile_ahead.profiling.compare.floor import (
     noise_floor,
     typical_relative_sd,
 )
-from compile_ahead.profiling.trials.analysis import Analysis, block_results
+from compile_ahead.profiling.trials.analysis import Analysis, Tally, block_results
 from compile_ahead.profiling.trials.experiment import (
     ExperimentAnalysis,
     analyse_experiment,
@@ -134,6 +134,7 @@ class ExperimentPage:
     comparisons: list[Comparison]
     trials: list[TrialView]
     traces: dict[str, Path]  # link id -> trace file
+    counts: list[Tally]  # count-style rows (boundaries ready, top-1 agreement): no test
 
 
 def load(directory: Path) -> ExperimentPage:
@@ -171,6 +172,7 @@ def load(directory: Path) -> ExperimentPage:
         comparisons=comparisons,
         trials=trials,
         traces=traces,
+        counts=list(done.analysis.tallies),
     )
 
 
@@ -419,7 +421,7 @@ def notices(done: ExperimentAnalysis, records: Sequence[TrialRecord]) -> list[st
 
 
 @dataclass(frozen=True)
-class Tally:
+class FlagTally:
     """Flagged changes of one direction: how many, their mean and their largest change."""
 
     count: int
@@ -434,21 +436,21 @@ class Tally:
 class SummaryRow:
     treatment: str
     scope: str  # "endpoints" or "passes"
-    regressions: Tally
-    improvements: Tally
+    regressions: FlagTally
+    improvements: FlagTally
 
 
-def tally(items: Sequence[tuple[str, Judged, str]], status: Status) -> Tally:
+def tally(items: Sequence[tuple[str, Judged, str]], status: Status) -> FlagTally:
     chosen = [(what, j.summary, unit) for what, j, unit in items if j.status is status]
     chosen = [(what, s, unit) for what, s, unit in chosen if s is not None]
     if not chosen:
-        return Tally(0, None, None, None, None, "")
+        return FlagTally(0, None, None, None, None, "")
     percents = [s.percent for _, s, _ in chosen if s.percent is not None]
     what, s, unit = max(
         chosen, key=lambda c: (c[1].percent is not None, abs(c[1].percent or c[1].mean_diff))
     )
     mean = sum(percents) / len(percents) if percents else None
-    return Tally(len(chosen), mean, what, s.percent, s.mean_diff, unit)
+    return FlagTally(len(chosen), mean, what, s.percent, s.mean_diff, unit)
 
 
 def summarise(comparisons: Sequence[Comparison]) -> list[SummaryRow]:
