@@ -333,3 +333,17 @@ def test_schedule_ab_page(tmp_path):
     assert {k for k, v in verdicts.items() if v in ("regression", "improvement")} == flagged
     assert verdicts["foreground_compile"] == "improvement"
     assert "Boundary top-1 agreement with i1" in page_text(out)
+
+
+def test_pooled_runs_keep_their_aa_arm(results, tmp_path):
+    """A pooled directory holds no manifests: the A/A arm is still found through the runs it
+    was pooled from."""
+    copy = tmp_path / "again"
+    shutil.copytree(results["ab"], copy)
+    pooled = tmp_path / "pooled"
+    assert main(["ab", "report", str(results["ab"]), str(copy), "--out", str(pooled)]) == 0
+    assert not list(pooled.glob("manifest-*"))
+    page_of(pooled)
+    text = page_text(pooled)
+    assert "A2 vs A (A/A)" in text and "Noise floor from A/A arm A2." in text
+    assert "6 blocks" in text

@@ -140,17 +140,23 @@ class ExperimentPage:
 def load(directory: Path) -> ExperimentPage:
     """The page's data for an `ab` results directory (experiment.json + trials.jsonl)."""
     exp = load_experiment(directory)
-    records = load_records(directory, warn=lambda _: None)
+    skipped: list[str] = []  # cut-off lines of the trial log
+    records = load_records(directory, warn=skipped.append)
     status = completion_status(exp, records)
     done = analyse_experiment(exp, records, status)
-    aa = aa_arms(exp, directory)
+    dirs = run_dirs(exp, directory)
+    aa = aa_arms(exp, dirs)
     comparisons = [compare_arm(done, records, t, aa) for t in done.analysis.treatments]
     traces: dict[str, Path] = {}
     trials = []
     for r in records:
-        trace = trial_trace(r, directory)
-        if trace is not None:
-            traces[trace.name] = trace
+        trace = trial_trace(r, dirs)
+        link = None
+        if trace is not None:  # pooled runs may hold traces of one name: then numbered
+            link = (
+                trace.name if traces.get(trace.name, trace) == trace else f"{r.index}-{trace.name}"
+            )
+            traces[link] = trace
         trials.append(
             TrialView(
                 r.index,
@@ -159,14 +165,14 @@ def load(directory: Path) -> ExperimentPage:
                 r.warmup,
                 r.wall_s,
                 r.error,
-                None if trace is None else trace.name,
+                link,
             )
         )
     return ExperimentPage(
         title=done.title,
         directory=directory,
         status=status,
-        notices=notices(done, records),
+        notices=skipped + notices(done, records),
         design=design(exp, done),
         arms=arm_views(exp, done, records),
         comparisons=comparisons,
@@ -176,18 +182,28 @@ def load(directory: Path) -> ExperimentPage:
     )
 
 
-def aa_arms(exp: dict, directory: Path) -> list[str]:
-    """Treatment arms that run exactly the control's trial: same description but the name,
-    the files of the run directory their commands name (each arm's manifest) equal."""
+def run_dirs(exp: dict, directory: Path) -> list[Path]:
+    """Where the experiment's files are: its directory, and those of the runs pooled into it
+    (a pooled directory holds only experiment.json and trials.jsonl)."""
+    return [directory, *(Path(p) for p in exp.get("pooled_from") or [])]
+
+
+def find_file(name: str, dirs: Sequence[Path]) -> Path | None:
+    return next((d / name for d in dirs if (d / name).is_file()), None)
+
+
+def aa_arms(exp: dict, dirs: Sequence[Path]) -> list[str]:
+    """Treatment arms that run exactly the control's trial: the same description but the
+    name, with the run directory's files their commands name (each arm's manifest) equal."""
     arms = exp["arms"]
-    control = _identity(arms[0], directory)
-    return [a["name"] for a in arms[1:] if _identity(a, directory) == control]
+    control = _identity(arms[0], dirs)
+    return [a["name"] for a in arms[1:] if _identity(a, dirs) == control]
 
 
-def _identity(arm: dict, directory: Path) -> dict:
+def _identity(arm: dict, dirs: Sequence[Path]) -> dict:
     def part(text: str) -> str:
-        local = directory / Path(text).name
-        if "/" in text and local.is_file():
+        local = find_file(Path(text).name, dirs) if "/" in text else None
+        if local is not None:
             try:
                 return local.read_text()
             except (OSError, UnicodeDecodeError):
@@ -198,13 +214,13 @@ def _identity(arm: dict, directory: Path) -> dict:
     return {**described, "command": [part(str(p)) for p in arm.get("command", [])]}
 
 
-def trial_trace(record: TrialRecord, directory: Path) -> Path | None:
+def trial_trace(record: TrialRecord, dirs: Sequence[Path]) -> Path | None:
     """A trial's Perfetto trace, where its command wrote one beside its result: RESULT.pftrace
     or RESULT.json.pftrace (e.g. `--trace {out}.pftrace` in an `ab schedule --command`)."""
     name = Path(record.result_path).name
     for candidate in (Path(name).with_suffix(".pftrace").name, name + ".pftrace"):
-        if (directory / candidate).is_file():
-            return directory / candidate
+        if (found := find_file(candidate, dirs)) is not None:
+            return found
     return None
 
 
