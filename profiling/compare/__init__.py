@@ -3,6 +3,7 @@
 model / profile_page  the page's data, gathered from the trial analysis objects (and a
                       profile-compile report), never from the markdown
 floor                 the noise floor of a comparison and the rule that flags a change
+summary               the flagged changes per comparison: count, mean, largest
 experiment_page       an `ab` experiment's sections (summary, design, endpoints, passes, trials)
 campaign              cross-cell table, forest plots, release histories, from plain data
 html / svg / assets   tables, filters, inline SVG plots, the inlined stylesheet and script

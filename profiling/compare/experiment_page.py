@@ -13,6 +13,7 @@ from compile_ahead.profiling.compare import html as h
 from compile_ahead.profiling.compare import model as m
 from compile_ahead.profiling.compare import svg
 from compile_ahead.profiling.compare.html import Cell, Column, Row
+from compile_ahead.profiling.compare.summary import FlagTally, summarise
 from compile_ahead.profiling.trials.report import display_unit, fmt_number
 
 RULE = (
@@ -52,7 +53,7 @@ def body(page: m.ExperimentPage, anchor: str = "") -> str:
     return "\n".join(parts)
 
 
-def _tally(t: m.FlagTally) -> Cell:
+def _tally(t: FlagTally) -> Cell:
     if t.count == 0:
         return Cell('<span class="count">0</span>', 0, True)
     largest = (
@@ -80,7 +81,7 @@ def summary(page: m.ExperimentPage, anchor: str) -> str:
             ],
             {"data-treatment": r.treatment, "data-scope": r.scope},
         )
-        for r in m.summarise(page.comparisons)
+        for r in summarise(page.comparisons)
     ]
     cols = [
         Column("Comparison"),
