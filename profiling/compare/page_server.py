@@ -11,6 +11,7 @@ through a rebound DNS name.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -34,17 +35,33 @@ TRACE_WAIT_S = 600.0
 def serve_trace(
     path: Path, ui: trace_open.OfflineUI | None, log: Callable[[str], None] | None
 ) -> str:
-    """Start `trace open`'s server for ``path`` in the background; its deep link into the UI.
-    The server closes once the UI has fetched the trace (offline: and its own files)."""
-    server = trace_open.bind(path, trace_open.check_trace(path), None, ui, log)
+    """Start `trace open`'s server for ``path`` (the file opened once, as `trace open` opens
+    it) in the background; its deep link into the UI. The server closes, and the file with
+    it, once the UI has fetched the trace (offline: and its own files), or after
+    TRACE_WAIT_S."""
+    trace = trace_open.open_trace_file(path)
+    try:
+        server = trace_open.bind(trace, None, ui, log)
+    except BaseException:
+        os.close(trace.fd)
+        raise
     threading.Thread(target=server.serve_forever, name="compare-trace", daemon=True).start()
 
     def close_when_fetched() -> None:
-        fetched = server.fetched.wait(TRACE_WAIT_S)
-        while fetched and ui is not None and server.idle_s() < trace_open.OFFLINE_IDLE_S:
-            time.sleep(0.2)
-        server.shutdown()
-        server.server_close()
+        try:
+            fetched = server.fetched.wait(TRACE_WAIT_S)
+            deadline = time.monotonic() + trace_open.OFFLINE_MAX_WAIT_S
+            while (
+                fetched
+                and ui is not None
+                and server.idle_s() < trace_open.OFFLINE_IDLE_S
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.2)
+            server.shutdown()
+            server.server_close()
+        finally:
+            os.close(trace.fd)
 
     threading.Thread(target=close_when_fetched, name="compare-trace-close", daemon=True).start()
     return server.ui_url()
@@ -74,6 +91,7 @@ class PageServer(ThreadingHTTPServer):
 
 class PageHandler(BaseHTTPRequestHandler):
     server: PageServer
+    timeout = trace_open.CONNECTION_TIMEOUT_S  # an idle connection is closed
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         if self.server.log is not None:
