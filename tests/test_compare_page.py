@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 
 import pytest
 from compare_fixtures import (
-    direction,
     failing_interpreter,
     flagged_endpoints,
     flagged_passes,
@@ -41,15 +40,14 @@ AB_ARGS = ["--model", "tiny", "--ladder", "16", "--warmup", "0", "--no-plot", "-
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, Path]:
-    """Real results directories: an A/B/A/A compile run with pass profiles, one stopped by a
-    failed trial, one whose arm failed every trial, a profile with and one without a pass
-    profile, and an empty directory."""
+    """Real results directories: a compile A/B with an A/A arm (--aa) and pass profiles, one
+    stopped by a failed trial, one whose arm failed every trial, a profile with and one without
+    a pass profile, and an empty directory."""
     root = tmp_path_factory.mktemp("compare")
     dirs = {name: root / name for name in ("ab", "failed", "dead", "profile", "nopasses", "empty")}
     ab = ["ab", "compile", "--arm", "A=current,INFERENCE_PRECISION_HINT=f32",
-          "--arm", "B=current,INFERENCE_PRECISION_HINT=bf16",
-          "--arm", "A2=current,INFERENCE_PRECISION_HINT=f32", "--pairs", "3", "--pass-profile",
-          *AB_ARGS, "--out", str(dirs["ab"])]  # fmt: skip
+          "--arm", "B=current,INFERENCE_PRECISION_HINT=bf16", "--aa", "--pairs", "3",
+          "--pass-profile", *AB_ARGS, "--out", str(dirs["ab"])]  # fmt: skip
     assert main(ab) == 0
     for name, succeed in (("failed", 1), ("dead", 0)):
         wrapper = failing_interpreter(root / f"python-{name}", succeed)
@@ -102,22 +100,18 @@ def _summary_counts(tab) -> dict[tuple[str, str], tuple[int, int]]:
     return {(t, s): (reg, imp) for t, s, reg, imp in rows}
 
 
+def _counts(flags: dict) -> tuple[int, int]:
+    found = list(flags.values())
+    return found.count("regression"), found.count("improvement")
+
+
 def _expected_counts(data: dict) -> dict[tuple[str, str], tuple[int, int]]:
-    """From the JSON: A2 ran the control's trial (A/A), so it sets B's floor; A2's own floor
-    rests on its own pairs."""
+    """From the JSON's values: A-aa ran the control's trial again (--aa), so it sets B's
+    floor; A-aa's own floor rests on its own pairs."""
     expected = {}
-    for treatment, noise in (("B", "A2"), ("A2", None)):
-        means = {e["key"]: e["comparisons"][treatment]["mean_diff"] for e in data["endpoints"]}
-        eps = [direction(means[k]) for k in flagged_endpoints(data, treatment, noise)]
-        ranked = {
-            (r["manager"], r["pass"]): r for r in data["passes"]["comparisons"][treatment]["ranked"]
-        }
-        ps = [
-            direction(ranked[k]["comparison"]["mean_diff"])
-            for k in flagged_passes(data, treatment, noise)
-        ]
-        for scope, found in (("endpoints", eps), ("passes", ps)):
-            expected[(treatment, scope)] = (found.count("regression"), found.count("improvement"))
+    for treatment, noise in (("B", "A-aa"), ("A-aa", None)):
+        expected[(treatment, "endpoints")] = _counts(flagged_endpoints(data, treatment, noise))
+        expected[(treatment, "passes")] = _counts(flagged_passes(data, treatment, noise))
     return expected
 
 
@@ -136,7 +130,7 @@ def test_summary_sorting_and_filter_follow_the_json(results, tmp_path):
                              ".dataset.v")  # fmt: skip
         assert float(first) == pytest.approx(max(r["comparison"]["mean_diff"] for r in ranked))
         shown = _flagged_only(tab, "passes-B-table")
-        assert shown == sorted(f"{p} {m}".lower() for m, p in flagged_passes(data, "B", "A2"))
+        assert shown == sorted(f"{p} {m}".lower() for m, p in flagged_passes(data, "B", "A-aa"))
 
 
 def _flagged_only(tab, table: str) -> list[str]:
@@ -155,15 +149,17 @@ def _flagged_only(tab, table: str) -> list[str]:
 
 @needs_chromium
 def test_flagged_only_leaves_the_passes_past_the_floor(tmp_path):
-    """Made-up passes: +30% and -30% are flagged; a consistent +0.5% (interval excludes 0)
-    stays below the floor the other passes' spread sets; a noisy one is not tested past 0."""
+    """Made-up passes: +30% and -30% are flagged; a consistent +0.5% (interval excludes 0, the
+    smallest sign-flip p 6 pairs allow) stays below the floor the A/A arm sets; a noisy one's
+    interval includes 0; the A/A arm itself flags nothing."""
     directory = synthetic_experiment(tmp_path / "synthetic")
     assert main(["ab", "report", str(directory), "--no-plot"]) == 0
     data = load_json(directory / "compile_ab.json")
-    expected = sorted(f"{p} {m}".lower() for m, p in flagged_passes(data, "B", None))
+    expected = sorted(f"{p} {m}".lower() for m, p in flagged_passes(data, "B", "A-aa"))
     assert expected == ["faster m", "moved m"]
     tiny = next(r for r in data["passes"]["comparisons"]["B"]["ranked"] if r["pass"] == "tiny")
-    assert tiny["comparison"]["ci_excludes_zero"]
+    assert tiny["comparison"]["ratio_ci_excludes_one"] and tiny["comparison"]["sign_flip_p"] < 0.05
+    assert tiny["judgement"]["status"] == "below the noise floor"
     page = page_of(directory)
     with open_browser(tmp_path / "browser") as tab:
         load = tab.navigate(page.resolve().as_uri())
@@ -173,7 +169,93 @@ def test_flagged_only_leaves_the_passes_past_the_floor(tmp_path):
                               ".find(r => r.dataset.name === 'tiny m')"
                               ".querySelector('td.status').textContent")  # fmt: skip
         assert status == "below the noise floor"
-        assert _summary_counts(tab)[("B", "passes")] == (1, 1)
+        counts = _summary_counts(tab)
+    assert counts[("B", "passes")] == (1, 1)
+    assert counts[("A-aa", "passes")] == (0, 0) and counts[("A-aa", "endpoints")] == (0, 0)
+
+
+def _rows(raw: str, table: str, attr: str) -> dict[str, str]:
+    """The cells (HTML) of each row of a page table, by the row's ``attr``."""
+    body = raw.split(f'id="{table}"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(rf'<tr[^>]* {attr}="([^"]+)"[^>]*>(.*?)</tr>', body, re.S)
+    return {html.unescape(key): cells for key, cells in rows}
+
+
+def _row_statuses(raw: str, table: str, attr: str) -> dict[str, str]:
+    """The verdict cell of each row of a page table, by the row's ``attr``."""
+    out = {}
+    for key, cells in _rows(raw, table, attr).items():
+        status = re.search(r'<td class="status"[^>]*>(.*?)</td>', cells, re.S)
+        out[key] = html.unescape(status.group(1))
+    return out
+
+
+def test_page_shows_the_reports_judgements_and_mde(results):
+    """Every verdict on the page is the JSON report's (endpoints and passes), and every
+    endpoint's MDE is there as the JSON states it."""
+    raw = page_of(results["ab"]).read_text()
+    data = load_json(results["ab"] / "compile_ab.json")
+    for t in ("B", "A-aa"):
+        shown = _row_statuses(raw, f"endpoints-{t}-table", "data-key")
+        cells = _rows(raw, f"endpoints-{t}-table", "data-key")
+        for e in data["endpoints"]:
+            j = e["judgements"][t]
+            if e["unavailable"]:
+                assert shown[e["key"]].startswith("unavailable: "), e["key"]
+            elif j is not None:
+                assert shown[e["key"]] == j["status"], e["key"]
+            mde = (e["comparisons"][t] or {}).get("mde_pct")
+            if mde is not None:
+                assert f'data-v="{mde:.9g}"' in cells[e["key"]], e["key"]
+        passes = _row_statuses(raw, f"passes-{t}-table", "data-name")
+        ranked = data["passes"]["comparisons"][t]["ranked"]
+        assert passes == {f"{r['pass']} {r['manager']}".lower(): r["judgement"]["status"]
+                          for r in ranked}  # fmt: skip
+    assert "would have been seen" in page_text(results["ab"])
+
+
+def test_older_directory_without_the_aa_marker(tmp_path):
+    """A results directory written before `--aa` recorded its marker: no arm is taken for an
+    A/A arm, whatever it ran; each floor is the comparison's own, as `ab report` says."""
+    directory = synthetic_experiment(tmp_path / "old")
+    exp = load_json(directory / "experiment.json")
+    for arm in exp["arms"]:
+        arm.pop("aa_of", None)
+    (directory / "experiment.json").write_text(json.dumps(exp))
+    assert main(["ab", "report", str(directory), "--no-plot"]) == 0
+    data = load_json(directory / "compile_ab.json")
+    assert data["aa_arms"] == []
+    page_of(directory)
+    text = page_text(directory)
+    assert "No A/A arm (`ab compile --aa` runs one)" in text
+    assert "(A/A)" not in text and "Noise floor from A/A arm" not in text
+    statuses = _row_statuses((directory / "compare.html").read_text(), "passes-B-table",
+                             "data-name")  # fmt: skip
+    tiny = next(r for r in data["passes"]["comparisons"]["B"]["ranked"] if r["pass"] == "tiny")
+    assert statuses["tiny m"] == tiny["judgement"]["status"] == "regression"
+
+
+def test_calibration_page_is_labelled(tmp_path):
+    """An `ab calibrate` experiment: the label on top, the calibration arm's comparison named
+    so, and the calibration table (expected and measured effect) from the analysis."""
+    directory = synthetic_experiment(tmp_path / "cal")
+    exp = load_json(directory / "experiment.json")
+    spin = {"16": 0.05}
+    exp["calibration"] = {"delta_pct": 30.0, "control": "A", "arm": "B", "spin_s": spin,
+                          "control_cpu_s": {"16": 0.2}, "trials": 2}  # fmt: skip
+    (directory / "experiment.json").write_text(json.dumps(exp))
+    assert main(["ab", "report", str(directory), "--no-plot"]) == 0
+    rows = load_json(directory / "compile_ab.json")["calibration"]["endpoints"]
+    page_of(directory)
+    raw = (directory / "compare.html").read_text()
+    text = page_text(directory)
+    assert text.count("CALIBRATION: arm B is the control A plus a CPU spin of 30%") == 1
+    assert "B vs A (CALIBRATION)" in text and "CALIBRATION: A/A and A/A+30% (arm B)" in text
+    table = raw.split('id="calibration-table"', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'data-key="([^"]+)"', table) == [r["key"] for r in rows]
+    total = next(r for r in rows if r["key"] == "compile_total")
+    assert total["delta"]["expected_pct"] is not None
+    assert f'data-v="{total["delta"]["expected_pct"]:.9g}"' in table
 
 
 def test_failed_trial_and_dead_arm_pages_say_so(results):
@@ -217,11 +299,15 @@ def test_rerun_command_is_the_recorded_one_without_out(results):
 
 
 def test_aa_arm_sets_the_floor(results):
+    """The arm `--aa` marked is the A/A arm: it sets the other comparison's floor."""
     page_of(results["ab"])
     text = page_text(results["ab"])
-    assert "Endpoints: B vs A Noise floor from A/A arm A2." in text
-    assert "Endpoints: A2 vs A Noise floor from own pairs." in text
-    assert "A2 vs A (A/A)" in text
+    assert "Endpoints: B vs A Noise floor from A/A arm A-aa." in text
+    assert (
+        "Endpoints: A-aa vs A (A/A: the control again) Noise floor from own paired differences."
+        in text
+    )
+    assert "A-aa vs A (A/A)" in text
 
 
 def test_a_trial_trace_beside_its_result_gets_a_link(results, tmp_path):
@@ -301,6 +387,7 @@ def test_pooled_report_page(tmp_path):
     text = page_text(pooled)
     assert f"pooled from {runs[0]}, {runs[1]}" in text
     assert "12 blocks" in text
+    assert "A-aa vs A (A/A)" in text  # the marker is kept in the pooled experiment
     assert "cd /x && compile-ahead ab" in text
 
 
@@ -319,7 +406,7 @@ def test_schedule_ab_page(tmp_path):
             "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     data = load_json(out / "schedule_ab.json")
-    flagged = set(flagged_endpoints(data, "i2", None))
+    flagged = set(flagged_endpoints(data, "i2", None))  # its keys
     assert "foreground_compile" in flagged  # i2 compiles one rung in the foreground, i1 two
     page = page_of(out)
     with open_browser(tmp_path / "browser") as tab:
@@ -345,5 +432,5 @@ def test_pooled_runs_keep_their_aa_arm(results, tmp_path):
     assert not list(pooled.glob("manifest-*"))
     page_of(pooled)
     text = page_text(pooled)
-    assert "A2 vs A (A/A)" in text and "Noise floor from A/A arm A2." in text
+    assert "A-aa vs A (A/A)" in text and "Noise floor from A/A arm A-aa." in text
     assert "6 blocks" in text

@@ -1,8 +1,8 @@
 """`compile-ahead compare`: every A/B and profile as one self-contained web page.
 
 model / profile_page  the page's data, gathered from the trial analysis objects (and a
-                      profile-compile report), never from the markdown
-floor                 the noise floor of a comparison and the rule that flags a change
+                      profile-compile report), never from the markdown; what is flagged is
+                      the trials' judgement (trials.power), shown as it is
 summary               the flagged changes per comparison: count, mean, largest
 experiment_page       an `ab` experiment's sections (summary, design, endpoints, passes, trials)
 campaign              cross-cell table, forest plots, release histories, from plain data

@@ -15,10 +15,9 @@ from html import escape
 
 from compile_ahead.profiling.compare import experiment_page, svg
 from compile_ahead.profiling.compare import html as h
-from compile_ahead.profiling.compare.floor import Status
 from compile_ahead.profiling.compare.html import Cell as TableCell
 from compile_ahead.profiling.compare.html import Column, Row
-from compile_ahead.profiling.compare.model import ExperimentPage
+from compile_ahead.profiling.compare.model import ExperimentPage, status_css
 from compile_ahead.profiling.compare.svg import ForestRow, HistorySeries
 from compile_ahead.profiling.trials.report import display_unit
 
@@ -32,7 +31,12 @@ class CellEffect:
     ci_low: float | None
     ci_high: float | None
     pairs: int
-    status: Status
+    status: str  # the trials' judgement (power.Judgement.status): "regression", ...
+    flagged: bool
+
+    @property
+    def css(self) -> str:
+        return status_css(self.status) if self.flagged else ""
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ def cell_from_experiment(
     comparison = next((c for c in page.comparisons if treatment in (None, c.treatment)), None)
     effects = tuple(
         CellEffect(e.label, e.unit, s.mean_diff, s.percent, s.ci_low, s.ci_high, s.n,
-                   e.judged.status)
+                   e.judged.status, e.judged.flagged)
         for e in (comparison.endpoints if comparison else [])
         if (s := e.judged.summary) is not None
     )  # fmt: skip
@@ -94,12 +98,12 @@ def cross_cell_table(cells: Sequence[CampaignCell], table_id: str = "cells-table
                             "n",
                         ),
                         h.number(e.pairs, str(e.pairs)),
-                        TableCell(escape(e.status.value), e.status.value, css="status"),
+                        TableCell(escape(e.status), e.status, css="status"),
                     ],
                     {
-                        "class": e.status.css,
+                        "class": e.css,
                         "data-name": f"{cell.label} {e.endpoint}".lower(),
-                        "data-flagged": "1" if e.status.flagged else "0",
+                        "data-flagged": "1" if e.flagged else "0",
                         "data-cell": cell.anchor,
                     },
                 )
@@ -124,7 +128,7 @@ def forest_plots(cells: Sequence[CampaignCell]) -> str:
                 e.effect / div,
                 None if e.ci_low is None else e.ci_low / div,
                 None if e.ci_high is None else e.ci_high / div,
-                e.status.css,
+                e.css,
                 f"#{cell.anchor}",
             )
             for cell in cells

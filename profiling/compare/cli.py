@@ -18,9 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write one self-contained HTML page (it opens from file:// with no network) "
         "of DIR: an `ab compile|schedule|baselines` results directory, pooled `ab report` "
         "output, or a `profile-compile` output directory. It shows the flagged regressions and "
-        "improvements first (interval excludes 0 and the change reaches the noise floor), the "
-        "design, the endpoints, the per-pass diff (sortable, filterable), the trials and the "
-        "command that reruns the experiment.",
+        "improvements first (as the markdown report flags them: interval excludes 0, "
+        "significant after Holm's correction, larger than the noise floor), the design, the "
+        "endpoints with their minimal detectable effects, the per-pass diff (sortable, "
+        "filterable), the trials and the command that reruns the experiment.",
     )
     p.add_argument("directory", type=Path, metavar="DIR", help="the results directory")
     p.add_argument("--out", type=Path, default=None, help=f"the page (default DIR/{PAGE_NAME})")

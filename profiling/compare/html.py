@@ -98,8 +98,8 @@ def _sort_attr(cell: Cell) -> str:
 def filters(table_id: str, total: int, flagged: bool, what: str = "rows") -> str:
     """A name filter (and a "flagged only" box) for the table ``table_id``."""
     box = (
-        '<label><input type="checkbox" class="flagged-only"> flagged only (interval excludes 0 '
-        "and the change reaches the noise floor)</label>"
+        '<label><input type="checkbox" class="flagged-only"> flagged only (interval excludes 0, '
+        "significant after Holm's correction, larger than the noise floor)</label>"
         if flagged
         else ""
     )

@@ -2,8 +2,9 @@
 the markdown and JSON reports are made of (`trials.experiment.analyse_experiment`), never from
 those reports' text.
 
-Every comparison (a treatment arm against the control) is judged under one rule
-(`floor.judge`): its paired-t interval excludes 0 and its mean moved at least the noise floor.
+Every comparison (a treatment arm against the control), endpoint or pass, carries the judgement
+the trials' analysis made of it (`trials.power`: interval, Holm's correction over its table,
+noise floor); the page only shows it.
 """
 
 from __future__ import annotations
@@ -13,13 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_ahead.profiling.compare.floor import (
-    NoiseFloor,
-    Status,
-    judge,
-    noise_floor,
-    typical_relative_sd,
-)
+from compile_ahead.profiling.trials import calibration as calibration_report
 from compile_ahead.profiling.trials.analysis import Analysis, Tally, block_results
 from compile_ahead.profiling.trials.experiment import (
     ExperimentAnalysis,
@@ -28,17 +23,47 @@ from compile_ahead.profiling.trials.experiment import (
     load_experiment,
 )
 from compile_ahead.profiling.trials.pass_ab import PassAnalysis, PassKey
+from compile_ahead.profiling.trials.power import NOT_TESTED, Judgement
 from compile_ahead.profiling.trials.runner import TrialRecord, load_records
 from compile_ahead.profiling.trials.stats import Better, PairedSummary
 
 Pair = tuple[float, float]  # (control, treatment) of one complete block
 
 
+# The page's class of a status (the colour of a flagged change); unflagged ones have none.
+STATUS_CSS = {
+    "regression": "regression",
+    "improvement": "improvement",
+    "higher": "changed",  # flagged, on an endpoint with no better direction
+    "lower": "changed",
+}
+
+
+def status_css(status: str) -> str:
+    return STATUS_CSS.get(status, "")
+
+
 @dataclass(frozen=True)
 class Judged:
+    """A comparison and the trials' judgement of it."""
+
     summary: PairedSummary | None
-    floor: NoiseFloor
-    status: Status
+    judgement: Judgement | None
+    unavailable: str | None = None  # why an arm has no value for it (never shown as 0)
+
+    @property
+    def status(self) -> str:
+        if self.unavailable is not None:
+            return f"unavailable: {self.unavailable}"
+        return NOT_TESTED if self.judgement is None else self.judgement.status
+
+    @property
+    def flagged(self) -> bool:
+        return self.judgement is not None and self.judgement.flagged
+
+    @property
+    def css(self) -> str:
+        return status_css(self.status) if self.flagged else ""
 
 
 @dataclass(frozen=True)
@@ -79,7 +104,8 @@ class OneArmPass:
 @dataclass
 class Comparison:
     treatment: str
-    is_aa: bool  # the treatment is the control run again (an A/A arm)
+    is_aa: bool  # the treatment is the control run again (an A/A arm, `ab compile --aa`)
+    calibration: str | None  # what the arm adds, when it is a calibration arm
     endpoints: list[EndpointRow]
     passes: list[PassRow] | None  # None: the experiment did not profile passes
     one_arm_only: list[OneArmPass] = field(default_factory=list)
@@ -123,6 +149,17 @@ class Design:
     pooled_from: list[str]
 
 
+@dataclass(frozen=True)
+class CalibrationView:
+    """An `ab calibrate` experiment: its label, and per endpoint (calibration.summary's rows)
+    the noise, the A/A outcome and the spin's effect against the expected one."""
+
+    delta_pct: float
+    arm: str
+    label: str
+    rows: list[dict]
+
+
 @dataclass
 class ExperimentPage:
     title: str
@@ -135,6 +172,8 @@ class ExperimentPage:
     trials: list[TrialView]
     traces: dict[str, Path]  # link id -> trace file
     counts: list[Tally]  # count-style rows (boundaries ready, top-1 agreement): no test
+    aa_arms: tuple[str, ...]  # the arms `ab compile --aa` marked as the control run again
+    calibration: CalibrationView | None = None
 
 
 def load(directory: Path) -> ExperimentPage:
@@ -144,30 +183,8 @@ def load(directory: Path) -> ExperimentPage:
     records = load_records(directory, warn=skipped.append)
     status = completion_status(exp, records)
     done = analyse_experiment(exp, records, status)
-    dirs = run_dirs(exp, directory)
-    aa = aa_arms(exp, dirs)
-    comparisons = [compare_arm(done, records, t, aa) for t in done.analysis.treatments]
-    traces: dict[str, Path] = {}
-    trials = []
-    for r in records:
-        trace = trial_trace(r, dirs)
-        link = None
-        if trace is not None:  # pooled runs may hold traces of one name: then numbered
-            link = (
-                trace.name if traces.get(trace.name, trace) == trace else f"{r.index}-{trace.name}"
-            )
-            traces[link] = trace
-        trials.append(
-            TrialView(
-                r.index,
-                r.block,
-                r.arm,
-                r.warmup,
-                r.wall_s,
-                r.error,
-                link,
-            )
-        )
+    comparisons = [compare_arm(done, records, t) for t in done.analysis.treatments]
+    trials, traces = trial_views(records, run_dirs(exp, directory))
     return ExperimentPage(
         title=done.title,
         directory=directory,
@@ -179,7 +196,38 @@ def load(directory: Path) -> ExperimentPage:
         trials=trials,
         traces=traces,
         counts=list(done.analysis.tallies),
+        aa_arms=done.analysis.aa_arms,
+        calibration=calibration_view(done),
     )
+
+
+def trial_views(
+    records: Sequence[TrialRecord], dirs: Sequence[Path]
+) -> tuple[list[TrialView], dict[str, Path]]:
+    """The trials, each linked to its trace where one is found; link id -> trace file."""
+    traces: dict[str, Path] = {}
+    trials = []
+    for r in records:
+        trace = trial_trace(r, dirs)
+        link = None
+        if trace is not None:  # pooled runs may hold traces of one name: then numbered
+            known = traces.get(trace.name, trace) == trace
+            link = trace.name if known else f"{r.index}-{trace.name}"
+            traces[link] = trace
+        trials.append(TrialView(r.index, r.block, r.arm, r.warmup, r.wall_s, r.error, link))
+    return trials, traces
+
+
+def calibration_view(done: ExperimentAnalysis) -> CalibrationView | None:
+    cal = done.calibration
+    if not cal:
+        return None
+    label = done.context.get("CALIBRATION") or (
+        f"arm {cal['arm']} is the control {cal['control']} plus a CPU spin of "
+        f"{cal['delta_pct']:g}% of its compile CPU time; not a real change"
+    )
+    rows = calibration_report.summary(done.analysis, cal)
+    return CalibrationView(float(cal["delta_pct"]), str(cal["arm"]), label, rows)
 
 
 def run_dirs(exp: dict, directory: Path) -> list[Path]:
@@ -190,28 +238,6 @@ def run_dirs(exp: dict, directory: Path) -> list[Path]:
 
 def find_file(name: str, dirs: Sequence[Path]) -> Path | None:
     return next((d / name for d in dirs if (d / name).is_file()), None)
-
-
-def aa_arms(exp: dict, dirs: Sequence[Path]) -> list[str]:
-    """Treatment arms that run exactly the control's trial: the same description but the
-    name, with the run directory's files their commands name (each arm's manifest) equal."""
-    arms = exp["arms"]
-    control = _identity(arms[0], dirs)
-    return [a["name"] for a in arms[1:] if _identity(a, dirs) == control]
-
-
-def _identity(arm: dict, dirs: Sequence[Path]) -> dict:
-    def part(text: str) -> str:
-        local = find_file(Path(text).name, dirs) if "/" in text else None
-        if local is not None:
-            try:
-                return local.read_text()
-            except (OSError, UnicodeDecodeError):
-                return text
-        return text
-
-    described = {k: v for k, v in arm.items() if k not in ("name", "command")}
-    return {**described, "command": [part(str(p)) for p in arm.get("command", [])]}
 
 
 def trial_trace(record: TrialRecord, dirs: Sequence[Path]) -> Path | None:
@@ -233,48 +259,31 @@ def _pairs(analysis: Analysis, key: str, treatment: str) -> tuple[Pair, ...]:
     )
 
 
-def _judged(
-    summary: PairedSummary | None,
-    noise: PairedSummary | None,
-    source: str,
-    relative_sd: float = 0.0,
-) -> Judged:
-    """``summary`` judged against the floor from ``noise`` (an A/A comparison of the same
-    endpoint), or from its own differences when there is none; the noise's spread held at
-    least at ``relative_sd`` times the control mean."""
-    if summary is None:
-        return Judged(None, noise_floor((), 0, source), Status.NOT_TESTED)
-    basis = noise if noise is not None else summary
-    floor = noise_floor(
-        basis.diffs,
-        summary.n,
-        source if noise is not None else "own pairs",
-        relative_sd * abs(summary.control_mean),
-    )
-    return Judged(summary, floor, judge(summary, floor))
-
-
 def compare_arm(
-    done: ExperimentAnalysis, records: Sequence[TrialRecord], treatment: str, aa: list[str]
+    done: ExperimentAnalysis, records: Sequence[TrialRecord], treatment: str
 ) -> Comparison:
     analysis = done.analysis
-    noise_arm = next((a for a in aa if a != treatment), None)
-    source = f"A/A arm {noise_arm}" if noise_arm else "own pairs"
     endpoints = []
     for ep in analysis.endpoints:
-        comps = analysis.comparisons[ep.key]
-        noise = comps.get(noise_arm) if noise_arm else None
-        judged = _judged(comps[treatment], noise, source)
-        endpoints.append(
-            EndpointRow(
-                ep.key, ep.label, ep.unit, ep.better, judged, _pairs(analysis, ep.key, treatment)
-            )
+        missing = analysis.unavailable.get(ep.key, {})
+        judged = Judged(
+            analysis.comparisons[ep.key][treatment],
+            analysis.judgements.get(ep.key, {}).get(treatment),
+            missing.get(treatment) or missing.get(analysis.control),
         )
-    comparison = Comparison(treatment, treatment in aa, endpoints, None)
+        pairs = _pairs(analysis, ep.key, treatment)
+        endpoints.append(EndpointRow(ep.key, ep.label, ep.unit, ep.better, judged, pairs))
+    cal = done.calibration
+    calibration = (
+        f"CALIBRATION: the control + a spin of {cal['delta_pct']:g}% of its compile CPU time"
+        if cal and cal.get("arm") == treatment
+        else None
+    )
+    comparison = Comparison(treatment, treatment in analysis.aa_arms, calibration, endpoints, None)
     if done.passes is not None:
         wall_s = _mean(analysis.values.get("compile_total", {}).get(treatment, []))
         comparison.passes, comparison.one_arm_only = pass_rows(
-            done.passes, records, treatment, noise_arm, wall_s
+            done.passes, records, treatment, wall_s
         )
     return comparison
 
@@ -303,7 +312,6 @@ def pass_rows(
     passes: PassAnalysis,
     records: Sequence[TrialRecord],
     treatment: str,
-    noise_arm: str | None,
     wall_s: float | None,
 ) -> tuple[list[PassRow], list[OneArmPass]]:
     """The treatment's passes against the control's; ``wall_s``: the treatment's mean compile
@@ -312,22 +320,15 @@ def pass_rows(
     control = analysis.control
     calls = pass_calls(passes, records)
     comp = next(c for c in passes.comparisons if c.treatment == treatment)
-    source = f"A/A arm {noise_arm}" if noise_arm else "own pairs"
-    noise = {
-        r.key: (analysis.comparisons[r.key.key].get(noise_arm) if noise_arm else None) or r.summary
-        for r in comp.ranked
-    }
-    typical = typical_relative_sd([(n.diffs, n.control_mean) for n in noise.values()])
     rows = []
     for ranked in comp.ranked:
         key = ranked.key
-        aa = noise[key] if noise_arm else None
         mean_t = passes.mean_ms(key, treatment)
         rows.append(
             PassRow(
                 key.name,
                 key.manager,
-                _judged(ranked.summary, aa, source, typical),
+                Judged(ranked.summary, passes.judgement(key, treatment)),
                 (passes.mean_ms(key, control), mean_t),
                 (calls[control].get(key), calls[treatment].get(key)),
                 None if mean_t is None or not wall_s else mean_t / (wall_s * 1e3),

@@ -1,12 +1,12 @@
 """The page's summary: per comparison, the flagged regressions and improvements of its
-endpoints and of its passes, with their count, mean and largest change."""
+endpoints and of its passes, with their count, mean and largest change; and the range of
+changes its endpoints could have seen (their minimal detectable effects)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compile_ahead.profiling.compare.floor import Status
 from compile_ahead.profiling.compare.model import Comparison, Judged
 
 
@@ -30,8 +30,11 @@ class SummaryRow:
     improvements: FlagTally
 
 
-def tally(items: Sequence[tuple[str, Judged, str]], status: Status) -> FlagTally:
-    chosen = [(what, j.summary, unit) for what, j, unit in items if j.status is status]
+def tally(items: Sequence[tuple[str, Judged, str]], status: str) -> FlagTally:
+    """The flagged changes of ``items`` whose status is ``status`` (regression, improvement)."""
+    chosen = [
+        (what, j.summary, unit) for what, j, unit in items if j.flagged and j.status == status
+    ]
     chosen = [(what, s, unit) for what, s, unit in chosen if s is not None]
     if not chosen:
         return FlagTally(0, None, None, None, None, "")
@@ -58,8 +61,31 @@ def summarise(comparisons: Sequence[Comparison]) -> list[SummaryRow]:
                 SummaryRow(
                     c.treatment,
                     scope,
-                    tally(items, Status.REGRESSION),
-                    tally(items, Status.IMPROVEMENT),
+                    tally(items, "regression"),
+                    tally(items, "improvement"),
                 )
             )
     return rows
+
+
+@dataclass(frozen=True)
+class SeenRange:
+    """The smallest and largest minimal detectable effect over a comparison's endpoints."""
+
+    smallest: tuple[str, float]  # (endpoint label, MDE in percent)
+    largest: tuple[str, float]
+    pairs: int
+
+
+def mde_range(c: Comparison) -> SeenRange | None:
+    """None when no endpoint of the comparison has an MDE (under 2 pairs)."""
+    known = [
+        (e.label, e.judged.summary.mde_pct, e.judged.summary.n)
+        for e in c.endpoints
+        if e.judged.summary is not None and e.judged.summary.mde_pct is not None
+    ]
+    if not known:
+        return None
+    low = min(known, key=lambda k: k[1])
+    high = max(known, key=lambda k: k[1])
+    return SeenRange((low[0], low[1]), (high[0], high[1]), max(k[2] for k in known))

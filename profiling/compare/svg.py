@@ -64,23 +64,23 @@ def svg(width: float, height: float, body: Sequence[str], css: str, title: str =
 def strip(
     diffs: Sequence[float],
     ci: tuple[float, float] | None,
-    floor: float | None,
+    band: tuple[float, float] | None,
     status: str,
     title: str = "",
     width: float = 150,
     height: float = 20,
 ) -> str:
     """Per-pair differences as dots on a line through 0, the mean's interval as a bar, the
-    band within the noise floor shaded."""
-    reach = [abs(d) for d in diffs] + [abs(v) for v in ci or ()] + [floor or 0.0]
+    band within the noise floor (its low and high ends around 0) shaded."""
+    reach = [abs(d) for d in diffs] + [abs(v) for v in (*(ci or ()), *(band or ()))]
     span = max(reach, default=0.0) * 1.1 or 1.0
     x = Scale(-span, span, 3, width - 3)
     mid = height / 2
     body = []
-    if floor:
+    if band:
         body.append(
-            f'<rect class="band" x="{num(x(-floor))}" y="1" width="{num(x(floor) - x(-floor))}" '
-            f'height="{num(height - 2)}"/>'
+            f'<rect class="band" x="{num(x(band[0]))}" y="1" '
+            f'width="{num(x(band[1]) - x(band[0]))}" height="{num(height - 2)}"/>'
         )
     body.append(
         f'<line class="zero" x1="{num(x(0))}" y1="1" x2="{num(x(0))}" y2="{num(height - 1)}"/>'
