@@ -284,6 +284,22 @@ def test_profile_pages(results):
         assert f"<td>{html.escape(row['pass'])}</td>" in raw
 
 
+def test_a_profile_directory_with_its_page_is_still_replaced_by_a_new_run(results, tmp_path):
+    """The page written into a `profile-compile` directory is the tool's own file: a later
+    `profile-compile --out` into that directory replaces it (a file of the user's is refused)."""
+    directory = tmp_path / "profile"
+    shutil.copytree(results["profile"], directory)
+    page_of(directory)
+    again = ("--model", "tiny", "--ladder", "16", "--no-pass-profile", "--out", directory)
+    done = run_profile_compile(*again)
+    assert done.returncode == 0, done.stderr
+    assert not (directory / "compare.html").exists()  # the new run's output has no page yet
+    page_of(directory)
+    (directory / "notes.txt").write_text("mine")
+    refused = run_profile_compile(*again)
+    assert refused.returncode == 2 and "notes.txt" in refused.stderr
+
+
 def test_rerun_command_is_the_recorded_one_without_out(results):
     """The experiment's command line (as main() got it) runs again from where it ran, into a
     new directory of its own."""

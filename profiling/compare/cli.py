@@ -48,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     from compile_ahead.atomic import write_bytes_atomic
+    from compile_ahead.output_dirs import list_in_marker
     from compile_ahead.outputs import check_output_file
     from compile_ahead.profiling.compare.sources import build_page
 
@@ -59,6 +60,8 @@ def run_compare(args: argparse.Namespace) -> int:
     page = build_page(args.directory)
     data = page.html.encode()
     write_bytes_atomic(out, data)
+    if out.parent.resolve() == args.directory.resolve():  # the results directory's own page
+        list_in_marker(args.directory, out.name)
     print(f"written: {out} ({len(data) / 1024:.0f} KiB)", file=sys.stderr)
     if args.open:
         from compile_ahead.profiling.compare.page_server import serve_page
