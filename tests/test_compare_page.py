@@ -185,7 +185,7 @@ def _row_statuses(raw: str, table: str, attr: str) -> dict[str, str]:
     """The verdict cell of each row of a page table, by the row's ``attr``."""
     out = {}
     for key, cells in _rows(raw, table, attr).items():
-        status = re.search(r'<td class="status"[^>]*>(.*?)</td>', cells, re.S)
+        status = re.search(r'<td class="status[^"]*"[^>]*>(.*?)</td>', cells, re.S)
         out[key] = html.unescape(status.group(1))
     return out
 

@@ -26,6 +26,7 @@ table.sortable th { cursor: pointer; user-select: none; white-space: nowrap; }
 th[aria-sort="descending"]::after { content: " \\25BC"; }
 th[aria-sort="ascending"]::after { content: " \\25B2"; }
 td.status { white-space: nowrap; }
+td.status.unavailable { white-space: normal; min-width: 16em; color: var(--muted); }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.regression td.status, span.regression { color: var(--bad); font-weight: 600; }
 tr.improvement td.status, span.improvement { color: var(--good); font-weight: 600; }

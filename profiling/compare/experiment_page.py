@@ -253,7 +253,7 @@ def _judged_cells(j: m.Judged, unit: str) -> list[Cell]:
         ),
         h.number(holm, h.p_value(holm)),
         h.number(floor, None if floor is None else f"{fmt_number(floor)}%"),
-        Cell(escape(j.status), j.status, css="status"),
+        Cell(escape(j.status), j.status, css="status unavailable" if j.unavailable else "status"),
     ]  # fmt: skip
 
 
