@@ -124,11 +124,12 @@ def _self_ms(pass_name: str, arm: str, block: int) -> float:
 SYNTHETIC_PASSES = ("moved", "faster", "tiny", "noisy", *(f"steady{i}" for i in range(8)))
 
 
-def synthetic_experiment(out: Path, aa: bool = True) -> Path:
+def synthetic_experiment(out: Path, aa: bool = True, started: float = 0.0) -> Path:
     """experiment.json + trials.jsonl of a compile A/B with --pass-profile (A, B and with
     ``aa`` an A/A arm A-aa marked as `ab compile --aa` marks it), whose passes are made up (the
     `ab report` then analyses them as any run's). The results have the shape of trials
-    written before per-compile records (the analysis reads such older directories too)."""
+    written before per-compile records (the analysis reads such older directories too).
+    ``started``: the first trial's start time (runs to pool apart need different ones)."""
     plan = make_plan([a for a in SYNTHETIC_ARMS if aa or a != "A-aa"], PAIRS, 0)
     records = []
     for slot in plan.slots:
@@ -143,8 +144,8 @@ def synthetic_experiment(out: Path, aa: bool = True) -> Path:
             "openvino_version": "synthetic",
         }  # fmt: skip
         records.append(
-            TrialRecord(slot.index, slot.block, slot.position, arm, False, 0, total, 0.0,
-                        str(out / f"trial-{slot.index:03d}.json"), result)
+            TrialRecord(slot.index, slot.block, slot.position, arm, False, 0, total,
+                        started + slot.index, str(out / f"trial-{slot.index:03d}.json"), result)
         )  # fmt: skip
     arms = [{"name": a, "command": ["python", "trial.py", a, "{out}"]} for a in plan.arms]
     for arm in arms:

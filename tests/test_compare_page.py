@@ -392,7 +392,7 @@ def test_on_file_the_page_says_how_to_start_the_server(results, tmp_path):
 def test_pooled_report_page(tmp_path):
     """Runs of one experiment pooled by `ab report DIR1 DIR2 --out NEW` (their command lines
     differ, at least in --out): the page analyses every pair and names the runs."""
-    runs = [synthetic_experiment(tmp_path / f"run{i}") for i in (1, 2)]
+    runs = [synthetic_experiment(tmp_path / f"run{i}", started=1000.0 * i) for i in (1, 2)]
     for i, run in enumerate(runs):
         exp = load_json(run / "experiment.json")
         exp["invocation"] = {"argv": ["compile-ahead", "ab", "--out", f"run{i}"], "cwd": "/x"}
@@ -403,7 +403,8 @@ def test_pooled_report_page(tmp_path):
     text = page_text(pooled)
     assert f"pooled from {runs[0]}, {runs[1]}" in text
     assert "12 blocks" in text
-    assert "A-aa vs A (A/A)" in text  # the marker is kept in the pooled experiment
+    # the --aa marker is kept in the pooled experiment (which holds no manifests)
+    assert "A-aa vs A (A/A)" in text and "Noise floor from A/A arm A-aa." in text
     assert "cd /x && compile-ahead ab" in text
 
 
@@ -436,17 +437,3 @@ def test_schedule_ab_page(tmp_path):
     assert {k for k, v in verdicts.items() if v in ("regression", "improvement")} == flagged
     assert verdicts["foreground_compile"] == "improvement"
     assert "Boundary top-1 agreement with i1" in page_text(out)
-
-
-def test_pooled_runs_keep_their_aa_arm(results, tmp_path):
-    """A pooled directory holds no manifests: the A/A arm is still found through the runs it
-    was pooled from."""
-    copy = tmp_path / "again"
-    shutil.copytree(results["ab"], copy)
-    pooled = tmp_path / "pooled"
-    assert main(["ab", "report", str(results["ab"]), str(copy), "--out", str(pooled)]) == 0
-    assert not list(pooled.glob("manifest-*"))
-    page_of(pooled)
-    text = page_text(pooled)
-    assert "A-aa vs A (A/A)" in text and "Noise floor from A/A arm A-aa." in text
-    assert "6 blocks" in text
