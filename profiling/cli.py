@@ -21,7 +21,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import hold, release
 from compile_ahead.output_dirs import seal_output_dir
 from compile_ahead.output_paths import temporary_name
-from compile_ahead.outputs import check_replaceable_dir
+from compile_ahead.outputs import check_replaceable_dir, invocation
 
 # Everything else is imported where used: a command handles its signals from its first line
 # (run_command), so nothing heavy is imported before it runs.
@@ -138,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="then open the trace in the Perfetto UI (as `compile-ahead trace open`)",
     )
+    p.set_defaults(invocation=None)  # main() records how the command was started
     return p
 
 
@@ -326,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def parse() -> argparse.Namespace:
         args = build_parser().parse_args(argv)
         args.func = run
+        args.invocation = invocation("profile-compile", argv)
         return args
 
     return run_command("profile-compile", parse)
