@@ -372,7 +372,7 @@ def test_trace_link_fetches_the_trace_through_the_local_server(results):
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err  # Ctrl-C ends every command alike
     assert "server closed" in out and "Traceback" not in err
 
 
