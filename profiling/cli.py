@@ -22,7 +22,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import hold, release
 from compile_ahead.output_dirs import seal_output_dir
 from compile_ahead.output_paths import temporary_name
-from compile_ahead.outputs import check_replaceable_dir
+from compile_ahead.outputs import check_replaceable_dir, invocation
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.ladder.config import RunConfig
@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="then open the trace in the Perfetto UI (as `compile-ahead trace open`)",
     )
+    p.set_defaults(invocation=None)  # main() records how the command was started
     return p
 
 
@@ -345,6 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def parse() -> argparse.Namespace:
         args = build_parser().parse_args(argv)
         args.func = run
+        args.invocation = invocation("profile-compile", argv)
         return args
 
     return run_command("profile-compile", parse)

@@ -150,6 +150,7 @@ class CompileProfiler:
 
         report: dict[str, Any] = {
             "tool": "profile-compile",
+            "invocation": args.invocation,
             "pid": os.getpid(),
             "model": described,
             "model_label": label,

@@ -224,7 +224,8 @@ def run_compile_experiment(
             "kind": "compile", "arms": [a.describe() for a in arms], "pairs": args.pairs,
             "warmup": args.warmup, "ladder": list(ladder),
             "pass_profile": args.pass_profile, "counters": args.counters, "context": context,
-            "labels": labels, "measure": measure.describe(), **arms_plan.experiment,
+            "labels": labels, "measure": measure.describe(), "invocation": args.invocation,
+            **arms_plan.experiment,
         }  # fmt: skip
         records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)

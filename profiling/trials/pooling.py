@@ -19,8 +19,11 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.runner import TrialRecord
 
 # What may differ between runs of one experiment that are pooled: how many pairs each ran, its
-# warm-ups (not analysed), and where earlier pooling came from.
-_POOLED_FREELY = ("pairs", "warmup", "pooled_from", "pooled_interpreters", "pooled_repeats")
+# warm-ups (not analysed), where earlier pooling came from, and the command line that started
+# each (its --out at least).
+_POOLED_FREELY = (
+    "pairs", "warmup", "pooled_from", "pooled_interpreters", "pooled_repeats", "invocation",
+)  # fmt: skip
 
 
 def trial_identity(record: TrialRecord) -> str:

@@ -27,6 +27,7 @@ from compile_ahead.interrupts import (
     interrupted,
     run_exit_hooks,
 )
+from compile_ahead.outputs import invocation
 from compile_ahead.streams import flush_standard_streams, guarded_streams
 
 # Modules that add subcommands, imported lazily so `--help` stays fast.
@@ -34,6 +35,7 @@ SUBCOMMAND_MODULES = (
     "compile_ahead.runtime.cli.generate",
     "compile_ahead.runtime.cli.run",
     "compile_ahead.profiling.trials.cli",
+    "compile_ahead.profiling.compare.cli",
     "compile_ahead.patches_check",
 )
 
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="compile-ahead",
         description="Long-context decode on static-shape devices: compile ahead, not up front.",
     )
+    parser.set_defaults(invocation=None)  # main() records how the command was started
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -170,7 +173,14 @@ def _unexpected(prog: str, err: Exception) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command("compile-ahead", lambda: build_parser().parse_args(argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def parse() -> argparse.Namespace:
+        args = build_parser().parse_args(argv)
+        args.invocation = invocation("compile-ahead", argv)
+        return args
+
+    return run_command("compile-ahead", parse)
 
 
 def exit_process(code: int) -> None:
