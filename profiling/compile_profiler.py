@@ -150,7 +150,7 @@ class CompileProfiler:
 
         report: dict[str, Any] = {
             "tool": "profile-compile",
-            "invocation": args.invocation,
+            "invocation": self.args.invocation,
             "pid": os.getpid(),
             "model": described,
             "model_label": label,
