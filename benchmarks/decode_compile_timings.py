@@ -31,7 +31,7 @@ FIELDS = ("first_token_s", "decode_graph_wait_s", "foreground_compile_s")
 
 
 def one_run(args: argparse.Namespace, prompt: list[int], timing: str, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "compile_ahead.cli", "run", "--model", args.model]
+    cmd = [sys.executable, "-m", "compile_ahead.commands", "run", "--model", args.model]
     cmd += ["--schedule", args.schedule, "--ladder", args.ladder, "--no-cache"]
     cmd += ["--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", "4"]
     cmd += ["--decode-compile", timing, "--report", str(out)]

@@ -66,7 +66,7 @@ def ours_cold(model_dir: Path, prompt_file: Path, extra: list[str]) -> dict:
     empty compile cache."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "run.json"
-        cmd = [sys.executable, "-m", "compile_ahead.cli", "run", "--model", str(model_dir)]
+        cmd = [sys.executable, "-m", "compile_ahead.commands", "run", "--model", str(model_dir)]
         cmd += ["--schedule", "b0", "--ladder", str(CAPACITY), "--max-new-tokens", "1"]
         cmd += ["--prompt-ids", prompt_file.read_text(), "--no-progress"]
         cmd += ["--cache-dir", str(Path(tmp) / "cache"), "--report", str(report), *extra]

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_ahead.cli import main as cli_main
+from compile_ahead.commands.main import main as cli_main
 from compile_ahead.profiling.trials import compile_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.design import make_plan

@@ -77,7 +77,7 @@ def run_ours(python: str, model: Path, capacity: int, cache_dir: Path) -> dict[s
     """One `run` with the compile cache in ``cache_dir``: its foreground compile seconds and
     the rung's cache state, import and check seconds."""
     report = cache_dir.with_suffix(".report.json")
-    cmd = [python, "-m", "compile_ahead.cli", "run", "--model", str(model), "--schedule", "b0"]
+    cmd = [python, "-m", "compile_ahead.commands", "run", "--model", str(model), "--schedule", "b0"]
     cmd += ["--ladder", str(capacity), *PROMPT, "--cache-dir", str(cache_dir)]
     cmd += ["--report", str(report), "--no-progress"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)

@@ -131,11 +131,11 @@ class CompileProfiler:
 
     def _decoder(self) -> tuple[dict, str]:
         """The decoder whose rungs are profiled, resolved: what it is called."""
-        from compile_ahead.runtime.cli.options import resolve_from_args
+        from compile_ahead.runtime.sources.resolve import resolve_model
 
         if self.args.shape:
             raise CompileAheadError("--shape is for models compiled as they are, not decoders")
-        self.source = resolve_from_args(self.args)
+        self.source = resolve_model(self.args.model, synthetic_dtype=self.args.synthetic_dtype)
         self.config.check_graph_mode(self.source)
         print(f"model: {self.source.label}")
         print(
@@ -325,9 +325,9 @@ class CompileProfiler:
         """Run the ladder protocol under the schedule, on the same trace (the RSS sampler
         already draws the process RSS counter)."""
         from compile_ahead.profiling.run_trace import TraceRunEvents
-        from compile_ahead.runtime.cli.progress import ProgressBar
         from compile_ahead.runtime.ladder.config import Prompt
         from compile_ahead.runtime.ladder.events import FanOut
+        from compile_ahead.runtime.ladder.progress import ProgressBar
         from compile_ahead.runtime.ladder.runner import run_ladder
 
         config = self.config.for_model(self.source)

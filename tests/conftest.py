@@ -181,7 +181,7 @@ def start_decoding_run(argv: list[str]):
     import sys
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.cli", *argv],
+        [sys.executable, "-m", "compile_ahead.commands", *argv],
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -230,7 +230,7 @@ def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.C
     """`profile-compile ARGS` in a fresh process (its collector is armed before openvino loads),
     output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.profiling.cli", *map(str, args)],
+        [sys.executable, "-m", "compile_ahead.commands.profile_compile", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,

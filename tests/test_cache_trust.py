@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.runtime.compile import cache as cc
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.runtime.compile.device_defaults import default_placement
 from conftest import start_decoding_run

@@ -25,6 +25,7 @@ from compile_ahead.runtime.compile.worker_client import CompileWorker, WorkerCom
 from compile_ahead.runtime.compile.worker_protocol import WORKER_DOMAIN
 from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name
 from compile_ahead.runtime.sources.base import ReopenSpec
+from compile_ahead.runtime.sources.resolve import reopen
 
 MODEL = ReopenSpec("tiny")
 OPTIONS = CompileOptions("CPU", "f32", "f32")
@@ -90,7 +91,7 @@ def _decode(step, kv: list[np.ndarray], tokens: list[int]) -> list[np.ndarray]:
 
 
 def test_worker_rung_gives_identical_logits(placement):
-    source = MODEL.open()
+    source = reopen(MODEL)
     cfg = source.config
     rng = np.random.default_rng(0)
     shape = (1, cfg.num_kv_heads, SPEC.capacity, cfg.head_dim)

@@ -80,7 +80,7 @@ def test_the_property_is_settable_by_the_user_and_a_wrong_value_is_the_plugins_r
 def test_run_and_generate_report_the_defaults_beside_the_users_properties(tmp_path, capsys):
     import json
 
-    from compile_ahead.cli import main
+    from compile_ahead.commands.main import main
 
     run = ["run", "--model", "tiny", "--ladder", "32,64", "--schedule", "b0", "--no-progress"]
     run += ["--prompt-len", "8", "--decode-tokens", "4", "--no-cache"]
@@ -122,7 +122,7 @@ def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny, monkeypatch):
 def test_split_graphs_keep_the_plugins_defaults_and_the_report_says_so(tiny, tmp_path):
     import json
 
-    from compile_ahead.cli import main
+    from compile_ahead.commands.main import main
 
     builder = RungBuilder(tiny, CompileOptions().resolved(), graph=GraphMode.SPLIT)
     assert builder.decode_defaults == {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.device_defaults import default_prefill
 from compile_ahead.runtime.compile.options import CompileOptions

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
@@ -219,7 +219,7 @@ def test_second_failure_stops_cleanly_with_report(source, tmp_path, capsys):
 
 
 def test_interrupt_writes_the_report_of_what_ran(tmp_path, monkeypatch):
-    from compile_ahead.runtime.cli import progress
+    from compile_ahead.runtime.ladder import progress
 
     def interrupt_at_50(self, token_index, capacity, begin, end):
         if token_index == 50:

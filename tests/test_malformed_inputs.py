@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 
 GENERATE = ["--prompt-ids", "1,2", "--max-new-tokens", "1", "--inference-precision", "f32"]
 

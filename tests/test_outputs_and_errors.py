@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
+from compile_ahead.commands.profile_compile import main as profile_main
 from compile_ahead.outputs import OUTPUT_MARKER
-from compile_ahead.profiling.cli import main as profile_main
 from compile_ahead.profiling.pyspy import find_pyspy
 from conftest import earlier_output, small_tmpfs
 from conftest import one_line_error as _one_line_error
 
-CLI = [sys.executable, "-m", "compile_ahead.cli"]
-PROFILE = [sys.executable, "-m", "compile_ahead.profiling.cli"]
+CLI = [sys.executable, "-m", "compile_ahead.commands"]
+PROFILE = [sys.executable, "-m", "compile_ahead.commands.profile_compile"]
 RUN = ["run", "--model", "tiny", "--ladder", "16,32", "--prompt-len", "4", "--no-progress"]
 RUN += ["--no-cache"]
 

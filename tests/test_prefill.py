@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.compile_profiler import prefill_plan
 from compile_ahead.runtime.compile.device_defaults import (

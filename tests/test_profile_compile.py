@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.profiling.cli import main
+from compile_ahead.commands.profile_compile import main
 from compile_ahead.profiling.pyspy import find_pyspy
 from compile_ahead.profiling.trace_validate import validate_trace
 from conftest import earlier_output, run_profile_compile

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile import placements
 from compile_ahead.runtime.compile.device_defaults import (

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.rss import RssSampler
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trace_writer import PROCESS_RSS_BYTES, TraceWriter
@@ -294,7 +294,7 @@ def _run_report(model: Path, schedule: str, out: Path) -> dict:
     argv += ["--decode-tokens", "120", "--step-delay", "0.005"]
     argv += ["--no-cache"]  # graphs compiled, never imported or exported (an export's buffer)
     proc = subprocess.run(
-        [sys.executable, "-m", "compile_ahead.cli", *argv],
+        [sys.executable, "-m", "compile_ahead.commands", *argv],
         capture_output=True,
         text=True,
         timeout=300,

@@ -93,6 +93,7 @@ class Worker:
 
     def compile(self, req: CompileRequest) -> CompileReply:
         from compile_ahead.runtime.compile import step_compile
+        from compile_ahead.runtime.sources.resolve import reopen
 
         own: list[PhaseSpan] = []
 
@@ -103,7 +104,7 @@ class Worker:
         resolve_s = 0.0
         source = self.sources.get(req.source)
         if source is None:
-            source = req.source.open()
+            source = reopen(req.source)
             self.sources[req.source] = source
             t = time.monotonic_ns()
             step("resolve model", begin, t)

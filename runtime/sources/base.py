@@ -22,18 +22,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ReopenSpec:
-    """How another process (a compile worker) opens the model a source holds: ``target`` as
-    resolve_model takes it (a checkpoint directory, a synthetic checkpoint's directory, an IR
-    file, a preset), with the dtype of a preset whose weights are drawn in memory. Small and
-    picklable: it goes to the worker in each request."""
+    """How another process (a compile worker) opens the model a source holds
+    (sources/resolve.py's ``reopen``): ``target`` as resolve_model takes it (a checkpoint
+    directory, a synthetic checkpoint's directory, an IR file, a preset), with the dtype of a
+    preset whose weights are drawn in memory. Small and picklable: it goes to the worker in
+    each request."""
 
     target: str
     synthetic_dtype: str | None = None
-
-    def open(self) -> ModelSource:
-        from compile_ahead.runtime.sources.resolve import resolve_model
-
-        return resolve_model(self.target, synthetic_dtype=self.synthetic_dtype)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,21 @@ import argparse
 import time
 from pathlib import Path
 
+from compile_ahead.commands import ab_options
+from compile_ahead.commands.options import (
+    add_graph_option,
+    add_ladder_option,
+    add_model_options,
+    add_ov_config_options,
+    add_placement_options,
+    add_prefill_options,
+    add_protocol_options,
+    add_synthetic_dtype_option,
+    compile_options,
+    ladder_choice,
+    ov_config_from_args,
+    run_config_from_args,
+)
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_new_dir, mark_output_dir
 from compile_ahead.profiling.trials import compile_run, schedule_ab
@@ -23,20 +38,6 @@ from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
     load_records,
     trial_timeout,
-)
-from compile_ahead.runtime.cli.options import (
-    add_graph_option,
-    add_ladder_option,
-    add_model_options,
-    add_ov_config_options,
-    add_placement_options,
-    add_prefill_options,
-    add_protocol_options,
-    add_synthetic_dtype_option,
-    compile_options,
-    ladder_choice,
-    ov_config_from_args,
-    run_config_from_args,
 )
 from compile_ahead.runtime.ladder.capacities import Ladder
 
@@ -146,7 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also run the control again as the second arm (an A/A comparison in the same "
         "design: the noise floor of every endpoint); with one --arm, an A/A experiment",
     )
-    compile_run.add_compile_options(c)
+    ab_options.add_compile_options(c)
     _common(c, pairs=3)
     c.set_defaults(func=run_compile_ab)
 
@@ -158,7 +159,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "it on the compiling thread (labelled CALIBRATION everywhere); --aa adds the control "
         "again. Reports per endpoint the noise, the A/A outcome, the spin's effect and the MDE.",
     )
-    compile_run.add_calibrate_options(cal)
+    ab_options.add_calibrate_options(cal)
     _common(cal, pairs=10)
     cal.set_defaults(func=run_calibrate)
 
@@ -236,7 +237,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     if upstream:
         baselines.require_upstream()
     if args.command is None and len(upstream) < len(schedules):
-        schedule_ab.check_run_available()
+        check_run_available()
     plan = make_plan(schedules, args.pairs, args.warmup)
     model_flags = (
         [] if args.synthetic_dtype is None else ["--synthetic-dtype", args.synthetic_dtype]
@@ -301,6 +302,16 @@ def _trial_settings(args: argparse.Namespace) -> tuple[Ladder, int, int, list[st
     for prop in args.ov_config:
         passed += ["--ov-config", prop]
     return ladder, prompt_len, decode_tokens, passed
+
+
+def check_run_available() -> None:
+    """Fail early, in one line, if `compile-ahead run` (what the trials run) cannot load."""
+    try:
+        from compile_ahead.commands import run
+
+        run.register(argparse.ArgumentParser().add_subparsers())
+    except ImportError as err:
+        raise CompileAheadError(f"the compile-ahead CLI cannot load: {err}") from err
 
 
 def run_baselines(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_ahead.atomic import write_json_atomic
-from compile_ahead.cli import exit_process, run_command
+from compile_ahead.commands.running import exit_process, run_command
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import hold, release
 from compile_ahead.output_dirs import seal_output_dir
@@ -36,8 +36,7 @@ PYSPY_NAME = "pyspy.json"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from compile_ahead.profiling.compile_profiler import GRAPH_KINDS
-    from compile_ahead.runtime.cli.options import (
+    from compile_ahead.commands.options import (
         add_graph_option,
         add_ladder_option,
         add_model_options,
@@ -45,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_protocol_options,
         add_synthetic_dtype_option,
     )
+    from compile_ahead.profiling.compile_profiler import GRAPH_KINDS
     from compile_ahead.runtime.compile.modes import PrefillShape, choices
     from compile_ahead.runtime.ladder.schedules import SCHEDULES
 
@@ -149,8 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
 def check_args(args: argparse.Namespace) -> RunConfig:
     """Every flag checked before any work; the run configuration they give (its ladder the
     rungs to profile, its schedule the overlay's)."""
+    from compile_ahead.commands.options import compile_options, run_config_from_args
     from compile_ahead.profiling.compile_profiler import graph_kinds
-    from compile_ahead.runtime.cli.options import compile_options, run_config_from_args
 
     if args.decode_tokens is None and args.schedule is None:
         args.decode_tokens = 0
@@ -268,7 +268,7 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "--",
         sys.executable,
         "-m",
-        "compile_ahead.profiling.cli",
+        "compile_ahead.commands.profile_compile",
         *argv,
     ]
     env = {**os.environ, PYSPY_ENV: "1"}

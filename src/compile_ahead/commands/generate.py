@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from compile_ahead.runtime.base.measure import now_ns
-from compile_ahead.runtime.cli.options import (
+from compile_ahead.commands.options import (
     add_model_options,
     add_ov_config_options,
     add_prefill_options,
@@ -14,6 +13,7 @@ from compile_ahead.runtime.cli.options import (
     compile_options,
     resolve_from_args,
 )
+from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.compile.modes import GraphMode
 from compile_ahead.runtime.ladder.config import FittedRung, Prompt, RunConfig
 from compile_ahead.runtime.ladder.greedy import Generation, generate

@@ -7,11 +7,7 @@ import sys
 from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
-from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
-from compile_ahead.outputs import check_distinct, check_output_file, destination
-from compile_ahead.runtime.base.measure import now_ns
-from compile_ahead.runtime.cli.options import (
+from compile_ahead.commands.options import (
     add_graph_option,
     add_ladder_option,
     add_model_options,
@@ -24,9 +20,13 @@ from compile_ahead.runtime.cli.options import (
     resolve_from_args,
     run_config_from_args,
 )
-from compile_ahead.runtime.cli.progress import ProgressBar
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
+from compile_ahead.outputs import check_distinct, check_output_file, destination
+from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 from compile_ahead.runtime.ladder.events import FanOut, RunEvents
+from compile_ahead.runtime.ladder.progress import ProgressBar
 from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.base import ModelSource
