@@ -360,9 +360,7 @@ class CompileProfiler:
         """Close the trace, write the report (also of a failed profile: the error is named),
         print the table, publish the directory. A write that fails (disk full, read-only)
         ends in one line naming the file, with the staging directory removed."""
-        from compile_ahead import itt_collector
-        from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace
-        from compile_ahead.runtime.base.measure import peak_rss_bytes
+        from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT
 
         self.sampler.stop()
         if self.sampler.error is not None and self.failure is None:
@@ -373,49 +371,9 @@ class CompileProfiler:
             self.writer.close()  # ends what is open: valid up to a failure
         except OutputWriteError as err:
             trace_error = write_error_at(err, self.staging, target)
-        r = self.report
-        r["peak_rss_bytes"] = peak_rss_bytes()
-        r["collector"] = {
-            "path": itt_collector.collector_status().path,
-            "bound_libraries": list(itt_collector.collector_status().bound_libraries),
-        }
-        r["depsort_counters"] = depsort_reading().to_json()
-        has_passes = self.pass_file is not None and self.pass_file.exists()
-        r["pass_profile_file"] = str(target / PASSES_NAME) if has_passes else None
-        validation = None
-        if trace_error is None:
-            # Named where it is published, not where it is staged.
-            validation = dataclasses.replace(
-                validate_trace(self.staging / TRACE_NAME), path=str(target / TRACE_NAME)
-            )
-            r["trace"] = {
-                "path": str(target / TRACE_NAME),
-                "valid": validation.ok,
-                "errors": validation.errors,
-                "slices": validation.slices,
-                "counter_values": validation.counter_values,
-                "flows": validation.flows,
-                "tracks": validation.tracks,
-            }
-        if r["rungs"]:
-            print()
-            print(format_table(r["rungs"]))
-        r["top_passes"] = None
-        if self.pass_profiles:
-            totals = passprofile.pass_self_totals(self.pass_profiles)
-            r["top_passes"] = {
-                "top": self.args.top,
-                "passes": len(totals),
-                "self_s_all_passes": sum(t.self_ns for t in totals) / 1e9,
-                "rows": [t.to_json() for t in totals[: self.args.top]],
-            }
-            print()
-            print(format_top_passes(totals, self.args.top, len(r["rungs"])))
-        print()
-        print(f"peak RSS of the process: {fmt_mb(r['peak_rss_bytes'])} MiB")
-        dep = r["depsort_counters"]
-        if dep["available"]:
-            print(f"NPU compiler dependency-sort counters: {dep}")
+        self._report_process(target)
+        validation = None if trace_error is not None else self._report_trace(target)
+        self._print_tables()
         if trace_error is not None:
             self.abandon()
             if self.failure is not None:  # both said: what stopped the profile, and the write
@@ -426,9 +384,73 @@ class CompileProfiler:
         if self.failure is None and not validation.ok:
             self.fail(CompileAheadError(f"the trace failed validation: {validation.errors[0]}"))
             target = destination(self.out, False, is_dir=True)
-            r["trace"]["path"] = str(target / TRACE_NAME)
+            self.report["trace"]["path"] = str(target / TRACE_NAME)
+        self._publish(target)
+        print(f"report: {self.out / REPORT_NAME}")
+        print(f"trace: {self.out / TRACE_NAME}; {OPEN_TRACE_HINT}")
+        return 0
+
+    def _report_process(self, target: Path) -> None:
+        """What the process as a whole did: peak RSS, the collector, the pass profile."""
+        from compile_ahead import itt_collector
+        from compile_ahead.runtime.base.measure import peak_rss_bytes
+
+        r = self.report
+        r["peak_rss_bytes"] = peak_rss_bytes()
+        r["collector"] = {
+            "path": itt_collector.collector_status().path,
+            "bound_libraries": list(itt_collector.collector_status().bound_libraries),
+        }
+        r["depsort_counters"] = depsort_reading().to_json()
+        has_passes = self.pass_file is not None and self.pass_file.exists()
+        r["pass_profile_file"] = str(target / PASSES_NAME) if has_passes else None
+        r["top_passes"] = None
+        if self.pass_profiles:
+            totals = passprofile.pass_self_totals(self.pass_profiles)
+            r["top_passes"] = {
+                "top": self.args.top,
+                "passes": len(totals),
+                "self_s_all_passes": sum(t.self_ns for t in totals) / 1e9,
+                "rows": [t.to_json() for t in totals[: self.args.top]],
+            }
+
+    def _report_trace(self, target: Path):
+        """The closed trace validated, as it is named where it is published."""
+        from compile_ahead.profiling.trace_validate import validate_trace
+
+        validation = dataclasses.replace(
+            validate_trace(self.staging / TRACE_NAME), path=str(target / TRACE_NAME)
+        )
+        self.report["trace"] = {
+            "path": str(target / TRACE_NAME),
+            "valid": validation.ok,
+            "errors": validation.errors,
+            "slices": validation.slices,
+            "counter_values": validation.counter_values,
+            "flows": validation.flows,
+            "tracks": validation.tracks,
+        }
+        return validation
+
+    def _print_tables(self) -> None:
+        r = self.report
+        if r["rungs"]:
+            print()
+            print(format_table(r["rungs"]))
+        if self.pass_profiles:
+            totals = passprofile.pass_self_totals(self.pass_profiles)
+            print()
+            print(format_top_passes(totals, self.args.top, len(r["rungs"])))
+        print()
+        print(f"peak RSS of the process: {fmt_mb(r['peak_rss_bytes'])} MiB")
+        dep = r["depsort_counters"]
+        if dep["available"]:
+            print(f"NPU compiler dependency-sort counters: {dep}")
+
+    def _publish(self, target: Path) -> None:
+        """Write the report and publish the directory; a failed profile is raised after."""
         try:
-            write_json_atomic(self.staging / REPORT_NAME, r)
+            write_json_atomic(self.staging / REPORT_NAME, self.report)
         except OutputWriteError as err:
             self.abandon()
             raise write_error_at(err, self.staging, target) from None
@@ -436,9 +458,6 @@ class CompileProfiler:
         if self.failure is not None:
             print(f"the failed profile is in {target}; {self.out} is untouched")
             raise self.failure
-        print(f"report: {self.out / REPORT_NAME}")
-        print(f"trace: {self.out / TRACE_NAME}; {OPEN_TRACE_HINT}")
-        return 0
 
     def abandon(self) -> None:
         """Leave no staging directory behind (setup failed, or the output cannot be written)."""

@@ -124,7 +124,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "paired-t 95% CIs and exact sign-flip p-values.",
     )
     kinds = ab.add_subparsers(dest="ab_kind", required=True, metavar="KIND")
+    _register_compile(kinds)
+    s = kinds.add_parser(
+        "schedule",
+        help="the seed's replicated schedule experiment (e.g. i1 vs i2)",
+        description="Each trial runs `compile-ahead run --schedule S` in a fresh process; the "
+        "first schedule is the control.",
+    )
+    _schedule_options(s, default_arms=None)
+    s.set_defaults(func=run_schedule_ab)
+    b = kinds.add_parser(
+        "baselines",
+        help="OpenVINO's NPU LLM pipeline (pyramid off/on) and openvino-genai beside our schedules",
+        description="Upstream B0 (NPUW, pyramid off) and B1 (pyramid on) on CPU, on the same "
+        "weights, in the same table as our schedules: a schedule A/B whose arms include b0/b1.",
+    )
+    _schedule_options(b, default_arms="npuw-b1,npuw-b0,genai,i2,i3")
+    b.set_defaults(func=run_baselines)
+    _register_report(kinds)
 
+
+def _register_compile(kinds: argparse._SubParsersAction) -> None:
+    """`ab compile` and `ab calibrate`."""
     c = kinds.add_parser(
         "compile",
         help="full compile wall per rung, OpenVINO installation vs installation",
@@ -150,7 +171,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ab_options.add_compile_options(c)
     _common(c, pairs=3)
     c.set_defaults(func=run_compile_ab)
-
     cal = kinds.add_parser(
         "calibrate",
         help="what `ab compile` can detect here: the control against itself plus known CPU work",
@@ -163,24 +183,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(cal, pairs=10)
     cal.set_defaults(func=run_calibrate)
 
-    s = kinds.add_parser(
-        "schedule",
-        help="the seed's replicated schedule experiment (e.g. i1 vs i2)",
-        description="Each trial runs `compile-ahead run --schedule S` in a fresh process; the "
-        "first schedule is the control.",
-    )
-    _schedule_options(s, default_arms=None)
-    s.set_defaults(func=run_schedule_ab)
 
-    b = kinds.add_parser(
-        "baselines",
-        help="OpenVINO's NPU LLM pipeline (pyramid off/on) and openvino-genai beside our schedules",
-        description="Upstream B0 (NPUW, pyramid off) and B1 (pyramid on) on CPU, on the same "
-        "weights, in the same table as our schedules: a schedule A/B whose arms include b0/b1.",
-    )
-    _schedule_options(b, default_arms="npuw-b1,npuw-b0,genai,i2,i3")
-    b.set_defaults(func=run_baselines)
-
+def _register_report(kinds: argparse._SubParsersAction) -> None:
+    """`ab report`."""
     r = kinds.add_parser(
         "report",
         help="re-analyse a results directory (trials.jsonl + experiment.json)",

@@ -44,8 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
         add_protocol_options,
         add_synthetic_dtype_option,
     )
-    from compile_ahead.profiling.compile_profiler import GRAPH_KINDS
-    from compile_ahead.runtime.compile.modes import PrefillShape, choices
     from compile_ahead.runtime.ladder.schedules import SCHEDULES
 
     p = argparse.ArgumentParser(
@@ -72,6 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
         "rung); without: decode steps timed on each rung after its compile (default 0)",
     )
     add_graph_option(p)
+    _add_graph_kinds(p)
+    _add_trace_options(p)
+    p.set_defaults(invocation=None)  # main() records how the command was started
+    return p
+
+
+def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
+    """Which graphs of each rung are profiled, and a model compiled as it is."""
+    from compile_ahead.profiling.compile_profiler import GRAPH_KINDS
+    from compile_ahead.runtime.compile.modes import PrefillShape, choices
+
     p.add_argument(
         "--shape",
         action="append",
@@ -79,25 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=[d0,d1,...]",
         help="a model that is not a stateful decoder (any IR or ONNX) is compiled as it is; "
         "give each dynamic input a static shape, e.g. --shape input_ids=[1,128]",
-    )
-    p.add_argument(
-        "--steps-per-slice",
-        type=int,
-        default=1,
-        metavar="N",
-        help="one decode slice per N steps, keeps long traces small (default 1)",
-    )
-    p.add_argument(
-        "--py-spy",
-        action="store_true",
-        help="sample Python stacks with py-spy onto their own trace tracks",
-    )
-    p.add_argument(
-        "--py-spy-rate",
-        type=int,
-        default=100,
-        metavar="HZ",
-        help="py-spy samples per second (default 100)",
     )
     p.add_argument(
         "--graph-kind",
@@ -121,6 +111,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --graph-kind prefill|both: the prefill graph's shape, as `run "
         "--prefill-shape` (default: the device's)",
     )
+
+
+def _add_trace_options(p: argparse.ArgumentParser) -> None:
+    """What is recorded and where the profile goes."""
+    p.add_argument(
+        "--steps-per-slice",
+        type=int,
+        default=1,
+        metavar="N",
+        help="one decode slice per N steps, keeps long traces small (default 1)",
+    )
+    p.add_argument(
+        "--py-spy",
+        action="store_true",
+        help="sample Python stacks with py-spy onto their own trace tracks",
+    )
+    p.add_argument(
+        "--py-spy-rate",
+        type=int,
+        default=100,
+        metavar="HZ",
+        help="py-spy samples per second (default 100)",
+    )
     p.add_argument(
         "--top",
         type=int,
@@ -142,8 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="then open the trace in the Perfetto UI (as `compile-ahead trace open`)",
     )
-    p.set_defaults(invocation=None)  # main() records how the command was started
-    return p
 
 
 def check_args(args: argparse.Namespace) -> RunConfig:
