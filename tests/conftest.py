@@ -74,6 +74,21 @@ def _save(model_cls, config, path: Path, seed: int) -> Path:
     return path
 
 
+def random_qwen2_checkpoint(path: Path, seed: int = 0, dtype=None, **shapes) -> Path:
+    """A transformers random init of a Qwen2 model of TINY_SHAPES (``shapes`` override them)
+    saved at ``path`` (in ``dtype``, a torch dtype, when given)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(**(TINY_SHAPES | {"tie_word_embeddings": False} | shapes))
+    model = Qwen2ForCausalLM(config).eval()
+    if dtype is not None:
+        model = model.to(dtype)
+    model.save_pretrained(path, safe_serialization=True)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_qwen2_dir(tmp_path_factory) -> Path:
     from transformers import Qwen2Config, Qwen2ForCausalLM

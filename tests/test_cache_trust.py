@@ -28,7 +28,7 @@ from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import wait_until_settled
+from conftest import random_qwen2_checkpoint, wait_until_settled
 
 PROTOCOL = ["--inference-precision", "f32", "--prompt-len", "8", "--no-progress"]
 RUN = ["run", "--ladder", "tiny", "--schedule", "i2", *PROTOCOL]
@@ -39,22 +39,7 @@ RUN = ["run", "--ladder", "tiny", "--schedule", "i2", *PROTOCOL]
 def wide_dir(tmp_path_factory) -> Path:
     """A tiny transformer with a wide vocabulary: its compiled rung is ~8 MB, so damage can
     fall between pages a sampled check would read."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=16000,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(3)
-    path = tmp_path_factory.mktemp("wide")
-    Qwen2ForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
+    path = random_qwen2_checkpoint(tmp_path_factory.mktemp("wide"), seed=3, vocab_size=16000)
     wait_until_settled(path)
     return path
 

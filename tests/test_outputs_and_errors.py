@@ -310,7 +310,6 @@ def _dyn_onnx(path: Path) -> Path:
 
 
 def test_shape_suggestion_keeps_static_dims_and_works(tmp_path):
-    pytest.importorskip("onnx")
     model = _dyn_onnx(tmp_path / "dyn.onnx")
     proc = _cli([*PROFILE, "--model", str(model), "--out", str(tmp_path / "o")])
     assert proc.returncode == 2
@@ -324,7 +323,6 @@ def test_shape_suggestion_keeps_static_dims_and_works(tmp_path):
 
 
 def test_a_repeated_shape_is_refused(tmp_path, capsys):
-    pytest.importorskip("onnx")
     model = _dyn_onnx(tmp_path / "dyn.onnx")
     argv = ["--model", str(model), "--shape", "x=[1,8]", "--shape", "x=[2,8]"]
     assert profile_main([*argv, "--no-pass-profile", "--out", str(tmp_path / "o")]) == 2
