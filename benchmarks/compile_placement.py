@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 import openvino as ov
+from _common import orders
 
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
 from compile_ahead.runtime.compile.options import CompileOptions
@@ -110,8 +111,7 @@ def main() -> None:
         # -- what a successor costs the decoding process --------------------------------
         print("\n== successor cost, no decode running ==")
         rows: dict[str, list[float]] = {k: [] for k in ("inproc", "import", "warm", "cold")}
-        for r in range(0 if args.skip_cost else args.rounds):
-            order = ("inproc", "worker", "cold") if r % 2 == 0 else ("cold", "worker", "inproc")
+        for _, order in orders(("inproc", "worker", "cold"), 0 if args.skip_cost else args.rounds):
             for arm in order:
                 if arm == "inproc":
                     res = compile_step(source, successor, options)
@@ -156,9 +156,8 @@ def main() -> None:
         print(f"\n== decode at C={args.rung} while C={args.rung * 2} compiles ==")
         ratios: dict[str, list[float]] = {"inproc": [], "worker": []}
         walls: dict[str, list[float]] = {"inproc": [], "worker": []}
-        for r in range(args.rounds):
+        for r, order in orders(("inproc", "worker"), args.rounds):
             base, _ = decode_while(current, None, 40)
-            order = ("inproc", "worker") if r % 2 == 0 else ("worker", "inproc")
             for arm in order:
                 if arm == "inproc":
 

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import openvino as ov
+from _common import orders
 
 from compile_ahead.runtime.base.measure import rss_bytes
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES, f32_to_bf16_bits
@@ -121,8 +122,7 @@ def main() -> None:
     gc.collect()
 
     times: dict[str, list[float]] = {k: [] for k in variants}
-    for r in range(args.rounds):
-        order = list(variants) if r % 2 == 0 else list(reversed(variants))
+    for _, order in orders(list(variants), args.rounds):
         for name in order:
             steps = variants[name].time_steps(args.steps + 1)[1:]  # first step warms caches
             times[name].append(statistics.median(steps))

@@ -19,12 +19,12 @@ them. Each process builds the graph once, compiles it once to warm up, then time
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from _common import fresh_json
 
 CHILD = """
 import json, sys, time
@@ -75,16 +75,8 @@ def run_child(mode: str, args: argparse.Namespace) -> dict:
         env["COMPILE_AHEAD_ITT"] = "0"
     elif mode == "null":
         env["COMPILE_AHEAD_ITT_RECORD"] = "0"
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, args.model, str(args.capacity), str(args.compiles)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        sys.exit(f"child failed:\n{proc.stderr[-2000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    cmd = [sys.executable, "-c", CHILD, args.model, str(args.capacity), str(args.compiles)]
+    result = fresh_json(cmd, env=env)
     if (mode != "off") != bool(result["bound"]):
         sys.exit(f"collector binding in the {mode!r} process is wrong: the comparison is void")
     if mode == "null" and result["events"]:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+from _common import fresh_json, median, orders
 
 from compile_ahead.runtime.base.measure import rss_bytes
 from compile_ahead.runtime.compile.options import CompileOptions
@@ -75,22 +75,10 @@ def child_rss(model: str, mode: str, ladder: list[int]) -> dict:
 
 
 def run_child(model: str, mode: str, ladder: list[int]) -> dict:
-    out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            mode,
-            "--model",
-            model,
-            "--ladder",
-            ",".join(map(str, ladder)),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
+    ladder_text = ",".join(map(str, ladder))
+    return fresh_json(
+        [sys.executable, __file__, "--child", mode, "--model", model, "--ladder", ladder_text]
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def time_steps(step, context: int, n: int) -> list[float]:
@@ -174,9 +162,8 @@ def main() -> None:
         steps[c] = (arena, whole, split)
     for c, (_, whole, split) in steps.items():
         pairs, w_ms, s_ms = [], [], []
-        for r in range(args.rounds):
-            order = (whole, split) if r % 2 == 0 else (split, whole)
-            res = {id(v): statistics.median(time_steps(v, c - 24, args.steps + 1)) for v in order}
+        for _, order in orders((whole, split), args.rounds):
+            res = {id(v): median(time_steps(v, c - 24, args.steps + 1)) for v in order}
             w_ms.append(res[id(whole)])
             s_ms.append(res[id(split)])
             pairs.append(res[id(split)] / res[id(whole)])
