@@ -68,8 +68,9 @@ def load_experiment(directory: Path) -> dict:
 
 
 # What may differ between runs of one experiment that are pooled: how many pairs each ran, its
-# warm-ups (not analysed), and where earlier pooling came from.
-_POOLED_FREELY = ("pairs", "warmup", "pooled_from", "pooled_interpreters")
+# warm-ups (not analysed), where in the design it started (a campaign's blocks, pooled in
+# order, continue the first run's design), and where earlier pooling came from.
+_POOLED_FREELY = ("pairs", "warmup", "first_block", "pooled_from", "pooled_interpreters")
 
 
 def pool_experiments(
@@ -194,7 +195,8 @@ def report_experiment(
 ) -> Path:
     """Tables, JSON and plot of an experiment from its saved description and trial records;
     ``status`` marks a partial analysis (written as *_partial, never as the final report)."""
-    plan = make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"])
+    names = [a["name"] for a in exp["arms"]]
+    plan = make_plan(names, exp["pairs"], exp["warmup"], exp.get("first_block", 0))
     arms = _arms_from(exp)
     ladder = tuple(exp["ladder"])
     passes = None

@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES = (
     "compile_ahead.runtime.cli.generate",
     "compile_ahead.runtime.cli.run",
     "compile_ahead.profiling.trials.cli",
+    "compile_ahead.profiling.campaigns.cli",
     "compile_ahead.patches_check",
 )
 
