@@ -14,6 +14,7 @@ resolved to an interpreter on the machine that runs the block, so every node bui
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from compile_ahead.profiling.trials.arms import parse_arm
 
 VERSION_PREFIX = "openvino=="
 _INSTALL_KEYS = ("python=", "venv=", "lib=")
+# Any requirement on openvino (openvino>=X, openvino~=X, ...): only == names one release.
+_REQUIREMENT = re.compile(r"^openvino\s*(==|>=|<=|~=|!=|===|>|<|=)")
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ def _installation(item: str, what: str) -> str | None:
     """'version', 'current', 'path' for an installation item; None for any other item."""
     if item.startswith(VERSION_PREFIX):
         return "version"
-    if item.startswith("openvino") and "=" in item.replace("==", "", 1):
+    if _REQUIREMENT.match(item):
         raise CompileAheadError(
             f"{what}: {item!r} is not a release: write openvino==X.Y.Z, e.g. openvino==2025.4.1"
         )
@@ -83,7 +86,7 @@ def _split_name(text: str) -> tuple[str | None, str]:
     """(NAME or None, SPEC): a bare spec starts with its first item, which has no '=' before
     a ',' unless it is a version or an install key."""
     first = text.split(",", 1)[0]
-    if first.startswith((VERSION_PREFIX, *_INSTALL_KEYS)) or "=" not in first:
+    if _REQUIREMENT.match(first) or first.startswith(_INSTALL_KEYS) or "=" not in first:
         return None, text
     name, _, spec = text.partition("=")
     return name.strip(), spec

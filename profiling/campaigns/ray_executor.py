@@ -81,10 +81,13 @@ class RayExecutor:
             raise CompileAheadError(
                 f"--address {address}: cannot join the Ray cluster ({err})"
             ) from None
-        self.retries = retries
-        self._remote = ray.remote(_block_task).options(
-            num_cpus=0, resources={SLOT: 1}, max_retries=retries, retry_exceptions=False
-        )
+        self._remote = ray.remote(_block_task)
+        self._options = {
+            "num_cpus": 0,
+            "resources": {SLOT: 1},
+            "max_retries": retries,
+            "retry_exceptions": False,
+        }
         self._nodes: list[dict] = []
         self._nodes_at = 0.0
 
@@ -117,10 +120,11 @@ class RayExecutor:
                 )
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        probe = self.ray.remote(_probe_node).options(num_cpus=0)
+        probe = self.ray.remote(_probe_node)
         refs = [
             probe.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+                num_cpus=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
             ).remote(list(identities))
             for n in nodes
         ]
@@ -134,7 +138,7 @@ class RayExecutor:
         return self.ray.get(refs)
 
     def _submit(self, task: BlockTask, avoid: set[str]):
-        options = {}
+        options = dict(self._options)
         if avoid:
             options["label_selector"] = {"ray.io/node-id": f"!in({','.join(sorted(avoid))})"}
         return self._remote.options(**options).remote(task.to_json())

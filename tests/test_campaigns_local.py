@@ -1,0 +1,144 @@
+"""Campaigns on this machine (the local executor), through `compile-ahead campaign`: a real
+compile campaign on the tiny preset against `ab report`, and a coordinator killed (SIGKILL) or
+interrupted (Ctrl-C) mid-block, then resumed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import openvino as ov
+import pytest
+from campaign_helpers import (
+    assert_each_block_done_once,
+    campaign_command,
+    connect,
+    done_blocks,
+    integrity,
+    report_matches_ab,
+    run,
+    sleep_spec,
+)
+
+TINY_COMPILE = """
+[campaign]
+kind = "compile"
+pairs = 2
+warmup = 0
+arms = ["A=current", "B=current,INFERENCE_PRECISION_HINT=f32"]
+
+[axes]
+model = ["tiny"]
+ladder = ["32,64", "64,128"]
+"""
+DEADLINE_S = 600.0
+
+
+@pytest.mark.slow
+def test_compile_campaign_cells_are_what_ab_reports(tmp_path: Path) -> None:
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY_COMPILE)
+    store = tmp_path / "s.sqlite"
+    proc = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "4/4 blocks done" in proc.stderr
+    assert_each_block_done_once(store, cells=2, pairs=2, trials=2)
+    with connect(store) as conn:
+        # each block ran the order the cell's AB/BA design gives it
+        orders = conn.execute(
+            "SELECT b.block, group_concat(t.arm, '') AS arms FROM blocks b JOIN trials t "
+            "ON t.block_id = b.id WHERE b.status = 'done' GROUP BY b.id ORDER BY b.block"
+        ).fetchall()
+        assert {(r["block"], r["arms"]) for r in orders} == {(0, "AB"), (1, "BA")}
+        machines = conn.execute("SELECT data FROM fingerprints").fetchall()
+    assert len(machines) == 1 and ov.get_version() in machines[0]["data"]
+    status = run(campaign_command("status", str(store)), tmp_path)
+    assert "blocks: 4 done of 4 (100%); cells complete: 2 of 2" in status.stdout
+    report = tmp_path / "report"
+    proc = run(campaign_command("report", str(store), "--out", str(report)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert report_matches_ab(store, report, tmp_path) == 2
+    assert (report / "forest_compile_total.png").is_file()
+    assert sorted(p.name for p in report.glob("cell*/history.png")) == ["history.png"] * 2
+    rows = done_blocks(store)
+    again = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
+    assert again.returncode == 0 and "0 to run" in again.stderr
+    assert [tuple(r) for r in done_blocks(store)] == [tuple(r) for r in rows]
+
+
+def _wait(condition, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _count(store: Path, status: str) -> int:
+    if not store.exists():
+        return 0
+    with connect(store) as conn:
+        return conn.execute("SELECT COUNT(*) FROM blocks WHERE status = ?", (status,)).fetchone()[0]
+
+
+def _ab_processes(store: Path) -> list[int]:
+    """Our block processes still alive (their command names the blocks' directory)."""
+    marker = str(store.with_name(store.name + ".blocks"))
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _dump(store: Path) -> list[str]:
+    with connect(store) as conn:
+        return list(conn.iterdump())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_stopped_coordinator_resumes_without_rerunning_finished_blocks(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    spec = sleep_spec(tmp_path / "sleep.toml", seconds=1.5, warmup=1)
+    store = tmp_path / "s.sqlite"
+    first = subprocess.Popen(
+        campaign_command("run", str(spec), "--store", str(store)),
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait(lambda: _count(store, "done") >= 1 and _count(store, "submitted") == 1, "a block")
+        before = _dump(store)
+        second = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
+        lines = second.stderr.strip().splitlines()
+        assert second.returncode == 2 and len(lines) == 1, second.stderr
+        assert f"another coordinator runs this campaign (pid {first.pid} on" in lines[0]
+        assert _dump(store) == before
+        assert integrity(store) == "ok"
+        os.kill(first.pid, stop)
+        first.communicate(timeout=DEADLINE_S)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == (-signal.SIGKILL if stop == signal.SIGKILL else 130)
+    _wait(lambda: not _ab_processes(store), "the block's processes to end with the coordinator")
+    assert integrity(store) == "ok"
+    # Ctrl-C marks the block in flight itself; after a SIGKILL the next run finds it in flight
+    killed = stop == signal.SIGKILL
+    assert (_count(store, "submitted"), _count(store, "interrupted")) == (int(killed), 1 - killed)
+    kept = [tuple(r) for r in done_blocks(store)]
+    proc = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("1 interrupted block(s) run again" in proc.stderr) == killed
+    assert integrity(store) == "ok"
+    assert_each_block_done_once(store, cells=2, pairs=2, trials=4)
+    after = {(r["cell"], r["block"]): tuple(r) for r in done_blocks(store)}
+    assert all(after[(row[1], row[2])] == row for row in kept)  # finished blocks untouched
+    assert _count(store, "interrupted") == 1
