@@ -9,25 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-SLEEP_SPEC = """
-[campaign]
-name = "sleepers"
-kind = "schedule"
-pairs = 2
-warmup = {warmup}
-arms = ["s1", "s2"]
-
-[axes]
-model = ["tiny"]
-ladder = ["64,128", "128,256"]
-
-[options]
-command = "{python} -m compile_ahead.profiling.campaigns.sleep_trial {seconds} {{schedule}} {{out}}"
-"""
+from compile_ahead.profiling.campaigns.sleep_trial import campaign_toml
 
 
 def sleep_spec(path: Path, seconds: float, warmup: int = 0) -> Path:
-    path.write_text(SLEEP_SPEC.format(python=sys.executable, seconds=seconds, warmup=warmup))
+    """A campaign of 2 cells x 2 pairs whose trials sleep ``seconds`` (sleep_trial.py)."""
+    path.write_text(campaign_toml(seconds, cells=2, pairs=2, warmup=warmup))
     return path
 
 

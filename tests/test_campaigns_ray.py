@@ -6,6 +6,7 @@ other, no trial is recorded twice, blocks never overlap on a node, and the repor
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -112,10 +113,11 @@ def test_a_node_lost_mid_block_reruns_it_elsewhere_once(cluster_run: dict) -> No
 def test_blocks_never_share_a_node(cluster_run: dict) -> None:
     with connect(Path(cluster_run["store"])) as conn:
         rows = conn.execute(
-            "SELECT node, started, ended FROM blocks WHERE started IS NOT NULL ORDER BY node, started"
+            "SELECT node, started, ended FROM blocks WHERE started IS NOT NULL "
+            "ORDER BY node, started"
         ).fetchall()
     assert len(rows) == 4
-    for a, b in zip(rows, rows[1:], strict=False):
+    for a, b in itertools.pairwise(rows):
         if a["node"] == b["node"]:
             assert a["ended"] <= b["started"], (tuple(a), tuple(b))
 

@@ -17,6 +17,17 @@ import sys
 import time
 
 
+def campaign_toml(seconds: float, cells: int = 2, pairs: int = 2, warmup: int = 0) -> str:
+    """A schedule campaign of ``cells`` cells x ``pairs`` pairs whose trials only sleep."""
+    ladders = ", ".join(f'"{64 << i},{128 << i}"' for i in range(cells))
+    command = f"{sys.executable} -m {__spec__.name} {seconds:g} {{schedule}} {{out}}"
+    return (
+        f'[campaign]\nname = "sleepers"\nkind = "schedule"\npairs = {pairs}\n'
+        f'warmup = {warmup}\narms = ["s1", "s2"]\n\n[axes]\nmodel = ["tiny"]\n'
+        f"ladder = [{ladders}]\n\n[options]\ncommand = {json.dumps(command)}\n"
+    )
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: sleep_trial SECONDS SCHEDULE OUT", file=sys.stderr)
