@@ -11,6 +11,19 @@ from pathlib import Path
 
 from compile_ahead.profiling.campaigns.sleep_trial import campaign_toml
 
+# A compile campaign of the tiny preset: 2 cells (ladders) x 2 pairs, two property sets.
+TINY_COMPILE = """
+[campaign]
+kind = "compile"
+pairs = 2
+warmup = 0
+arms = ["A=current", "B=current,INFERENCE_PRECISION_HINT=f32"]
+
+[axes]
+model = ["tiny"]
+ladder = ["32,64", "64,128"]
+"""
+
 
 def sleep_spec(path: Path, seconds: float, warmup: int = 0) -> Path:
     """A campaign of 2 cells x 2 pairs whose trials sleep ``seconds`` (sleep_trial.py)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import openvino as ov
 import pytest
 from campaign_helpers import (
+    TINY_COMPILE,
     assert_each_block_done_once,
     campaign_command,
     connect,
@@ -23,17 +24,6 @@ from campaign_helpers import (
     sleep_spec,
 )
 
-TINY_COMPILE = """
-[campaign]
-kind = "compile"
-pairs = 2
-warmup = 0
-arms = ["A=current", "B=current,INFERENCE_PRECISION_HINT=f32"]
-
-[axes]
-model = ["tiny"]
-ladder = ["32,64", "64,128"]
-"""
 DEADLINE_S = 600.0
 
 

@@ -7,22 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from campaign_helpers import TINY_COMPILE
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.arms import parse_campaign_arm
 from compile_ahead.profiling.campaigns.spec import load_spec
-
-GOOD = """
-[campaign]
-kind = "compile"
-pairs = 2
-warmup = 0
-arms = ["A=current", "B=current,INFERENCE_PRECISION_HINT=f32"]
-
-[axes]
-model = ["tiny"]
-ladder = ["32,64", "64,128"]
-"""
 
 
 def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -62,7 +51,7 @@ def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 )  # fmt: skip
 def test_bad_campaign_one_line_nothing_written(tmp_path: Path, edit, message: str) -> None:
     spec = tmp_path / "bad.toml"
-    spec.write_text(edit(GOOD))
+    spec.write_text(edit(TINY_COMPILE))
     proc = campaign(["run", str(spec), "--store", str(tmp_path / "s.sqlite")], tmp_path)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
@@ -74,7 +63,9 @@ def test_bad_campaign_one_line_nothing_written(tmp_path: Path, edit, message: st
 def test_a_good_campaign_expands_to_its_cells(tmp_path: Path) -> None:
     spec_path = tmp_path / "good.toml"
     spec_path.write_text(
-        GOOD.replace('model = ["tiny"]', 'model = ["tiny"]\nsynthetic_dtype = ["f16", "bf16"]')
+        TINY_COMPILE.replace(
+            'model = ["tiny"]', 'model = ["tiny"]\nsynthetic_dtype = ["f16", "bf16"]'
+        )
     )
     spec = load_spec(spec_path)
     assert [c.label for c in spec.cells] == [

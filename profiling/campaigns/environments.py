@@ -13,20 +13,17 @@ the next build clears what a killed one left.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.base.user_cache import cache_root
+from compile_ahead.runtime.base.user_cache import cache_lock, cache_root
 
 MARKER = "compile-ahead-env.json"
 _BUILDING = ".building-"
@@ -57,21 +54,6 @@ def uv_command() -> list[str]:
             "not installed: pip install uv (or compile-ahead[cluster])"
         )
     return [found]
-
-
-@contextlib.contextmanager
-def _locked(path: Path, what: str, stream: TextIO) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another process building {what} ...", file=stream, flush=True)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _run(command: list[str], what: str) -> str:
@@ -105,7 +87,7 @@ def ensure_environment(version: str, stream: TextIO | None = None) -> Path:
     if (final / MARKER).is_file():
         return _python(final)
     what = f"the environment of openvino=={version}"
-    with _locked(final.with_name(final.name + ".lock"), what, stream):
+    with cache_lock(final.with_name(final.name + ".lock"), what, stream):
         if (final / MARKER).is_file():  # built while we waited
             return _python(final)
         for leftover in final.parent.glob(f"{final.name}{_BUILDING}*"):
