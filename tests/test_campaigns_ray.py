@@ -63,7 +63,8 @@ def cluster_run(tmp_path_factory) -> dict:
     config = {
         "cache": str(root / "cache"), "hub_a": str(root / "hub-a"), "hub_b": str(root / "hub-b"),
         "spec": str(spec), "store": str(root / "s.sqlite"), "missing_spec": str(missing),
-        "missing_store": str(root / "m.sqlite"), "result": str(root / "result.json"),
+        "missing_store": str(root / "m.sqlite"), "late_spec": str(missing),
+        "late_store": str(root / "late.sqlite"), "result": str(root / "result.json"),
     }  # fmt: skip
     (root / "config.json").write_text(json.dumps(config))
     proc = subprocess.run(
@@ -93,7 +94,7 @@ def test_a_node_that_cannot_see_the_model_is_refused(cluster_run: dict) -> None:
 
 @pytest.mark.slow
 def test_a_node_lost_mid_block_reruns_it_elsewhere_once(cluster_run: dict) -> None:
-    seen = cluster_run["seen"]
+    seen = cluster_run["seen"]["lost"]
     assert seen["run"]["returncode"] == 0, seen["run"]["stderr"]
     store = Path(cluster_run["store"])
     assert integrity(store) == "ok"
@@ -129,3 +130,20 @@ def test_cluster_report_equals_ab_report(cluster_run: dict) -> None:
     proc = run(campaign_command("report", str(store), "--out", str(root / "report")), root)
     assert proc.returncode == 0, proc.stderr
     assert report_matches_ab(store, root / "report", root) == 2
+
+
+@pytest.mark.slow
+def test_a_node_joining_without_the_model_refuses_its_block(cluster_run: dict) -> None:
+    seen = cluster_run["seen"]["late"]
+    assert seen["run"]["returncode"] == 0, seen["run"]["stderr"]
+    assert "b" in seen, "the second node joined after the campaign ended"
+    store = Path(cluster_run["late_store"])
+    assert integrity(store) == "ok"
+    assert_each_block_done_once(store, cells=2, pairs=2, trials=2)
+    with connect(store) as conn:
+        rows = conn.execute("SELECT status, node, error FROM blocks").fetchall()
+    assert {r["node"] for r in rows if r["status"] == "done"} == {seen["a"]}
+    refused = [r for r in rows if r["status"] == "refused"]
+    assert refused and {r["node"] for r in refused} == {seen["b"]}
+    assert all("model test/tiny: not on this machine" in r["error"] for r in refused)
+    assert "sent to another node" in seen["run"]["stderr"]

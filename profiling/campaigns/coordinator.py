@@ -89,6 +89,8 @@ class Recorder:
         self.in_flight.discard(row)
         where = f"{task.cell_dir} block {task.block}"
         host = result.get("host", "?")
+        if self.executor.name != "local" and result.get("node"):
+            host += f" (node {str(result['node'])[:8]})"
         if result["status"] == "done":
             self.done += 1
             self.walls.append(result["ended"] - result["started"])

@@ -7,8 +7,8 @@ per node in flight and records each block when its task returns; a task whose no
 rerun elsewhere by Ray (``max_retries``), and since only a returned result is recorded, no trial
 is recorded twice. Before anything is written, each node is asked for its machine and for the
 identity of every model of the campaign: a node that cannot see one as the coordinator does is
-refused with one line. A node that joins later and lacks a model refuses its block; the block
-is then sent to the other nodes only (a ``ray.io/node-id`` label selector).
+refused with one line. A node that joins later and lacks a model refuses its block; the blocks
+of that model are then sent to the other nodes only (a ``ray.io/node-id`` label selector).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class RayExecutor:
     def run(self, tasks: Sequence[BlockTask], hooks: Hooks) -> None:
         queue = deque(tasks)
         in_flight: dict = {}
-        avoid: dict[int, set[str]] = {}  # cell -> nodes that refused it
+        avoid: dict[tuple, set[str]] = {}  # model -> nodes that refused it
         try:
             while queue or in_flight:
                 while queue and len(in_flight) < self.parallelism:
@@ -154,7 +154,7 @@ class RayExecutor:
                     if hooks.skip(task):
                         continue
                     row = hooks.submitted(task)
-                    in_flight[self._submit(task, avoid.get(task.cell, set()))] = (task, row)
+                    in_flight[self._submit(task, avoid.get(_model(task), set()))] = (task, row)
                 done, _ = self.ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SLICE_S)
                 for ref in done:
                     task, row = in_flight.pop(ref)
@@ -179,15 +179,19 @@ class RayExecutor:
                 "ended": time.time(),
             }
 
-    def _elsewhere(self, task: BlockTask, result: dict, avoid: dict[int, set[str]]) -> bool:
+    def _elsewhere(self, task: BlockTask, result: dict, avoid: dict[tuple, set[str]]) -> bool:
         """Send a refused block to the other nodes; False when none is left for it."""
-        refused = avoid.setdefault(task.cell, set())
+        refused = avoid.setdefault(_model(task), set())
         refused.add(str(result.get("node")))
         self._nodes_at = 0.0
         return any(n["NodeID"] not in refused for n in self.slot_nodes())
 
     def close(self) -> None:
         self.ray.shutdown()
+
+
+def _model(task: BlockTask) -> tuple[str, str | None]:
+    return (task.model, task.synthetic_dtype)
 
 
 def _check_node(answer: dict, identities: dict[tuple[str, str | None], dict]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 
 from compile_ahead.profiling.campaigns.ray_executor import SLOT
@@ -65,7 +64,3 @@ def node_of(cluster, node_id: str):
         if node.node_id == node_id:
             return node
     raise KeyError(node_id)
-
-
-def python_command(*args: str) -> list[str]:
-    return [sys.executable, *args]
