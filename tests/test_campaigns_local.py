@@ -4,6 +4,7 @@ interrupted (Ctrl-C) mid-block, then resumed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -132,3 +133,38 @@ def test_stopped_coordinator_resumes_without_rerunning_finished_blocks(
     after = {(r["cell"], r["block"]): tuple(r) for r in done_blocks(store)}
     assert all(after[(row[1], row[2])] == row for row in kept)  # finished blocks untouched
     assert _count(store, "interrupted") == 1
+
+
+@pytest.mark.slow
+def test_blocks_from_two_machines_are_not_pooled_unless_stratified(tmp_path: Path) -> None:
+    spec = sleep_spec(tmp_path / "sleep.toml", seconds=0.2)
+    store = tmp_path / "s.sqlite"
+    assert run(campaign_command("run", str(spec), "--store", str(store)), tmp_path).returncode == 0
+    with connect(store) as conn:  # block 1 of cell 0 as if it ran on a machine with AMX off
+        data = conn.execute("SELECT data FROM fingerprints").fetchone()[0]
+        conn.execute("INSERT INTO fingerprints VALUES ('0ther000', ?)", (data + " ",))
+        conn.execute("UPDATE blocks SET fingerprint = '0ther000' WHERE cell = 0 AND block = 1")
+    report = tmp_path / "report"
+    proc = run(campaign_command("report", str(store), "--out", str(report)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = (report / "campaign.md").read_text()
+    assert "blocks from 2 machine fingerprints (0ther000, " in summary
+    assert sorted(p.name for p in report.glob("cell*")) == ["cell01-tiny_128-256"]
+    proc = run(campaign_command("report", str(store), "--out", str(report), "--stratify"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    apart = {
+        p.parent.name: json.loads(p.read_text())["endpoints"][0]["values"]["s1"]
+        for p in report.glob("cell00-*/machine-*/schedule_ab_partial.json")
+    }
+    # each machine's report holds its own block's pair only
+    assert {name: [v is not None for v in values] for name, values in apart.items()} == {
+        "machine-0ther000": [False, True],
+        f"machine-{_digest(store)[:8]}": [True, False],
+    }
+
+
+def _digest(store: Path) -> str:
+    with connect(store) as conn:
+        return conn.execute(
+            "SELECT digest FROM fingerprints WHERE digest != '0ther000'"
+        ).fetchone()[0]
