@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -168,3 +169,42 @@ def _digest(store: Path) -> str:
         return conn.execute(
             "SELECT digest FROM fingerprints WHERE digest != '0ther000'"
         ).fetchone()[0]
+
+
+def _mount_namespace_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "a small file system of its own (tmpfs in a mount namespace) needs root"
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"unshare -m fails here: {probe.stderr.strip() or probe.returncode}"
+    return None
+
+
+@pytest.mark.slow
+def test_a_full_disk_loses_only_the_blocks_in_flight(tmp_path: Path) -> None:
+    reason = _mount_namespace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    mnt, result = tmp_path / "small-disk", tmp_path / "result.json"
+    mnt.mkdir()
+    driver = Path(__file__).with_name("campaign_full_disk_driver.py")
+    script = f'mount -t tmpfs -o size=8m tmpfs "{mnt}" && exec "$@"'
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", sys.executable, str(driver), str(mnt),
+         str(result)],
+        capture_output=True, text=True, timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(result.read_text())
+    full = seen["full"]
+    errors = [ln for ln in full["stderr"].splitlines() if ln.startswith("compile-ahead: error:")]
+    assert full["returncode"] == 2 and len(errors) == 1, full["stderr"]
+    assert full["integrity"] == "ok" and seen["integrity"] == "ok"
+    done_before = [r for r in full["rows"] if r[3] == "done"]
+    assert len(done_before) >= 2
+    assert all(r in seen["rows"] for r in done_before)  # kept as they were
+    assert seen["again"]["returncode"] == 0, seen["again"]["stderr"]
+    assert sorted((c, b) for c, b, _ in seen["trials"]) == [
+        (c, b) for c in (0, 1) for b in range(3)
+    ]
+    assert {n for _, _, n in seen["trials"]} == {2}

@@ -171,7 +171,11 @@ def run_block(task: BlockTask, node: str) -> dict:
     refused = _refusal(task)
     if refused is not None:
         return base | {"status": "refused", "error": refused, "ended": time.time()}
-    workdir = _workdir(task, node)
+    try:
+        workdir = _workdir(task, node)
+    except OSError as err:  # e.g. a full disk: this block fails, the store says why
+        return base | {"status": "failed", "error": f"cannot write the block's files: {err}",
+                       "ended": time.time()}  # fmt: skip
     base["workdir"] = str(workdir)
     try:
         command = child.compile_ahead_command(ab_argv(task, workdir / AB_DIR))
