@@ -12,6 +12,7 @@ from campaign_helpers import TINY_COMPILE
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.arms import parse_campaign_arm
 from compile_ahead.profiling.campaigns.spec import load_spec
+from compile_ahead.profiling.trials.design import make_plan
 
 
 def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -102,3 +103,15 @@ def test_arms_by_version_interpreter_or_current(tmp_path: Path) -> None:
         parse_campaign_arm(sys.executable, "spec")
     with pytest.raises(CompileAheadError, match="names 2 installations"):
         parse_campaign_arm("x=openvino==2025.4.1,current", "spec")
+
+
+@pytest.mark.parametrize("arms", [("A", "B"), ("A", "B", "C"), ("A", "B", "C", "D")])
+def test_one_block_of_a_design_runs_in_the_designs_order(arms: tuple[str, ...]) -> None:
+    """`ab --first-block B --pairs 1` (a campaign's block B) runs what block B of the whole
+    design runs, and pooling the blocks in order gives the whole design."""
+    whole = make_plan(arms, 12, 0)
+    for first in range(12):
+        assert make_plan(arms, 1, 0, first_block=first).blocks == whole.blocks[first : first + 1]
+    assert make_plan(arms, 5, 1, first_block=3).blocks == whole.blocks[3:8]
+    with pytest.raises(CompileAheadError, match="--first-block must be 0 or more"):
+        make_plan(arms, 1, 0, first_block=-1)
