@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from compile_ahead.profiling.campaigns.block import BlockTask, run_block
@@ -22,8 +23,6 @@ class LocalExecutor:
         """Nothing to ask: the coordinator's machine is the one that runs the blocks."""
 
     def prepare(self, task: BlockTask) -> BlockTask:
-        from dataclasses import replace
-
         return replace(task, work_root=str(self.work_root))
 
     def run(self, tasks: Sequence[BlockTask], hooks: Hooks) -> None:

@@ -142,75 +142,60 @@ def _markdown(store: Store, runs: list[CellRun], rows: list[dict], extra: list[s
     return "\n".join([*lines, "", *extra]) + "\n"
 
 
-def _forests(rows: list[dict], out: Path) -> list[Path]:
-    written = []
+def _forests(rows: list[dict], out: Path) -> None:
     for key in dict.fromkeys(r["endpoint"] for r in rows if r["comparison"] is not None):
         chosen = [r for r in rows if r["endpoint"] == key]
         labelled = [r | {"label": f"{r['cell']} · {r['versus']}"} for r in chosen]
-        path = plots.forest(
-            labelled, chosen[0]["label"], chosen[0]["unit"], out / f"forest_{key}.png"
-        )
-        if path is not None:
-            written.append(path)
-    return written
+        plots.forest(labelled, chosen[0]["label"], chosen[0]["unit"], out / f"forest_{key}.png")
 
 
-def _compile_history(run: CellRun, data: dict, out: Path, no_plot: bool) -> tuple[str, list]:
+def _compile_history(run: CellRun, data: dict, out: Path, no_plot: bool) -> str:
+    """The cell's history plot; the markdown of its per-pass moves (with pass-profile)."""
     labels = dict((run.experiment or {}).get("labels", {}))
-    written = []
     if not no_plot:
         arms, panels = history.history_panels(data, labels)
         if panels:
-            path = out / run.dirname / "history.png"
-            written.append(plots.history(panels, arms, f"Compile wall per arm: {run.label}", path))
-    text = history.pass_moves(run, labels) if (run.experiment or {}).get("pass_profile") else ""
-    return text, written
+            title = f"Compile wall per arm: {run.label}"
+            plots.history(panels, arms, title, out / run.dirname / "history.png")
+    return history.pass_moves(run, labels) if (run.experiment or {}).get("pass_profile") else ""
 
 
 def write_report(store_path: Path, out: Path, stratify: bool, no_plot: bool) -> Path:
     store = Store.open(store_path)
-    check_replaceable_dir(out, "--out")
-    if out.exists():  # an earlier report of ours (checked): replaced whole, no stale cell left
-        shutil.rmtree(out)
+    try:
+        check_replaceable_dir(out, "--out")
+        if out.exists():  # an earlier report of ours (checked): replaced whole, no stale cell
+            shutil.rmtree(out)
+        mark_output_dir(out)
+        md = _write_all(store, out, stratify, no_plot)
+    finally:
+        store.close()
+    print(md.read_text())
+    return md
+
+
+def _write_all(store: Store, out: Path, stratify: bool, no_plot: bool) -> Path:
     kind = store.meta("kind") or ""
     chosen = json.loads(store.meta("report_endpoints") or "null")
-    mark_output_dir(out)
     runs = cell_runs(store, stratify)
     rows: list[dict] = []
     extra: list[str] = []
-    written: list[Path] = []
     for run in runs:
         if run.refused is not None:
             continue
         data = _write_cell(run, out, no_plot)
         rows += cell_rows(run, data, kind, chosen)
         if kind == "compile":
-            text, pngs = _compile_history(run, data, out, no_plot)
+            text = _compile_history(run, data, out, no_plot)
             extra += [text] if text else []
-            written += pngs
     if not no_plot:
-        written += _forests(rows, out)
+        _forests(rows, out)
     md = out / f"{SUMMARY}.md"
     with writing(md):
         md.write_text(_markdown(store, runs, rows, extra))
-    summary = {
-        "name": store.meta("name"),
-        "kind": kind,
-        "rows": rows,
-        "cells": [
-            {
-                "cell": r.label,
-                "dir": r.dirname,
-                "machine": r.machine,
-                "blocks": r.blocks,
-                "status": r.status,
-                "refused": r.refused,
-            }
-            for r in runs
-        ],
-    }
+    summary = {"name": store.meta("name"), "kind": kind, "rows": rows, "cells": [
+        {"cell": r.label, "dir": r.dirname, "machine": r.machine, "blocks": r.blocks,
+         "status": r.status, "refused": r.refused} for r in runs]}  # fmt: skip
     with writing(out / f"{SUMMARY}.json"):
         (out / f"{SUMMARY}.json").write_text(json.dumps(summary, indent=2))
-    store.close()
-    print(md.read_text())
     return md
