@@ -1,26 +1,33 @@
 """What verifying a whole compile cache entry costs, per checksum, next to importing it.
 
-For each file (a compile cache entry, a weights file), memory-mapped as the cache maps an
-entry, every candidate reads all of it: zlib's crc32 and adler32, hashlib's blake2b, sha1,
-sha256 and md5. Candidates are interleaved over the rounds (timings on a shared machine drift)
-and the best and median of each are printed with their throughput; the page cache is warm
-after the first pass, as it is for an entry written or read recently.
+Every candidate reads all of each subject: files memory-mapped as the cache maps an entry, and
+with --buffer-gb an in-memory buffer of random bytes (a ~1 GB rung entry's size). Candidates:
+xxhash's xxh3_64, xxh3_128 and xxh64, google-crc32c's hardware CRC-32C (it takes only bytes,
+so a mapped file is copied into bytes first, and that copy is counted), zlib's crc32 and
+adler32, hashlib's blake2b, sha1, sha256 and md5. Candidates are interleaved over the rounds
+(timings on a shared machine drift) and the best and median of each are printed with their
+throughput and their speed against zlib's crc32 (the ratios hold up under load better than
+the seconds); the page cache is warm after the first pass, as it is for an entry written or
+read recently. A candidate whose library is not installed is left out, and said so.
 
 With --import-entry, the same entry is also imported (OpenVINO import_model on CPU) in the
-same rounds, so the checksum's cost reads as a fraction of the import it guards.
+same rounds, as a hit does it, split into its parts: mapping the file and reading its trailer,
+the check, import_model; so the check's cost reads as a share of the import it guards.
 
-    python benchmarks/cache_checksum.py FILE... [--rounds 3] [--import-entry ENTRY]
-        [--json out.json]
+    python benchmarks/cache_checksum.py [FILE...] [--buffer-gb 1] [--rounds 5]
+        [--import-entry ENTRY] [--json out.json]
 
-The compile cache uses the fastest (runtime/compile/cache.py, checksum). Whether a content
-digest of the weights is worth memoizing on (inode, ctime) follows from the same figures: a
-digest reads the whole checkpoint once per new identity, at the throughput printed here.
+The compile cache uses the fastest that releases the GIL and reads a mapping in place
+(runtime/compile/cache.py, checksum). Whether a content digest of the weights is worth
+memoizing on (inode, ctime) follows from the same figures: a digest reads the whole checkpoint
+once per new identity, at the throughput printed here.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import statistics
 import time
@@ -30,72 +37,137 @@ from pathlib import Path
 
 import numpy as np
 
-CANDIDATES: dict[str, Callable[[memoryview], object]] = {
-    "crc32": zlib.crc32,
-    "adler32": zlib.adler32,
-    "blake2b": lambda v: hashlib.blake2b(v, digest_size=16).digest(),
-    "sha1": lambda v: hashlib.sha1(v).digest(),
-    "sha256": lambda v: hashlib.sha256(v).digest(),
-    "md5": lambda v: hashlib.md5(v).digest(),
+Subject = bytes | np.ndarray  # bytes in memory, or a file mapped as the cache maps an entry
+
+
+def _crc32c(subject: Subject) -> object:
+    import google_crc32c
+
+    data = subject if isinstance(subject, bytes) else bytes(memoryview(subject))
+    return google_crc32c.value(data)
+
+
+def _xxhash(name: str) -> Callable[[Subject], object]:
+    def digest(subject: Subject) -> object:
+        return getattr(importlib.import_module("xxhash"), name)(memoryview(subject))
+
+    return digest
+
+
+CANDIDATES: dict[str, tuple[str | None, Callable[[Subject], object]]] = {
+    "xxh3_128": ("xxhash", _xxhash("xxh3_128_intdigest")),
+    "xxh3_64": ("xxhash", _xxhash("xxh3_64_intdigest")),
+    "xxh64": ("xxhash", _xxhash("xxh64_intdigest")),
+    "crc32c": ("google_crc32c", _crc32c),
+    "crc32": (None, lambda s: zlib.crc32(memoryview(s))),
+    "adler32": (None, lambda s: zlib.adler32(memoryview(s))),
+    "blake2b": (None, lambda s: hashlib.blake2b(memoryview(s), digest_size=16).digest()),
+    "sha1": (None, lambda s: hashlib.sha1(memoryview(s)).digest()),
+    "sha256": (None, lambda s: hashlib.sha256(memoryview(s)).digest()),
+    "md5": (None, lambda s: hashlib.md5(memoryview(s)).digest()),
 }
 
 
-def _import_seconds(entry: Path) -> float:
-    """One import of a cache entry's blob, as a hit does it (trailer and footer stripped)."""
+def available() -> dict[str, Callable[[Subject], object]]:
+    found = {}
+    for name, (module, fn) in CANDIDATES.items():
+        try:
+            if module is not None:
+                importlib.import_module(module)
+        except ImportError:
+            print(f"({name} left out: {module} is not installed)")
+            continue
+        found[name] = fn
+    return found
+
+
+def import_parts(entry: Path) -> dict[str, float]:
+    """One hit's import of a cache entry, by part, as runtime/compile/cache.py does it."""
     import openvino as ov
 
     from compile_ahead.runtime.base.ov_core import core
-    from compile_ahead.runtime.compile.cache import _FOOTER
+    from compile_ahead.runtime.compile.cache import _FOOTER, checksum
 
+    t0 = time.perf_counter()
     mapped = np.memmap(entry, dtype=np.uint8, mode="c")
     trailer_len, _ = _FOOTER.unpack(bytes(mapped[-_FOOTER.size :]))
     blob = mapped[: len(mapped) - _FOOTER.size - trailer_len]
-    trailer = json.loads(bytes(mapped[len(blob) : len(blob) + trailer_len]))
-    del trailer
-    t0 = time.perf_counter()
+    json.loads(bytes(mapped[len(blob) : len(blob) + trailer_len]))
+    t1 = time.perf_counter()
+    checksum(blob)
+    t2 = time.perf_counter()
     compiled = core().import_model(ov.Tensor(blob, shared_memory=True), "CPU", {})
-    seconds = time.perf_counter() - t0
+    t3 = time.perf_counter()
     del compiled
-    return seconds
+    return {"map_and_trailer_s": t1 - t0, "check_s": t2 - t1, "import_model_s": t3 - t2}
+
+
+def measure(subjects: dict[str, Subject], rounds: int) -> dict[str, dict[str, list[float]]]:
+    candidates = available()
+    results: dict[str, dict[str, list[float]]] = {name: {} for name in subjects}
+    for r in range(rounds):
+        order = list(candidates.items())
+        if r % 2:
+            order.reverse()  # no candidate always runs right after another
+        for label, subject in subjects.items():
+            for name, fn in order:
+                t0 = time.perf_counter()
+                fn(subject)
+                results[label].setdefault(name, []).append(time.perf_counter() - t0)
+    return results
+
+
+def report(label: str, size: int, times: dict[str, list[float]]) -> dict[str, object]:
+    print(f"{label} ({size / 1e9:.3f} GB)")
+    base = times.get("crc32")
+    rows = {}
+    for name, ts in sorted(times.items(), key=lambda kv: min(kv[1])):
+        best, median = min(ts), statistics.median(ts)
+        row = {"best_s": best, "median_s": median, "gb_per_s": size / best / 1e9}
+        line = (
+            f"  {name:8s} best {best:6.3f} s  median {median:6.3f} s  {size / best / 1e9:6.2f} GB/s"
+        )
+        if base:
+            # Per round, zlib crc32's seconds over this candidate's: how many times faster.
+            ratios = [b / t for b, t in zip(base, ts, strict=True)]
+            row["x_crc32_median"] = statistics.median(ratios)
+            spread = f"rounds {min(ratios):.2f}-{max(ratios):.2f}"
+            line += f"  {statistics.median(ratios):5.2f}x crc32 ({spread})"
+        rows[name] = row
+        print(line)
+    return {"bytes": size, "checksums": rows}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="+", type=Path)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("files", nargs="*", type=Path)
+    ap.add_argument("--buffer-gb", type=float, default=0.0, help="also an in-memory buffer")
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--import-entry", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    if not args.files and not args.buffer_gb:
+        ap.error("give files to read, --buffer-gb, or both")
 
-    results: dict[str, dict[str, list[float]]] = {str(f): {} for f in args.files}
-    imports: list[float] = []
-    for _ in range(args.rounds):
-        for path in args.files:
-            view = memoryview(np.memmap(path, dtype=np.uint8, mode="r"))
-            for name, fn in CANDIDATES.items():
-                t0 = time.perf_counter()
-                fn(view)
-                results[str(path)].setdefault(name, []).append(time.perf_counter() - t0)
-        if args.import_entry is not None:
-            imports.append(_import_seconds(args.import_entry))
+    subjects: dict[str, Subject] = {
+        str(p): np.memmap(p, dtype=np.uint8, mode="r") for p in args.files
+    }
+    if args.buffer_gb:
+        n = int(args.buffer_gb * 1e9)
+        subjects["random buffer"] = np.random.default_rng(0).bytes(n)
+    results = measure(subjects, args.rounds)
+    out: dict[str, object] = {"rounds": args.rounds, "subjects": {}}
+    for label, subject in subjects.items():
+        out["subjects"][label] = report(label, len(subject), results[label])  # type: ignore[index]
 
-    out: dict[str, object] = {"rounds": args.rounds, "files": {}}
-    for path in args.files:
-        size = path.stat().st_size
-        print(f"{path} ({size / 1e9:.3f} GB)")
-        rows = {}
-        for name, times in sorted(results[str(path)].items(), key=lambda kv: min(kv[1])):
-            best, median = min(times), statistics.median(times)
-            rows[name] = {"best_s": best, "median_s": median, "gb_per_s": size / best / 1e9}
-            rate = size / best / 1e9
-            print(f"  {name:8s} best {best:6.3f} s  median {median:6.3f} s  {rate:5.2f} GB/s")
-        out["files"][str(path)] = {"bytes": size, "checksums": rows}  # type: ignore[index]
-    if imports:
-        print(
-            f"import_model of {args.import_entry}: best {min(imports):.3f} s, median "
-            f"{statistics.median(imports):.3f} s"
-        )
-        out["import_s"] = imports
+    if args.import_entry is not None:
+        parts = [import_parts(args.import_entry) for _ in range(args.rounds)]
+        medians = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+        total = sum(medians.values())
+        print(f"import of {args.import_entry} (median of {args.rounds}):")
+        for k, v in medians.items():
+            print(f"  {k:18s} {v:6.3f} s  {100 * v / total:5.1f}%")
+        out["import_parts"] = parts
     if args.json is not None:
         args.json.write_text(json.dumps(out, indent=1))
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.outputs import check_replaceable_dir, mark_output_dir
+from compile_ahead.output_dirs import seal_output_dir
+from compile_ahead.output_paths import temporary_name
+from compile_ahead.outputs import check_replaceable_dir
 from compile_ahead.profiling.compile_profiler import (
     GRAPH_KINDS,
     REPORT_NAME,
@@ -167,9 +169,9 @@ def check_args(args: argparse.Namespace) -> list[int]:
         raise CompileAheadError(
             f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
         )
-    # Replaced whole when the profile is published: only an earlier profile may be there.
+    # Replaced whole when the profile is published: only an earlier profile may be there (and
+    # at the failed profile's place beside it).
     check_replaceable_dir(args.out, "--out")
-    check_replaceable_dir(args.out.with_name(args.out.name + ".failed"), "--out")
     if args.schedule is not None:
         get_schedule(args.schedule)
         prompt_len_from_args(args, ladder)
@@ -218,17 +220,16 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
 
 def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Re-run this command under py-spy, then put its samples on the child's trace."""
-    from compile_ahead.profiling.pyspy import PYSPY_ENV, emit_samples, find_pyspy, load_samples
-    from compile_ahead.profiling.trace_validate import validate_trace
-    from compile_ahead.profiling.trace_writer import TraceWriter
+    from compile_ahead.profiling.pyspy import PYSPY_ENV, find_pyspy
 
     pyspy = find_pyspy()
     if pyspy is None:
         raise CompileAheadError("--py-spy: py-spy is not installed (pip install py-spy)")
     out: Path = args.out
-    mark_output_dir(out)  # the child publishes its profile over it
-    samples_path = out / PYSPY_NAME
-    samples_path.unlink(missing_ok=True)
+    # Beside the output until the child has published it: a failed child's samples never go
+    # into an earlier profile.
+    out.parent.mkdir(parents=True, exist_ok=True)  # py-spy writes there, it creates no dirs
+    samples_path = out.parent / temporary_name(out, ".", ".pyspy.json")
     cmd = [
         pyspy,
         "record",
@@ -247,10 +248,24 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
         *argv,
     ]
     env = {**os.environ, PYSPY_ENV: "1"}
-    code = subprocess.call(cmd, env=env)
+    try:
+        code = subprocess.call(cmd, env=env)
+        if code != 0 or not samples_path.exists():
+            raise CompileAheadError(f"--py-spy: the profiled run failed (exit status {code})")
+        os.replace(samples_path, out / PYSPY_NAME)
+    finally:
+        samples_path.unlink(missing_ok=True)
+    return merge_pyspy(args, out, code)
+
+
+def merge_pyspy(args: argparse.Namespace, out: Path, code: int) -> int:
+    """Put the py-spy samples the child's profile left in ``out`` on its trace and report."""
+    from compile_ahead.profiling.pyspy import emit_samples, load_samples
+    from compile_ahead.profiling.trace_validate import validate_trace
+    from compile_ahead.profiling.trace_writer import TraceWriter
+
+    samples_path = out / PYSPY_NAME
     report_path = out / REPORT_NAME
-    if not samples_path.exists() or not report_path.exists():
-        raise CompileAheadError(f"--py-spy: the profiled run failed (exit status {code})")
     report = json.loads(report_path.read_text())
     marker = report.get("pyspy_marker_ns")
     if not marker:
@@ -274,6 +289,7 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
     report["trace"]["valid"] = validation.ok
     report["trace"]["errors"] = validation.errors
     write_json_atomic(report_path, report)
+    seal_output_dir(out)  # the samples file is the tool's too
     spread_ms = abs(samples.spread_ns) / 1e6
     print(
         f"py-spy: {spans} sampled frames on the trace; alignment within about "

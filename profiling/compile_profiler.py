@@ -9,19 +9,18 @@ at ``<out>.failed`` instead).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError, OutputWriteError, write_error
-from compile_ahead.outputs import mark_output_dir
+from compile_ahead.output_dirs import make_staging_dir, publish_dir
+from compile_ahead.outputs import destination, mark_output_dir
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.depsort import depsort_reading
 from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
@@ -53,34 +52,13 @@ REPORT_NAME = "report.json"
 PASSES_NAME = "passes.txt"
 
 
-def publish_dir(staging: Path, out: Path) -> None:
-    """Replace ``out`` by ``staging`` with renames only (a reader sees one or the other).
-    ``out`` is absent, empty or an earlier output (checked before any work)."""
-    old = None
-    try:
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / out.name)
-        os.replace(staging, out)
-    except OSError as err:
-        if old is not None and not out.exists():
-            with contextlib.suppress(OSError):  # put the earlier output back
-                os.replace(old / out.name, out)
-        shutil.rmtree(staging, ignore_errors=True)
-        raise write_error(out, err) from None
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-
-
 class CompileProfiler:
     def __init__(self, args: argparse.Namespace, ladder: list[int]):
         self.args = args
         self.ladder = ladder
         self.out: Path = args.out
         try:
-            self.out.parent.mkdir(parents=True, exist_ok=True)
-            self.staging = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
+            self.staging = make_staging_dir(self.out)
         except OSError as err:
             raise write_error(self.out, err) from None
         self.writer: Any = None  # the TraceWriter, once setup() opens it
@@ -89,14 +67,8 @@ class CompileProfiler:
         except OutputWriteError as err:
             self.abandon()
             raise write_error_at(err, self.staging, self.out) from None
-        self.pass_file: Path | None = None
-        if not args.no_pass_profile:
-            if "openvino" in __import__("sys").modules:
-                raise CompileAheadError(
-                    "openvino is already loaded: pass profiling cannot be enabled"
-                )
-            self.pass_file = self.staging / PASSES_NAME
-            os.environ[passprofile.ENV] = str(self.pass_file)
+        # On for each profiled compile only (passprofile.recording_passes).
+        self.pass_file = None if args.no_pass_profile else self.staging / PASSES_NAME
         self.report: dict[str, Any] = {}
         self.failure: CompileAheadError | None = None
         # Each profiled compile's passes, for the table of the passes that took most time.
@@ -217,7 +189,10 @@ class CompileProfiler:
         w = self.writer
         job = begin_job(w, 0, time.monotonic_ns(), label=self.foreign.name)
         try:
-            with ProgressLine(f"compiling {self.foreign.name}"), passprofile.without_pass_banners():
+            with (
+                ProgressLine(f"compiling {self.foreign.name}"),
+                passprofile.recording_passes(self.pass_file),
+            ):
                 profile, result = profile_rung(
                     lambda: compile_foreign(self.foreign, self.shapes, self.options),
                     0,
@@ -259,7 +234,7 @@ class CompileProfiler:
         try:
             with (
                 ProgressLine(f"compiling {what} for {self.options.device}"),
-                passprofile.without_pass_banners(),
+                passprofile.recording_passes(self.pass_file),
             ):
                 profile, result = profile_rung(
                     lambda: self.compile_rung(spec), capacity, self.pass_file, self.sampler
@@ -344,9 +319,7 @@ class CompileProfiler:
         )
         bar = ProgressBar(tokens)
         try:
-            # Background compiles print pass-manager banners while pass profiling is on.
-            with passprofile.without_pass_banners():
-                result = run_ladder(self.source, self.options, settings, FanOut(events, bar))
+            result = run_ladder(self.source, self.options, settings, FanOut(events, bar))
         finally:
             bar.close()
             events.close()
@@ -371,7 +344,7 @@ class CompileProfiler:
         self.sampler.stop()
         if self.sampler.error is not None and self.failure is None:
             self.fail(CompileAheadError(f"the RSS counter failed: {self.sampler.error}"))
-        target = self.out if self.failure is None else self.out.with_name(self.out.name + ".failed")
+        target = destination(self.out, self.failure is None, is_dir=True)
         trace_error = None
         try:
             self.writer.close()  # ends what is open: valid up to a failure
@@ -429,7 +402,7 @@ class CompileProfiler:
         print(validation.summary().splitlines()[0])
         if self.failure is None and not validation.ok:
             self.fail(CompileAheadError(f"the trace failed validation: {validation.errors[0]}"))
-            target = self.out.with_name(self.out.name + ".failed")
+            target = destination(self.out, False, is_dir=True)
             r["trace"]["path"] = str(target / TRACE_NAME)
         try:
             write_json_atomic(self.staging / REPORT_NAME, r)
@@ -447,9 +420,7 @@ class CompileProfiler:
     def abandon(self) -> None:
         """Leave no staging directory behind (setup failed, or the output cannot be written)."""
         if self.writer is not None:
-            with contextlib.suppress(OSError, CompileAheadError):
-                self.writer.close(publish=False)
-            self.writer.partial_path.unlink(missing_ok=True)
+            self.writer.discard()
         shutil.rmtree(self.staging, ignore_errors=True)
 
 

@@ -292,6 +292,21 @@ def parse_file(path: str | Path, start_byte: int = 0, end_byte: int | None = Non
 
 
 @contextmanager
+def recording_passes(pass_file: Path | None) -> Iterator[None]:
+    """OpenVINO's pass profiling into ``pass_file`` for what runs inside (None: off), its
+    "PassManager started:" banners kept off stdout. OpenVINO reads ``OV_ENABLE_PROFILE_PASS``
+    at every pass-manager run, so the pass managers outside (reading a model, converting an IR,
+    probing the device) neither print a banner nor land in the file."""
+    if pass_file is not None:
+        os.environ[ENV] = str(pass_file)
+    try:
+        with without_pass_banners():
+            yield
+    finally:
+        os.environ.pop(ENV, None)
+
+
+@contextmanager
 def without_pass_banners(stream: TextIO | None = None) -> Iterator[None]:
     """Hide the "PassManager started:" lines OpenVINO prints to stdout while pass profiling is
     on; everything else written to fd 1 meanwhile is passed through afterwards."""

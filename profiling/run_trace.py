@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from compile_ahead import itt_collector as counters
-from compile_ahead.errors import CompileAheadError, OutputWriteError, write_error
-from compile_ahead.outputs import failed_sibling
+from compile_ahead.errors import CompileAheadError, OutputWriteError
+from compile_ahead.outputs import destination
 from compile_ahead.profiling.trace_compile import Span, emit_nested
 from compile_ahead.profiling.trace_decode import StepSlicer
 from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace
@@ -207,10 +207,11 @@ def traced(
     path: Path, device: str, steps_per_slice: int = 1, process_name: str = "compile-ahead"
 ) -> Iterator[TraceRunEvents]:
     """A trace of whatever runs inside, closed and validated even when it fails. A run that
-    raises, or sets ``events.failed``, keeps what it traced at ``<stem>.failed<suffix>`` and
-    leaves a good trace at ``path`` alone. A trace that fails validation is an error. A trace
-    the system refused to write (disk full, read-only) is left in ``events.write_error`` for
-    the caller to raise after its summary and other outputs."""
+    raises, or sets ``events.failed`` (failed or interrupted), keeps what it traced at
+    ``<stem>.failed<suffix>`` and leaves a good trace at ``path`` alone. A trace that fails
+    validation is an error. A trace the system refused to write (disk full, read-only) is
+    left in ``events.write_error`` for the caller to raise after its summary and other
+    outputs."""
     writer = TraceWriter(path, process_name)
     events = TraceRunEvents(writer, device, steps_per_slice)
     raised = True
@@ -219,16 +220,11 @@ def traced(
         raised = False
     finally:
         events.close()
-        failed = raised or events.failed
+        where: Path | None
         try:
-            where: Path | None = writer.close(publish=not failed)
-            if failed and where is not None:
-                where = where.replace(failed_sibling(path))
+            where = writer.close(destination(path, not (raised or events.failed)))
         except OutputWriteError as err:
             events.write_error = err
-            where = None
-        except OSError as err:  # renaming to the .failed name
-            events.write_error = write_error(failed_sibling(path), err)
             where = None
         if where is not None:
             report = validate_trace(where)

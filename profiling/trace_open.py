@@ -14,13 +14,25 @@ file; it has no origin allow-list for ``url`` (only for postMessage).
 
 The server exits once the trace has been sent whole: at once for ui.perfetto.dev; offline after
 the UI has also stopped asking for its own files for a moment (it loads its trace processor
-after the trace).
+after the trace), and at the latest OFFLINE_MAX_WAIT_S after the trace went out.
+
+Any local user can connect to 127.0.0.1, so the server trusts no request: the trace is opened
+once, at the start (a symbolic link another user owns is not followed, anything but a regular
+file is refused), and every request gets that open file's bytes, whatever the path names later.
+A request must name this server (Host 127.0.0.1:PORT or localhost:PORT: a page on another name
+resolving here, DNS rebinding, gets 421) and, when it says where it comes from (Origin), come
+from the UI (ui.perfetto.dev, or offline this server itself; anything else gets 403). A refused
+request never counts as the UI's fetch. A connection that sends nothing, or stops reading, for
+CONNECTION_TIMEOUT_S is closed, so no client holds the server open.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib.util
+import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -33,6 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.file_kind import file_kind
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 9001
@@ -40,8 +53,14 @@ DEFAULT_PORT = 9001
 FALLBACK_PORTS = 9
 UI_ORIGIN = "https://ui.perfetto.dev"
 UI_PREFIX = "/ui/"  # offline UI files live here, so no UI file name can shadow the trace
-# Offline: after the trace went out, exit once the UI has requested nothing for this long.
+# Offline: after the trace went out, exit once the UI has requested nothing for this long, or
+# at the latest after the longer wait (a client that keeps asking never holds the server open).
 OFFLINE_IDLE_S = 3.0
+OFFLINE_MAX_WAIT_S = 30.0
+# A connection idle this long (no request, or not reading what is sent) is closed.
+CONNECTION_TIMEOUT_S = 5.0
+SEND_CHUNK = 1 << 16  # bytes per write: a slow reader only needs this much per timeout
+MAX_LINKS = 40  # a chain of symbolic links longer than this is refused (as the kernel's ELOOP)
 
 
 @dataclass(frozen=True)
@@ -50,33 +69,81 @@ class OfflineUI:
     index: str  # the index page, relative to root
 
 
-def check_trace(path: Path) -> int:
-    """The trace's size; CompileAheadError unless ``path`` is a readable Perfetto protobuf
-    trace (its first packet is framed and parses; a cut-off tail is still loadable)."""
+@dataclass(frozen=True)
+class TraceFile:
+    """The trace, opened once: every request is served from ``fd``, never from the path."""
+
+    path: Path
+    fd: int
+    size: int
+
+
+def open_trace_file(path: Path) -> TraceFile:
+    """``path`` opened for every request, or CompileAheadError (one line): a symbolic link
+    another user owns (anywhere in a chain), anything but a regular file, a file swapped while
+    it was opened, or not a Perfetto protobuf trace. The caller closes ``fd``."""
+    target, st = _follow_own_links(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise CompileAheadError(f"{path}: not a file ({file_kind(st.st_mode)})")
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # swapped for a link since the check
+            raise CompileAheadError(f"{path}: changed while it was opened; try again") from err
+        raise CompileAheadError(f"{path}: cannot be read ({err.strerror})") from err
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+            raise CompileAheadError(f"{path}: changed while it was opened; try again")
+        check_trace(fd, opened.st_size, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return TraceFile(path, fd, opened.st_size)
+
+
+def _follow_own_links(path: Path) -> tuple[Path, os.stat_result]:
+    """The file ``path`` names, following only symbolic links this user owns, and its lstat."""
+    current = path
+    for _ in range(MAX_LINKS):
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            raise CompileAheadError(f"{path}: no such file") from None
+        except OSError as err:
+            raise CompileAheadError(f"{path}: cannot be read ({err.strerror})") from err
+        if not stat.S_ISLNK(st.st_mode):
+            return current, st
+        if st.st_uid != os.geteuid():
+            which = "" if current == path else f" on the way ({current})"
+            raise CompileAheadError(
+                f"{path}: a symbolic link{which} owned by another user (uid {st.st_uid}); "
+                "not followed"
+            )
+        current = current.parent / os.readlink(current)
+    raise CompileAheadError(f"{path}: too many levels of symbolic links")
+
+
+def check_trace(fd: int, size: int, path: Path) -> None:
+    """CompileAheadError unless the open file is a readable Perfetto protobuf trace (its first
+    packet is framed and parses; a cut-off tail is still loadable)."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
     from compile_ahead.profiling.varint import decode_varint
 
-    if not path.exists():
-        raise CompileAheadError(f"{path}: no such file")
-    if not path.is_file():
-        raise CompileAheadError(f"{path}: not a file")
     try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            head = f.read(16)
-            if not head:
-                raise CompileAheadError(f"{path}: empty file, not a trace")
-            try:
-                packet_size, start = decode_varint(head, 1)
-            except EOFError:
-                packet_size, start = -1, 0
-            if head[0] != 0x0A or packet_size < 0 or start + packet_size > size:
-                raise CompileAheadError(
-                    f"{path}: not a Perfetto protobuf trace (no trace packet at byte 0)"
-                )
-            f.seek(start)
-            first = f.read(packet_size)
+        head = os.pread(fd, 16, 0)
+        if not head:
+            raise CompileAheadError(f"{path}: empty file, not a trace")
+        try:
+            packet_size, start = decode_varint(head, 1)
+        except EOFError:
+            packet_size, start = -1, 0
+        if head[0] != 0x0A or packet_size < 0 or start + packet_size > size:
+            raise CompileAheadError(
+                f"{path}: not a Perfetto protobuf trace (no trace packet at byte 0)"
+            )
+        first = os.pread(fd, packet_size, start)
     except OSError as err:
         raise CompileAheadError(f"{path}: cannot be read ({err.strerror})") from err
     try:
@@ -85,7 +152,6 @@ def check_trace(path: Path) -> int:
         raise CompileAheadError(
             f"{path}: not a Perfetto protobuf trace (first packet does not parse)"
         ) from err
-    return size
 
 
 def find_offline_ui() -> OfflineUI:
@@ -120,14 +186,12 @@ class TraceServer(ThreadingHTTPServer):
     def __init__(
         self,
         port: int,
-        trace: Path,
-        trace_size: int,
+        trace: TraceFile,
         ui: OfflineUI | None,
         log: Callable[[str], None] | None,
     ) -> None:
         self.trace = trace
-        self.trace_size = trace_size
-        self.trace_path = "/" + url_name(trace)
+        self.trace_path = "/" + url_name(trace.path)
         self.ui = ui
         self.log = log
         self.fetched = threading.Event()
@@ -140,6 +204,16 @@ class TraceServer(ThreadingHTTPServer):
     @property
     def port(self) -> int:
         return int(self.server_address[1])
+
+    def hosts(self) -> set[str]:
+        """The Host headers that name this server."""
+        return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
+
+    def origins(self) -> set[str]:
+        """The pages allowed to ask: the online UI, or offline the UI this server serves."""
+        if self.ui is None:
+            return {UI_ORIGIN}
+        return {f"http://{host}" for host in self.hosts()}
 
     def trace_url(self) -> str:
         return f"http://{HOST}:{self.port}{self.trace_path}"
@@ -182,6 +256,7 @@ class TraceServer(ThreadingHTTPServer):
 
 class TraceRequestHandler(SimpleHTTPRequestHandler):
     server: TraceServer
+    timeout = CONNECTION_TIMEOUT_S  # the socket's: reading a request and sending a reply
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         server: TraceServer = args[2]
@@ -202,9 +277,23 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # http.server's own access log would bury the link on stderr
 
+    def refused(self) -> bool:
+        """Answer a request that does not name this server (Host) or comes from a page other
+        than the UI (Origin, when sent) with an error; True when it was refused."""
+        if self.headers.get("Host", "").lower() not in self.server.hosts():
+            self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "not a name of this server")
+            return True
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in self.server.origins():
+            self.send_error(HTTPStatus.FORBIDDEN, "only the Perfetto UI may ask")
+            return True
+        return False
+
     def do_OPTIONS(self) -> None:
         """CORS preflight, including Chrome's private-network one (a public page asking a
         loopback server)."""
+        if self.refused():
+            return
         self.send_response(HTTPStatus.NO_CONTENT)
         self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
         if headers := self.headers.get("Access-Control-Request-Headers"):
@@ -216,6 +305,8 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
 
     def do_POST(self) -> None:
         # The UI probes 127.0.0.1:9001/status for a trace_processor RPC server: there is none.
+        if self.refused():
+            return
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_error(HTTPStatus.NOT_FOUND)
 
@@ -226,6 +317,8 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
         self._serve(body=False)
 
     def _serve(self, body: bool) -> None:
+        if self.refused():
+            return
         path = self.path.split("?", 1)[0]
         if path == self.server.trace_path:
             self._send_trace(body)
@@ -239,28 +332,24 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
             self.send_error(HTTPStatus.NOT_FOUND)
 
     def _send_trace(self, body: bool) -> None:
-        try:
-            f = self.server.trace.open("rb")
-        except OSError:
-            self.send_error(HTTPStatus.NOT_FOUND, "the trace is gone")
+        trace = self.server.trace
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(trace.size))
+        self.end_headers()
+        if not body:
             return
-        with f:
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(self.server.trace_size))
-            self.end_headers()
-            if not body:
-                return
-            # Exactly the announced length, even if the file grew since.
-            left = self.server.trace_size
-            try:
-                while left > 0 and (chunk := f.read(min(left, 1 << 20))):
-                    self.wfile.write(chunk)
-                    left -= len(chunk)
-            except OSError:
-                return  # the browser went away mid-transfer: not fetched
-            if left:
-                return  # the file shrank: the UI did not get the whole trace
+        # The file opened at the start, exactly the announced length, even if it grew since.
+        sent = 0
+        try:
+            while sent < trace.size:
+                chunk = os.pread(trace.fd, min(trace.size - sent, SEND_CHUNK), sent)
+                if not chunk:
+                    return  # the file shrank: the UI did not get the whole trace
+                self.wfile.write(chunk)
+                sent += len(chunk)
+        except OSError:
+            return  # the browser went away mid-transfer (or stopped reading): not fetched
         self.server.sent_whole(self.request)
 
     def list_directory(self, path: str | Path) -> None:
@@ -269,8 +358,7 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
 
 
 def bind(
-    trace: Path,
-    trace_size: int,
+    trace: TraceFile,
     port: int | None,
     ui: OfflineUI | None,
     log: Callable[[str], None] | None = None,
@@ -282,7 +370,7 @@ def bind(
         candidates = [DEFAULT_PORT + i for i in range(FALLBACK_PORTS + 1)] + [0]
     for candidate in candidates:
         try:
-            return TraceServer(candidate, trace, trace_size, ui, log)
+            return TraceServer(candidate, trace, ui, log)
         except OSError as err:
             if port is not None:
                 raise CompileAheadError(
@@ -302,19 +390,31 @@ def open_trace(
 ) -> None:
     """Serve ``path`` on 127.0.0.1, print the UI link (and open it in a browser), return once
     the UI has fetched the trace. Ctrl-C raises KeyboardInterrupt after closing the server."""
-    out = out or sys.stdout
-    size = check_trace(path)
-    ui = find_offline_ui() if offline else None
+    trace = open_trace_file(path)
+    try:
+        ui = find_offline_ui() if offline else None
+        _serve_until_fetched(trace, port, ui, browser, verbose, out or sys.stdout)
+    finally:
+        os.close(trace.fd)
 
+
+def _serve_until_fetched(
+    trace: TraceFile,
+    port: int | None,
+    ui: OfflineUI | None,
+    browser: bool,
+    verbose: bool,
+    out: IO[str],
+) -> None:
     def log(line: str) -> None:
         print(f"  {line}", file=sys.stderr, flush=True)
 
-    server = bind(path, size, port, ui, log if verbose else None)
+    server = bind(trace, port, ui, log if verbose else None)
     thread = threading.Thread(target=server.serve_forever, name="trace-open", daemon=True)
     thread.start()
     try:
         link = server.ui_url()
-        print(f"serving {path} at {server.trace_url()} until the UI has fetched it", file=out)
+        print(f"serving {trace.path} at {server.trace_url()} until the UI has fetched it", file=out)
         print(link, file=out, flush=True)
         if browser and not webbrowser.open_new_tab(link):
             print("no browser could be started: open the link above", file=out, flush=True)
@@ -322,9 +422,10 @@ def open_trace(
         while not server.fetched.wait(0.2):
             pass
         if ui is not None:
-            while server.idle_s() < OFFLINE_IDLE_S:
+            deadline = time.monotonic() + OFFLINE_MAX_WAIT_S
+            while server.idle_s() < OFFLINE_IDLE_S and time.monotonic() < deadline:
                 time.sleep(0.2)
-        print(f"the UI fetched the trace ({size} bytes); server closed", file=out, flush=True)
+        print(f"the UI fetched the trace ({trace.size} bytes); server closed", file=out, flush=True)
     finally:
         server.shutdown()
         server.server_close()

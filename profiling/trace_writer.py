@@ -2,7 +2,7 @@
 
 API (thread-safe: a decode thread and background compile threads may emit concurrently)::
 
-    w = TraceWriter(path)                      # streams to path + ".partial", renamed on close()
+    w = TraceWriter(path)                      # streams to a .partial file, renamed on close()
     dec = w.device_track("NPU")                # slice track "NPU decode"
     job = w.compile_job_track("C=2048")        # a new child track of "CPU compile" per job
     kv = w.counter_track(KV_RESERVED_BYTES)    # counter tracks, idempotent by name
@@ -18,7 +18,8 @@ API (thread-safe: a decode thread and background compile threads may emit concur
 Timestamps are ``time.monotonic_ns()`` values (None means now). The first packet is a clock
 snapshot (monotonic, boottime, realtime) that makes the monotonic clock the trace clock. Every
 packet is flushed as it is written, so a crash leaves a loadable prefix in the ``.partial``
-file and never replaces an earlier good trace. Per track, time must not go back and ends must
+file (``NAME.RANDOM.partial``, a staged file: atomic.py) and never replaces an earlier good
+trace. Per track, time must not go back and ends must
 match begins; violations raise TraceWriteError without writing anything. A write the system
 refuses (disk full, read-only) does not stop the traced work: the writer stops writing,
 removes its ``.partial`` file, and close() raises OutputWriteError naming the trace.
@@ -26,10 +27,8 @@ removes its ``.partial`` file, and close() raises OutputWriteError naming the tr
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from compile_ahead.atomic import StagedFile
 from compile_ahead.errors import OutputWriteError, write_error
 from compile_ahead.profiling.varint import encode_varint
 
@@ -114,15 +114,12 @@ class TraceWriter:
         traced process exited) on a second packet sequence with its own track ids."""
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             # A name of its own, so two writers aimed at one path never interleave.
-            fd, partial = tempfile.mkstemp(
-                prefix=f"{self.path.name}.", suffix=".partial", dir=self.path.parent
-            )
+            self._staged = StagedFile(self.path, suffix=".partial")
         except OSError as err:
             raise write_error(self.path, err) from None
-        self.partial_path = Path(partial)
-        self._file = os.fdopen(fd, "wb")  # closed in close()
+        self.partial_path = self._staged.path
+        self._file = self._staged.file  # closed when published or discarded
         # The first write the system refused; from then on nothing is written.
         self.error: OutputWriteError | None = None
         self._batch_depth = 0
@@ -286,33 +283,37 @@ class TraceWriter:
                     except OSError as err:
                         self._give_up(err)
 
-    def close(self, publish: bool = True) -> Path:
-        """End open slices at the last time on their track, flush, and publish the file (or,
-        with publish=False, leave it under its .partial name); returns where it is. Raises
-        OutputWriteError (the .partial file removed) when the trace could not be written."""
+    def close(self, to: Path | None = None) -> Path:
+        """End open slices at the last time on their track, flush, and publish the file at
+        ``to`` (default the writer's path; another name in its directory, e.g. a failed run's
+        sibling); returns where it is. Raises OutputWriteError (the .partial file removed)
+        when the trace could not be written, or (the .partial file kept and named) when ``to``
+        is no longer a regular file or absent."""
         with self._lock:
             if self._closed:
                 if self.error is not None:
                     raise self.error
                 return self.path
-            for track in self._slice_tracks:
-                while track.open_names:
-                    self.slice_end(track, track.last_ts, args={"closed_by": "writer close"})
+            self._end_open_slices()
             self._closed = True
             if self.error is None:
                 try:
-                    self._file.flush()
-                    os.fsync(self._file.fileno())
-                    self._file.close()
-                    if not publish:
-                        return self.partial_path
-                    os.chmod(self.partial_path, 0o644)  # mkstemp makes it private
-                    os.replace(self.partial_path, self.path)
-                    return self.path
+                    return self._staged.publish(to)
                 except OSError as err:
-                    self._give_up(err)
+                    self._give_up(err, to)
             assert self.error is not None
             raise self.error
+
+    def discard(self) -> None:
+        """End the trace and remove it: nothing is published."""
+        with self._lock:
+            self._closed = True
+            self._staged.discard()
+
+    def _end_open_slices(self) -> None:
+        for track in self._slice_tracks:
+            while track.open_names:
+                self.slice_end(track, track.last_ts, args={"closed_by": "writer close"})
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -388,9 +389,7 @@ class TraceWriter:
         except OSError as err:
             self._give_up(err)
 
-    def _give_up(self, err: OSError) -> None:
+    def _give_up(self, err: OSError, to: Path | None = None) -> None:
         """The system refused a write: keep no partial trace, write nothing more."""
-        self.error = write_error(self.path, err)
-        with contextlib.suppress(OSError):
-            self._file.close()
-        self.partial_path.unlink(missing_ok=True)
+        self.error = write_error(to or self.path, err)
+        self._staged.discard()

@@ -116,6 +116,18 @@ def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
     return tokens, logits
 
 
+def interpreter_venv(directory: Path) -> Path:
+    """``directory`` laid out as a virtual environment (bin/python) whose interpreter is this
+    one, its environment included. bin/python is a script that runs ``sys.executable`` by its
+    own path: a symlink would not do inside a venv (Python looks for pyvenv.cfg beside the link,
+    finds none, and runs as the base interpreter without the venv's site-packages)."""
+    python = directory / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    return directory
+
+
 def start_decoding_run(argv: list[str]):
     """`compile-ahead ARGV` in a child process, returned once it prints its first progress
     line (decoding has begun); stderr stays open for the caller."""
@@ -162,14 +174,10 @@ def wait_until_settled(directory: Path) -> None:
     """Wait (a clock tick or two) until the files under ``directory`` were last changed long
     enough ago that the compile cache trusts their ctime (model/weights.py racy_change):
     a test that writes a checkpoint and opens it at once would otherwise run uncached."""
-    import os
-    import time
-
-    from compile_ahead.runtime.model.weights import file_identity, racy_change
+    from compile_ahead.runtime.model import weights
 
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        while racy_change(path, file_identity(path, os.stat(path)), time.time_ns()):
-            time.sleep(0.005)
+        weights.wait_until_settled(path)
 
 
 def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -181,3 +189,44 @@ def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.C
         text=True,
         timeout=timeout,
     )
+
+
+def earlier_output(directory: Path, files: dict[str, str]) -> Path:
+    """``directory`` as an earlier output of the tools left it: ``files`` (relative name ->
+    text) and the marker listing them, which makes it replaceable by a later run."""
+    from compile_ahead.output_dirs import seal_output_dir
+
+    for name, text in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(text)
+    directory.mkdir(parents=True, exist_ok=True)
+    seal_output_dir(directory)
+    return directory
+
+
+def one_line_error(err: str, prog: str = "compile-ahead") -> str:
+    """stderr ends in exactly one error line (``PROG: error: ...``) and holds no traceback;
+    that line."""
+    assert "Traceback" not in err, err[-3000:]
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith(f"{prog}: error: ")]
+    assert len(lines) == 1, err[-3000:]
+    assert err.strip().splitlines()[-1] == lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def other_user():
+    """A second local user for this test, removed after it (tests/other_user.py)."""
+    from other_user import other_user as make
+
+    with make() as user:
+        yield user
+
+
+@pytest.fixture
+def reachable_tmp():
+    """A fresh directory under /tmp that another user can traverse (tests/other_user.py)."""
+    from other_user import reachable_dir
+
+    with reachable_dir() as path:
+        yield path

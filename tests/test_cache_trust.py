@@ -340,6 +340,40 @@ def test_weights_changed_with_mtime_put_back_miss(ckpt, tmp_path, capsys):
     assert changed["tokens"] == control["tokens"] != first["tokens"]
 
 
+def negated(path: Path, tensor: str) -> bytes:
+    """The safetensors file's bytes with one tensor's signs flipped (any float dtype: the sign
+    is the top bit of each little-endian element): same size, other tokens."""
+    with path.open("rb") as f:
+        (length,) = np.frombuffer(f.read(8), "<u8")
+        header = json.loads(f.read(int(length)))
+    info = header[tensor]
+    itemsize = {"F16": 2, "BF16": 2, "F32": 4}[info["dtype"]]
+    begin, end = (8 + int(length) + offset for offset in info["data_offsets"])
+    data = bytearray(path.read_bytes())
+    data[begin + itemsize - 1 : end : itemsize] = bytes(
+        b ^ 0x80 for b in data[begin + itemsize - 1 : end : itemsize]
+    )
+    return bytes(data)
+
+
+def test_a_synthetic_checkpoint_changed_in_place_misses(tmp_path, monkeypatch, capsys):
+    """Synthetic weights are identified like real ones (the file as opened), not by the preset
+    they were drawn for: changed in place with size and mtime kept, they are other weights."""
+    monkeypatch.setenv("COMPILE_AHEAD_CACHE_DIR", str(tmp_path / "user-cache"))  # its own copy
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    first = generate("tiny", *cache, capsys=capsys)
+    assert {g["cache"] for g in first["compile_cache"].values()} == {"miss"}
+    assert generate("tiny", *cache, capsys=capsys)["compile_cache"]["decode"]["cache"] == "hit"
+
+    (weights,) = (tmp_path / "user-cache" / "synthetic").glob("*/model.safetensors")
+    rewrite_in_place(weights, negated(weights, "model.norm.weight"))
+    control = generate("tiny", "--no-cache", capsys=capsys)
+    wait_until_settled(weights.parent)
+    changed = generate("tiny", *cache, capsys=capsys)
+    assert {g["cache"] for g in changed["compile_cache"].values()} == {"miss"}
+    assert changed["tokens"] == control["tokens"] != first["tokens"]
+
+
 def test_generate_says_hit_miss_or_off_per_graph(ckpt, tmp_path, capsys):
     argv = ["generate", "--model", str(ckpt), "--prompt-ids", "1,2,3", "--max-new-tokens", "4"]
     # A prefill graph beside the decode graph (dynamic: the paged one is never cached).

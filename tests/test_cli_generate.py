@@ -88,3 +88,50 @@ def test_generate_from_text_with_the_checkpoint_tokenizer(tiny_qwen2_dir, tmp_pa
     out = json.loads(capsys.readouterr().out)
     assert out["tokens"] == reference_greedy(tiny_qwen2_dir, [5, 17, 99], 4)[0]
     assert out["text"].split() == [f"w{t}" for t in out["tokens"]]
+
+
+def _transformers_generate(model_dir, prompt: list[int], steps: int) -> list[int]:
+    """transformers' own greedy generate with the EOS ids it reads from the directory."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor([prompt]), max_new_tokens=steps, do_sample=False, pad_token_id=0
+        )
+    return out[0, len(prompt) :].tolist()
+
+
+@pytest.mark.parametrize("generation_config", ["extra-eos", "no-eos", "absent"])
+def test_generate_stops_at_eos_where_transformers_stops(
+    generation_config, tiny_qwen2_dir, tmp_path, capsys
+):
+    """generation_config.json decides EOS when present (an instruct checkpoint lists end-of-turn
+    ids there that config.json lacks); config.json's counts only without that file."""
+    import shutil
+
+    prompt, steps = [5, 17, 99, 3, 250], 12
+    free = reference_greedy(tiny_qwen2_dir, prompt, steps)[0]
+    # generation_config.json's EOS comes first in the free run, config.json's after it.
+    early = free[0]
+    late = next((t for t in free if t != early), None)
+    assert late is not None, f"the tiny model generates one token only: {free}"
+    model_dir = tmp_path / "model"
+    shutil.copytree(tiny_qwen2_dir, model_dir)
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, "eos_token_id": late}))
+    gen_path = model_dir / "generation_config.json"
+    gen = {"bos_token_id": config.get("bos_token_id")}
+    if generation_config == "extra-eos":
+        gen_path.write_text(json.dumps({**gen, "eos_token_id": [999, early]}))
+    elif generation_config == "no-eos":
+        gen_path.write_text(json.dumps(gen))
+    else:
+        gen_path.unlink()
+    expected = _transformers_generate(model_dir, prompt, steps)
+    ids = ",".join(map(str, prompt))
+    argv = ["generate", "--model", str(model_dir), "--prompt-ids", ids, "--stop-at-eos"]
+    argv += ["--max-new-tokens", str(steps), "--inference-precision", "f32", "--json"]
+    assert main([*argv, "--no-cache"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == expected

@@ -4,6 +4,7 @@ an unusable entry is recompiled with a warning."""
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -137,6 +138,41 @@ def test_corrupt_entry_is_recompiled_with_a_warning(tiny, cache, damage):
     hit = compile_step(tiny, SPEC, f32(cache))  # rewritten by the recompile
     assert hit.cache == "hit"
     assert np.array_equal(logits(hit.step, tiny.config), reference)
+
+
+def _as_format_2(entry: Path, key: str) -> bytes:
+    """An entry's blob written as format 2 wrote it: the blob, a JSON trailer with the blob's
+    CRC-32 (zlib) and the same magic footer."""
+    import json
+    import zlib
+
+    data = entry.read_bytes()
+    trailer_len, _ = cc._FOOTER.unpack(data[-cc._FOOTER.size :])
+    blob = data[: len(data) - cc._FOOTER.size - trailer_len]
+    trailer = json.dumps({"key": key, "blob_bytes": len(blob), "crc32": zlib.crc32(blob)})
+    return blob + trailer.encode() + cc._FOOTER.pack(len(trailer), b"CAHEAD01")
+
+
+def test_an_entry_of_the_previous_format_is_a_plain_miss(tiny, cache, monkeypatch):
+    reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
+    compile_step(tiny, SPEC, f32(cache))
+    (entry,) = entries(cache)
+    with monkeypatch.context() as m:  # where format 2 kept this graph
+        m.setattr(cc, "FORMAT_VERSION", 2)
+        options = f32(cache).for_graph(SPEC.kind)  # as compile_step looks it up
+        _, old = cache.lookup(tiny, cc.step_graph_identity(SPEC), options)
+    assert old.entry is not None
+    old.entry.parent.mkdir(parents=True, exist_ok=True)
+    old.entry.write_bytes(_as_format_2(entry, old.entry.name.removesuffix(cc.SUFFIX)))
+    if old.entry != entry:
+        entry.unlink()
+    written = old.entry.read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cc.CompileCacheWarning)  # not an unusable entry
+        again = compile_step(tiny, SPEC, f32(cache))
+    assert again.cache == "miss"
+    assert np.array_equal(logits(again.step, tiny.config), reference)
+    assert old.entry.read_bytes() == written  # never read as this format's entry
 
 
 def test_unwritable_cache_compiles_with_a_warning(tiny, tmp_path):

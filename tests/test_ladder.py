@@ -241,7 +241,8 @@ def test_interrupt_writes_the_report_of_what_ran(tmp_path, monkeypatch):
         ]
     )
     assert code == 130
-    data = json.loads(report.read_text())
+    assert report.read_text() == '{"previous": "good report"}'  # never replaced by it
+    data = json.loads((tmp_path / "run.failed.json").read_text())
     assert data["stop_reason"] == "interrupted" and data["tokens_decoded"] == 51
 
 

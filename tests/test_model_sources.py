@@ -110,7 +110,7 @@ def test_missing_config(tmp_path):
 
 def test_unreadable_config(qwen_copy):
     (qwen_copy / "config.json").write_text("{not json")
-    assert "cannot read config" in _error(str(qwen_copy))
+    assert "config.json: cannot read" in _error(str(qwen_copy))
 
 
 def test_unsupported_architecture_lists_supported(qwen_copy):

@@ -21,7 +21,8 @@ from compile_ahead.cli import main
 from compile_ahead.outputs import OUTPUT_MARKER
 from compile_ahead.profiling.cli import main as profile_main
 from compile_ahead.profiling.pyspy import find_pyspy
-from conftest import small_tmpfs
+from conftest import earlier_output, small_tmpfs
+from conftest import one_line_error as _one_line_error
 
 CLI = [sys.executable, "-m", "compile_ahead.cli"]
 PROFILE = [sys.executable, "-m", "compile_ahead.profiling.cli"]
@@ -31,15 +32,6 @@ RUN += ["--no-cache"]
 
 def _cli(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, **kwargs)
-
-
-def _one_line_error(err: str, prog: str = "compile-ahead") -> str:
-    """stderr ends in exactly one error line and holds no traceback; that line."""
-    assert "Traceback" not in err, err[-3000:]
-    lines = [ln for ln in err.strip().splitlines() if ln.startswith(f"{prog}: error: ")]
-    assert len(lines) == 1, err[-3000:]
-    assert err.strip().splitlines()[-1] == lines[0]
-    return lines[0]
 
 
 def _staging_left(directory: Path) -> list[str]:
@@ -79,10 +71,7 @@ def test_profile_out_of_the_working_directory_is_refused(where, tmp_path, monkey
 
 @pytest.mark.slow
 def test_profile_replaces_its_own_earlier_output_and_names_the_final_trace(tmp_path):
-    out = tmp_path / "prof"
-    out.mkdir()
-    (out / OUTPUT_MARKER).write_text("")  # an earlier profile
-    (out / "stale.txt").write_text("from the earlier profile")
+    out = earlier_output(tmp_path / "prof", {"stale.txt": "from the earlier profile"})
     proc = _cli([*PROFILE, "--model", "tiny", "--ladder", "16", "--out", str(out)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not (out / "stale.txt").exists()
@@ -182,10 +171,7 @@ def test_run_on_a_full_disk_is_one_line_after_the_summary(outputs, tmp_path):
 @pytest.mark.parametrize("free_kib", [0, 64], ids=["full-at-start", "full-during-the-profile"])
 def test_profile_on_a_full_disk_leaves_no_staging(free_kib, tmp_path):
     with small_tmpfs(tmp_path / "disk") as disk:
-        out = disk / "prof"
-        out.mkdir()
-        (out / OUTPUT_MARKER).write_text("")
-        (out / "report.json").write_text("earlier")  # an earlier profile, kept
+        out = earlier_output(disk / "prof", {"report.json": "earlier"})  # kept
         _fill(disk, leave=free_kib * 1024)
         proc = _cli([*PROFILE, "--model", "tiny", "--ladder", "16", "--out", str(out)])
         assert proc.returncode == 2, proc.stderr[-3000:]

@@ -22,7 +22,7 @@ from compile_ahead.runtime.compile.properties import (
     load_properties_file,
     parse_properties,
 )
-from conftest import run_profile_compile
+from conftest import interpreter_venv, run_profile_compile
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -167,9 +167,10 @@ def test_ab_arms_take_the_same_properties_and_the_same_check(tmp_path):
     with pytest.raises(CompileAheadError, match="--arm B: NO_SUCH_KEY is not a property CPU"):
         check_arm_properties(parse_arm("B=current,NO_SUCH_KEY=1"), "CPU")
     # An interpreter arm is asked through its own process (here the same OpenVINO).
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
+    venv = interpreter_venv(tmp_path / "venv")
+    # The arm runs this interpreter with its environment: inside a venv, that venv's packages.
+    prefix = [str(venv / "bin" / "python"), "-s", "-c", "import sys; print(sys.prefix)"]
+    assert subprocess.run(prefix, capture_output=True, text=True).stdout.strip() == sys.prefix
     check_arm_properties(parse_arm(f"V={venv},{EXACT}=0"), "CPU")
     with pytest.raises(CompileAheadError, match=f"--arm W {EXACT}=many: CPU refused it"):
         check_arm_properties(parse_arm(f"W={venv},{EXACT}=many"), "CPU")

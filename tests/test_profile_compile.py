@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.outputs import OUTPUT_MARKER
 from compile_ahead.profiling.cli import main
 from compile_ahead.profiling.pyspy import find_pyspy
 from compile_ahead.profiling.trace_validate import validate_trace
-from conftest import run_profile_compile
+from conftest import earlier_output, run_profile_compile
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -59,10 +58,7 @@ def test_unknown_schedule_is_rejected(capsys):
 
 
 def test_unknown_device_is_refused_before_any_work(tmp_path):
-    out = tmp_path / "o"
-    out.mkdir()
-    (out / OUTPUT_MARKER).write_text("")  # an earlier profile
-    (out / "report.json").write_text("keep me")
+    out = earlier_output(tmp_path / "o", {"report.json": "keep me"})
     proc = run_cli("--model", "tiny", "--ladder", "16", "--device", "NOSUCH", "--out", str(out))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("profile-compile: error: --device")
@@ -71,20 +67,17 @@ def test_unknown_device_is_refused_before_any_work(tmp_path):
 
 
 def test_failed_profile_is_one_line_and_leaves_the_earlier_profile_alone(tmp_path):
-    out = tmp_path / "o"
-    out.mkdir()
-    (out / OUTPUT_MARKER).write_text("")  # an earlier profile
-    (out / "report.json").write_text("keep me")
-    # The NPU plugin is present without its compiler here (or a real NPU refuses C=16 of
-    # nothing): the first compile fails after the profile has started.
-    proc = run_cli("--model", "tiny", "--ladder", "16", "--device", "NPU", "--out", str(out))
-    if proc.returncode == 0:
-        pytest.skip(reason="an NPU compiled the rung: nothing failed")
+    out = earlier_output(tmp_path / "o", {"report.json": "keep me"})
+    from test_profile_foreign import _onnx_model
+
+    # A 3x3 convolution over a 1x1 image: the profile starts, then its model fails.
+    model = _onnx_model(tmp_path / "m.onnx")
+    proc = run_cli("--model", str(model), "--shape", "pixels=[1,3,1,1]", "--out", str(out))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("profile-compile: error: ")
     assert (out / "report.json").read_text() == "keep me"
     failed = json.loads((tmp_path / "o.failed" / "report.json").read_text())
-    assert "NPU" in failed["error"]
+    assert failed["error"].startswith("--shape: ")  # what read_static said of the model
     assert validate_trace(tmp_path / "o.failed" / "trace.pftrace").ok
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".o.")]  # no staging left
 
@@ -94,9 +87,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_unknown_model_is_a_one_line_error_and_keeps_earlier_results(tmp_path):
-    (tmp_path / OUTPUT_MARKER).write_text("")  # an earlier profile
-    (tmp_path / "report.json").write_text("{}")
-    (tmp_path / "passes.txt").write_text("t;A;M;1;0\n")
+    earlier_output(tmp_path, {"report.json": "{}", "passes.txt": "t;A;M;1;0\n"})
     proc = run_cli("--model", "no-such-model", "--out", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [

@@ -124,3 +124,20 @@ def test_no_pass_profile_no_table(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "passes that took most" not in proc.stdout
     assert json.loads((out / "report.json").read_text())["top_passes"] is None
+
+
+def test_an_ir_profile_keeps_stdout_to_its_own_lines(tmp_path):
+    """Reading an IR and converting it run OpenVINO pass managers before any profiled
+    compile; with pass profiling on they printed "PassManager started:" to stdout. Only the
+    profiled compiles profile passes: their managers are in passes.txt, nothing on stdout."""
+    from test_outputs_and_errors import _toy_decoder_ir
+
+    _toy_decoder_ir(tmp_path / "ir")
+    (tmp_path / "ir" / "config.json").write_text(json.dumps({"max_position_embeddings": 64}))
+    out = tmp_path / "o"
+    proc = run_profile_compile("--model", tmp_path / "ir", "--ladder", "16,32", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("model: "), proc.stdout[:500]
+    assert passprofile.BANNER not in proc.stdout
+    profile = passprofile.parse_file(out / "passes.txt")
+    assert profile.managers and not profile.problems

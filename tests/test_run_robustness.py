@@ -126,8 +126,9 @@ def test_sigterm_ends_a_run_like_ctrl_c_with_its_report(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    data = json.loads(report.read_text())
+    data = json.loads((tmp_path / "r.failed.json").read_text())  # never over a good report
     assert data["stop_reason"] == "interrupted" and 0 < data["tokens_decoded"] < 126
+    assert not report.exists()
 
 
 def test_a_run_ending_with_a_compile_in_flight_closes_its_trace_cleanly(tmp_path, capsys):

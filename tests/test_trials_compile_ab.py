@@ -15,6 +15,7 @@ from compile_ahead.cli import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.arms import parse_arm, probe
 from compile_ahead.profiling.trials.compile_ab import WORKER, export_rungs, parse_ladder
+from conftest import interpreter_venv
 
 
 def ab_parser() -> argparse.ArgumentParser:
@@ -42,9 +43,7 @@ def test_arm_specs(tmp_path: Path) -> None:
     cfg = parse_arm("B=current,INFERENCE_PRECISION_HINT=f32,env.FOO=1")
     assert cfg.config == {"INFERENCE_PRECISION_HINT": "f32"} and cfg.env == {"FOO": "1"}
     assert cfg.process_env()[1] == ("PYTHONPATH",)  # interpreter arms drop our PYTHONPATH
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
+    venv = interpreter_venv(tmp_path / "venv")
     assert parse_arm(f"V={venv}").python == str(venv / "bin" / "python")
     lib = tmp_path / "site"
     (lib / "openvino").mkdir(parents=True)
@@ -93,7 +92,7 @@ def test_probe_names_the_broken_arm(tmp_path: Path) -> None:
     broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: openvino' >&2\nexit 1\n")
     broken.chmod(0o755)
     with pytest.raises(CompileAheadError, match=r"--arm X: .* cannot import openvino"):
-        probe(parse_arm(f"X={broken}"))
+        probe(parse_arm(f"X={broken}"), "CPU")
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 from compile_ahead.cli import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials import schedule_ab
-from compile_ahead.profiling.trials.experiment import pool_experiments
+from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.runtime.ladder.report import BoundaryRecord
 
 # A stand-in for `compile-ahead run --report OUT`: the eager schedule (i1) compiles every rung
@@ -253,6 +253,49 @@ def test_report_pools_runs_of_one_experiment(tmp_path: Path, command: str) -> No
     assert again["endpoints"] == report["endpoints"]
 
 
+def test_report_pools_each_trial_once_however_its_run_is_named(
+    tmp_path: Path, command: str, monkeypatch, capsys
+) -> None:
+    """The same run named twice (relative and absolute, a symlink), a `cp -r` copy of it, and
+    a pooled directory beside one of its inputs add no pairs: the analysis equals the one of
+    the distinct runs alone, and one note line names the inputs that repeated."""
+    import shutil
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    _small_run(a, command)
+    _small_run(b, command)
+    (tmp_path / "link").symlink_to(a)
+    shutil.copytree(a, tmp_path / "copy")
+    monkeypatch.chdir(tmp_path)
+
+    def pooled(name: str, *inputs: str) -> dict:
+        capsys.readouterr()
+        assert run_ab(["ab", "report", *inputs, "--out", name, "--no-plot"]) == 0
+        report = json.loads((tmp_path / name / "schedule_ab.json").read_text())
+        return next(e for e in report["endpoints"] if e["key"] == "foreground_compile")
+
+    distinct = pooled("ab", "a", "b")
+    assert distinct["comparisons"]["i2"]["n"] == 4
+    assert "note:" not in capsys.readouterr().err
+    # name -> the inputs, and the one that repeats trials of an earlier one
+    cases = {
+        "spelled": (["a", str(a), "b"], str(a)),
+        "symlinked": (["a", "b", "link"], "link"),
+        "copied": (["a", "copy", "b"], "copy"),
+        "pooled-with-its-input": (["ab", "b"], "b"),
+        "input-before-its-pool": (["b", "ab"], "ab"),
+    }
+    for name, (inputs, repeated) in cases.items():
+        endpoint = pooled(name, *inputs)
+        assert endpoint["comparisons"]["i2"]["n"] == 4, name
+        notes = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
+        assert len(notes) == 1 and f"{repeated} (4 of " in notes[0], (name, notes)
+        assert sorted(endpoint["values"]["i1"]) == sorted(distinct["values"]["i1"]), name
+        assert sorted(endpoint["values"]["i2"]) == sorted(distinct["values"]["i2"]), name
+        summary = json.loads((tmp_path / name / "experiment.json").read_text())
+        assert summary["pairs"] == 4, name
+
+
 def test_report_refuses_to_pool_other_experiments_or_without_out(
     tmp_path: Path, command: str
 ) -> None:
@@ -267,8 +310,6 @@ def test_report_refuses_to_pool_other_experiments_or_without_out(
     assert not (tmp_path / "p").exists()
     with pytest.raises(CompileAheadError, match="pooling several directories needs --out"):
         run_ab(["ab", "report", str(a), str(a)])
-    with pytest.raises(CompileAheadError, match="a directory is named twice"):
-        run_ab(["ab", "report", str(a), str(a), "--out", str(tmp_path / "p")])
     with pytest.raises(CompileAheadError, match="is not empty"):
         run_ab(["ab", "report", str(a), str(b), "--out", str(a)])
 

@@ -87,10 +87,10 @@ def ab_argv(task: BlockTask, out: Path) -> list[str]:
 
 
 @lru_cache(maxsize=4)
-def _interpreter_build(python: str) -> str:
+def _interpreter_build(python: str, device: str) -> str:
     from compile_ahead.profiling.trials.arms import ArmSpec, probe
 
-    return str(probe(ArmSpec("node", python))["openvino"])
+    return str(probe(ArmSpec("node", python), device)["openvino"])
 
 
 def openvino_builds(kind: str, experiment: dict | None) -> dict[str, str]:
@@ -100,7 +100,7 @@ def openvino_builds(kind: str, experiment: dict | None) -> dict[str, str]:
     if kind == "compile":
         return {a["name"]: str(a.get("openvino", "?")) for a in arms}
     try:
-        build = _interpreter_build(sys.executable)
+        build = _interpreter_build(sys.executable, str((experiment or {}).get("device", "CPU")))
     except CompileAheadError as err:
         build = f"unknown ({err})"
     return {a["name"]: build for a in arms}

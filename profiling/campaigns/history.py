@@ -5,6 +5,7 @@ own per-pass analysis (pass_ab.py) on that cell's blocks."""
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 
 from compile_ahead.profiling.campaigns.cells import CellRun
@@ -14,6 +15,11 @@ from compile_ahead.profiling.trials.report import fmt_effect, fmt_number, table_
 from compile_ahead.profiling.trials.stats import paired_t_ci
 
 TOP_PASSES = 10
+
+
+def is_compile_wall(key: str) -> bool:
+    """The compile wall of one rung (compile_C) or of all (compile_total)."""
+    return key == "compile_total" or re.fullmatch(r"compile_\d+", key) is not None
 
 
 def mean_interval(values: list[float | None]) -> tuple[float, float | None, float | None] | None:
@@ -37,7 +43,7 @@ def history_panels(data: dict, labels: dict[str, str]) -> tuple[list[str], list[
             "points": [mean_interval(ep["values"][arm]) for arm in arms],
         }
         for ep in data["endpoints"]
-        if ep["key"].startswith("compile_")
+        if is_compile_wall(ep["key"])
     ]
     return [labels.get(a, a) for a in arms], panels
 

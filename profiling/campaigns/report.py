@@ -5,7 +5,8 @@ endpoint, read from the cells' own JSON so the table says exactly what each cell
 
 The table's endpoints: for schedule campaigns the seed's (foreground compile, critical path,
 decode, boundary waits, and top-1 agreement as a count); for compile campaigns the compile wall
-per rung and in all, and the pass self time when passes were profiled; or the spec's own list.
+per rung and in all, compile CPU time, instructions and pass self time where they were measured;
+or the spec's own list.
 Compile campaigns also get history.py's plots and per-pass moves.
 """
 
@@ -15,9 +16,12 @@ import contextlib
 import io
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from compile_ahead.atomic import writing
+from compile_ahead.errors import write_error
+from compile_ahead.output_dirs import make_staging_dir, publish_dir
 from compile_ahead.outputs import check_replaceable_dir, mark_output_dir
 from compile_ahead.profiling.campaigns import history, plots
 from compile_ahead.profiling.campaigns.cells import CellRun, cell_runs
@@ -27,17 +31,25 @@ from compile_ahead.profiling.trials.experiment import report_experiment, save_ex
 from compile_ahead.profiling.trials.report import display_unit, fmt_number, table_row
 
 SEED_ENDPOINTS = ("foreground_compile", "critical_path", "decode", "boundary_wait")
+# Besides the compile wall per rung and in all: compile CPU time, instructions, pass self time.
+COMPILE_ENDPOINTS = ("cpu_total", "instructions_total", "pass_self_total")
 TOP1_TALLY = "Boundary top-1 agreement"
 SUMMARY = "campaign"
 
 
 def table_endpoints(kind: str, data: dict, chosen: list[str] | None) -> list[dict]:
+    """The cell's endpoints in the table: the spec's, or the kind's that this cell measured."""
     eps = data["endpoints"]
     if chosen is not None:
         return [e for e in eps if e["key"] in chosen]
-    if kind == "compile":
-        return [e for e in eps if e["key"].startswith("compile_") or e["key"] == "pass_self_total"]
-    return [e for e in eps if e["key"] in SEED_ENDPOINTS]
+    wanted = history.is_compile_wall if kind == "compile" else SEED_ENDPOINTS.__contains__
+    extra = COMPILE_ENDPOINTS if kind == "compile" else ()
+    return [
+        e
+        for e in eps
+        if (wanted(e["key"]) or e["key"] in extra)
+        and any(s is not None for s in e["comparisons"].values())
+    ]
 
 
 def _effect(s: dict, unit: str) -> tuple[str, str]:
@@ -101,7 +113,8 @@ def _write_cell(run: CellRun, out: Path, no_plot: bool) -> dict:
     mark_output_dir(cell_dir)
     assert run.experiment is not None
     save_experiment(cell_dir, run.experiment, run.records)
-    with contextlib.redirect_stdout(io.StringIO()):  # the cross-cell table says it once
+    # the cross-cell table says it once, and the files are named where they are published
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         md = report_experiment(
             cell_dir, run.experiment, run.records, no_plot=no_plot, status=run.status
         )
@@ -161,17 +174,29 @@ def _compile_history(run: CellRun, data: dict, out: Path, no_plot: bool) -> str:
 
 
 def write_report(store_path: Path, out: Path, stratify: bool, no_plot: bool) -> Path:
+    """The report, built aside and published whole into ``out`` (an earlier report of ours
+    there is replaced; anything else is refused before any work)."""
     store = Store.open(store_path)
     try:
         check_replaceable_dir(out, "--out")
-        if out.exists():  # an earlier report of ours (checked): replaced whole, no stale cell
-            shutil.rmtree(out)
-        mark_output_dir(out)
-        md = _write_all(store, out, stratify, no_plot)
+        try:
+            staging = make_staging_dir(out)
+        except OSError as err:
+            raise write_error(out, err) from None
+        try:
+            mark_output_dir(staging)
+            text = _write_all(store, staging, stratify, no_plot).read_text()
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        publish_dir(staging, out)
     finally:
         store.close()
-    print(md.read_text())
-    return md
+    print(text)
+    print(
+        f"written: {out / (SUMMARY + '.md')} and the cells' directories in {out}", file=sys.stderr
+    )
+    return out / f"{SUMMARY}.md"
 
 
 def _write_all(store: Store, out: Path, stratify: bool, no_plot: bool) -> Path:

@@ -1,5 +1,7 @@
 """From trial records to paired comparisons: endpoints per arm per block, each treatment arm
-paired with the control arm (the first) inside the same block."""
+paired with the control arm (the first) inside the same block; each comparison judged
+(power.py), and an endpoint no trial of an arm could measure kept as unavailable, with the
+reason its trials give."""
 
 from __future__ import annotations
 
@@ -8,10 +10,13 @@ from dataclasses import dataclass, field
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.design import Plan
+from compile_ahead.profiling.trials.power import Judgement, judge
 from compile_ahead.profiling.trials.runner import TrialRecord
 from compile_ahead.profiling.trials.stats import Better, PairedSummary, paired_summary
 
 Getter = Callable[[dict], float | None]
+# why a trial result has no value for an endpoint (None: it has one, or no reason is known)
+Reason = Callable[[dict], str | None]
 
 
 @dataclass(frozen=True)
@@ -21,9 +26,14 @@ class Endpoint:
     unit: str  # unit of the values the getter returns: "s", "bytes", "tok/s", ...
     better: Better
     get: Getter
+    statistic: str | None = None  # how a trial's repeated values become one (e.g. "min of 3")
+    reason: Reason | None = None
 
     def describe(self) -> dict:
-        return {"key": self.key, "label": self.label, "unit": self.unit, "better": self.better}
+        out = {"key": self.key, "label": self.label, "unit": self.unit, "better": self.better}
+        if self.statistic is not None:
+            out["statistic"] = self.statistic
+        return out
 
 
 def result_field(*path: str | int) -> Getter:
@@ -61,6 +71,11 @@ class Analysis:
     # endpoint key -> treatment arm -> paired summary vs the control (None: < 1 complete pair)
     comparisons: dict[str, dict[str, PairedSummary | None]]
     tallies: list[Tally] = field(default_factory=list)
+    # endpoint key -> treatment -> detected / noise floor / flagged (power.judge)
+    judgements: dict[str, dict[str, Judgement | None]] = field(default_factory=dict)
+    # endpoint key -> arm -> why none of its trials has a value (never reported as 0)
+    unavailable: dict[str, dict[str, str]] = field(default_factory=dict)
+    aa_arms: tuple[str, ...] = ()  # arms that run the control again (the noise reference)
 
     @property
     def control(self) -> str:
@@ -86,8 +101,28 @@ def block_results(records: Sequence[TrialRecord], plan: Plan) -> dict[str, list[
     return out
 
 
-def analyse(records: Sequence[TrialRecord], plan: Plan, endpoints: Sequence[Endpoint]) -> Analysis:
+def _unavailable(
+    ep: Endpoint, per_block: dict[str, list[dict | None]], values: dict[str, list]
+) -> dict[str, str]:
+    """arm -> reason, for the arms where the endpoint has no value in any trial that ran."""
+    out: dict[str, str] = {}
+    for arm, results in per_block.items():
+        ran = [r for r in results if r is not None]
+        if not ran or any(v is not None for v in values[arm]):
+            continue
+        reasons = sorted({ep.reason(r) or "" for r in ran} - {""}) if ep.reason else []
+        out[arm] = "; ".join(reasons) or "no trial recorded a value"
+    return out
+
+
+def analyse(
+    records: Sequence[TrialRecord],
+    plan: Plan,
+    endpoints: Sequence[Endpoint],
+    aa_arms: tuple[str, ...] = (),
+) -> Analysis:
     per_block = block_results(records, plan)
+    unavailable: dict[str, dict[str, str]] = {}
     values: dict[str, dict[str, list[float | None]]] = {}
     comparisons: dict[str, dict[str, PairedSummary | None]] = {}
     control = plan.arms[0]
@@ -96,6 +131,9 @@ def analyse(records: Sequence[TrialRecord], plan: Plan, endpoints: Sequence[Endp
             arm: [None if res is None else ep.get(res) for res in per_block[arm]]
             for arm in plan.arms
         }
+        missing = _unavailable(ep, per_block, values[ep.key])
+        if missing:
+            unavailable[ep.key] = missing
         comparisons[ep.key] = {}
         for arm in plan.arms[1:]:
             pairs = [
@@ -108,4 +146,7 @@ def analyse(records: Sequence[TrialRecord], plan: Plan, endpoints: Sequence[Endp
                 if pairs
                 else None
             )
-    return Analysis(plan, list(endpoints), values, comparisons)
+    judgements = judge(comparisons, aa_arms)
+    return Analysis(
+        plan, list(endpoints), values, comparisons, [], judgements, unavailable, aa_arms
+    )

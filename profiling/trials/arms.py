@@ -11,7 +11,9 @@ SPEC is a comma-separated list of items:
                      and checked as `--ov-config` is (runtime/compile/properties.py), against
                      the arm's own OpenVINO
   config=FILE.json   the device's entry of a properties file, as `--ov-config-file` reads it
-                     ({"CPU": {"KEY": "VALUE"}}); items after it win over its keys
+                     ({"CPU": {"KEY": "VALUE"}}); KEY=VALUE items win over its keys, as
+                     `--ov-config` wins over `--ov-config-file` (and, as there, a key given
+                     twice with different values is refused)
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.runner import run_bounded
 from compile_ahead.runtime.compile.properties import (
     DeviceFacts,
+    cannot_compile,
     check_properties,
     device_facts,
     load_properties_file,
-    parse_property,
+    parse_properties,
 )
 
 
@@ -94,6 +97,7 @@ def parse_arm(text: str, device: str = "CPU") -> ArmSpec:
     library: str | None = None
     env: dict[str, str] = {}
     config: dict[str, str] = {}
+    properties: list[str] = []  # KEY=VALUE items, read as --ov-config reads them
     what = f"--arm {name}"
     for raw in spec.split(","):
         item = raw.strip()
@@ -127,16 +131,9 @@ def parse_arm(text: str, device: str = "CPU") -> ArmSpec:
         elif key == "config":
             config |= load_properties_file(value, device, f"{what}: config=")
         else:
-            key, value = parse_property(item, what)
-            config[key] = value
+            properties.append(item)
+    config |= parse_properties(properties, what)
     return ArmSpec(name, python, library, env, config, spec)
-
-
-PROBE = (
-    "import json, importlib.util, openvino as ov; "
-    "print(json.dumps({'openvino': ov.get_version(), 'devices': ov.Core().available_devices, "
-    "'compile_ahead': importlib.util.find_spec('compile_ahead') is not None}))"
-)
 
 
 # Importing openvino and listing devices takes seconds; an interpreter that has not answered
@@ -176,11 +173,28 @@ def check_arm_properties(arm: ArmSpec, device: str, timeout_s: float = PROBE_TIM
     check_properties(arm.config, facts, what)
 
 
-def probe(arm: ArmSpec, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
-    """Ask the arm's interpreter which OpenVINO it loads; a clear error if it cannot or does
-    not answer within ``timeout_s`` (its whole process group is then killed)."""
+# What an interpreter (with its library path and environment) answered for a device: asked
+# once per process however often arms running it are made (an A/A copy, a calibration arm).
+_PROBED: dict[tuple, dict] = {}
+
+
+def probe(arm: ArmSpec, device: str, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+    """Ask the arm's interpreter which OpenVINO it loads and whether it compiles for
+    ``device`` (property_facts.py's ``--installation``); a clear error if it cannot, or does not
+    answer within ``timeout_s`` (its whole process group is then killed)."""
+    key = (arm.python, arm.library_path, tuple(sorted(arm.env.items())), device)
+    if key not in _PROBED:
+        _PROBED[key] = _probe(arm, device, timeout_s)
+    return _PROBED[key]
+
+
+def _probe(arm: ArmSpec, device: str, timeout_s: float) -> dict:
+    from compile_ahead.runtime.compile import property_facts
+
+    script = str(Path(property_facts.__file__).resolve())
+    command = [arm.python, "-s", script, "--installation", device]
     try:
-        proc = run_bounded([arm.python, "-s", "-c", PROBE], env=_env_of(arm), timeout_s=timeout_s)
+        proc = run_bounded(command, env=_env_of(arm), timeout_s=timeout_s)
     except OSError as err:
         raise CompileAheadError(f"--arm {arm.name}: cannot run {arm.python}: {err}") from err
     if proc.returncode is None:
@@ -195,8 +209,15 @@ def probe(arm: ArmSpec, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
         info = json.loads((proc.stdout.strip().splitlines() or [""])[-1])
     except json.JSONDecodeError:
         info = None
-    if not isinstance(info, dict) or not {"openvino", "devices", "compile_ahead"} <= set(info):
+    keys = {"openvino", "devices", "compile_ahead", "compile_error"}
+    if not isinstance(info, dict) or not keys <= set(info):
         raise CompileAheadError(
             f"--arm {arm.name}: {arm.python} did not print the probe's JSON (is it Python?)"
+        )
+    if info["compile_error"] is not None:
+        release = str(info["openvino"]).split("-")[0]
+        raise CompileAheadError(
+            f"--arm {arm.name} ({arm.python}, OpenVINO {release}): "
+            + cannot_compile(device, info["compile_error"])
         )
     return info

@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_new_dir, mark_output_dir
-from compile_ahead.profiling.foreign_model import parse_shapes
-from compile_ahead.profiling.trials import compile_ab, schedule_ab
-from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, check_arm_properties, parse_arm
+from compile_ahead.profiling.trials import compile_run, schedule_ab
+from compile_ahead.profiling.trials.arms import parse_arm
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     load_experiment,
-    pool_experiments,
     report_experiment,
     run_experiment,
     save_experiment,
 )
+from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
-    Arm,
     load_records,
     trial_timeout,
 )
@@ -35,6 +32,8 @@ from compile_ahead.runtime.cli.options import (
     add_prefill_options,
     add_protocol_options,
     add_synthetic_dtype_option,
+    check_device,
+    check_prefill_args,
     compile_timeout,
     decode_tokens_from_args,
     graph_mode,
@@ -149,41 +148,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         required=True,
         metavar="NAME=SPEC",
-        help="e.g. A=/tmp/ov-a/bin/python; give two or more",
+        help="e.g. A=/tmp/ov-a/bin/python; give two or more (or one with --aa)",
     )
     c.add_argument(
-        "--model",
-        required=True,
-        help="preset, cached hub id, checkpoint dir or stateful decoder IR (compiled per rung), "
-        "or any other IR or .onnx model (compiled as it is)",
-    )
-    c.add_argument(
-        "--shape",
-        action="append",
-        default=[],
-        metavar="NAME=[d0,d1,...]",
-        help="a model compiled as it is: a static shape for each dynamic input",
-    )
-    add_synthetic_dtype_option(c)
-    add_ladder_option(c, auto=False)
-    c.add_argument("--device", default="CPU")
-    c.add_argument(
-        "--pass-profile",
+        "--aa",
         action="store_true",
-        help="also time OpenVINO's transformation passes (OV_ENABLE_PROFILE_PASS): their total, "
-        "and every pass's self time as an endpoint, the passes that moved most first",
+        help="also run the control again as the second arm (an A/A comparison in the same "
+        "design: the noise floor of every endpoint); with one --arm, an A/A experiment",
     )
-    c.add_argument(
-        "--counters",
-        action="store_true",
-        help="read compile_ahead's counters (ITT phases; dependency-sort counters of a patched "
-        "NPU compiler) in arms where compile_ahead imports; others report them unavailable",
-    )
-    c.add_argument(
-        "--ir-dir", type=Path, default=None, help="keep (and reuse) the exported rung IR here"
-    )
+    compile_run.add_compile_options(c)
     _common(c, pairs=3)
     c.set_defaults(func=run_compile_ab)
+
+    cal = kinds.add_parser(
+        "calibrate",
+        help="what `ab compile` can detect here: the control against itself plus known CPU work",
+        description="Measure the control's compile CPU time in calibration trials, then run an "
+        "experiment of the control against the control plus a CPU spin of --delta percent of "
+        "it on the compiling thread (labelled CALIBRATION everywhere); --aa adds the control "
+        "again. Reports per endpoint the noise, the A/A outcome, the spin's effect and the MDE.",
+    )
+    compile_run.add_calibrate_options(cal)
+    _common(cal, pairs=10)
+    cal.set_defaults(func=run_calibrate)
 
     s = kinds.add_parser(
         "schedule",
@@ -236,67 +223,12 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
 
 def run_compile_ab(args: argparse.Namespace) -> int:
     specs = [parse_arm(text, args.device) for text in args.arm]
-    plan = make_plan([s.name for s in specs], args.pairs, args.warmup, args.first_block)
-    ladder = compile_ab.parse_ladder(args.ladder)
-    for spec in specs:  # before anything is written or exported
-        check_arm_properties(spec, args.device, min(args.timeout, PROBE_TIMEOUT_S))
-    out = _out_dir(args, "compile")
-    shapes = parse_shapes(args.shape)
-    mark_output_dir(out)
-    base_config, kv_precision = compile_ab.default_config(args.device)
-    with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
-        print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
-        exported = compile_ab.export_rungs(
-            args.model,
-            ladder,
-            kv_precision,
-            ir_dir,
-            shapes,
-            args.synthetic_dtype,
-        )
-        arms, labels = compile_ab.make_arms(
-            specs,
-            exported,
-            args.device,
-            base_config,
-            args.pass_profile,
-            out,
-            args.counters,
-            probe_timeout_s=args.timeout,
-        )
-        config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
-        context = {
-            "model": exported.label,
-            "graphs": f"decode step (chunk 1), ladder {','.join(map(str, ladder))}, "
-            f"KV {kv_precision}",
-            "device": args.device,
-            "arms": "; ".join(
-                f"{a.name} = {a.info['openvino']} via {a.info['python']}"
-                + (f" (lib {a.info['library_path']})" if a.info.get("library_path") else "")
-                for a in arms
-            ),
-            "compile config (control)": config_text,
-            "extension counters": _counters_text(args.counters, arms),
-        }  # fmt: skip
-        exp = {
-            "kind": "compile", "arms": [a.describe() for a in arms], "pairs": args.pairs,
-            "warmup": args.warmup, "ladder": list(ladder), "pass_profile": args.pass_profile,
-            "counters": args.counters, "context": context, "labels": labels,
-            "first_block": args.first_block,
-        }  # fmt: skip
-        records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
-    report_experiment(out, exp, records, no_plot=args.no_plot)
-    return 0
+    arms_plan = compile_run.with_aa(specs, args.aa)
+    return compile_run.run_compile_experiment(args, lambda: _out_dir(args, "compile"), arms_plan)
 
 
-def _counters_text(requested: bool, arms: list[Arm]) -> str:
-    if not requested:
-        return "not requested (--counters)"
-    return "; ".join(
-        f"{a.name}: {'read' if a.info['compile_ahead_importable'] else 'unavailable'}"
-        + ("" if a.info["compile_ahead_importable"] else " (compile_ahead not importable there)")
-        for a in arms
-    )
+def run_calibrate(args: argparse.Namespace) -> int:
+    return compile_run.run_calibrate(args, lambda: _out_dir(args, "calibrate"))
 
 
 def run_schedule_ab(args: argparse.Namespace) -> int:
@@ -341,6 +273,9 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
             f"--ov-config applies to compile-ahead's runs; the upstream arm(s) "
             f"{', '.join(upstream)} compile with their pipeline's own properties"
         )
+    if args.command is None:  # the trials run this OpenVINO: refused here, not in every trial
+        check_device(args.device)
+        check_prefill_args(args)
     ov_config_from_args(args, check=True)  # refused here, not in every trial
     if args.command is not None:
         passed = []
@@ -383,8 +318,6 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         if args.out is None:
             raise CompileAheadError("ab report: pooling several directories needs --out DIR")
-        if len(set(dirs)) != len(dirs):
-            raise CompileAheadError("ab report: a directory is named twice")
         out = args.out
         check_new_dir(out, "--out")
         exp, records = pool_experiments(

@@ -1,10 +1,12 @@
-"""`compile-ahead ab compile`: full compile wall per rung, OpenVINO installation against
+"""`compile-ahead ab compile`: compile time per rung, OpenVINO installation against
 OpenVINO installation (or configuration against configuration).
 
 The rung graphs are built once here with our builder and saved as IR (weights kept in their
 stored precision). Every trial is one fresh process of the arm's interpreter running the
 standalone compile_trial.py, which reads the IR, re-marks the weight decompression and
-compiles each rung in ladder order.
+compiles each rung in ladder order (``--repeat`` times, after ``--compile-warmup`` compiles),
+measuring each compile (compile_measure.py): wall, CPU time, instructions and cycles where the
+kernel counts them, peak RSS, and with --pass-profile the passes' self time.
 """
 
 from __future__ import annotations
@@ -13,18 +15,65 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling import passprofile
-from compile_ahead.profiling.trials.analysis import Endpoint, result_field
+from compile_ahead.profiling.trials import compile_values as cv
+from compile_ahead.profiling.trials.analysis import Endpoint, Reason, result_field
 from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
 from compile_ahead.profiling.trials.runner import Arm
 from compile_ahead.runtime.graphs import decompression, fold_guard
 
 WORKER = Path(__file__).with_name("compile_trial.py")
+
+
+def counter_module() -> str | None:
+    """Path of compile_ahead._perfcounters (trials load it by path), None when not built."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("compile_ahead._perfcounters")
+    return None if spec is None else spec.origin
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """How each trial compiles and measures (the same for every arm of an experiment)."""
+
+    repeat: int = 1
+    compile_warmup: int = 0
+    statistic: str = cv.TIME_STATISTIC_DEFAULT
+    cpus: tuple[int, ...] = ()
+    prefetch: bool = False
+
+    def manifest(self) -> dict:
+        return {
+            "repeat": self.repeat,
+            "compile_warmup": self.compile_warmup,
+            "cpus": list(self.cpus) or None,
+            "prefetch": self.prefetch,
+            "perfcounters": counter_module(),
+        }
+
+    def describe(self) -> dict:
+        return {
+            "repeat": self.repeat, "compile_warmup": self.compile_warmup,
+            "statistic": self.statistic, "cpus": list(self.cpus), "prefetch": self.prefetch,
+        }  # fmt: skip
+
+    @classmethod
+    def from_experiment(cls, exp: Mapping) -> MeasureOptions:
+        """The options an experiment.json recorded (defaults for one written before them)."""
+        given = exp.get("measure") or {}
+        return cls(
+            int(given.get("repeat", 1)),
+            int(given.get("compile_warmup", 0)),
+            str(given.get("statistic", cv.TIME_STATISTIC_DEFAULT)),
+            tuple(given.get("cpus") or ()),
+            bool(given.get("prefetch", False)),
+        )
 
 
 def parse_ladder(text: str) -> tuple[int, ...]:
@@ -44,9 +93,15 @@ class ExportedRungs:
     label: str
 
     def manifest(
-        self, device: str, config: dict[str, str], pass_profile: bool, counters: bool = False
+        self,
+        device: str,
+        config: dict[str, str],
+        pass_profile: bool,
+        counters: bool = False,
+        measure: MeasureOptions | None = None,
     ) -> dict:
         return {
+            **(measure or MeasureOptions()).manifest(),
             "device": device,
             "config": config,
             "pass_profile": pass_profile,
@@ -131,21 +186,26 @@ def make_arms(
     manifest_dir: Path,
     counters: bool = False,
     probe_timeout_s: float = PROBE_TIMEOUT_S,
+    measure: MeasureOptions | None = None,
+    extras: Mapping[str, ArmExtras] | None = None,
 ) -> tuple[list[Arm], dict[str, str]]:
     """Runner arms (one manifest each) and a table label per arm (name + OpenVINO release).
-    Each arm's interpreter is probed, for at most ``probe_timeout_s`` (capped at the default)."""
+    Each arm's interpreter is probed (arms.probe: its OpenVINO, and that it compiles for the
+    device), for at most ``probe_timeout_s`` (capped at the default).
+    ``extras`` adds to an arm's manifest, info and label (the A/A copy, the calibration arm)."""
     arms: list[Arm] = []
     labels: dict[str, str] = {}
     for spec in specs:
-        info = probe(spec, min(probe_timeout_s, PROBE_TIMEOUT_S))
-        if device.split(".")[0] not in {d.split(".")[0] for d in info["devices"]}:
-            raise CompileAheadError(
-                f"--arm {spec.name}: device {device} not available to {spec.python} "
-                f"(OpenVINO {info['openvino']}; devices: {', '.join(info['devices']) or 'none'})"
-            )
+        info = probe(spec, device, min(probe_timeout_s, PROBE_TIMEOUT_S))
         config = {**base_config, **spec.config}
+        if config.get("CACHE_DIR"):
+            raise CompileAheadError(
+                f"--arm {spec.name}: CACHE_DIR would turn the trials' compiles into imports"
+            )
+        extra = (extras or {}).get(spec.name, ArmExtras())
         manifest = manifest_dir / f"manifest-{spec.name}.json"
-        manifest.write_text(json.dumps(exported.manifest(device, config, pass_profile, counters)))
+        content = exported.manifest(device, config, pass_profile, counters, measure)
+        manifest.write_text(json.dumps(content | extra.manifest))
         env, unset = spec.process_env()
         env, unset = symmetric_collector_env(env, unset, counters)
         release = str(info["openvino"]).split("-")[0]
@@ -162,12 +222,40 @@ def make_arms(
                     "openvino": info["openvino"],
                     "compile_ahead_importable": info["compile_ahead"],
                     "config": config,
+                    **extra.info,
                 },
             )
         )
-        extra = ", ".join(f"{k}={v}" for k, v in spec.config.items())
-        labels[spec.name] = f"{spec.name}: OV {release}" + (f", {extra}" if extra else "")
+        props = ", ".join(f"{k}={v}" for k, v in spec.config.items())
+        labels[spec.name] = f"{spec.name}: OV {release}" + (f", {props}" if props else "")
+        labels[spec.name] += extra.label
     return arms, labels
+
+
+@dataclass(frozen=True)
+class ArmExtras:
+    """What an arm adds beyond its spec: manifest keys only `ab` itself sets (the
+    calibration spin), arm info for the reports, a label suffix."""
+
+    manifest: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+    label: str = ""
+
+
+AA_SUFFIX = "-aa"
+
+
+def aa_copy(control: ArmSpec) -> tuple[ArmSpec, ArmExtras]:
+    """The control run again as another arm (an A/A comparison in the same design)."""
+    import dataclasses
+
+    copy = dataclasses.replace(control, name=control.name + AA_SUFFIX)
+    return copy, ArmExtras(info={"aa_of": control.name}, label=" (A/A: the control again)")
+
+
+def aa_arms(arms: list[dict]) -> tuple[str, ...]:
+    """Names of an experiment's A/A arms (from experiment.json's arm records)."""
+    return tuple(a["name"] for a in arms if a.get("aa_of"))
 
 
 def symmetric_collector_env(
@@ -201,50 +289,97 @@ def _sum_rungs(*path: str):
     return get
 
 
+def measure_reason(measure: str) -> Reason:
+    """Why a trial has no value of ``measure``: its own record of the measure's availability."""
+
+    def reason(result: dict) -> str | None:
+        measures = result.get("measures")
+        if not isinstance(measures, dict):
+            return "not measured by this trial (recorded before the measure existed)"
+        entry = measures.get(measure)
+        if isinstance(entry, dict) and not entry.get("available", True):
+            return str(entry.get("reason") or "unavailable")
+        return None
+
+    return reason
+
+
+def _first_of(*getters):
+    def get(result: dict) -> float | None:
+        return next((v for g in getters if (v := g(result)) is not None), None)
+
+    return get
+
+
+# key, label, unit, compile-record field, measure name (for the reason when unavailable)
+_PER_COMPILE = (
+    ("cpu_total", "Compile CPU time (user+sys, all threads), all rungs", "s", "cpu_s", "cpu"),
+    ("instructions_total", "Instructions (user), all rungs", "instructions", "instructions",
+     "instructions"),
+    ("cycles_total", "Cycles (user), all rungs", "cycles", "cycles", "cycles"),
+)  # fmt: skip
+
+
 def compile_endpoints(
-    ladder: Sequence[int], pass_profile: bool, counters: bool = False
+    ladder: Sequence[int],
+    pass_profile: bool,
+    counters: bool = False,
+    measure: MeasureOptions | None = None,
 ) -> list[Endpoint]:
+    m = measure or MeasureOptions()
+    stat = m.statistic
+    label = cv.statistic_label(stat, m.repeat, m.compile_warmup)
+    mem_label = cv.statistic_label(cv.MEMORY_STATISTIC, m.repeat, m.compile_warmup)
+    wall = ("wall_s",)
     eps = [
-        Endpoint(f"compile_{c}", f"Compile wall C={c}", "s", "lower", _rung_field(i, "compile_s"))
+        Endpoint(f"compile_{c}", f"Compile wall C={c}", "s", "lower",
+                 cv.rung_getter(i, wall, stat), label, measure_reason("wall"))
         for i, c in enumerate(ladder)
-    ]
-    total = result_field("total_compile_s")
-    eps.append(Endpoint("compile_total", "Compile wall, all rungs", "s", "lower", total))
+    ]  # fmt: skip
+    eps.append(Endpoint("compile_total", "Compile wall, all rungs", "s", "lower",
+                        cv.total_getter(wall, stat), label, measure_reason("wall")))  # fmt: skip
+    for key, text, unit, field_name, name in _PER_COMPILE:
+        getter = cv.total_getter((field_name,), stat)
+        eps.append(Endpoint(key, text, unit, "lower", getter, label, measure_reason(name)))
+    peak = cv.total_getter(("peak_rss_bytes",), cv.MEMORY_STATISTIC, max)
+    eps.append(Endpoint("compile_peak_rss", "Peak RSS during compile_model, max over rungs",
+                        "bytes", "lower", peak, mem_label, measure_reason("peak_rss")))  # fmt: skip
     read = result_field("total_read_s")
     eps.append(Endpoint("read_total", "IR read, all rungs", "s", "lower", read))
     if pass_profile:
-        eps.append(
-            Endpoint(
-                "transformations",
-                "Transformation passes (read + compile)",
-                "s",
-                "lower",
-                result_field("total_transformations_s"),
-            )
-        )
-        eps.append(
-            Endpoint("pass_self_total", "Pass self time, all passes", "s", "lower", _self_sum)
-        )
+        eps += _pass_endpoints(stat, label)
     if counters:
-        itt = _sum_rungs("extension_counters", "itt_compile_model_s")
-        eps.append(Endpoint("itt_compile", "ITT 'Compile model' region", "s", "lower", itt))
+        itt = _first_of(
+            cv.total_getter(("extension_counters", "itt_compile_model_s"), stat),
+            _sum_rungs("extension_counters", "itt_compile_model_s"),
+        )
+        eps.append(Endpoint("itt_compile", "ITT 'Compile model' region", "s", "lower", itt, label))
     rss = result_field("max_rss_bytes")
     eps.append(Endpoint("max_rss", "Peak RSS of the trial", "bytes", "lower", rss))
-    wall = result_field("trial_wall_s")
-    eps.append(Endpoint("process_wall", "Trial process wall", "s", "lower", wall))
+    wall_trial = result_field("trial_wall_s")
+    eps.append(Endpoint("process_wall", "Trial process wall", "s", "lower", wall_trial))
     return eps
 
 
-def _self_sum(result: dict) -> float | None:
-    """Every pass's self time of a trial, summed (the managers' own overhead left out)."""
-    per_manager = result.get("pass_self_s")
-    if not isinstance(per_manager, dict):
-        return None
-    return sum(sum(passes.values()) for passes in per_manager.values())
+def _pass_endpoints(stat: str, label: str) -> list[Endpoint]:
+    transformations = _first_of(
+        cv.total_getter(("transformations_s",), stat), result_field("total_transformations_s")
+    )
 
+    def self_sum(result: dict) -> float | None:
+        """Every pass's self time of a trial, summed (the managers' own overhead left out)."""
+        per_manager = cv.pass_self_times(result, stat)
+        if per_manager is None:
+            return None
+        return sum(sum(passes.values()) for passes in per_manager.values())
 
-def _rung_field(index: int, key: str):
-    return result_field("rungs", index, key)
+    reason = measure_reason("pass_self")
+    return [
+        Endpoint("transformations", "Transformation passes (in compile_model)", "s", "lower",
+                 transformations, label, reason),
+        Endpoint("pass_self_total", "Pass self time, all passes", "s", "lower", self_sum, label,
+                 reason),
+    ]  # fmt: skip
 
 
 class IRDirectory:

@@ -9,7 +9,16 @@ MANIFEST: {"device": "CPU", "config": {"KEY": "VALUE"}, "pass_profile": false,
            "passprofile": "/.../profiling/passprofile.py",
            "decompression": "/.../runtime/graphs/decompression.py",
            "fold_guard": "/.../runtime/graphs/fold_guard.py", "extension_counters": false,
+           "perfcounters": "/.../compile_ahead/_perfcounters....so", "repeat": 1,
+           "compile_warmup": 0, "cpus": null, "prefetch": false,
            "rungs": [{"capacity": 1024, "xml": "/tmp/.../rung-1024.xml"}, ...]}
+
+Each rung is read once and compiled compile_warmup + repeat times in a row (caching off: no
+CACHE_DIR); every compile is one record in the rung's "compiles" with what compile_measure.py
+measures around it ("warmup": true for the compiles the analysis leaves out). The rung's
+"compile_s" and the trial's totals and pass fields describe its first measured compile. Only
+`ab calibrate` writes "calibration_spin_s" (capacity -> seconds of CPU work added on the
+compiling thread inside each measured window; labelled calibration in every output).
 
 The f16/bf16 weight Converts are re-marked as decompression after reading (rt_info
 "decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the weights
@@ -31,6 +40,7 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 
 
 def _max_rss_bytes() -> int:
@@ -104,6 +114,153 @@ def _extension_counters(wanted: bool):
         return None, f"compile_ahead not importable in this arm ({err})"
 
 
+class PassRecorder:
+    """Pass-profile records of each compile, read from the profile file as it grows."""
+
+    def __init__(self, passprofile, path: str) -> None:
+        self._passprofile = passprofile
+        self._path = path
+        self._offset = 0
+
+    def next_profile(self):
+        """Every record written since the last call (None when nothing was written)."""
+        if not os.path.exists(self._path):
+            return None
+        end = os.path.getsize(self._path)
+        profile = self._passprofile.parse_file(self._path, self._offset, end)
+        self._offset = end
+        return profile
+
+
+def _compile_passes(profile) -> dict:
+    self_s: dict[str, dict[str, float]] = {}
+    runs: dict[str, dict[str, int]] = {}
+    add_self_times(self_s, runs, profile)
+    return {
+        "passes": profile.summary(),
+        "transformations_s": profile.total_ns() / 1e9,
+        "pass_self_total_s": sum(sum(p.values()) for p in self_s.values()),
+        "pass_self_s": self_s,
+        "pass_runs": runs,
+    }
+
+
+def _pass_recorder(manifest: dict, pass_file: str) -> PassRecorder | None:
+    """With "pass_profile": OpenVINO's pass timing switched on (before openvino is loaded)
+    into ``pass_file``, and its reader."""
+    if not manifest.get("pass_profile"):
+        return None
+    passprofile = load_module(manifest["passprofile"], "passprofile")
+    if os.path.exists(pass_file):
+        os.remove(pass_file)
+    os.environ["OV_ENABLE_PROFILE_PASS"] = pass_file
+    return PassRecorder(passprofile, pass_file)
+
+
+def _setup(manifest: dict, measure) -> dict:
+    """Pin and prefetch as the manifest asks, before openvino loads; what was done."""
+    done: dict = {}
+    if manifest.get("cpus"):
+        done["cpus"] = measure.pin(manifest["cpus"])
+    if manifest.get("prefetch"):
+        files = [Path(r["xml"]) for r in manifest["rungs"]]
+        files += [f.with_suffix(".bin") for f in files] + measure.openvino_files()
+        done["prefetched_bytes"] = measure.prefetch(files)
+    return done
+
+
+def compile_rung(core, model, device: str, config: dict, manifest: dict, tools: dict) -> list:
+    """The rung's compiles (warm-ups first), one measured record each."""
+    meter, ext, passes = tools["meter"], tools["ext"], tools["passes"]
+    spins = manifest.get("calibration_spin_s") or {}
+    warmup = int(manifest.get("compile_warmup", 0))
+    records = []
+    for i in range(warmup + int(manifest.get("repeat", 1))):
+        meter.spin_s = float(spins.get(str(tools["capacity"]), 0.0))
+        if ext is not None:
+            ext.begin()
+        meter.begin()
+        compiled = core.compile_model(model, device, config)
+        record = meter.end()
+        record["warmup"] = i < warmup
+        if ext is not None:
+            record["extension_counters"] = ext.end()
+        if passes is not None:
+            profile = passes.next_profile()
+            if profile is not None:
+                record.update(_compile_passes(profile))
+        records.append(record)
+        del compiled
+    return records
+
+
+def _rung_entry(rung: dict, read: tuple[float, float, float], marks: tuple, compiles: list):
+    first = next(c for c in compiles if not c["warmup"])
+    entry = {
+        "capacity": rung["capacity"],
+        "read_s": read[1] - read[0],
+        "remark_s": read[2] - read[1],
+        "compile_s": first["wall_s"],
+        "decompression_marked": marks[0],
+        "lookups_marked": marks[1],
+        "max_rss_bytes": _max_rss_bytes(),
+        "compiles": compiles,
+    }
+    for key in ("extension_counters", "passes"):
+        if key in first:
+            entry[key] = first[key]
+    return entry
+
+
+def _pass_totals(rungs: list, read_transformations_s: float) -> dict:
+    """The trial's pass fields from each rung's first measured compile (and the reads)."""
+    self_s: dict[str, dict[str, float]] = {}
+    runs: dict[str, dict[str, int]] = {}
+    total = read_transformations_s
+    for rung in rungs:
+        first = next(c for c in rung["compiles"] if not c["warmup"])
+        total += first.get("transformations_s", 0.0)
+        for key, into in (("pass_self_s", self_s), ("pass_runs", runs)):
+            for manager, passes in first.get(key, {}).items():
+                per = into.setdefault(manager, {})
+                for name, value in passes.items():
+                    per[name] = per.get(name, 0) + value
+    return {"total_transformations_s": total, "pass_self_s": self_s, "pass_runs": runs}
+
+
+def read_and_compile(core, modules: tuple, manifest: dict, tools: dict) -> tuple[list, float]:
+    """Every rung read, re-marked and compiled: (rung entries, pass time spent in the reads)."""
+    decompression, fold_guard = modules
+    device, config, passes = manifest["device"], dict(manifest.get("config", {})), tools["passes"]
+    rungs = []
+    read_transformations_s = 0.0
+    for rung in manifest["rungs"]:
+        t0 = time.perf_counter()
+        model = core.read_model(rung["xml"])
+        t1 = time.perf_counter()
+        marks = (
+            decompression.mark_weight_decompression(model),
+            fold_guard.keep_lookups_unfolded(model),
+        )
+        t2 = time.perf_counter()
+        read_profile = passes.next_profile() if passes is not None else None
+        if read_profile is not None:
+            read_transformations_s += read_profile.total_ns() / 1e9
+        tools["capacity"] = rung["capacity"]
+        compiles = compile_rung(core, model, device, config, manifest, tools)
+        rungs.append(_rung_entry(rung, (t0, t1, t2), marks, compiles))
+        del model
+    return rungs, read_transformations_s
+
+
+def _check(manifest: dict) -> None:
+    repeat, warmup = manifest.get("repeat", 1), manifest.get("compile_warmup", 0)
+    if not isinstance(repeat, int) or repeat < 1 or not isinstance(warmup, int) or warmup < 0:
+        raise SystemExit("compile_trial: repeat must be >= 1 and compile_warmup >= 0")
+    if str(manifest.get("config", {}).get("CACHE_DIR", "")):
+        raise SystemExit("compile_trial: CACHE_DIR is set; a cached compile is an import")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: compile_trial.py MANIFEST.json OUT.json", file=sys.stderr)
@@ -111,14 +268,12 @@ def main(argv: list[str]) -> int:
     t_start = time.perf_counter()
     with open(argv[1]) as fh:
         manifest = json.load(fh)
+    _check(manifest)
+    measure = load_module(str(Path(__file__).with_name("compile_measure.py")), "compile_measure")
+    setup = _setup(manifest, measure)
     out_path = argv[2]
-    pass_file = out_path + ".passes"
-    profiling = bool(manifest.get("pass_profile"))
-    passprofile = load_module(manifest["passprofile"], "passprofile") if profiling else None
-    if profiling:
-        if os.path.exists(pass_file):
-            os.remove(pass_file)
-        os.environ["OV_ENABLE_PROFILE_PASS"] = pass_file  # before openvino is loaded
+    passes = _pass_recorder(manifest, out_path + ".passes")
+    profiling = passes is not None
     ext, reason = _extension_counters(bool(manifest.get("extension_counters")))
     import openvino as ov
 
@@ -127,54 +282,26 @@ def main(argv: list[str]) -> int:
 
     t_import = time.perf_counter()
     core = ov.Core()
-    device = manifest["device"]
-    config = dict(manifest.get("config", {}))
-    rungs = []
-    pass_offset = 0
-    self_s: dict[str, dict[str, float]] = {}
-    self_runs: dict[str, dict[str, int]] = {}
-    for rung in manifest["rungs"]:
-        t0 = time.perf_counter()
-        model = core.read_model(rung["xml"])
-        t1 = time.perf_counter()
-        marked = decompression.mark_weight_decompression(model)
-        lookups = fold_guard.keep_lookups_unfolded(model)
-        t2 = time.perf_counter()
-        if ext is not None:
-            ext.begin()
-        compiled = core.compile_model(model, device, config)
-        t3 = time.perf_counter()
-        counters = ext.end() if ext is not None else None
-        entry = {
-            "capacity": rung["capacity"],
-            "read_s": t1 - t0,
-            "remark_s": t2 - t1,
-            "compile_s": t3 - t2,
-            "decompression_marked": marked,
-            "lookups_marked": lookups,
-            "max_rss_bytes": _max_rss_bytes(),
-        }
-        if counters is not None:
-            entry["extension_counters"] = counters
-        if passprofile is not None and os.path.exists(pass_file):
-            end = os.path.getsize(pass_file)
-            profile = passprofile.parse_file(pass_file, pass_offset, end)
-            pass_offset = end
-            entry["passes"] = profile.summary()
-            add_self_times(self_s, self_runs, profile)
-        rungs.append(entry)
-        del compiled, model
+    tools = {"meter": measure.CompileMeter(manifest.get("perfcounters")), "ext": ext,
+             "passes": passes}  # fmt: skip
+    rungs, read_transformations_s = read_and_compile(
+        core, (decompression, fold_guard), manifest, tools
+    )
     result = {
         "openvino_version": ov.get_version(),
         "python": sys.version.split()[0],
         "executable": sys.executable,
-        "device": device,
-        "config": config,
+        "device": manifest["device"],
+        "config": dict(manifest.get("config", {})),
         "import_s": t_import - t_start,
+        "repeat": int(manifest.get("repeat", 1)),
+        "compile_warmup": int(manifest.get("compile_warmup", 0)),
+        **setup,
         "rungs": rungs,
         "total_compile_s": sum(r["compile_s"] for r in rungs),
         "total_read_s": sum(r["read_s"] for r in rungs),
         "max_rss_bytes": _max_rss_bytes(),
+        "measures": _measures(tools["meter"], profiling),
         "extension_counters": (
             {"available": True, "itt_problem": ext.problem}
             if ext is not None
@@ -182,15 +309,28 @@ def main(argv: list[str]) -> int:
         ),
         "pass_profile": profiling,
     }
+    if manifest.get("calibration_spin_s"):
+        result["calibration_spin_s"] = manifest["calibration_spin_s"]
     if profiling:
-        result["total_transformations_s"] = sum(
-            r.get("passes", {}).get("transformations_s", 0.0) for r in rungs
-        )
-        result["pass_self_s"] = self_s
-        result["pass_runs"] = self_runs
+        result.update(_pass_totals(rungs, read_transformations_s))
     with open(out_path, "w") as fh:
         json.dump(result, fh, indent=1)
     return 0
+
+
+MEASURES = ("wall", "cpu", "instructions", "cycles", "task_clock", "peak_rss", "pass_self")
+
+
+def _measures(meter, profiling: bool) -> dict:
+    """Each measure's availability in this trial: {"available": bool, "reason": text}."""
+    unavailable = dict(meter.unavailable)
+    if not profiling:
+        unavailable["pass_self"] = "not requested (--pass-profile)"
+    return {
+        m: {"available": m not in unavailable, **({"reason": unavailable[m]} if m in unavailable
+                                                  else {})}
+        for m in MEASURES
+    }  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -3,13 +3,13 @@ ran); running it, and turning both into the table, JSON and plot (also for parti
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from compile_ahead.atomic import writing
+from compile_ahead.atomic import write_bytes_atomic
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.trials import calibration as calibration_report
 from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.design import Plan, make_plan
@@ -67,79 +67,13 @@ def load_experiment(directory: Path) -> dict:
     return exp
 
 
-# What may differ between runs of one experiment that are pooled: how many pairs each ran, its
-# warm-ups (not analysed), where in the design it started (a campaign's blocks, pooled in
-# order, continue the first run's design), and where earlier pooling came from.
-_POOLED_FREELY = ("pairs", "warmup", "first_block", "pooled_from", "pooled_interpreters")
-
-
-def pool_experiments(
-    directories: list[Path], experiments: list[dict], records: list[list[TrialRecord]]
-) -> tuple[dict, list[TrialRecord]]:
-    """Runs of one experiment as one: their measured pairs one after another (blocks and
-    trial indexes renumbered, warm-ups left out). Runs of different experiments (arms,
-    commands, model, workload) are refused, naming what differs."""
-    first = experiments[0]
-    for directory, exp in zip(directories[1:], experiments[1:], strict=True):
-        differ = [
-            key
-            for key in sorted(set(first) | set(exp))
-            if key not in _POOLED_FREELY
-            and first.get(key) != exp.get(key)
-            and not (
-                key == "arms"
-                and _arms_key(first["arms"], directories[0]) == _arms_key(exp["arms"], directory)
-            )
-        ]
-        if differ:
-            raise CompileAheadError(
-                f"{directory}: another experiment than {directories[0]} ({', '.join(differ)} "
-                f"{'differs' if len(differ) == 1 else 'differ'}); only runs of one experiment "
-                "are pooled"
-            )
-    pooled: list[TrialRecord] = []
-    offset = 0
-    for exp, recs in zip(experiments, records, strict=True):
-        for r in recs:
-            if not r.warmup:
-                pooled.append(dataclasses.replace(r, index=len(pooled), block=offset + r.block))
-        offset += exp["pairs"]
-    sources = [str(d) for d in directories]
-    pooled_exp = first | {"pairs": offset, "warmup": 0, "pooled_from": sources}
-    interpreters = [str((exp["arms"][0].get("command") or ["?"])[0]) for exp in experiments]
-    if len(set(interpreters)) > 1:  # named in the report: the runs' code may differ
-        pooled_exp["pooled_interpreters"] = interpreters
-    return pooled_exp, pooled
-
-
-def _arms_key(arms: list[dict], directory: Path) -> list[dict]:
-    """What makes arms the same across runs: their commands without the interpreter that
-    starts them (a schedule run's is the Python that ran `ab`, e.g. another virtual
-    environment's; a compile run's arms also name theirs, and those names are compared) and
-    with the files a run wrote into its own directory for its arms (however the path was
-    spelled when it ran) named by a placeholder."""
-
-    def in_run_dir(part: str) -> str:
-        path = Path(part)
-        if "/" in part and path.name and (directory / path.name).is_file():
-            return f"{{dir}}/{path.name}"
-        return part
-
-    def key(arm: dict) -> dict:
-        command = [in_run_dir(str(part)) for part in arm.get("command", [])]
-        return arm | {"command": command[1:]}
-
-    return [key(arm) for arm in arms]
-
-
 def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
     """experiment.json and the trial log, as a run leaves them (so `ab report` reads them)."""
     for path, text in (
         (out / EXPERIMENT, json.dumps(exp, indent=1)),
         (out / TRIALS_LOG, "".join(json.dumps(r.to_dict()) + "\n" for r in records)),
     ):
-        with writing(path):
-            path.write_text(text)
+        write_bytes_atomic(path, text.encode())
 
 
 def _finish(
@@ -154,11 +88,16 @@ def _finish(
     labels: dict[str, str] | None = None,
     echo: bool = True,
     passes: PassAnalysis | None = None,
+    calibration: dict | None = None,
 ) -> Path:
     from compile_ahead.profiling.trials.report import markdown, write_reports
 
     sections = [] if passes is None else [pass_ab.markdown(passes, labels)]
     extra = {} if passes is None else {"passes": pass_ab.to_json(passes)}
+    if calibration:
+        rows = calibration_report.summary(analysis, calibration)
+        sections.insert(0, calibration_report.markdown(rows, calibration))
+        extra["calibration"] = {**calibration, "endpoints": rows}
     md, js = write_reports(
         out, stem, analysis, title, context, arms, records, labels, sections, extra
     )
@@ -200,14 +139,22 @@ def report_experiment(
     arms = _arms_from(exp)
     ladder = tuple(exp["ladder"])
     passes = None
+    calibration = None
     if exp["kind"] == "compile":
-        endpoints = compile_ab.compile_endpoints(ladder, exp["pass_profile"], exp["counters"])
-        analysis = analyse(records, plan, endpoints)
+        measure = compile_ab.MeasureOptions.from_experiment(exp)
+        aa = compile_ab.aa_arms(exp["arms"])
+        endpoints = compile_ab.compile_endpoints(
+            ladder, exp["pass_profile"], exp["counters"], measure
+        )
+        analysis = analyse(records, plan, endpoints, aa)
         if exp["pass_profile"]:
-            passes = pass_ab.analyse_passes(records, plan)
+            passes = pass_ab.analyse_passes(records, plan, measure.statistic, aa)
         context = dict(exp["context"])
         labels = dict(exp["labels"])
         stem, title = "compile_ab", f"Compile A/B: {' vs '.join(plan.arms)}"
+        calibration = exp.get("calibration")
+        if calibration:
+            title = f"CALIBRATION (not a real change) {title}"
     else:
         from compile_ahead.profiling.trials import baselines
 
@@ -224,15 +171,19 @@ def report_experiment(
         labels = schedule_ab.arm_labels(records)
         stem, title = "schedule_ab", f"Schedule A/B: {' vs '.join(plan.arms)}"
     if exp.get("pooled_from"):
-        context["pooled"] = f"{len(exp['pooled_from'])} runs: {', '.join(exp['pooled_from'])}"
+        runs = len(exp["pooled_from"])
+        context["pooled"] = f"{runs} run{'s' * (runs != 1)}: {', '.join(exp['pooled_from'])}"
+    if exp.get("pooled_repeats"):
+        context["repeated trials, pooled once"] = "; ".join(exp["pooled_repeats"])
     if exp.get("pooled_interpreters"):
         context["run by"] = ", ".join(exp["pooled_interpreters"])
     if status is not None:
         context = {"status": status, **context}
         stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
     return _finish(
-        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None, passes
-    )
+        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None, passes,
+        calibration,
+    )  # fmt: skip
 
 
 def run_experiment(
@@ -240,8 +191,7 @@ def run_experiment(
 ) -> list[TrialRecord]:
     """Save the experiment, run the plan; on a failed trial, analyse what completed into a
     *_partial report beside trials.jsonl, then fail with one line."""
-    with writing(out / EXPERIMENT):
-        (out / EXPERIMENT).write_text(json.dumps(exp, indent=1))
+    write_bytes_atomic(out / EXPERIMENT, json.dumps(exp, indent=1).encode())
     try:
         return run_plan(plan, arms, out, timeout_s=timeout_s, progress=_progress(quiet))
     except TrialFailed as err:

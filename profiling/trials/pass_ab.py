@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_ahead.atomic import writing
+from compile_ahead.atomic import write_figure_atomic
 from compile_ahead.profiling.trials.analysis import (
     Analysis,
     Endpoint,
@@ -23,7 +23,9 @@ from compile_ahead.profiling.trials.analysis import (
     analyse,
     block_results,
 )
+from compile_ahead.profiling.trials.compile_values import TIME_STATISTIC_DEFAULT, pass_self_times
 from compile_ahead.profiling.trials.design import Plan
+from compile_ahead.profiling.trials.power import judge
 from compile_ahead.profiling.trials.report import MINUS, fmt_effect, fmt_number, table_row
 from compile_ahead.profiling.trials.runner import TrialRecord
 from compile_ahead.profiling.trials.stats import PairedSummary
@@ -71,28 +73,41 @@ class PassAnalysis:
         return sum(present) / len(present) if present else None
 
 
-def _self_times(result: dict) -> dict[str, dict[str, float]] | None:
-    per_manager = result.get("pass_self_s")
-    return per_manager if isinstance(per_manager, dict) else None
+class SelfTimes:
+    """Per-pass self times of each trial result by the declared statistic, computed once per
+    result (every pass's getter asks for the same trial)."""
+
+    def __init__(self, statistic: str) -> None:
+        self.statistic = statistic
+        self._memo: dict[int, tuple[dict, dict | None]] = {}
+
+    def of(self, result: dict) -> dict[str, dict[str, float]] | None:
+        held = self._memo.get(id(result))
+        if held is None or held[0] is not result:
+            held = (result, pass_self_times(result, self.statistic))
+            self._memo[id(result)] = held
+        return held[1]
+
+    def getter(self, key: PassKey) -> Getter:
+        def get(result: dict) -> float | None:
+            per_manager = self.of(result)
+            if per_manager is None:  # this trial did not profile passes
+                return None
+            seconds = per_manager.get(key.manager, {}).get(key.name, 0.0)
+            return float(seconds) * 1e3
+
+        return get
 
 
-def _getter(key: PassKey) -> Getter:
-    def get(result: dict) -> float | None:
-        per_manager = _self_times(result)
-        if per_manager is None:  # this trial did not profile passes
-            return None
-        seconds = per_manager.get(key.manager, {}).get(key.name, 0.0)
-        return float(seconds) * 1e3
-
-    return get
-
-
-def seen_passes(records: Sequence[TrialRecord], plan: Plan) -> dict[str, set[PassKey]]:
+def seen_passes(
+    records: Sequence[TrialRecord], plan: Plan, times: SelfTimes | None = None
+) -> dict[str, set[PassKey]]:
     """arm -> every pass that ran in at least one of its measured trials."""
+    times = times or SelfTimes(TIME_STATISTIC_DEFAULT)
     seen: dict[str, set[PassKey]] = {arm: set() for arm in plan.arms}
     for arm, results in block_results(records, plan).items():
         for result in results:
-            per_manager = None if result is None else _self_times(result)
+            per_manager = None if result is None else times.of(result)
             for manager, passes in (per_manager or {}).items():
                 seen[arm].update(PassKey(manager, name) for name in passes)
     return seen
@@ -103,13 +118,19 @@ def rank_order(summary: PairedSummary) -> tuple[int, float]:
     return (0 if summary.ci_excludes_zero else 1, -abs(summary.median_diff))
 
 
-def analyse_passes(records: Sequence[TrialRecord], plan: Plan) -> PassAnalysis:
-    seen = seen_passes(records, plan)
+def analyse_passes(
+    records: Sequence[TrialRecord],
+    plan: Plan,
+    statistic: str = TIME_STATISTIC_DEFAULT,
+    aa_arms: tuple[str, ...] = (),
+) -> PassAnalysis:
+    times = SelfTimes(statistic)
+    seen = seen_passes(records, plan, times)
     every = sorted(set().union(*seen.values()))
     endpoints = [
-        Endpoint(k.key, f"{k.name} [{k.manager}]", "ms", "lower", _getter(k)) for k in every
+        Endpoint(k.key, f"{k.name} [{k.manager}]", "ms", "lower", times.getter(k)) for k in every
     ]
-    analysis = analyse(records, plan, endpoints)
+    analysis = analyse(records, plan, endpoints, aa_arms)
     control = plan.arms[0]
     comparisons = []
     for treatment in plan.arms[1:]:
@@ -126,6 +147,7 @@ def analyse_passes(records: Sequence[TrialRecord], plan: Plan) -> PassAnalysis:
                 only[control if in_control else treatment].append(key)
         ranked.sort(key=lambda r: (*rank_order(r.summary), r.key))
         comparisons.append(PassComparison(treatment, ranked, only))
+    analysis.judgements = judge(analysis.comparisons, aa_arms)  # passes in both arms only
     return PassAnalysis(analysis, {k.key: k for k in every}, comparisons)
 
 
@@ -249,9 +271,7 @@ def plot_passes(passes: PassAnalysis, path: Path, title: str, rows: int = PLOT_R
     )
     fig.suptitle(f"{title}\n({note})", fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with writing(path):
-        fig.savefig(path, dpi=110)
+    write_figure_atomic(fig, path)
     plt.close(fig)
     return path
 

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from compile_ahead.atomic import writing
+from compile_ahead.atomic import write_figure_atomic
 from compile_ahead.profiling.trials.analysis import Analysis
 from compile_ahead.profiling.trials.report import display_unit
 
@@ -53,8 +53,6 @@ def plot_differences(analysis: Analysis, path: Path, title: str, max_cols: int =
     note = "dots: per-block differences; red: mean with paired-t 95% CI"
     fig.suptitle(f"{title}\n({note})", fontsize=9)
     fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - 0.5 / (3.2 * rows)))  # room for the title
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with writing(path):
-        fig.savefig(path, dpi=110)
+    write_figure_atomic(fig, path)
     plt.close(fig)
     return path

@@ -7,10 +7,11 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from compile_ahead.atomic import writing
+from compile_ahead.atomic import write_bytes_atomic
 from compile_ahead.profiling.trials.analysis import Analysis
+from compile_ahead.profiling.trials.power import FLAG_RULE, Judgement
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
-from compile_ahead.profiling.trials.stats import PairedSummary
+from compile_ahead.profiling.trials.stats import MDE_POWER, PairedSummary
 
 MINUS = "\u2212"
 
@@ -61,7 +62,13 @@ def fmt_effect(s: PairedSummary | None, unit: str) -> str:
         if s.ratio_ci_low is not None and s.ratio_ci_high is not None:
             ratio += f" (CI {s.ratio_ci_low:.3f} to {s.ratio_ci_high:.3f})"
         parts.append(ratio)
+    if s.mde_pct is not None:
+        parts.append(f"MDE \u00b1{fmt_number(s.mde_pct)}%")
     return " · ".join(parts)
+
+
+def fmt_judgement(j: Judgement | None) -> str:
+    return f" · **FLAGGED: {j.direction}**" if j is not None and j.flagged else ""
 
 
 def table_row(cells: Sequence[str]) -> str:
@@ -89,11 +96,14 @@ def markdown(
         f"({orders}); "
         f"position balanced: {'yes' if design['position_balanced'] else 'no'}, "
         f"carry-over balanced: {'yes' if design['carryover_balanced'] else 'no'}; "
-        f"warm-up {plan.warmup_per_arm} trial(s) per arm, discarded; one fresh process per trial"
+        f"warm-up {plan.warmup_per_arm} trial(s) per arm, discarded; one fresh process per "
+        "trial, the arms of a block back to back"
     )
     lines.append(
         "- effect = treatment − control per block; CI = paired-t; p = exact two-sided "
-        "sign-flip; ratio = geometric mean of per-pair ratios with its paired-t CI on logs"
+        "sign-flip; ratio = geometric mean of per-pair ratios with its paired-t CI on logs; "
+        f"MDE = the smallest change the paired t-test on the logs detects with "
+        f"{MDE_POWER:.0%} power at 95% with these pairs (noncentral t); {FLAG_RULE}"
     )
     lines.append("")
     header = ["Endpoint"] + [labels.get(a, a) for a in plan.arms]
@@ -101,8 +111,16 @@ def markdown(
     lines.append(table_row(header))
     lines.append(table_row(["---"] * len(header)))
     for ep in analysis.endpoints:
-        cells = [ep.label] + [fmt_value(analysis.values[ep.key][a], ep.unit) for a in plan.arms]
-        cells += [fmt_effect(analysis.comparisons[ep.key][t], ep.unit) for t in analysis.treatments]
+        missing = analysis.unavailable.get(ep.key, {})
+        cells = [ep.label] + [
+            "unavailable" if a in missing else fmt_value(analysis.values[ep.key][a], ep.unit)
+            for a in plan.arms
+        ]
+        cells += [
+            fmt_effect(analysis.comparisons[ep.key][t], ep.unit)
+            + fmt_judgement(analysis.judgements.get(ep.key, {}).get(t))
+            for t in analysis.treatments
+        ]
         lines.append(table_row(cells))
     for tally in analysis.tallies:
         cells = [tally.label] + [tally.per_arm.get(a, "\u2014") for a in plan.arms]
@@ -115,7 +133,40 @@ def markdown(
             s = analysis.comparisons[ep.key][t]
             if s is not None:
                 lines.append(f"- {ep.label}, {t} vs {control}: {s.verdict()}")
+    lines += power_lines(analysis)
     return "\n".join(lines) + "\n"
+
+
+def power_lines(analysis: Analysis) -> list[str]:
+    """Per endpoint: how its trial value is made, its noise, its MDE, its floor; then the
+    endpoints an arm could not measure, with the reason."""
+    lines = ["", "Measurement power (per endpoint; noise = SD of the paired log-ratios):"]
+    for ep in analysis.endpoints:
+        for t in analysis.treatments:
+            s = analysis.comparisons[ep.key][t]
+            j = analysis.judgements.get(ep.key, {}).get(t)
+            if s is None or j is None:
+                continue
+            noise = "\u2014" if s.log_sd is None else f"{s.log_sd:.4f}"
+            mde = "\u2014" if s.mde_pct is None else f"\u00b1{fmt_number(s.mde_pct)}%"
+            floor = "\u2014" if j.floor_pct is None else f"{fmt_number(j.floor_pct)}%"
+            how = f"{ep.statistic}; " if ep.statistic else ""
+            lines.append(
+                f"- {ep.label}, {t} vs {analysis.control}: {how}noise {noise}, MDE {mde} at "
+                f"{s.n} pairs, noise floor {floor} ({j.floor_source})"
+                + (f", FLAGGED {j.direction}" if j.flagged else ", not flagged")
+            )
+    missing = [(ep, analysis.unavailable[ep.key]) for ep in analysis.endpoints
+               if ep.key in analysis.unavailable]  # fmt: skip
+    if missing:
+        lines += ["", "Unavailable (never reported as 0):"]
+        for ep, per_arm in missing:
+            reasons: dict[str, list[str]] = {}
+            for arm, reason in per_arm.items():
+                reasons.setdefault(reason, []).append(arm)
+            text = "; ".join(f"{', '.join(arms)}: {r}" for r, arms in reasons.items())
+            lines.append(f"- {ep.label}: {text}")
+    return lines
 
 
 def to_json(
@@ -125,6 +176,7 @@ def to_json(
     arms: Sequence[Arm],
     records: Sequence[TrialRecord],
 ) -> dict:
+    plan_arms = analysis.plan.arms
     return {
         "title": title,
         "context": dict(context),
@@ -135,13 +187,21 @@ def to_json(
             {
                 **ep.describe(),
                 "values": analysis.values[ep.key],
+                "available": {a: a not in analysis.unavailable.get(ep.key, {}) for a in plan_arms},
+                "unavailable": analysis.unavailable.get(ep.key, {}),
                 "comparisons": {
                     t: (None if s is None else s.to_dict())
                     for t, s in analysis.comparisons[ep.key].items()
                 },
+                "judgements": {
+                    t: (None if j is None else j.to_dict())
+                    for t, j in analysis.judgements.get(ep.key, {}).items()
+                },
             }
             for ep in analysis.endpoints
         ],
+        "flag_rule": FLAG_RULE,
+        "aa_arms": list(analysis.aa_arms),
         "tallies": [
             {"label": t.label, "per_arm": t.per_arm, "effect": t.effect} for t in analysis.tallies
         ],
@@ -165,9 +225,7 @@ def write_reports(
     md_path = out_dir / f"{stem}.md"
     json_path = out_dir / f"{stem}.json"
     text = "\n".join([markdown(analysis, title, context, arm_labels), *sections])
-    with writing(md_path):
-        md_path.write_text(text)
+    write_bytes_atomic(md_path, text.encode())
     data = {**to_json(analysis, title, context, arms, records), **dict(extra or {})}
-    with writing(json_path):
-        json_path.write_text(json.dumps(data, indent=2))
+    write_bytes_atomic(json_path, json.dumps(data, indent=2).encode())
     return md_path, json_path

@@ -6,6 +6,11 @@ the exact two-sided sign-flip (randomisation) p-value from all 2^n sign vectors,
 count, and the geometric mean of the per-pair ratios. With n pairs the smallest possible
 sign-flip p is 2 / 2^n (0.0625 for five pairs); the verdict text never claims more than the
 test can support.
+
+Power: the noise of a comparison is the SD of its paired log-ratios log(treatment / control);
+its minimal detectable effect (MDE) is the smallest true ratio the paired t-test on those logs
+detects (two-sided 95%) with 80% power at the comparison's pair count, solved exactly with
+the noncentral t distribution (scipy.stats.nct) and stated as a percent change.
 """
 
 from __future__ import annotations
@@ -84,6 +89,74 @@ def sign_flip_p(diffs: Sequence[float], *, max_exact: int = EXACT_SIGN_FLIP_MAX_
     return float(result.pvalue)
 
 
+MDE_ALPHA = 0.05
+MDE_POWER = 0.80
+
+
+def paired_t_power(noncentrality: float, n: int, alpha: float = MDE_ALPHA) -> float:
+    """Power of the two-sided one-sample (paired) t-test with n pairs at the given
+    noncentrality (true mean / (sd / sqrt(n)))."""
+    df = n - 1
+    crit = _t_quantile(1.0 - alpha / 2.0, df)
+    nct = scipy_stats.nct(df, noncentrality)
+    lower = float(nct.cdf(-crit))
+    if not math.isfinite(lower):  # scipy's nct underflows to nan far out in the lower tail
+        lower = 0.0
+    return float(nct.sf(crit)) + lower
+
+
+@lru_cache(maxsize=256)
+def mde_noncentrality(n: int, alpha: float = MDE_ALPHA, power: float = MDE_POWER) -> float:
+    """The noncentrality at which the paired t-test with n pairs has the given power."""
+    from scipy.optimize import brentq
+
+    if n < 2:
+        raise CompileAheadError(f"a minimal detectable effect needs 2 or more pairs, got {n}")
+    guess = mde_noncentrality_approx(n, alpha, power)
+    high = 2.0 * guess + 10.0
+    while paired_t_power(high, n, alpha) < power:
+        high *= 2.0
+    return float(brentq(lambda nc: paired_t_power(nc, n, alpha) - power, 0.0, high, xtol=1e-10))
+
+
+def mde_noncentrality_approx(n: int, alpha: float = MDE_ALPHA, power: float = MDE_POWER) -> float:
+    """t_(1-alpha/2, n-1) + t_(power, n-1): the usual closed form (it ignores the far tail and
+    the noncentral t's skew, so it is slightly low for few pairs)."""
+    return _t_quantile(1.0 - alpha / 2.0, n - 1) + _t_quantile(power, n - 1)
+
+
+def minimal_detectable_effect(
+    sd: float, n: int, alpha: float = MDE_ALPHA, power: float = MDE_POWER
+) -> float | None:
+    """The smallest true mean difference the paired t-test detects with ``power`` given the
+    SD of the paired differences and n pairs (None below 2 pairs)."""
+    if n < 2 or not math.isfinite(sd):
+        return None
+    return mde_noncentrality(n, alpha, power) * sd / math.sqrt(n)
+
+
+def log_ratios(control: Sequence[float], treatment: Sequence[float]) -> np.ndarray | None:
+    """log(treatment / control) per pair; None when a value is not positive."""
+    a = np.asarray(control, dtype=np.float64)
+    b = np.asarray(treatment, dtype=np.float64)
+    if a.size == 0 or np.any(a <= 0) or np.any(b <= 0):
+        return None
+    return np.log(b / a)
+
+
+def paired_t_p(diffs: np.ndarray) -> float | None:
+    """Two-sided p of the one-sample t-test of ``diffs`` against 0 (None below 2 pairs; 1 for
+    all-zero differences, 0 for identical non-zero ones)."""
+    n = diffs.size
+    if n < 2:
+        return None
+    mean, sd = float(diffs.mean()), float(diffs.std(ddof=1))
+    if sd == 0.0:
+        return 1.0 if mean == 0.0 else 0.0
+    t = mean / (sd / math.sqrt(n))
+    return float(2.0 * scipy_stats.t.sf(abs(t), n - 1))
+
+
 def min_sign_flip_p(n: int) -> float:
     """The smallest two-sided sign-flip p attainable with n pairs (all signs agree)."""
     return 2.0 / 2**n if n >= 1 else 1.0
@@ -121,6 +194,27 @@ class PairedSummary:
     ratio_ci_high: float | None
     better: Better
     diffs: tuple[float, ...]
+    # the noise: SD of the paired log-ratios (None when a value is not positive or n < 2), the
+    # paired-t p on those logs, and the MDE as a percent change (from the logs, or from the
+    # raw differences over the control mean when logs are not possible)
+    log_sd: float | None = None
+    log_t_p: float | None = None
+    mde_pct: float | None = None
+
+    @property
+    def effect_pct(self) -> float | None:
+        """The effect as a percent change: the geometric-mean ratio, else the mean percent."""
+        if self.geomean_ratio is not None:
+            return (self.geomean_ratio - 1.0) * 100.0
+        return self.percent
+
+    def mde_text(self) -> str:
+        if self.mde_pct is None:
+            return ""
+        return (
+            f"a change larger than \u00b1{self.mde_pct:.3g}% would have been seen "
+            f"({MDE_POWER:.0%} power, {self.n} pairs)"
+        )
 
     @property
     def ci_excludes_zero(self) -> bool:
@@ -152,7 +246,10 @@ class PairedSummary:
                     f"consistent proportional effect under drifting load ({p_text}); not a "
                     "significance claim"
                 )
-            return f"no detectable effect: the {self.ci_level:.0%} CI includes 0 ({p_text})"
+            mde = self.mde_text()
+            return f"no detectable effect: the {self.ci_level:.0%} CI includes 0 ({p_text})" + (
+                f"; {mde}" if mde else ""
+            )
         if p <= alpha:
             return f"effect: CI excludes 0 and {p_text} <= {alpha:g}"
         if self.min_possible_p > alpha:
@@ -167,6 +264,7 @@ class PairedSummary:
         out["diffs"] = list(self.diffs)
         out["ci_excludes_zero"] = self.ci_excludes_zero
         out["ratio_ci_excludes_one"] = self.ratio_ci_excludes_one
+        out["effect_pct"] = self.effect_pct
         out["verdict"] = self.verdict()
         return out
 
@@ -190,7 +288,8 @@ def paired_summary(
     ci = paired_t_ci(a, b, level)
     control_mean = float(a.mean())
     ratio_ci = None
-    if np.all(a > 0) and np.all(b > 0):
+    logs = log_ratios(a, b)
+    if logs is not None:
         ratio_ci = paired_t_ci(np.log(a), np.log(b), level)
     wins: int | None = None
     if better == "lower":
@@ -217,4 +316,23 @@ def paired_summary(
         ratio_ci_high=math.exp(ratio_ci[1]) if ratio_ci else None,
         better=better,
         diffs=tuple(float(x) for x in d),
+        **_noise(d, logs, control_mean),
     )
+
+
+def _noise(d: np.ndarray, logs: np.ndarray | None, control_mean: float) -> dict:
+    """log_sd, log_t_p and mde_pct of a comparison (see PairedSummary)."""
+    if d.size < 2:
+        return {}
+    if logs is not None:
+        sd = float(logs.std(ddof=1))
+        mde = minimal_detectable_effect(sd, d.size)
+        return {
+            "log_sd": sd,
+            "log_t_p": paired_t_p(logs),
+            "mde_pct": None if mde is None else (math.exp(mde) - 1.0) * 100.0,
+        }
+    mde = minimal_detectable_effect(float(d.std(ddof=1)), d.size)
+    if mde is None or control_mean == 0:
+        return {}
+    return {"mde_pct": mde / abs(control_mean) * 100.0}

@@ -12,6 +12,7 @@ from compile_ahead.runtime.cli.options import (
     add_ov_config_options,
     add_prefill_options,
     add_synthetic_dtype_option,
+    check_prefill_args,
     compile_options,
     resolve_from_args,
 )
@@ -48,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()  # first_token_s counts from the command's start
     if args.max_new_tokens <= 0:
         raise CompileAheadError("--max-new-tokens must be positive")
-    if args.prefill_chunk is not None and args.prefill_chunk <= 0:
-        raise CompileAheadError("--prefill-chunk must be positive")
+    check_prefill_args(args)
     options = compile_options(args)  # properties refused before the model is touched
     source = resolve_from_args(args)
     tokenizer = None

@@ -181,8 +181,8 @@ META_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 
 
 def check_device(device: str) -> None:
-    """A device OpenVINO has a plugin for (its hardware may still be missing: the compile says
-    so); refused before any work otherwise."""
+    """A device OpenVINO has a plugin for and compiles for here; refused before any work
+    otherwise."""
     from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
 
     if device.partition(":")[0].upper() in META_DEVICES:
@@ -201,6 +201,9 @@ def check_device(device: str) -> None:
             f"--device {device}: not a device of this OpenVINO (available here: "
             f"{', '.join(core().available_devices)})"
         )
+    from compile_ahead.runtime.compile.properties import check_device_compiles
+
+    check_device_compiles(device)
 
 
 def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:
@@ -274,6 +277,15 @@ def placement_mode(args: argparse.Namespace) -> str:
 def graph_mode(args: argparse.Namespace) -> str:
     """--graph, or the device's measured default (the same for every command)."""
     return args.graph or default_graph(args.device)
+
+
+def check_prefill_args(args: argparse.Namespace) -> None:
+    """--prefill-chunk and --prefill-shape against --device and the graph mode, before any
+    work (a command without --graph builds whole graphs)."""
+    from compile_ahead.runtime.ladder.prefill import check_prefill_flags
+
+    available = not hasattr(args, "graph") or graph_mode(args) != "split"
+    check_prefill_flags(args.device, args.prefill_chunk, args.prefill_shape, available)
 
 
 def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.outputs import check_distinct, check_output_file, failed_sibling
+from compile_ahead.outputs import check_distinct, check_output_file, destination
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.cli.options import (
     add_graph_option,
@@ -19,6 +19,7 @@ from compile_ahead.runtime.cli.options import (
     add_protocol_options,
     add_run_options,
     add_synthetic_dtype_option,
+    check_prefill_args,
     compile_options,
     compile_timeout,
     decode_tokens_from_args,
@@ -172,11 +173,10 @@ def execute(
 
 
 def write_report(path: Path | None, result: RunResult) -> Path | None:
-    """The report of a failed run goes beside the requested path, never over it."""
+    """The report of a failed or interrupted run goes beside the requested path, never over it."""
     if path is None:
         return None
-    target = failed_sibling(path) if result.error is not None else path
-    return write_json_atomic(target, result.report.to_json())
+    return write_json_atomic(path, result.report.to_json(), destination(path, result.completed))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -185,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
     if args.open and args.trace is None:
         raise CompileAheadError("--open opens the trace: give --trace FILE too")
     options = compile_options(args)  # a refused device or property opens no output
+    check_prefill_args(args)
     trace_error: CompileAheadError | None = None
     if args.trace is None:
         result = execute(args, args.schedule, options)[0]
@@ -194,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
 
         with traced(args.trace, args.device, args.steps_per_slice) as events:
             result = execute(args, args.schedule, options, events)[0]
-            events.failed = result.error is not None
+            events.failed = not result.completed
         trace_error = events.write_error
     # The summary first: a failed write must not hide what ran.
     print(result.report.summary())

@@ -8,10 +8,10 @@ measures both), and it is keyed by everything a compiled graph depends on:
 
 - the model: its config, and its weights' identity as the model source took it when it opened
   them (ModelSource.weights_identity: checkpoint or IR files' path, size, mtime, ctime, inode
-  and device; preset, seed, dtype and generator version for synthetic weights). A user cannot
-  set ctime or the inode back (mtime they can, with ``touch -r``), so a file rewritten or
-  replaced is another identity. Weights that changed on disk since they were opened, or were
-  written just before (within a ctime tick), are neither imported nor stored
+  and device, synthetic checkpoints included; seed and dtype for synthetic weights drawn in
+  memory). A user cannot set ctime or the inode back (mtime they can, with ``touch -r``), so a
+  file rewritten or replaced is another identity. Weights that changed on disk since they were
+  opened, or were written just before (within a ctime tick), are neither imported nor stored
   (ModelSource.weights_unsettled, asked at lookup and again before an entry is written);
 - the graph: kind (decode, prefill, weight part i, attention core), capacity, chunk, buffer
   capacity, KV precision;
@@ -21,18 +21,26 @@ measures both), and it is keyed by everything a compiled graph depends on:
   graphs, sources, compile).
 
 An entry is one file: the exported blob followed by a JSON trailer (key, blob size, the blob's
-CRC-32) and a magic footer. It is written under a temporary name and renamed into place, so a
-reader sees a whole entry or none. A hit checks the CRC-32 of the whole blob before importing
-it (the fastest of zlib's and hashlib's checksums, measured by benchmarks/cache_checksum.py;
-its seconds are reported as verify_s beside import_s); a truncated, damaged, foreign or unimportable
-entry is deleted and the graph recompiled, with a warning. A hit imports the blob from a memory
-map (no copy of the file into memory); the compiled model may alias the mapping, which is kept
-alive with it.
+XXH3-128 hash) and a magic footer. It is written under a temporary name and renamed into place,
+so a reader sees a whole entry or none. Only this user's own entries in its own directories are
+read or written, never through a symbolic link, and a root that other users could change is not
+used at all (cache_dirs.py says how; a shared root gets one directory per user). A hit hashes
+the whole blob before importing it (its seconds are reported as verify_s beside import_s): a
+truncated, damaged, foreign or unimportable entry is deleted and the graph recompiled, with a
+warning. XXH3 was the fastest candidate measured side by side (benchmarks/cache_checksum.py:
+several times zlib's CRC-32, ahead of a hardware CRC-32C, which moreover takes only bytes, so a
+mapped entry would be copied first); it reads the mapping in place and releases the GIL, so a
+background import does not hold up decoding. The check runs before the import rather than beside
+it: OpenVINO's deserializer is no guard against damaged input, and a crash inside import_model
+could not be discarded. A hit imports the blob from a memory map, as OpenVINO's own cache does
+(no copy of the file into memory); the compiled model aliases the mapping, which is kept alive
+with it.
 
-A cache that cannot be used never fails a run: a directory that is a file, read-only, full, an
-entry that cannot be removed or one larger than the cap each warn once (one line) and the graph
-is compiled without the cache; every outcome says hit, miss (stored or not, and why) or off.
-The size cap is enforced when a command opens the cache (``open``) and after every store.
+A cache that cannot be used never fails a run: a directory that is a file, read-only, full or
+not this user's own, an entry that cannot be removed or one larger than the cap each warn once
+(one line) and the graph is compiled without the cache; every outcome says hit, miss (stored or
+not, and why) or off. The size cap is enforced when a command opens the cache (``open``) and
+after every store.
 
 Weightless entries (CACHE_MODE=OPTIMIZE_SIZE, weights restored from the graph at import) are
 optional: the CPU plugin leaves weights out only for graphs read from IR files, so for our
@@ -49,18 +57,19 @@ import io
 import json
 import os
 import struct
-import tempfile
 import threading
 import time
 import warnings
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import xxhash
+
 from compile_ahead.errors import CompileAheadError, CompileAheadWarning
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB, cache_root
+from compile_ahead.runtime.compile.cache_dirs import CacheTree, UntrustedEntry, UntrustedPath
 
 # numpy and openvino are imported where used, so the command-line helpers at the bottom can be
 # imported while building a parser without loading OpenVINO.
@@ -73,8 +82,9 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.sources.base import ModelSource
 
 # Part of every key: entries of another format are never looked up (misses, pruned in time).
-FORMAT_VERSION = 2  # the whole blob's CRC-32 in the trailer
+FORMAT_VERSION = 3  # the whole blob's XXH3-128 in the trailer (2: its CRC-32)
 MAGIC = b"CAHEAD01"
+CHECKSUM = "xxh3_128"  # the trailer's field holding the blob's checksum
 SUFFIX = ".ovblob"
 _FOOTER = struct.Struct("<Q8s")  # trailer length, magic
 # Packages whose modules shape a compiled graph (how weights are read, how graphs are built
@@ -166,11 +176,11 @@ def _config_repr(config: Mapping[str, object]) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(config.items()) if k != "MODEL_PTR"}
 
 
-def checksum(blob: memoryview | np.ndarray) -> int:
-    """CRC-32 of every byte: a damaged entry anywhere is found before it is imported. Not a
-    defence against forgery (the cache directory is the user's own), and zlib releases the GIL
-    while it reads, so a background import does not hold up decoding."""
-    return zlib.crc32(memoryview(blob).cast("B"))
+def checksum(blob: memoryview | np.ndarray) -> str:
+    """XXH3-128 of every byte (hex): a damaged entry anywhere is found before it is imported.
+    Not a defence against forgery (the cache directory is the user's own). xxhash reads the
+    buffer in place and releases the GIL while it does."""
+    return xxhash.xxh3_128_hexdigest(memoryview(blob).cast("B"))
 
 
 class CorruptEntry(Exception):
@@ -185,8 +195,12 @@ class CompileCache:
         directory: str | os.PathLike[str],
         weightless: bool = False,
         max_bytes: int | None = None,
+        default_directory: bool = False,
     ):
         self.directory = Path(directory).expanduser()
+        # The default directory is the cache's own: one wider than 0700 is narrowed, while a
+        # directory the user names keeps its mode (cache_dirs.py).
+        self._tree = CacheTree(self.directory, own_root=default_directory)
         self.weightless = weightless
         self.max_bytes = max_bytes  # least recently used entries go beyond this; None: no cap
         self.unusable: str | None = None  # set by ``open``: why no entry can be kept at all
@@ -213,51 +227,53 @@ class CompileCache:
     def open(self) -> CompileCache:
         """A command's start: find a directory that cannot hold entries (then every lookup is
         off, with a warning) and enforce the size cap, whatever this run will store."""
-        try:
-            if self.directory.exists() and not self.directory.is_dir():
-                self.unusable = f"the compile cache directory {self.directory} is not a directory"
-        except OSError as err:  # e.g. a parent that cannot be searched
-            self.unusable = f"the compile cache directory {self.directory}: {_reason(err)}"
-        if self.unusable is not None:
-            self.warn_once("directory", f"{self.unusable}; compiling without the cache")
-            return self
-        self.prune()
+        if self._base_path() is not None:
+            self.prune()
         return self
 
+    def _base_path(self) -> Path | None:
+        """Where this user's entries live (cache_dirs.open_base), or None when the cache cannot
+        be used at all: ``unusable`` says why, in one warning line."""
+        if self.unusable is None:
+            try:
+                return self._tree.base_path()
+            except UntrustedPath as err:
+                self.unusable = f"the compile cache directory {err}"
+            except NotADirectoryError:
+                self.unusable = f"the compile cache directory {self.directory} is not a directory"
+            except OSError as err:  # e.g. a parent that cannot be searched
+                self.unusable = f"the compile cache directory {self.directory}: {_reason(err)}"
+            self.warn_once("directory", f"{self.unusable}; compiling without the cache")
+        return None
+
     def entries(self) -> list[Path]:
-        try:
-            return sorted(self.directory.glob(f"??/*{SUFFIX}"))
-        except OSError:
-            return []
+        return [p for p, _ in self._tree.files(_is_prefix) if _is_entry(p)]
 
     def prune(self, keep: Path | None = None) -> list[Path]:
         """Delete least recently used entries (a hit refreshes an entry's mtime) until the
         total is within max_bytes, and temporary files a killed writer left behind. An entry
         that cannot be deleted is a warning (once), never an error."""
         now = time.time()
-        with contextlib.suppress(OSError):
-            for tmp in self.directory.glob(f"??/.*{SUFFIX}.*"):
-                with contextlib.suppress(OSError):
-                    if now - tmp.stat().st_mtime > STALE_TMP_S:
-                        tmp.unlink()
+        found = []
+        for path, st in self._tree.files(_is_prefix):
+            if _is_entry(path):
+                found.append((st.st_mtime_ns, st.st_size, path))
+            elif _is_temporary(path) and now - st.st_mtime > STALE_TMP_S:
+                with contextlib.suppress(OSError, UntrustedPath):
+                    self._tree.remove(path)
         if self.max_bytes is None:
             return []
-        found = []
-        for path in self.entries():
-            with contextlib.suppress(OSError):
-                st = path.stat()
-                found.append((st.st_mtime_ns, st.st_size, path))
         total = sum(size for _, size, _ in found)
         removed: list[Path] = []
-        failed: OSError | None = None
+        failed: Exception | None = None
         for _, size, path in sorted(found):
             if total <= self.max_bytes:
                 break
             if path == keep:
                 continue
             try:
-                path.unlink(missing_ok=True)
-            except OSError as err:
+                self._tree.remove(path)
+            except (OSError, UntrustedPath) as err:
                 failed = err
                 continue
             total -= size
@@ -294,9 +310,6 @@ class CompileCache:
             "model": {"config": asdict(source.config), "weights": weights},
         }
 
-    def entry_path(self, key: str) -> Path:
-        return self.directory / key[:2] / (key + SUFFIX)
-
     # -- the compile -------------------------------------------------------------------
     def lookup(
         self,
@@ -314,7 +327,8 @@ class CompileCache:
 
         options = self.compile_options(options.resolved())
         config = device_config(options)
-        if self.unusable is not None:
+        base = self._base_path()
+        if base is None:
             return None, CacheOutcome("off", note=self.unusable)
         payload = self.key_payload(source, graph, options.device, config)
         if payload is None:
@@ -326,32 +340,43 @@ class CompileCache:
             self.warn_once("weights", f"compile cache not used: {unsettled}")
             return None, CacheOutcome("off", note=f"not cached: {unsettled}")
         key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-        path = self.entry_path(key)
+        path = base / key[:2] / (key + SUFFIX)
         miss = CacheOutcome("miss", entry=path, unsettled=source.weights_unsettled)
         try:
-            if not path.exists():
-                return None, miss
+            fd = self._tree.open_entry(path)
+        except UntrustedEntry as err:
+            return None, self._discard(path, err.why, miss)
+        except UntrustedPath as err:
+            return None, self._untrusted(err)
         except OSError as err:  # e.g. a directory on the way that cannot be searched
             self.warn_once("read", f"cannot read the compile cache {self.directory}: {err}")
             return None, CacheOutcome("off", note=f"cannot read the cache: {_reason(err)}")
+        if fd is None:
+            return None, miss
         t0 = time.perf_counter()
         try:
-            compiled, verify_s = self._import(path, key, options.device, config, model_fn)
+            compiled, verify_s = self._import(fd, key, options.device, config, model_fn)
+            with contextlib.suppress(OSError):
+                os.utime(fd)  # recently used: the last to be pruned
         except CorruptEntry as err:
             return None, self._discard(path, str(err), miss)
-        with contextlib.suppress(OSError):
-            os.utime(path)  # recently used: the last to be pruned
+        finally:
+            os.close(fd)
         import_s = time.perf_counter() - t0
         return compiled, CacheOutcome("hit", import_s=import_s, entry=path, verify_s=verify_s)
+
+    def _untrusted(self, err: UntrustedPath) -> CacheOutcome:
+        """A directory on the way to an entry that is not this user's own: never read, never
+        written; the graph is compiled without the cache."""
+        self.warn_once("untrusted", f"compile cache not used: {err}")
+        return CacheOutcome("off", note=f"not cached: {err}")
 
     def _discard(self, path: Path, problem: str, miss: CacheOutcome) -> CacheOutcome:
         """An unusable entry: deleted and recompiled; one that cannot be deleted is left alone
         (nothing is stored over it) and the graph compiled without the cache."""
         try:
-            if path.is_dir() and not path.is_symlink():
-                raise IsADirectoryError(21, "is a directory")
-            path.unlink(missing_ok=True)
-        except OSError as err:
+            self._tree.remove(path)  # a directory cannot be: unlink says so
+        except (OSError, UntrustedPath) as err:
             self.warn_once(
                 "remove",
                 f"compile cache entry {path} is unusable ({problem}) and cannot be removed "
@@ -374,20 +399,21 @@ class CompileCache:
 
     def _import(
         self,
-        path: Path,
+        fd: int,
         key: str,
         device: str,
         config: Mapping[str, object],
         model_fn: Callable[[], ov.Model] | None,
     ) -> tuple[ov.CompiledModel, float]:
-        """The compiled model and the seconds its checksum took."""
+        """The compiled model of the entry open on ``fd``, and the seconds its checksum took."""
         import numpy as np
         import openvino as ov
 
         from compile_ahead.runtime.base.ov_core import core
 
         try:
-            mapped = np.memmap(path, dtype=np.uint8, mode="c")  # private: never writes the file
+            with open(fd, "rb", closefd=False) as f:
+                mapped = np.memmap(f, dtype=np.uint8, mode="c")  # private: never writes the file
         except (OSError, ValueError) as err:
             raise CorruptEntry(f"cannot map it: {_reason(err)}") from None
         size = len(mapped)
@@ -407,7 +433,7 @@ class CompileCache:
         if trailer.get("key") != key or trailer.get("blob_bytes") != blob_len:
             raise CorruptEntry("trailer does not match its name")
         t0 = time.perf_counter()
-        if trailer.get("crc32") != checksum(blob):
+        if trailer.get(CHECKSUM) != checksum(blob):
             raise CorruptEntry("checksum mismatch: the entry is damaged")
         verify_s = time.perf_counter() - t0
         import_config = dict(config)
@@ -488,29 +514,23 @@ class CompileCache:
                 f"not stored: {_size(len(view))} exceed the cache's cap of {_size(self.max_bytes)}"
             )
             return replace(outcome, entry=None, note=note)
-        trailer = json.dumps({"key": key, "blob_bytes": len(view), "crc32": checksum(view)})
+        trailer = json.dumps({"key": key, "blob_bytes": len(view), CHECKSUM: checksum(view)})
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            try:
-                # No fsync: a crash can leave a short or zeroed file under the final name only
-                # after a rename, and the checksum rejects it (then it is recompiled).
-                with os.fdopen(fd, "wb") as f:
-                    f.write(view)
-                    f.write(trailer.encode())
-                    f.write(_FOOTER.pack(len(trailer), MAGIC))
+            # No fsync: a crash can leave a short or zeroed file under the final name only
+            # after a rename, and the checksum rejects it (then it is recompiled).
+            with self._tree.new_file(path) as entry:
+                entry.file.write(view)
+                entry.file.write(trailer.encode())
+                entry.file.write(_FOOTER.pack(len(trailer), MAGIC))
                 # Last: the export read the weights, so they must still be what the key says.
                 changed = outcome.unsettled() if outcome.unsettled is not None else None
                 if changed is not None:
-                    Path(tmp).unlink(missing_ok=True)
                     self.warn_once("weights", f"compile cache not used: {changed}")
                     return replace(outcome, entry=None, note=f"not stored: {changed}")
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    Path(tmp).unlink(missing_ok=True)
-                raise
+                entry.commit()
+        except UntrustedPath as err:
+            self.warn_once("untrusted", f"compile cache not used: {err}")
+            return replace(outcome, entry=None, note=f"not stored: {err}")
         except OSError as err:
             return self._not_stored(outcome, err)
         stored = replace(outcome, store_s=time.perf_counter() - t0, stored=True)
@@ -524,6 +544,18 @@ class CompileCache:
             "without storing",
         )
         return replace(outcome, entry=None, note=f"not stored: {_reason(err)}")
+
+
+def _is_prefix(name: str) -> bool:
+    return len(name) == 2  # an entry's directory: the first two characters of its key
+
+
+def _is_entry(path: Path) -> bool:
+    return path.name.endswith(SUFFIX) and not path.name.startswith(".")
+
+
+def _is_temporary(path: Path) -> bool:
+    return path.name.startswith(".") and SUFFIX + "." in path.name  # cache_dirs.PrivateFile
 
 
 def _size(n: int) -> str:
@@ -603,7 +635,7 @@ def cache_from_flags(
         check_max_gb(max_gb)
     max_bytes = None if max_gb is None or max_gb == 0 else int(max_gb * 1e9)
     directory = Path(cache_dir) if cache_dir else default_cache_dir()
-    return CompileCache(directory, max_bytes=max_bytes).open()
+    return CompileCache(directory, max_bytes=max_bytes, default_directory=not cache_dir).open()
 
 
 def check_max_gb(max_gb: float) -> float:

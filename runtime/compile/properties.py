@@ -10,6 +10,7 @@ same rules on its own facts. Importing this module does not load OpenVINO.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -95,24 +96,56 @@ def settable(facts: DeviceFacts) -> list[str]:
     return sorted(k for k, mode in facts.supported.items() if str(mode) != _READ_ONLY)
 
 
+# A refusal names this many keys (and counts the rest), each key or value cut to _SHOWN_CHARS:
+# a file of thousands of unknown keys still gets one readable line.
+_LISTED_KEYS = 5
+_SHOWN_CHARS = 80
+
+
+def _shown(text: str, limit: int = _SHOWN_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _listed(items: list[str], what: str) -> list[str]:
+    more = len(items) - _LISTED_KEYS
+    return items[:_LISTED_KEYS] + ([f"and {more} more {what}"] if more > 0 else [])
+
+
+def _core_property(key: str, device: str) -> str | None:
+    """Why a key that configures OpenVINO's Core rather than the device is refused."""
+    if key == "CACHE_DIR":
+        return (
+            f"CACHE_DIR is OpenVINO's own model cache (a property of the Core, not of "
+            f"{device}); compile-ahead caches compiled graphs itself: --cache-dir DIR moves that "
+            "cache (run, generate), --no-cache turns it off, and profile-compile and ab trials "
+            "always compile for real"
+        )
+    return None
+
+
 def check_properties(config: Mapping[str, str], facts: DeviceFacts, what: str) -> None:
     """The one check: every key is one the device can be given, and OpenVINO took the values.
     Each refusal is one line; a key the device does not take names its settable keys."""
+    core = [why for k in config if (why := _core_property(k, facts.device)) is not None]
+    if core:
+        raise CompileAheadError(f"{what}: {core[0]}")
     keys = set(settable(facts))
     refused = [k for k in config if k not in keys]
     if refused:
         reasons = [
-            f"{k} is read-only on {facts.device}"
+            f"{_shown(k)} is read-only on {facts.device}"
             if k in facts.supported
-            else f"{k} is not a property {facts.device} supports"
+            else f"{_shown(k)} is not a property {facts.device} supports"
             for k in refused
         ]
         raise CompileAheadError(
-            f"{what}: {'; '.join(reasons)}; its settable properties: {', '.join(settable(facts))}"
+            f"{what}: {'; '.join(_listed(reasons, f'keys {facts.device} does not take'))}; "
+            f"its settable properties: {', '.join(settable(facts))}"
         )
     if facts.value_error is not None:
-        pairs = ", ".join(f"{k}={v}" for k, v in config.items())
-        raise CompileAheadError(f"{what} {pairs}: {facts.device} refused it: {facts.value_error}")
+        pairs = ", ".join(_listed([f"{k}={_shown(v)}" for k, v in config.items()], "properties"))
+        error = _shown(facts.value_error, 600)
+        raise CompileAheadError(f"{what} {pairs}: {facts.device} refused it: {error}")
 
 
 def device_facts(device: str, config: Mapping[str, str]) -> DeviceFacts:
@@ -135,6 +168,31 @@ def device_facts(device: str, config: Mapping[str, str]) -> DeviceFacts:
             if key in config:
                 error = error or device_refusal(device, key, str(config[key]))
     return DeviceFacts(device, supported, error)
+
+
+def cannot_compile(device: str, error: str) -> str:
+    """The one line that refuses a device OpenVINO lists but cannot compile for, with
+    OpenVINO's reason (``error``, its message)."""
+    from compile_ahead.runtime.base.ov_core import openvino_error_summary
+
+    reason = openvino_error_summary(RuntimeError(error))
+    return f"--device {device}: OpenVINO cannot compile for {device} here: {reason}"
+
+
+@functools.cache
+def _compile_error(device: str) -> str | None:
+    from compile_ahead.runtime.base.ov_core import core
+    from compile_ahead.runtime.compile.property_facts import compile_error
+
+    return compile_error(device, core())
+
+
+def check_device_compiles(device: str) -> None:
+    """Refuse, before any model is opened, a device this process's OpenVINO cannot compile
+    for: one one-op compile per device and process."""
+    error = _compile_error(device)
+    if error is not None:
+        raise CompileAheadError(cannot_compile(device, error))
 
 
 def checked_properties(device: str, config: Mapping[str, str], what: str) -> dict[str, str]:

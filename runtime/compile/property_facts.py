@@ -1,9 +1,12 @@
 """What an OpenVINO installation says about a device and a set of compile properties: the
-device's SUPPORTED_PROPERTIES, and what setting the properties raised (one line, or None).
+device's SUPPORTED_PROPERTIES, what setting the properties raised (one line, or None), and
+whether it compiles for the device at all.
 
 Standard library and openvino only: ``ab`` arms run this file by path under their own
 interpreter (another OpenVINO release, where compile_ahead may not be installed) as
-``python property_facts.py DEVICE CONFIG_JSON``, printing the facts as JSON.
+``python property_facts.py DEVICE CONFIG_JSON`` (the property facts) or ``python
+property_facts.py --installation DEVICE`` (its release, devices and compile error), printing
+JSON.
 """
 
 from __future__ import annotations
@@ -53,5 +56,42 @@ def gather(device: str, config: dict[str, str], core: Any = None) -> dict[str, A
     return {"supported": supported, "value_error": error}
 
 
+def compile_error(device: str, core: Any = None) -> str | None:
+    """OpenVINO's message when a one-op model is compiled on ``device``, or None when it
+    compiles. A device whose plugin is installed may still be unable to compile here (the NPU
+    plugin without its compiler library fails only when asked to compile)."""
+    import openvino as ov
+
+    try:
+        from openvino import opset8 as ops
+    except ImportError:  # older releases keep the opsets under openvino.runtime only
+        from openvino.runtime import opset8 as ops  # type: ignore[no-redef]
+
+    param = ops.parameter([1], ov.Type.f32, name="x")
+    model = ov.Model([ops.relu(param)], [param], "compile_probe")
+    try:
+        (core or ov.Core()).compile_model(model, device)
+    except RuntimeError as err:
+        return str(err)
+    return None
+
+
+def installation(device: str) -> dict[str, Any]:
+    """The release, devices and compile error an ``ab`` arm's interpreter reports."""
+    import importlib.util
+
+    import openvino as ov
+
+    return {
+        "openvino": ov.get_version(),
+        "devices": ov.Core().available_devices,
+        "compile_ahead": importlib.util.find_spec("compile_ahead") is not None,
+        "compile_error": compile_error(device),
+    }
+
+
 if __name__ == "__main__":
-    print(json.dumps(gather(sys.argv[1], json.loads(sys.argv[2]))))
+    if sys.argv[1] == "--installation":
+        print(json.dumps(installation(sys.argv[2])))
+    else:
+        print(json.dumps(gather(sys.argv[1], json.loads(sys.argv[2]))))

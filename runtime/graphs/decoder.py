@@ -71,21 +71,19 @@ def const(value, dtype=np.float32) -> ov.Node:
 class WeightConstants:
     """Weight constants for one graph: compressed storage aliased, decompressed in-graph.
 
-    The constants alias the store's arrays without owning them: the store (held by the
-    ModelSource) must outlive every model and compiled model built from it.
+    The constants own what they alias (WeightStore.graph_constants): the graph and anything
+    compiled from it outlive the store, the source and the caller's references safely.
     """
 
     def __init__(self, store: WeightStore):
-        self._store = store
+        self._constants = store.graph_constants()
         self._nodes: dict[str, ov.Output] = {}
 
     def __call__(self, name: str) -> ov.Output:
         if name not in self._nodes:
-            tensor = self._store.get(name)
-            array = np.ascontiguousarray(tensor.array)
-            const = ov.op.Constant(ov.Tensor(array, list(array.shape), tensor.element_type))
+            const = self._constants(name)
             node = const.output(0)
-            if tensor.element_type != ov.Type.f32:
+            if const.get_element_type() != ov.Type.f32:
                 convert = ops.convert(node, ov.Type.f32)
                 mark_decompression(convert)
                 node = convert.output(0)

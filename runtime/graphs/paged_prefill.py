@@ -80,8 +80,6 @@ class PagedPrefillStep:
     blocks 0, 1, ... in order; ``run`` continues from ``past_length`` filled slots (copying
     them in from the bound store when the blocks hold anything else)."""
 
-    keep_alive: object = None
-
     def __init__(self, compiled: ov.CompiledModel, spec: GraphSpec, num_layers: int):
         self.compiled = compiled
         self.spec = spec

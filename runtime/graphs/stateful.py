@@ -136,7 +136,8 @@ def build_stateful_model(
 
     kv_precision is the element type of the state variables; "f32" is optimum's layout (the
     device then picks its own cache precision, e.g. the CPU plugin's KV_CACHE_PRECISION or
-    NPUW's f16 KV). The model's weights alias the store's arrays: keep the store alive.
+    NPUW's f16 KV). The model's weights alias the store's storage and hold it (decoder.py,
+    WeightConstants).
     """
     kv_type = OV_TYPES[kv_precision]
     heads, kv_heads, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim

@@ -67,8 +67,6 @@ class StepOutputs:
 class CompiledStep:
     """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers."""
 
-    keep_alive: object = None  # what the compiled model's constants may alias (weights)
-
     def __init__(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int):
         self.compiled = compiled
         self.spec = spec

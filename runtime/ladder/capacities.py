@@ -76,6 +76,11 @@ class Ladder:
         """Rungs doubling from the first that holds the prompt (and a token to decode) up to
         ``maximum`` slots, the last rung being the maximum itself (aligned down)."""
         top = maximum - maximum % LADDER_ALIGNMENT
+        if top == 0:  # the prompt is not what is too long
+            raise CompileAheadError(
+                f"--ladder auto: no rung that is a multiple of {LADDER_ALIGNMENT} fits the "
+                f"maximum context ({maximum} tokens)"
+            )
         if prompt_len + 1 > top:
             raise CompileAheadError(
                 f"the prompt ({prompt_len} tokens) leaves no room to decode below the maximum "

@@ -55,16 +55,12 @@ class PrefillPlan:
         return {"path": self.path, "chunk": self.chunk, "chosen_by": self.chosen_by}
 
 
-def choose_prefill(
-    device: str,
-    prompt_len: int,
-    first_rung: int,
-    chunk: int | None = None,
-    shape: str | None = None,
-    graph_available: bool = True,
-) -> PrefillPlan:
-    """The prefill for a prompt: the device's measured default (device_defaults.py) unless
-    ``chunk`` (--prefill-chunk) or ``shape`` (--prefill-shape) say otherwise."""
+def check_prefill_flags(
+    device: str, chunk: int | None, shape: str | None, graph_available: bool = True
+) -> None:
+    """--prefill-chunk and --prefill-shape against the device and the graph mode (before any
+    work): a shape that cannot be honoured (no prefill graph: chunk 1, split graphs) is
+    refused, never ignored."""
     if shape is not None and shape not in PREFILL_SHAPES:
         raise CompileAheadError(
             f"--prefill-shape must be one of {', '.join(PREFILL_SHAPES)}, got {shape!r}"
@@ -76,20 +72,40 @@ def choose_prefill(
             f"--prefill-shape {shape} has dynamic shapes, which the NPU compiler does not take; "
             "use --prefill-shape static"
         )
+    if chunk is not None and chunk > 1 and not graph_available:
+        raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
+    if shape is not None and (chunk == 1 or not graph_available):
+        why = "--prefill-chunk 1" if chunk == 1 else "--graph split (a prefill graph is whole)"
+        raise CompileAheadError(
+            f"--prefill-shape {shape}: {why} prefills token by token through the decode graph, "
+            "so there is no prefill graph to shape"
+        )
+
+
+def choose_prefill(
+    device: str,
+    prompt_len: int,
+    first_rung: int,
+    chunk: int | None = None,
+    shape: str | None = None,
+    graph_available: bool = True,
+) -> PrefillPlan:
+    """The prefill for a prompt: the device's measured default (device_defaults.py) unless
+    ``chunk`` (--prefill-chunk) or ``shape`` (--prefill-shape) say otherwise. A shape is
+    honoured whatever the prompt's length (a prefill graph of that shape takes it)."""
+    check_prefill_flags(device, chunk, shape, graph_available)
     default = default_prefill(device)
     kind = shape or default.shape
     if chunk is not None:
-        if chunk > 1 and not graph_available:
-            raise CompileAheadError("--prefill-chunk > 1 is not available with --graph split")
         if chunk > first_rung:
             raise CompileAheadError(
                 f"--prefill-chunk {chunk} exceeds the first rung ({first_rung})"
             )
         return PrefillPlan(chunk, kind, "flag")
-    by = "flag" if shape is not None else "default"
-    if not graph_available or prompt_len < default.min_prompt:
-        return PrefillPlan(1, kind, by)
+    if shape is None and (not graph_available or prompt_len < default.min_prompt):
+        return PrefillPlan(1, kind, "default")
     # The shape's chunk, spanning at most the first rung (which holds the prompt).
+    by = "flag" if shape is not None else "default"
     return PrefillPlan(min(PREFILL_CHUNKS[kind], first_rung), kind, by)
 
 

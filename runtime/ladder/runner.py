@@ -82,6 +82,11 @@ class RunResult:
     step_ns: list[int] = field(default_factory=list)  # wall time of decode step i
     step_context: list[int] = field(default_factory=list)  # KV slots filled before step i
 
+    @property
+    def completed(self) -> bool:
+        """Neither failed nor interrupted: its outputs may replace earlier ones."""
+        return self.error is None and not self.report.interrupted
+
 
 def logits_digest(logits: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(logits, np.float32).tobytes()).hexdigest()[:16]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +169,6 @@ def config_from_hf(cfg: dict[str, Any], source: str = "config.json") -> ModelCon
         heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
         head_dim = cfg.get("head_dim") or hidden // heads
-        eos = cfg.get("eos_token_id")
-        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
         config = ModelConfig(
             architecture=family,
             vocab_size=int(cfg["vocab_size"]),
@@ -185,7 +183,7 @@ def config_from_hf(cfg: dict[str, Any], source: str = "config.json") -> ModelCon
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             attention_bias=family == "qwen2" or bool(cfg.get("attention_bias", False)),
             max_position_embeddings=int(cfg.get("max_position_embeddings", 32768)),
-            eos_token_ids=eos_ids,
+            eos_token_ids=token_ids(cfg.get("eos_token_id"), f"{source}: eos_token_id"),
         )
     except KeyError as missing:
         raise CompileAheadError(f"{source}: required key {missing} is missing") from None
@@ -194,14 +192,42 @@ def config_from_hf(cfg: dict[str, Any], source: str = "config.json") -> ModelCon
     return config.validate()
 
 
-def load_config(model_dir: Path) -> ModelConfig:
-    path = model_dir / "config.json"
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; anything else is refused with one line."""
     try:
         raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CompileAheadError(f"{path}: no config.json in the model directory") from None
-    except (OSError, json.JSONDecodeError) as err:
-        raise CompileAheadError(f"{path}: cannot read config ({err})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CompileAheadError(f"{path}: cannot read ({err})") from None
     if not isinstance(raw, dict):
-        raise CompileAheadError(f"{path}: config is not a JSON object")
-    return config_from_hf(raw, str(path))
+        raise CompileAheadError(f"{path}: not a JSON object")
+    return raw
+
+
+def token_ids(value: Any, where: str) -> tuple[int, ...]:
+    """A token id field (one id, a list of ids or null) as a tuple of ids."""
+    items = value if isinstance(value, list) else ([] if value is None else [value])
+    if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in items):
+        raise CompileAheadError(f"{where}: token ids must be non-negative integers, got {value!r}")
+    return tuple(items)
+
+
+def eos_token_ids(model_dir: Path, config: dict[str, Any], config_source: str) -> tuple[int, ...]:
+    """The ids that end greedy generation, chosen as transformers (and LLMPipeline) choose them:
+    a model directory's generation_config.json decides when it exists (instruct checkpoints
+    list extra end-of-turn ids there; one naming none means no EOS, as transformers reads it);
+    only without that file does config.json's eos_token_id count."""
+    gen_path = model_dir / "generation_config.json"
+    if gen_path.is_file():
+        gen = read_json_object(gen_path)
+        return token_ids(gen.get("eos_token_id"), f"{gen_path}: eos_token_id")
+    return token_ids(config.get("eos_token_id"), f"{config_source}: eos_token_id")
+
+
+def load_config(model_dir: Path) -> ModelConfig:
+    """A checkpoint directory's model configuration, EOS ids as eos_token_ids chooses them."""
+    path = model_dir / "config.json"
+    if not path.exists():
+        raise CompileAheadError(f"{path}: no config.json in the model directory")
+    raw = read_json_object(path)
+    config = config_from_hf(raw, str(path))
+    return replace(config, eos_token_ids=eos_token_ids(model_dir, raw, str(path)))

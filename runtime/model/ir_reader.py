@@ -13,13 +13,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import openvino as ov
 from openvino._offline_transformations import stateful_to_stateless_transformation
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
+from compile_ahead.runtime.model.architecture import (
+    ModelConfig,
+    RopeConfig,
+    eos_token_ids,
+    read_json_object,
+)
 from compile_ahead.runtime.model.ir_files import IRFiles
 
 INPUT_IDS = "input_ids"
@@ -141,16 +145,6 @@ def stateless(model: ov.Model, where: str) -> tuple[ov.Model, KVInputs]:
     return model, kv_inputs(model, where)
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CompileAheadError(f"{path}: cannot read ({err})") from None
-    if not isinstance(raw, dict):
-        raise CompileAheadError(f"{path}: not a JSON object")
-    return raw
-
-
 def _max_positions(hf: dict, files: IRFiles) -> int:
     """The longest context the model was made for: every ladder is checked against it, and
     the IR's graph does not say it."""
@@ -168,22 +162,12 @@ def _max_positions(hf: dict, files: IRFiles) -> int:
     return value
 
 
-def _eos_ids(*configs: dict) -> tuple[int, ...]:
-    for cfg in configs:
-        eos = cfg.get("eos_token_id")
-        if isinstance(eos, list):
-            return tuple(int(e) for e in eos)
-        if eos is not None:
-            return (int(eos),)
-    return ()
-
-
 def ir_config(model: ov.Model, kv: KVInputs, files: IRFiles) -> ModelConfig:
     """What the stores and reports need, from the IR's own shapes (config.json fills the rest
     when present; the graph is never rebuilt from it)."""
-    hf = _read_json(files.config_json) if files.config_json else {}
-    gen_path = files.model_dir / "generation_config.json"
-    gen = _read_json(gen_path) if gen_path.is_file() else {}
+    hf = read_json_object(files.config_json) if files.config_json else {}
+    where = str(files.config_json or files.xml)
+    eos = eos_token_ids(files.model_dir, hf, where)
     logits = next(p for p in model.outputs if LOGITS in p.get_names())
     vocab = logits.get_partial_shape()[-1]
     kv_heads = _static_dim(kv.keys[0], 1)
@@ -191,15 +175,14 @@ def ir_config(model: ov.Model, kv: KVInputs, files: IRFiles) -> ModelConfig:
     assert kv_heads is not None and head_dim is not None
     max_positions = _max_positions(hf, files)
     try:
-        return _config(hf, gen, vocab, kv, kv_heads, head_dim, max_positions)
+        return _config(hf, eos, vocab, kv, kv_heads, head_dim, max_positions)
     except (TypeError, ValueError) as bad:
-        where = files.config_json or files.xml
         raise CompileAheadError(f"{where}: malformed value ({bad})") from None
 
 
 def _config(
     hf: dict,
-    gen: dict,
+    eos: tuple[int, ...],
     vocab: ov.Dimension,
     kv: KVInputs,
     kv_heads: int,
@@ -220,13 +203,13 @@ def _config(
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         attention_bias=False,
         max_position_embeddings=max_positions,
-        eos_token_ids=_eos_ids(gen, hf),
+        eos_token_ids=eos,
     )
 
 
 def sliding_window(files: IRFiles) -> int | None:
     """The attention window config.json declares, if any is in force."""
-    hf = _read_json(files.config_json) if files.config_json else {}
+    hf = read_json_object(files.config_json) if files.config_json else {}
     window = hf.get("sliding_window")
     if not isinstance(window, int) or window <= 0 or hf.get("use_sliding_window") is False:
         return None

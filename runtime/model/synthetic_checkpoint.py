@@ -32,7 +32,7 @@ from compile_ahead.runtime.base.precision import STORAGE_DTYPES
 from compile_ahead.runtime.base.user_cache import cache_lock, cache_root
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.presets import PRESETS
-from compile_ahead.runtime.model.weights import SyntheticStore
+from compile_ahead.runtime.model.weights import SyntheticStore, wait_until_settled
 
 # Bump when SyntheticStore's draws change, so checkpoints of the old values are not reused.
 GENERATOR_VERSION = 1
@@ -52,7 +52,9 @@ class SyntheticCheckpointWarning(CompileAheadWarning):
 
 
 def identity(preset: str, seed: int, dtype: str) -> dict[str, Any]:
-    """What the weight values depend on; also the compile cache's model identity."""
+    """What the weight values depend on (the checkpoint's marker and directory name). The
+    compile cache names the weights by the file, as a real checkpoint's: one changed in place is
+    other weights to it."""
     return {"preset": preset, "seed": seed, "dtype": dtype, "generator": GENERATOR_VERSION}
 
 
@@ -259,6 +261,9 @@ def ensure_checkpoint(
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=parent))
         try:
             _write(tmp, preset, store, marker, stream)
+            # Published once a later write would change the file's ctime: the compile cache
+            # names synthetic weights by the file and uses none opened before then.
+            wait_until_settled(tmp / WEIGHTS_FILE)
             tmp.rename(final)
             _fsync_dir(parent)
         except BaseException:

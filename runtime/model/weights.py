@@ -1,7 +1,8 @@
 """Weight stores: memory-mapped safetensors checkpoints and seeded synthetic weights.
 
-A store hands out each tensor as its raw storage array plus the OpenVINO element type, so the
-graph can keep weights compressed (f16/bf16) and alias the mapped file instead of copying it.
+A store hands out each tensor as its raw storage array plus the OpenVINO element type, and a
+graph's weight constants (``graph_constants``) that keep weights compressed (f16/bf16) and
+alias the mapped file instead of copying it, owning what they alias (weight_constants.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ import openvino as ov
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import bf16_bits_to_f32, f32_to_bf16_bits
 from compile_ahead.runtime.model.architecture import ModelConfig
+from compile_ahead.runtime.model.weight_constants import (
+    GraphConstants,
+    MappedFile,
+    MappedTensor,
+    array_constant,
+    owned_tensor,
+)
 
 # safetensors dtype -> (numpy storage dtype, OpenVINO element type). numpy has no bfloat16, so
 # bf16 is stored as its raw uint16 bits and typed bf16 on the OpenVINO side.
@@ -46,6 +54,7 @@ _SAFETENSORS_ITEMSIZE = {
 class WeightTensor:
     array: np.ndarray  # storage, C-contiguous; for bf16 the raw uint16 bits
     element_type: ov.Type
+    owner: ov.Tensor | None = None  # OpenVINO memory ``array`` views, when it does
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -98,15 +107,25 @@ class WeightStore:
     def names(self) -> Iterator[str]:
         raise NotImplementedError
 
+    def graph_constants(self) -> GraphConstants:
+        """One graph's weight constants by name: new nodes that own (a share of) the bytes
+        they alias, so the graph, and anything compiled from it, keeps them alive whatever
+        becomes of this store."""
+        return lambda name: _constant(self.get(name))
+
     def identity(self) -> dict[str, Any] | None:
         """What identifies these weight values (the compile cache's key); None: nothing does."""
         return None
 
-    def unsettled(self, racy: bool = True) -> str | None:
+    def unsettled(self) -> str | None:
         """Why the values may no longer be the ones ``identity`` names (the files changed since
-        they were opened, or, with ``racy``, were written too shortly before to be told apart
-        from a later write); None when they are. In-memory weights never change."""
+        they were opened, or were written too shortly before to be told apart from a later
+        write); None when they are. In-memory weights never change."""
         return None
+
+
+def _constant(tensor: WeightTensor) -> ov.Node:
+    return array_constant(tensor.array, tensor.element_type, tensor.owner)
 
 
 def file_identity(path: Path, st: os.stat_result) -> dict[str, Any]:
@@ -138,6 +157,14 @@ def racy_change(path: Path, identity: dict[str, Any], opened_ns: int) -> str | N
     if opened_ns - ctime < margin:
         return f"{path} was written just before it was opened (a later write could keep its ctime)"
     return None
+
+
+def wait_until_settled(path: Path) -> None:
+    """Return once a later write to ``path`` would change its ctime (``racy_change``), so that
+    its file identity names its bytes: a clock tick or two after it was written (two seconds on
+    a file system that keeps whole seconds)."""
+    while racy_change(path, file_identity(path, os.stat(path)), time.time_ns()):
+        time.sleep(0.005)
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -234,11 +261,13 @@ class SafetensorsStore(WeightStore):
     """Tensors of one or more .safetensors files, memory-mapped read-only.
 
     Every header entry is checked when the store opens (a malformed file fails there, naming
-    the file and tensor); tensors are mapped, not read.
+    the file and tensor); tensors are mapped, not read. Graph constants come from OpenVINO's
+    own mapping of each file (weight_constants.py), which they hold.
     """
 
     def __init__(self, files: list[Path]):
         self._index: dict[str, tuple[np.memmap, _Entry]] = {}
+        self._mapped: dict[str, MappedFile] = {}  # tensor name -> its file as constants
         self._identity: list[dict[str, Any]] = []
         # Each mapped file's descriptor, kept open to see an in-place write (MAP_SHARED shows
         # the new bytes) by the file rather than by a path that may name another file now.
@@ -267,6 +296,30 @@ class SafetensorsStore(WeightStore):
             self._opened.append((path, fd, opened, opened_ns))
             for name, entry in entries.items():
                 self._index[name] = (mapped, entry)
+            self._map_constants(path, fd, entries)
+
+    def _map_constants(self, path: Path, fd: int, entries: dict[str, _Entry]) -> None:
+        tensors = [
+            MappedTensor(name, _SAFETENSORS_DTYPES[e.dtype][1], e.shape, e.begin, e.end)
+            for name, e in entries.items()
+            if e.dtype in _SAFETENSORS_DTYPES and e.end > e.begin
+        ]
+        if tensors:
+            as_constants = MappedFile(path, fd, tensors)  # read when a graph first needs it
+            self._mapped |= {t.name: as_constants for t in tensors}
+
+    def graph_constants(self) -> GraphConstants:
+        clones: dict[int, dict[str, ov.Node]] = {}  # this graph's nodes, per file
+
+        def constant(name: str) -> ov.Node:
+            mapped = self._mapped.get(name)
+            if mapped is None:  # no bytes to map, or a dtype ``get`` refuses with its reason
+                return _constant(self.get(name))
+            if id(mapped) not in clones:
+                clones[id(mapped)] = mapped.clone()
+            return clones[id(mapped)][name]
+
+        return constant
 
     def names(self) -> Iterator[str]:
         return iter(self._index)
@@ -274,7 +327,7 @@ class SafetensorsStore(WeightStore):
     def identity(self) -> dict[str, Any] | None:
         return {"files": self._identity}
 
-    def unsettled(self, racy: bool = True) -> str | None:
+    def unsettled(self) -> str | None:
         for (path, fd, opened, opened_ns), identity in zip(
             self._opened, self._identity, strict=True
         ):
@@ -283,7 +336,7 @@ class SafetensorsStore(WeightStore):
                 return f"{path} was replaced or removed on disk since this run opened it"
             if not _same_file(opened, now):
                 return f"{path} changed on disk since this run opened it"
-            if racy and (reason := racy_change(path, identity, opened_ns)):
+            if reason := racy_change(path, identity, opened_ns):
                 return reason
         return None
 
@@ -367,7 +420,13 @@ class SyntheticStore(WeightStore):
 
     def get(self, name: str) -> WeightTensor:
         if name not in self._cache:
-            self._cache[name] = self.draw(name)
+            drawn = self.draw(name)
+            if drawn.element_type == ov.Type.bf16:
+                # numpy cannot type bf16 for a constant to own: the bits move to OpenVINO
+                # memory once, which every graph's constants then share.
+                owner = owned_tensor(drawn.element_type, drawn.array)
+                drawn = WeightTensor(owner.data.view(np.uint16), drawn.element_type, owner)
+            self._cache[name] = drawn
         return self._cache[name]
 
     def draw(self, name: str) -> WeightTensor:

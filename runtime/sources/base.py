@@ -68,8 +68,6 @@ class ModelSource:
             )
         else:
             step = CompiledStep(compiled, spec, self.config.num_layers)
-        # The compiled model may alias memory-mapped weights: they live as long as the step.
-        step.keep_alive = self.weights
         return step
 
     def weights_identity(self) -> dict[str, Any] | None:

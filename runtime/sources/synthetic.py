@@ -23,21 +23,13 @@ from compile_ahead.runtime.sources.checkpoint import load_checkpoint
 
 @dataclass(frozen=True)
 class SyntheticSource(ModelSource):
-    """A ModelSource whose weights are synthetic, with the one-time generation's cost."""
+    """A ModelSource whose weights are synthetic, with the one-time generation's cost. Its
+    weights are identified like a real checkpoint's (ModelSource.weights_identity: the file as
+    opened), so a checkpoint changed in place is other weights to the compile cache."""
 
     materialize_s: float = 0.0  # writing the checkpoint in this process (0 when reused)
     generated: bool = False  # True when this process wrote the checkpoint
     dtype: str = "f16"  # the weights' dtype (f16, bf16, f32)
-
-    def weights_identity(self) -> dict[str, Any] | None:
-        """The checkpoint's synthetic marker (preset, seed, dtype, generator version, shapes):
-        the same values on every machine, however often the file is written again."""
-        marker = synthetic_identity(self.model_dir) if self.model_dir is not None else None
-        return {"synthetic": marker} if marker is not None else super().weights_identity()
-
-    def weights_unsettled(self) -> str | None:
-        # Named by the marker, not by file times: only a change of the mapped file counts.
-        return self.weights.unsettled(racy=False)
 
     def describe(self) -> dict:
         return {

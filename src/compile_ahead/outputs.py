@@ -1,43 +1,88 @@
-"""Output paths of a command: checked before any work, never replaced by a failed run."""
+"""Output paths of a command: checked before any work, never replaced by a failed run.
+
+An output file is a regular file the tool creates, or replaces whole when it is one; anything
+else at the path (a device such as /dev/null, a FIFO, a socket, a directory, a symbolic link,
+/dev/stdout included) is refused. An output directory is created, or replaced whole when it
+holds nothing but what an earlier run of the tool wrote there. A failed or interrupted run
+writes beside the requested path (``destination``), never over it.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from compile_ahead.errors import CompileAheadError, write_error
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.output_dirs import (
+    OUTPUT_MARKER,
+    describe_entries,
+    foreign_entries,
+    mark_output_dir,
+)
+from compile_ahead.output_paths import (
+    DIRECTORY,
+    REGULAR_FILE,
+    failed_sibling,
+    name_max,
+    node_kind,
+    too_long_part,
+)
 
-# Written into every output directory the tools create: only a directory holding it is ever
-# replaced by a later run (anything else may be the user's own files).
-OUTPUT_MARKER = ".compile-ahead-output"
-_MARKER_TEXT = "written by compile-ahead; a later run with the same output may replace it\n"
+__all__ = [
+    "OUTPUT_MARKER",
+    "check_distinct",
+    "check_new_dir",
+    "check_output_file",
+    "check_replaceable_dir",
+    "destination",
+    "failed_sibling",
+    "mark_output_dir",
+]
+
+
+def destination(path: Path, completed: bool, *, is_dir: bool = False) -> Path:
+    """Where an output goes: ``path`` for a run that completed; for one that failed or was
+    interrupted its failed sibling (``run.failed.json``), so a good earlier output survives."""
+    return path if completed else failed_sibling(path, is_dir=is_dir)
+
+
+def _check_name(path: Path, flag: str) -> None:
+    part = too_long_part(path)
+    if part is not None:
+        raise CompileAheadError(
+            f"{flag} {path}: the name {part[:40]}... is {len(os.fsencode(part))} bytes, longer "
+            f"than its file system allows ({name_max(path.parent)})"
+        )
 
 
 def check_output_file(path: Path, flag: str) -> None:
-    """Fail now, before any work, if ``path`` cannot be written as a file."""
-    if path.is_dir():
-        raise CompileAheadError(f"{flag} {path}: is a directory")
+    """Fail now, before any work, unless ``path`` and the sibling a failed run would write
+    are absent or regular files, in a directory that can be written."""
+    _check_name(path, flag)
+    for where in (path, failed_sibling(path)):
+        kind = node_kind(where)
+        if kind in (None, REGULAR_FILE):
+            continue
+        which = "" if where == path else f"a failed or interrupted run writes {where}, which "
+        raise CompileAheadError(
+            f"{flag} {path}: {which}is {kind}; outputs are written only as regular files, "
+            "created or replaced whole: name a file"
+        )
     _check_parent_writable(path, flag)
     if path.exists() and not os.access(path, os.W_OK):
         raise CompileAheadError(f"{flag} {path}: is not writable")
 
 
 def check_distinct(outputs: dict[str, Path | None]) -> None:
-    """Two flags naming one file would silently overwrite each other."""
+    """Two flags naming one file (or one's failed sibling) would overwrite each other."""
     seen: dict[Path, str] = {}
     for flag, path in outputs.items():
         if path is None:
             continue
-        key = path.resolve()
-        if key in seen:
-            raise CompileAheadError(f"{seen[key]} and {flag} name the same file {path}")
-        seen[key] = flag
-
-
-def failed_sibling(path: Path) -> Path:
-    """Where a failed run writes instead of ``path``, so a good earlier output survives:
-    ``run.json`` -> ``run.failed.json``."""
-    return path.with_name(f"{path.stem}.failed{path.suffix}")
+        for key in {path.resolve(), failed_sibling(path).resolve()}:
+            if key in seen:
+                raise CompileAheadError(f"{seen[key]} and {flag} name the same file {key}")
+            seen[key] = flag
 
 
 def _refuse_working_directory(path: Path, flag: str) -> None:
@@ -60,22 +105,29 @@ def _check_parent_writable(path: Path, flag: str) -> None:
         raise CompileAheadError(f"{flag} {path}: {probe} is not writable")
 
 
-def is_own_output(path: Path) -> bool:
-    """A directory this tool wrote (it holds the marker), so a later run may replace it."""
-    return (path / OUTPUT_MARKER).is_file()
+def _check_dir_kind(path: Path, flag: str) -> bool:
+    """Whether ``path`` is a directory (False: absent); anything else is refused."""
+    kind = node_kind(path)
+    if kind not in (None, DIRECTORY):
+        raise CompileAheadError(f"{flag} {path}: is not a directory but {kind}; name a new one")
+    return kind == DIRECTORY
 
 
 def check_replaceable_dir(path: Path, flag: str) -> None:
-    """Fail now, before any work, unless ``path`` is absent, an empty directory or an earlier
-    output of this tool: the user's own directories are never replaced."""
+    """Fail now, before any work, unless ``path`` and the sibling a failed run would write
+    (``path.failed``) are each absent, empty or an earlier output of this tool that holds
+    nothing but what the tool wrote: the user's own files are never replaced."""
+    _check_name(path, flag)
     _refuse_working_directory(path, flag)
-    if path.exists() or path.is_symlink():
-        if not path.is_dir():
-            raise CompileAheadError(f"{flag} {path}: exists and is not a directory")
-        if any(path.iterdir()) and not is_own_output(path):
+    for where in (path, failed_sibling(path, is_dir=True)):
+        if not _check_dir_kind(where, flag):
+            continue
+        foreign = foreign_entries(where)
+        if foreign:
+            which = "" if where == path else f"a failed run would replace {where}, which "
             raise CompileAheadError(
-                f"{flag} {path}: holds files that are not an earlier output of this tool "
-                f"(no {OUTPUT_MARKER}); it is never replaced: name a new directory"
+                f"{flag} {path}: {which}holds files that are not an earlier output of this "
+                f"tool ({describe_entries(foreign)}); it is never replaced: name a new directory"
             )
     _check_parent_writable(path, flag)
 
@@ -83,21 +135,10 @@ def check_replaceable_dir(path: Path, flag: str) -> None:
 def check_new_dir(path: Path, flag: str) -> None:
     """Fail now, before any work, unless ``path`` is absent or an empty directory: one
     experiment per directory, never mixed with other files."""
+    _check_name(path, flag)
     _refuse_working_directory(path, flag)
-    if path.exists() or path.is_symlink():
-        if not path.is_dir():
-            raise CompileAheadError(f"{flag} {path}: exists and is not a directory")
-        if any(path.iterdir()):
-            raise CompileAheadError(
-                f"{flag} {path}: exists and is not empty; each run needs a new directory"
-            )
+    if _check_dir_kind(path, flag) and any(path.iterdir()):
+        raise CompileAheadError(
+            f"{flag} {path}: exists and is not empty; each run needs a new directory"
+        )
     _check_parent_writable(path, flag)
-
-
-def mark_output_dir(path: Path) -> None:
-    """Create ``path`` (if needed) and write the marker that makes it this tool's output."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / OUTPUT_MARKER).write_text(_MARKER_TEXT)
-    except OSError as err:
-        raise write_error(path / OUTPUT_MARKER, err) from None
