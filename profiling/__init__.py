@@ -10,5 +10,6 @@
   phases and laid on job tracks; decode steps on a device track;
 - ``compile_profiler`` (one session) and ``cli``: the ``profile-compile`` command;
 - ``depsort``: the patched NPU compiler's sorted-dependency counters, and the replay;
-- ``trials``: A/B trials.
+- ``trials``: A/B trials;
+- ``compare``: the compare page, one offline web page of an A/B or a profile.
 """

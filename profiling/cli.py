@@ -16,19 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
+from compile_ahead.cli import exit_process, run_command
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import hold, release
 from compile_ahead.output_dirs import seal_output_dir
 from compile_ahead.output_paths import temporary_name
-from compile_ahead.outputs import check_replaceable_dir
-from compile_ahead.profiling.compile_profiler import (
-    GRAPH_KINDS,
-    REPORT_NAME,
-    TRACE_NAME,
-    graph_kinds,
-    prefill_plan,
-)
-from compile_ahead.runtime.compile.device_defaults import PREFILL_SHAPES
-from compile_ahead.runtime.ladder.schedules import SCHEDULES, get_schedule
+from compile_ahead.outputs import check_replaceable_dir, invocation
+
+# Everything else is imported where used: a command handles its signals from its first line
+# (run_command), so nothing heavy is imported before it runs.
 
 DEFAULT_OUT = "profile-out"
 DEFAULT_TOP_PASSES = 10
@@ -36,6 +32,7 @@ PYSPY_NAME = "pyspy.json"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from compile_ahead.profiling.compile_profiler import GRAPH_KINDS
     from compile_ahead.runtime.cli.options import (
         add_graph_option,
         add_ladder_option,
@@ -44,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_protocol_options,
         add_synthetic_dtype_option,
     )
+    from compile_ahead.runtime.compile.device_defaults import PREFILL_SHAPES
+    from compile_ahead.runtime.ladder.schedules import SCHEDULES
 
     p = argparse.ArgumentParser(
         prog="profile-compile",
@@ -139,11 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="then open the trace in the Perfetto UI (as `compile-ahead trace open`)",
     )
+    p.set_defaults(invocation=None)  # main() records how the command was started
     return p
 
 
 def check_args(args: argparse.Namespace) -> list[int]:
+    from compile_ahead.profiling.compile_profiler import graph_kinds
     from compile_ahead.runtime.cli.options import graph_mode, ladder_from_args, prompt_len_from_args
+    from compile_ahead.runtime.ladder.schedules import get_schedule
 
     ladder = ladder_from_args(args)
     if args.decode_tokens is None and args.schedule is None:
@@ -180,7 +182,7 @@ def check_args(args: argparse.Namespace) -> list[int]:
 
 def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     """Setup, a step per rung, the optional schedule overlay, then finish (publish whole)."""
-    from compile_ahead.profiling.compile_profiler import CompileProfiler
+    from compile_ahead.profiling.compile_profiler import CompileProfiler, graph_kinds, prefill_plan
     from compile_ahead.profiling.trace_writer import TraceWriteError
 
     profiler = CompileProfiler(args, ladder)
@@ -210,12 +212,15 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     except KeyboardInterrupt:
         interrupted = True
         profiler.fail(CompileAheadError("interrupted"))
+    hold()  # the profile is written and published whole: a signal meanwhile acts after it
     try:
-        return profiler.finish()
+        code = profiler.finish()
     except CompileAheadError:
         if interrupted:
             raise KeyboardInterrupt from None
         raise
+    release()
+    return code
 
 
 def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -260,6 +265,7 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def merge_pyspy(args: argparse.Namespace, out: Path, code: int) -> int:
     """Put the py-spy samples the child's profile left in ``out`` on its trace and report."""
+    from compile_ahead.profiling.compile_profiler import REPORT_NAME, TRACE_NAME
     from compile_ahead.profiling.pyspy import emit_samples, load_samples
     from compile_ahead.profiling.trace_validate import validate_trace
     from compile_ahead.profiling.trace_writer import TraceWriter
@@ -302,10 +308,7 @@ def merge_pyspy(args: argparse.Namespace, out: Path, code: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from compile_ahead.cli import run_command
-
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
 
     def run(args: argparse.Namespace) -> int:
         ladder = check_args(args)
@@ -315,19 +318,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             code = run_profile(args, ladder)
         if args.open and code == 0 and not pyspy_child:  # the py-spy parent opens the merge
+            from compile_ahead.profiling.compile_profiler import TRACE_NAME
             from compile_ahead.profiling.trace_open import open_trace
 
             open_trace(args.out / TRACE_NAME)
         return code
 
-    args.func = run
-    return run_command(args, "profile-compile")
+    def parse() -> argparse.Namespace:
+        args = build_parser().parse_args(argv)
+        args.func = run
+        args.invocation = invocation("profile-compile", argv)
+        return args
+
+    return run_command("profile-compile", parse)
 
 
 def entry() -> None:
     """The `profile-compile` console script."""
-    from compile_ahead.cli import exit_process
-
     exit_process(main())
 
 

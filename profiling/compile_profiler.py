@@ -132,6 +132,7 @@ class CompileProfiler:
             print(f"OpenVINO properties: {pairs}")
         self.report = {
             "tool": "profile-compile",
+            "invocation": args.invocation,
             "pid": os.getpid(),
             "model": described,
             "model_label": label,

@@ -24,11 +24,15 @@ class ProgressLine:
 
     def __enter__(self) -> ProgressLine:
         self._t0 = time.monotonic()
-        if self.live:
-            self._thread.start()
-        else:
-            print(f"{self.text} ...", file=self.stream, flush=True)
-        return self
+        try:
+            if self.live:
+                self._thread.start()
+            else:
+                print(f"{self.text} ...", file=self.stream, flush=True)
+            return self
+        except KeyboardInterrupt:  # a line that was started always says how it ended
+            self.__exit__(KeyboardInterrupt, None, None)
+            raise
 
     def __exit__(
         self,
@@ -37,9 +41,11 @@ class ProgressLine:
         tb: TracebackType | None,
     ) -> None:
         self._stop.set()
-        if self.live:
+        if self._thread.is_alive():
             self._thread.join()
-        status = "failed" if kind is not None else "done"
+        status = "done" if kind is None else "failed"
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            status = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP: the work was abandoned
         elapsed = time.monotonic() - self._t0
         end = "\r" if self.live else ""
         print(

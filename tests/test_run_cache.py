@@ -55,35 +55,34 @@ def test_a_changed_capacity_or_precision_never_hits(tmp_path):
     assert {j["cache"] for j in json.loads(out.read_text())["compile_jobs"]} == {"miss"}
 
 
-def test_entries_are_written_off_the_critical_path(tmp_path, monkeypatch):
+def test_entries_are_written_off_the_critical_path(tmp_path):
     """A foreground compile's entry (the first rung's, the prefill graph's) is written after
     the token it was compiled for, on a helper thread: a slow write adds nothing to the
     foreground compile or to the first decode step's wait, and the report still says stored
     once it is."""
-    import time
 
     from compile_ahead.runtime.compile import cache as cc
     from compile_ahead.runtime.compile.options import CompileOptions
     from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.compile_jobs import Faults
     from compile_ahead.runtime.ladder.run_protocol import teacher_forced
     from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
     from compile_ahead.runtime.ladder.schedules import SCHEDULES
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     write_s = 3.0  # far above a tiny compile, on a busy machine too
-    store_blob = cc.CompileCache.store_blob
-
-    def slow_store(self, *args, **kwargs):
-        time.sleep(write_s)
-        return store_blob(self, *args, **kwargs)
-
-    monkeypatch.setattr(cc.CompileCache, "store_blob", slow_store)
+    slow = Faults(store_delay_s=write_s)  # every entry write takes this long
     source = resolve_model("tiny")
     options = CompileOptions("CPU", "f32", cache=cc.CompileCache(tmp_path / "cache"))
     for prompt_len, shape in ((8, None), (40, "dynamic")):  # token by token; a prefill graph
         proto = teacher_forced(source.config.vocab_size, prompt_len, 4)
         settings = RunSettings(
-            SCHEDULES["b0"], Ladder.parse("64"), proto, prefill_shape=shape, prefill_chunk=None
+            SCHEDULES["b0"],
+            Ladder.parse("64"),
+            proto,
+            prefill_shape=shape,
+            prefill_chunk=None,
+            faults=slow,
         )
         report = run_ladder(source, options, settings).report
         jobs = report.compile_jobs

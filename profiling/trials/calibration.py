@@ -22,7 +22,7 @@ from compile_ahead.profiling.trials.analysis import Analysis
 from compile_ahead.profiling.trials.compile_ab import ArmExtras
 from compile_ahead.profiling.trials.compile_values import rung_value
 from compile_ahead.profiling.trials.design import TrialSlot
-from compile_ahead.profiling.trials.report import fmt_number, table_row
+from compile_ahead.profiling.trials.report import fmt_number, fmt_pct, table_row
 from compile_ahead.profiling.trials.runner import TRIALS_LOG, Arm, TrialRecord, run_one
 
 DELTA_SUFFIX = "-delta"
@@ -129,10 +129,6 @@ def summary(analysis: Analysis, calibration: Mapping) -> list[dict]:
     return rows
 
 
-def _pct(value: float | None) -> str:
-    return "\u2014" if value is None else f"{'+' if value > 0 else ''}{fmt_number(value)}%"
-
-
 def markdown(rows: list[dict], calibration: Mapping) -> str:
     delta = calibration["delta_pct"]
     lines = [
@@ -148,15 +144,15 @@ def markdown(rows: list[dict], calibration: Mapping) -> str:
     for row in rows:
         d = row["delta"]
         low, high = d["ratio_ci"]
-        ci = "" if low is None else f" ({_pct((low - 1) * 100)} to {_pct((high - 1) * 100)})"
+        ci = "" if low is None else f" ({fmt_pct((low - 1) * 100)} to {fmt_pct((high - 1) * 100)})"
         aa = "; ".join(
-            f"{_pct(a['effect_pct'])}" + (" FLAGGED" if a["flagged"] else "")
+            f"{fmt_pct(a['effect_pct'])}" + (" FLAGGED" if a["flagged"] else "")
             + (" (CI excludes 0)" if a["detected"] and not a["flagged"] else "")
             for a in row["aa"]
         ) or "no A/A arm (--aa)"  # fmt: skip
         noise = "\u2014" if row["noise_log_sd"] is None else f"{row['noise_log_sd']:.4f}"
         mde = "\u2014" if row["mde_pct"] is None else f"\u00b1{fmt_number(row['mde_pct'])}%"
-        cells = [row["label"], str(row["n"]), noise, mde, aa, _pct(d["expected_pct"]),
-                 _pct(d["effect_pct"]) + ci, "yes" if d["detected"] else "no"]  # fmt: skip
+        cells = [row["label"], str(row["n"]), noise, mde, aa, fmt_pct(d["expected_pct"]),
+                 fmt_pct(d["effect_pct"]) + ci, "yes" if d["detected"] else "no"]  # fmt: skip
         lines.append(table_row(cells))
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from compile_ahead.profiling.trials import compile_run, schedule_ab
 from compile_ahead.profiling.trials.arms import parse_arm
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
+    completion_status,
     load_experiment,
     report_experiment,
     run_experiment,
@@ -296,7 +297,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     exp = {
         "kind": "schedule", "arms": [a.describe() for a in arms], "pairs": args.pairs,
         "warmup": args.warmup, "ladder": list(ladder.rungs), "model": args.model,
-        "prompt_len": prompt_len, "decode_tokens": decode_tokens,
+        "prompt_len": prompt_len, "decode_tokens": decode_tokens, "invocation": args.invocation,
         "first_block": args.first_block,
     }  # fmt: skip
     records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
@@ -325,8 +326,7 @@ def run_report(args: argparse.Namespace) -> int:
         )
         mark_output_dir(out)
         save_experiment(out, exp, records)
-    planned = len(make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"]).slots)
-    done = sum(1 for r in records if r.error is None)
-    status = None if done == planned else f"PARTIAL: {done} of {planned} trials completed"
-    report_experiment(out, exp, records, no_plot=args.no_plot, status=status)
+    report_experiment(
+        out, exp, records, no_plot=args.no_plot, status=completion_status(exp, records)
+    )
     return 0

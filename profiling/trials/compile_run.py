@@ -226,7 +226,8 @@ def run_compile_experiment(
             "kind": "compile", "arms": [a.describe() for a in arms], "pairs": args.pairs,
             "warmup": args.warmup, "ladder": list(ladder),
             "pass_profile": args.pass_profile, "counters": args.counters, "context": context,
-            "labels": labels, "measure": measure.describe(), "first_block": args.first_block,
+            "labels": labels, "measure": measure.describe(), "invocation": args.invocation,
+            "first_block": args.first_block,
             **arms_plan.experiment,
         }  # fmt: skip
         records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)

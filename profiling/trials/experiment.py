@@ -3,6 +3,7 @@ ran); running it, and turning both into the table, JSON and plot (also for parti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -129,11 +130,26 @@ def _arms_from(exp: dict) -> list[Arm]:
     ]
 
 
-def report_experiment(
-    out: Path, exp: dict, records: list[TrialRecord], *, no_plot: bool, status: str | None = None
-) -> Path:
-    """Tables, JSON and plot of an experiment from its saved description and trial records;
-    ``status`` marks a partial analysis (written as *_partial, never as the final report)."""
+@dataclasses.dataclass
+class ExperimentAnalysis:
+    """Everything a report of an experiment is made of: the markdown, the JSON, the plots and
+    the compare page all read these objects."""
+
+    analysis: Analysis
+    passes: PassAnalysis | None  # per-pass endpoints (ab compile --pass-profile)
+    arms: list[Arm]
+    context: dict[str, str]
+    labels: dict[str, str]
+    stem: str  # file names of the report: STEM.md, STEM.json
+    title: str
+    calibration: dict | None = None  # experiment.json's "calibration" (`ab calibrate`)
+
+
+def analyse_experiment(
+    exp: dict, records: list[TrialRecord], status: str | None = None
+) -> ExperimentAnalysis:
+    """An experiment's analysis from its saved description and trial records; ``status``
+    marks a partial one (its files are *_partial, never the final report)."""
     names = [a["name"] for a in exp["arms"]]
     plan = make_plan(names, exp["pairs"], exp["warmup"], exp.get("first_block", 0))
     arms = _arms_from(exp)
@@ -180,9 +196,25 @@ def report_experiment(
     if status is not None:
         context = {"status": status, **context}
         stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
+    return ExperimentAnalysis(analysis, passes, arms, context, labels, stem, title, calibration)
+
+
+def completion_status(exp: dict, records: list[TrialRecord]) -> str | None:
+    """None when every planned trial completed, else what a partial report says it is."""
+    planned = len(make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"]).slots)
+    done = sum(1 for r in records if r.error is None)
+    return None if done == planned else f"PARTIAL: {done} of {planned} trials completed"
+
+
+def report_experiment(
+    out: Path, exp: dict, records: list[TrialRecord], *, no_plot: bool, status: str | None = None
+) -> Path:
+    """Tables, JSON and plot of an experiment from its saved description and trial records;
+    ``status`` marks a partial analysis (written as *_partial, never as the final report)."""
+    a = analyse_experiment(exp, records, status)
     return _finish(
-        no_plot, out, stem, analysis, title, context, arms, records, labels, status is None, passes,
-        calibration,
+        no_plot, out, a.stem, a.analysis, a.title, a.context, a.arms, records, a.labels,
+        status is None, a.passes, a.calibration,
     )  # fmt: skip
 
 

@@ -2,6 +2,10 @@
 manager and name, compared on its self time (nested managers left out) by the same paired
 statistics as the compile wall, ranked by how much it moved, as a table, JSON and a plot.
 
+Each pass is judged by the endpoints' rule (power.py): its log-ratio interval excludes 0, its
+p survives Holm's correction over every pass of the comparison, and it moved more than its
+noise floor (its A/A comparison's half-width where the experiment has an A/A arm).
+
 Ranking (per treatment arm against the control): passes whose paired-t interval excludes 0
 first, then by |median paired difference|, largest first, both directions together; name
 breaks ties. A pass absent from a trial that profiled passes took no time there (0 ms). A pass
@@ -25,8 +29,15 @@ from compile_ahead.profiling.trials.analysis import (
 )
 from compile_ahead.profiling.trials.compile_values import TIME_STATISTIC_DEFAULT, pass_self_times
 from compile_ahead.profiling.trials.design import Plan
-from compile_ahead.profiling.trials.power import judge
-from compile_ahead.profiling.trials.report import MINUS, fmt_effect, fmt_number, table_row
+from compile_ahead.profiling.trials.power import FLAG_RULE, Judgement, judge
+from compile_ahead.profiling.trials.report import (
+    MINUS,
+    fmt_effect,
+    fmt_judgement,
+    fmt_number,
+    fmt_pct,
+    table_row,
+)
 from compile_ahead.profiling.trials.runner import TrialRecord
 from compile_ahead.profiling.trials.stats import PairedSummary
 
@@ -34,6 +45,7 @@ RANKING = (
     "passes whose paired-t 95% CI excludes 0 first, then by |median paired difference| "
     "(largest first, both directions)"
 )
+PASS_FLAG_RULE = f"{FLAG_RULE} (for passes: Holm over every pass in both arms)"
 TABLE_ROWS = 30  # rows in the markdown table per comparison; the JSON holds every pass
 PLOT_ROWS = 20
 
@@ -67,6 +79,15 @@ class PassAnalysis:
     analysis: Analysis  # one endpoint per pass, values in ms
     passes: dict[str, PassKey]  # endpoint key -> pass
     comparisons: list[PassComparison]
+
+    def judgement(self, key: PassKey, treatment: str) -> Judgement | None:
+        """The pass's judgement against the control (None: not in both arms)."""
+        return self.analysis.judgements.get(key.key, {}).get(treatment)
+
+    def flagged(self, comp: PassComparison) -> list[RankedPass]:
+        """The comparison's flagged passes, in ranking order."""
+        flags = {r.key: self.judgement(r.key, comp.treatment) for r in comp.ranked}
+        return [r for r in comp.ranked if (j := flags[r.key]) is not None and j.flagged]
 
     def mean_ms(self, key: PassKey, arm: str) -> float | None:
         present = [v for v in self.analysis.values[key.key][arm] if v is not None]
@@ -157,9 +178,9 @@ def _ms(value: float | None) -> str:
 
 def markdown(passes: PassAnalysis, arm_labels: dict[str, str] | None = None) -> str:
     """The per-pass section of the compile report: per treatment, the passes that moved most
-    (a table of at most TABLE_ROWS rows), then the passes seen in one arm only."""
+    (a table of at most TABLE_ROWS rows), every flagged pass, then the passes seen in one arm
+    only."""
     labels = arm_labels or {}
-    control = passes.analysis.control
     lines = [f"### Transformation passes, self time per pass ({len(passes.passes)} seen)", ""]
     if not passes.passes:
         return "\n".join([*lines, "No per-pass self times in these trial records.", ""])
@@ -168,45 +189,66 @@ def markdown(passes: PassAnalysis, arm_labels: dict[str, str] | None = None) -> 
         "- self time: a pass's duration minus the nested pass managers it ran, summed over its "
         "runs and the rungs of a trial; effect as in the table above (ms)"
     )
+    lines.append(f"- {PASS_FLAG_RULE}")
     for comp in passes.comparisons:
-        t = comp.treatment
-        moved = sum(1 for r in comp.ranked if r.summary.ci_excludes_zero)
-        lines += [
-            "",
-            f"#### {t} − {control}: {len(comp.ranked)} passes in both arms, {moved} with a CI "
-            f"that excludes 0" + (f"; the first {TABLE_ROWS}" if len(comp.ranked) > TABLE_ROWS
-                                  else ""),
-            "",
-        ]  # fmt: skip
-        header = ["#", "Pass", "Manager", labels.get(control, control), labels.get(t, t)]
-        header += [f"Median {t} − {control}", "Direction", f"Paired effect ({t} − {control})"]
-        lines.append(table_row(header))
-        lines.append(table_row(["---"] * len(header)))
-        for rank, r in enumerate(comp.ranked[:TABLE_ROWS], 1):
-            s = r.summary
-            direction = "slower" if s.median_diff > 0 else "faster" if s.median_diff < 0 else "="
-            median = ("+" if s.median_diff > 0 else "") + _ms(s.median_diff)
-            lines.append(
-                table_row(
-                    [str(rank), r.key.name, r.key.manager, _ms(passes.mean_ms(r.key, control)),
-                     _ms(passes.mean_ms(r.key, t)), median, direction, fmt_effect(s, "ms")]
-                )
-            )  # fmt: skip
-        for arm, keys in comp.one_arm_only.items():
-            if not keys:
-                continue
-            lines += ["", f"Passes in {arm} only ({len(keys)}, mean self time there):"]
-            lines += [
-                f"- {k.name} [{k.manager}]: {_ms(passes.mean_ms(k, arm))}"
-                for k in sorted(keys, key=lambda k: -(passes.mean_ms(k, arm) or 0.0))
-            ]
+        lines += _comparison_lines(passes, comp, labels)
     return "\n".join(lines) + "\n"
+
+
+def _comparison_lines(
+    passes: PassAnalysis, comp: PassComparison, labels: dict[str, str]
+) -> list[str]:
+    control, t = passes.analysis.control, comp.treatment
+    moved = sum(1 for r in comp.ranked if r.summary.ci_excludes_zero)
+    flagged = passes.flagged(comp)
+    lines = [
+        "",
+        f"#### {t} − {control}: {len(comp.ranked)} passes in both arms, {moved} with a CI "
+        f"that excludes 0, {len(flagged)} flagged"
+        + (f"; the first {TABLE_ROWS}" if len(comp.ranked) > TABLE_ROWS else ""),
+        "",
+    ]
+    header = ["#", "Pass", "Manager", labels.get(control, control), labels.get(t, t)]
+    header += [f"Median {t} − {control}", "Direction", f"Paired effect ({t} − {control})"]
+    lines.append(table_row(header))
+    lines.append(table_row(["---"] * len(header)))
+    for rank, r in enumerate(comp.ranked[:TABLE_ROWS], 1):
+        s = r.summary
+        direction = "slower" if s.median_diff > 0 else "faster" if s.median_diff < 0 else "="
+        median = ("+" if s.median_diff > 0 else "") + _ms(s.median_diff)
+        effect = fmt_effect(s, "ms") + fmt_judgement(passes.judgement(r.key, t))
+        lines.append(
+            table_row(
+                [str(rank), r.key.name, r.key.manager, _ms(passes.mean_ms(r.key, control)),
+                 _ms(passes.mean_ms(r.key, t)), median, direction, effect]
+            )
+        )  # fmt: skip
+    lines += ["", f"Flagged passes ({len(flagged)} of {len(comp.ranked)}):" if flagged
+              else f"No pass flagged (of {len(comp.ranked)})."]  # fmt: skip
+    for r in flagged:
+        j = passes.judgement(r.key, t)
+        assert j is not None
+        lines.append(
+            f"- {r.key.name} [{r.key.manager}]: {fmt_pct(r.summary.effect_pct)}, {j.direction} "
+            f"(Holm p={j.holm_p:.3g}, noise floor {fmt_pct(j.floor_pct, signed=False)} from "
+            f"{j.floor_source})"
+        )
+    for arm, keys in comp.one_arm_only.items():
+        if not keys:
+            continue
+        lines += ["", f"Passes in {arm} only ({len(keys)}, mean self time there):"]
+        lines += [
+            f"- {k.name} [{k.manager}]: {_ms(passes.mean_ms(k, arm))}"
+            for k in sorted(keys, key=lambda k: -(passes.mean_ms(k, arm) or 0.0))
+        ]
+    return lines
 
 
 def to_json(passes: PassAnalysis) -> dict:
     values = passes.analysis.values
     return {
         "ranking": RANKING,
+        "flag_rule": PASS_FLAG_RULE,
         "unit": "ms",
         "comparisons": {
             comp.treatment: {
@@ -216,6 +258,7 @@ def to_json(passes: PassAnalysis) -> dict:
                         "manager": r.key.manager,
                         "values": values[r.key.key],
                         "comparison": r.summary.to_dict(),
+                        "judgement": _judgement_json(passes.judgement(r.key, comp.treatment)),
                     }
                     for r in comp.ranked
                 ],
@@ -230,6 +273,10 @@ def to_json(passes: PassAnalysis) -> dict:
             for comp in passes.comparisons
         },
     }
+
+
+def _judgement_json(j: Judgement | None) -> dict | None:
+    return None if j is None else j.to_dict()
 
 
 def plot_passes(passes: PassAnalysis, path: Path, title: str, rows: int = PLOT_ROWS) -> Path:

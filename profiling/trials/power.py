@@ -9,6 +9,12 @@ Per endpoint and treatment arm (against the control):
 - flagged: detected, still significant after Holm's correction over every endpoint of the table
   (so an A/A run flags anything at most 5% of the time, however many endpoints it has), and
   larger than the noise floor. A change smaller than the floor is never flagged, whatever its p.
+
+The per-pass table of `ab compile --pass-profile` is such a table: each pass is an endpoint,
+and Holm's correction runs over every pass seen in both arms of a comparison. Holm rather than
+Benjamini-Hochberg: it bounds the chance of any false flag (what an A/A run must show) under
+any dependence between the tests, and the passes of one trial are dependent (a slow trial
+slows all of them); the same rule then holds for the endpoint and the pass tables.
 """
 
 from __future__ import annotations
@@ -26,6 +32,14 @@ FLAG_RULE = (
 )
 
 
+# What a judgement says when nothing is flagged, in the rule's order.
+NOT_TESTED = "not tested"  # no log-ratio interval: under 2 pairs, or a value that is not > 0
+NO_EFFECT = "no detectable effect"  # the interval includes 0
+NOT_SIGNIFICANT = "not significant after Holm"  # its p does not survive the correction
+BELOW_FLOOR = "below the noise floor"  # significant, but no larger than the floor
+FLAGGED_DIRECTIONS = ("regression", "improvement", "higher", "lower")
+
+
 @dataclass(frozen=True)
 class Judgement:
     detected: bool  # the log-ratio interval excludes 0
@@ -34,9 +48,23 @@ class Judgement:
     floor_source: str  # "A/A arm NAME" or "own paired differences"
     flagged: bool
     direction: str  # "regression", "improvement", "higher", "lower" or "" when not flagged
+    tested: bool = True  # the comparison has a log-ratio interval
+
+    @property
+    def status(self) -> str:
+        """The direction when flagged, else the first part of the rule it fails."""
+        if self.flagged:
+            return self.direction
+        if not self.tested:
+            return NOT_TESTED
+        if not self.detected:
+            return NO_EFFECT
+        if self.holm_p is None or self.holm_p > MDE_ALPHA:
+            return NOT_SIGNIFICANT
+        return BELOW_FLOOR
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "status": self.status}
 
 
 def half_width_log(summary: PairedSummary) -> float | None:
@@ -114,5 +142,11 @@ def _judgement(
     )
     floor_pct = None if floor is None else (math.exp(floor) - 1.0) * 100.0
     return Judgement(
-        detected, holm_p, floor_pct, source, flagged, _direction(summary) if flagged else ""
+        detected,
+        holm_p,
+        floor_pct,
+        source,
+        flagged,
+        _direction(summary) if flagged else "",
+        summary.ratio_ci_low is not None and summary.ratio_ci_high is not None,
     )

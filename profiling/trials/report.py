@@ -33,6 +33,13 @@ def fmt_number(value: float | None, digits: int = 2) -> str:
     return text.replace("-", MINUS)
 
 
+def fmt_pct(value: float | None, signed: bool = True) -> str:
+    """A percent change ("+1.20%"), or a dash."""
+    if value is None:
+        return "\u2014"
+    return f"{'+' if signed and value > 0 else ''}{fmt_number(value)}%"
+
+
 def fmt_value(values: Sequence[float | None], unit: str) -> str:
     present = [v for v in values if v is not None]
     if not present:
@@ -154,7 +161,7 @@ def power_lines(analysis: Analysis) -> list[str]:
             lines.append(
                 f"- {ep.label}, {t} vs {analysis.control}: {how}noise {noise}, MDE {mde} at "
                 f"{s.n} pairs, noise floor {floor} ({j.floor_source})"
-                + (f", FLAGGED {j.direction}" if j.flagged else ", not flagged")
+                + (f", FLAGGED {j.direction}" if j.flagged else f", not flagged ({j.status})")
             )
     missing = [(ep, analysis.unavailable[ep.key]) for ep in analysis.endpoints
                if ep.key in analysis.unavailable]  # fmt: skip

@@ -186,6 +186,9 @@ def run_one(arm: Arm, slot: TrialSlot, out_dir: Path, timeout_s: float | None) -
         record.wall_s = time.perf_counter() - t0
         record.error = f"could not start {command[0]!r}: {err.strerror or err}"
         return record
+    except BaseException:  # interrupted: a trial with no record leaves no files either
+        remove_trial_files(result_path)
+        raise
     record.wall_s = time.perf_counter() - t0
     record.stderr_tail = _tail(proc.stderr)
     if proc.returncode is None:
@@ -210,6 +213,15 @@ def run_one(arm: Arm, slot: TrialSlot, out_dir: Path, timeout_s: float | None) -
     loaded.setdefault("trial_wall_s", record.wall_s)
     record.result = loaded
     return record
+
+
+def remove_trial_files(result_path: Path) -> None:
+    """Whatever an unfinished trial wrote beside its result (``trial-...json``, its
+    ``.passes``, a failed sibling, an atomic write's temporary file), the result too."""
+    stem = result_path.stem
+    for path in (*result_path.parent.glob(f"{stem}.*"), *result_path.parent.glob(f".{stem}.*")):
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def run_plan(

@@ -379,6 +379,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "instead (raise, abort, segfault, hang), once",
     )
     faults.add_argument(
+        "--inject-store-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="pause every compile cache entry write this long with its temporary file open "
+        "(as writing a large model's entry takes)",
+    )
+    faults.add_argument(
         "--step-delay",
         type=float,
         default=0.0,
@@ -473,5 +481,11 @@ def faults_from_args(args: argparse.Namespace, ladder: Ladder) -> Faults:
                 f"{', '.join(FAULTS)}, got {item!r}"
             )
         worker[int(cap)] = kind
-    faults = Faults(args.inject_compile_delay, fail, args.step_delay, worker)
+    faults = Faults(
+        args.inject_compile_delay,
+        fail,
+        args.step_delay,
+        worker,
+        store_delay_s=args.inject_store_delay,
+    )
     return faults.validate(ladder)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
 from compile_ahead.outputs import check_distinct, check_output_file, destination
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.cli.options import (
@@ -167,6 +168,7 @@ def execute(
     bar = ProgressBar(settings.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
     try:
         result = run_ladder(source, options, settings, FanOut(bar, events) if events else bar)
+        hold()  # the run is over: its outputs are written whole (run() releases)
     finally:
         bar.close()
     return result, source, settings
@@ -187,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
     options = compile_options(args)  # a refused device or property opens no output
     check_prefill_args(args)
     trace_error: CompileAheadError | None = None
+    # Once the run is over (execute holds) its outputs (trace, summary, report) are written
+    # whole: a signal meanwhile takes effect after them (release).
     if args.trace is None:
         result = execute(args, args.schedule, options)[0]
     else:
@@ -209,10 +213,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"report: {written}")
     if trace_error is not None:
         raise trace_error
-    if result.report.interrupted:
-        return 130
+    if result.report.interrupted or interrupted():  # also while its cache entries were written
+        return INTERRUPTED_EXIT
     if result.error is not None:
         raise result.error  # CompileAheadError prints as one line; anything else is a bug
+    release()  # the trace is opened as any command runs: Ctrl-C stops it
     if args.open:
         from compile_ahead.profiling.trace_open import open_trace
 

@@ -70,6 +70,7 @@ import xxhash
 from compile_ahead.errors import CompileAheadError, CompileAheadWarning
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB, cache_root
 from compile_ahead.runtime.compile.cache_dirs import CacheTree, UntrustedEntry, UntrustedPath
+from compile_ahead.runtime.compile.entry_writes import GIVEN_UP, EntryGivenUp, EntryWrites
 
 # numpy and openvino are imported where used, so the command-line helpers at the bottom can be
 # imported while building a parser without loading OpenVINO.
@@ -206,9 +207,7 @@ class CompileCache:
         self.unusable: str | None = None  # set by ``open``: why no entry can be kept at all
         self._warned: set[str] = set()
         self._lock = threading.Lock()
-        self._writing = 0  # entries being written now
-        self._writes_done = threading.Condition(self._lock)
-        self._writes_ended = False  # between end_writes and begin_writes: none is written
+        self.writes = EntryWrites()  # the entries being written, until end_writes
 
     def __repr__(self) -> str:
         return (
@@ -457,26 +456,31 @@ class CompileCache:
         """Export and write the entry of a miss; a failed write is a warning, never an error."""
         if outcome.state != "miss" or outcome.entry is None:
             return outcome
-        t0 = time.perf_counter()
+        refused = self.writes.admit(outcome.entry)  # counted from the export on
+        if refused is not None:
+            return replace(outcome, entry=None, note=refused)
         try:
-            buffer = io.BytesIO()
-            compiled.export_model(buffer)
-        except RuntimeError as err:
-            return self._not_stored(outcome, err)
-        return self.store_blob(outcome, buffer.getbuffer(), t0)
+            t0 = time.perf_counter()
+            try:
+                buffer = io.BytesIO()
+                compiled.export_model(buffer)
+            except RuntimeError as err:
+                return self._not_stored(outcome, err)
+            return self._write(outcome, buffer.getbuffer(), t0)
+        finally:
+            self.writes.release()
 
-    def begin_writes(self) -> None:
-        """A run's start: entries may be written (again, after an earlier run's end_writes)."""
-        with self._lock:
-            self._writes_ended = False
+    def begin_writes(self, delay_s: float = 0.0) -> None:
+        """A run's start: entries may be written (again, after an earlier run's end_writes).
+        ``delay_s`` (fault injection, --inject-store-delay): every entry write pauses this long
+        with its temporary file open, as writing a large entry does."""
+        self.writes.begin(delay_s)
 
     def end_writes(self) -> None:
-        """A run's end: wait for the entries being written, and write none until the next
-        run begins. A compile the run abandoned (a one-ahead successor still compiling when
-        it ends) finishes on a thread the process may stop at any point, mid-file."""
-        with self._lock:
-            self._writes_ended = True
-            self._writes_done.wait_for(lambda: self._writing == 0)
+        """A run's end: write none until the next run begins, and wait for the entries being
+        written (a compile the run abandoned, a one-ahead successor still compiling when it
+        ends, may have started one); see entry_writes.py for an interrupted command."""
+        self.writes.end()
 
     def store_blob(
         self, outcome: CacheOutcome, blob: bytes | memoryview, t0: float | None = None
@@ -486,16 +490,13 @@ class CompileCache:
         its key names) or the command has ended (end_writes)."""
         if outcome.state != "miss" or outcome.entry is None:
             return outcome
-        with self._lock:
-            if self._writes_ended:
-                return replace(outcome, entry=None, note="not stored: the run had ended")
-            self._writing += 1
+        refused = self.writes.admit(outcome.entry)
+        if refused is not None:
+            return replace(outcome, entry=None, note=refused)
         try:
             return self._write(outcome, blob, t0)
         finally:
-            with self._lock:
-                self._writing -= 1
-                self._writes_done.notify_all()
+            self.writes.release()
 
     def _write(
         self, outcome: CacheOutcome, blob: bytes | memoryview, t0: float | None
@@ -518,8 +519,8 @@ class CompileCache:
         try:
             # No fsync: a crash can leave a short or zeroed file under the final name only
             # after a rename, and the checksum rejects it (then it is recompiled).
-            with self._tree.new_file(path) as entry:
-                entry.file.write(view)
+            with self.writes.new_file(lambda: self._tree.new_file(path)) as entry:
+                self.writes.write_blob(entry.file, view)
                 entry.file.write(trailer.encode())
                 entry.file.write(_FOOTER.pack(len(trailer), MAGIC))
                 # Last: the export read the weights, so they must still be what the key says.
@@ -527,12 +528,14 @@ class CompileCache:
                 if changed is not None:
                     self.warn_once("weights", f"compile cache not used: {changed}")
                     return replace(outcome, entry=None, note=f"not stored: {changed}")
-                entry.commit()
+                self.writes.publish(entry)
         except UntrustedPath as err:
             self.warn_once("untrusted", f"compile cache not used: {err}")
             return replace(outcome, entry=None, note=f"not stored: {err}")
         except OSError as err:
             return self._not_stored(outcome, err)
+        except EntryGivenUp:
+            return replace(outcome, entry=None, note=GIVEN_UP)
         stored = replace(outcome, store_s=time.perf_counter() - t0, stored=True)
         self.prune(keep=path)
         return stored

@@ -206,6 +206,13 @@ class PrivateFile:
         os.replace(self._tmp, self._name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
         self._committed = True
 
+    def discard(self) -> None:
+        """Remove the temporary name now, e.g. from another thread while this one writes
+        (entry_writes.py: a write given up); a later commit then fails."""
+        if not self._committed:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._tmp, dir_fd=self._dir_fd)
+
     def __enter__(self) -> PrivateFile:
         return self
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import openvino as ov
@@ -107,11 +108,17 @@ def compile_step(
     if unexportable and options.cache is not None:
         outcome = CacheOutcome("off", note=unexportable)
     result = CompileResult.of(source.make_step(compiled, spec), outcome, build_s, compile_s)
-    step = result.step
     if store_later and cache is not None and outcome.state == "miss":
-
-        def store_now() -> None:  # the entry, written when the caller has time; reports follow
-            step.compile_cache = cache.store(outcome, compiled)  # type: ignore[attr-defined]
-
-        step.store_pending = store_now  # type: ignore[attr-defined]
+        defer_store(result.step, lambda: cache.store(outcome, compiled))
     return result
+
+
+def defer_store(step: CompiledStep, write: Callable[[], CacheOutcome]) -> None:
+    """Leave ``step``'s cache entry to ``step.store_pending()``, called when the caller has
+    time: it writes the entry, and the step then carries (and it returns) the outcome."""
+
+    def store_now() -> CacheOutcome:
+        step.compile_cache = write()  # type: ignore[attr-defined]
+        return step.compile_cache  # type: ignore[attr-defined]
+
+    step.store_pending = store_now  # type: ignore[attr-defined]

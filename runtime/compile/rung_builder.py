@@ -9,8 +9,9 @@ and gets a CompileResult whose step is ready to bind; profile-compile asks the s
   a rung is only its weightless attention core (compile/split_step.py);
 - in-process: compiled on the calling thread (a background thread for one-ahead compiles);
 - worker: background compiles go to a compile worker process (compile/worker_client.py); a
-  cache entry, when there is one, is imported instead, and the worker's blob is stored as the
-  entry. Foreground compiles, retries and split attention cores always compile in-process.
+  cache entry, when there is one, is imported instead, and the worker's blob is left for the
+  run to store as the entry. Foreground compiles, retries and split attention cores always
+  compile in-process.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.cache import step_graph_identity
-from compile_ahead.runtime.compile.compiler import CompileResult, compile_step, not_exportable
+from compile_ahead.runtime.compile.compiler import (
+    CompileResult,
+    compile_step,
+    defer_store,
+    not_exportable,
+)
 from compile_ahead.runtime.compile.device_defaults import GRAPH_MODES, PLACEMENTS
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
@@ -116,9 +122,9 @@ class RungBuilder:
             return CompileResult.of(step, step.compile_cache)
         if background and self.placement == "worker" and not_exportable(spec) is None:
             return self._build_in_worker(spec, worker_fault)
-        # A foreground graph is on the critical path: its cache entry (seconds of export and
-        # file writing) is written after, when the run stores its entries.
-        return compile_step(self.source, spec, self.options, store_later=not background)
+        # The cache entry (seconds of export and file writing) is the run's to write: a
+        # foreground graph's off the critical path, and never one of a compile it abandoned.
+        return compile_step(self.source, spec, self.options, store_later=True)
 
     def _build_in_worker(self, spec: GraphSpec, fault: Fault | None) -> CompileResult:
         from compile_ahead.runtime.compile.cache import CacheOutcome
@@ -127,6 +133,7 @@ class RungBuilder:
         options = self.options.for_graph(spec.kind)
         cache, sink = options.cache, None
         outcome = None
+        blobs: list[bytes] = []  # the worker's export, stored as the entry by the run
         if cache is not None and fault is not None:
             # An injected fault is the worker's: importing the entry would skip it unseen.
             outcome = CacheOutcome("off", note=f"not used: worker fault {fault!r} injected")
@@ -134,10 +141,7 @@ class RungBuilder:
             compiled, outcome = cache.lookup(self.source, step_graph_identity(spec), options)
             if compiled is not None:
                 return CompileResult.of(self.source.make_step(compiled, spec), outcome)
-
-            def sink(blob: bytes) -> None:
-                nonlocal outcome
-                outcome = cache.store_blob(outcome, blob)
+            sink = blobs.append
 
         if self._worker is None:
             self._worker = WorkerPlacement(priority="idle")
@@ -156,6 +160,9 @@ class RungBuilder:
                 f"the compile worker resolved {self.model_ref!r} to another model than this run's"
             )
         step = self.source.make_step(result.compiled, spec)
+        if cache is not None and blobs and outcome is not None and outcome.state == "miss":
+            miss = outcome
+            defer_store(step, lambda: cache.store_blob(miss, blobs.pop()))
         return CompileResult.of(step, outcome, result.build_s, result.compile_s, result.phases)
 
     def shutdown(self) -> None:

@@ -6,23 +6,23 @@ compile runs on the CPU while the decode thread keeps inferring.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import future_result, in_background
+from compile_ahead.runtime.compile.cache import CacheOutcome
 from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.entry_stores import EntryStore, EntryStores
 from compile_ahead.runtime.ladder.events import RunEvents
 
 if TYPE_CHECKING:
+    from compile_ahead.runtime.compile.cache import CompileCache
     from compile_ahead.runtime.compile.compiler import CompileResult
 
 
@@ -38,11 +38,15 @@ class Faults:
     # capacity -> what a compile worker does instead of compiling that rung once (raise,
     # abort, segfault, hang): the worker placement's failure paths, on purpose.
     worker_faults: dict[int, str] = field(default_factory=dict)
+    # Every compile cache entry write pauses this long with its temporary file open, as
+    # writing a large model's entry (about 1 GB for qwen2.5-0.5b) takes.
+    store_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         delays = {
             "--inject-compile-delay": self.compile_delay_s,
             "--step-delay": self.step_delay_s,
+            "--inject-store-delay": self.store_delay_s,
         }
         for flag, seconds in delays.items():
             # written so that NaN fails too
@@ -127,8 +131,9 @@ class RungCompiler:
     """Builds and compiles one rung graph, reporting to the observer; counts what is resident.
 
     Thread-safe: the one-ahead policy compiles on a background thread. After close(), a
-    compile still running reports nothing more (its observer may be gone) and its graph is
-    dropped; close() itself reports it as abandoned.
+    compile still running reports nothing more (its observer may be gone), its graph is
+    dropped and its cache entry never written; close() itself reports it as abandoned. The
+    cache entries of the graphs it kept are written by ``stores`` (entry_stores.py).
     """
 
     def __init__(
@@ -140,6 +145,7 @@ class RungCompiler:
         faults: Faults,
         on_ready: Callable[[CompiledStep], None] | None = None,
         label: Callable[[graphs.GraphSpec], str] = lambda spec: spec.kind,
+        cache: CompileCache | None = None,
     ):
         self.spec_for = spec_for
         self.build = build  # the whole step graph, or a split rung's core
@@ -155,10 +161,7 @@ class RungCompiler:
         self.resident_max = 0
         self.in_flight_max = 0
         self.finished: list[CompileJob] = []
-        # Foreground compiles whose cache entry is written later (store_entries), off the
-        # first token's path: job -> the step's store_pending.
-        self._unstored: dict[int, Callable[[], None]] = {}
-        self._storing: list[Future[None]] = []
+        self.stores = EntryStores(cache, self._report_store)
 
     def compile_shared(self, kind: str, work: Callable[[], dict | None]) -> float:
         """A foreground compile that no rung owns (split mode's weight parts), as its own job;
@@ -208,41 +211,47 @@ class RungCompiler:
                 self.resident_max = max(self.resident_max, len(self.resident))
                 self._resident_changed()
         self._finish(job, chunk, start, True, _cache_info(built))
-        store = getattr(step, "store_pending", None)
-        if store is not None:
-            step.store_pending = None  # type: ignore[attr-defined]
-            with self._lock:
-                self._unstored[job] = lambda: self._stored(job, store, step)
+        self._hand_over_store(job, step, f"{kind} C={capacity}", chunk, background)
         return rung
 
-    def _stored(self, job: int, store: Callable[[], None], step: CompiledStep) -> None:
-        """Write a deferred cache entry, then report the job's final cache outcome."""
-        store()
-        info = getattr(step, "compile_cache", None)
-        if info is None:
+    def _hand_over_store(
+        self, job: int, step: CompiledStep, what: str, chunk: int, background: bool
+    ) -> None:
+        """The graph's cache entry, if it has one to write, goes to ``stores``: written as it
+        finishes (a background compile) or after the token (store_entries), unless the run
+        ended first."""
+        store = getattr(step, "store_pending", None)
+        if store is None:
             return
-        fields = _cache_fields(info.describe())
+        step.store_pending = None  # type: ignore[attr-defined]
+        miss = getattr(step, "compile_cache", None)
+        what = f"the cache entry of {what}" + (f" L={chunk}" if chunk > 1 else "")
+        with self._lock:
+            ended = self._closed
+            if not ended:
+                self.stores.add(EntryStore(job, what, store, miss.entry if miss else None))
+        if ended:
+            self._report_store(job, CacheOutcome("miss", note="not stored: the run had ended"))
+        elif background:
+            self.stores.start([job])
+
+    def _report_store(self, job: int, outcome: CacheOutcome) -> None:
+        """A job's cache outcome once its entry is written (or not, and why)."""
+        fields = _cache_fields(outcome.describe())
         with self._lock:
             for i, record in enumerate(self.finished):
                 if record.job == job:
                     self.finished[i] = replace(record, **fields)
 
     def store_entries(self) -> None:
-        """Write the deferred cache entries of the compiles so far, one after the other on a
-        helper thread (mostly file writing: it leaves the cores to decode)."""
-        with self._lock:
-            stores, self._unstored = list(self._unstored.values()), {}
-        if stores:
-            self._storing.append(in_background(lambda: [s() for s in stores], "store-entries"))
+        """Write the cache entries of the compiles so far, one after the other on a helper
+        thread (mostly file writing: it leaves the cores to decode)."""
+        self.stores.start()
 
     def finish_stores(self) -> None:
-        """The end of the run: write what is still deferred and wait for every entry (never
-        a half-written one left behind); a failed store never fails the run."""
-        self.store_entries()
-        for future in self._storing:
-            with contextlib.suppress(Exception):
-                future_result(future)
-        self._storing.clear()
+        """The end of the run: write what is still waiting and wait for every entry, never
+        leaving a half-written one (EntryStores.finish)."""
+        self.stores.finish()
 
     def _finish(self, job: int, chunk: int, start: int, ok: bool, info: dict) -> float:
         """Report a compile's end, unless the run is over; returns its seconds."""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compile_ahead.interrupts import deferred
 from compile_ahead.runtime.ladder.report import BoundaryRecord
 
 
@@ -64,47 +65,44 @@ class BoundaryTiming:
 
 
 class FanOut(RunEvents):
-    """Send every event to several observers."""
+    """Send every event to several observers, each event whole: a signal meanwhile takes
+    effect after it (interrupts.deferred), so no observer is cut halfway (a trace writer
+    between a slice's begin and end, the accounting between two of its lists)."""
 
     def __init__(self, *observers: RunEvents):
         self.observers = observers
 
+    def _each(self, event: str, args: tuple[Any, ...]) -> None:
+        with deferred():
+            for o in self.observers:
+                getattr(o, event)(*args)
+
     def run_started(self, *args: Any) -> None:
-        for o in self.observers:
-            o.run_started(*args)
+        self._each("run_started", args)
 
     def compile_started(self, *args: Any) -> None:
-        for o in self.observers:
-            o.compile_started(*args)
+        self._each("compile_started", args)
 
     def compile_finished(self, *args: Any) -> None:
-        for o in self.observers:
-            o.compile_finished(*args)
+        self._each("compile_finished", args)
 
     def worker_phases(self, *args: Any) -> None:
-        for o in self.observers:
-            o.worker_phases(*args)
+        self._each("worker_phases", args)
 
     def step(self, *args: Any) -> None:
-        for o in self.observers:
-            o.step(*args)
+        self._each("step", args)
 
     def prefill(self, *args: Any) -> None:
-        for o in self.observers:
-            o.prefill(*args)
+        self._each("prefill", args)
 
     def boundary(self, *args: Any) -> None:
-        for o in self.observers:
-            o.boundary(*args)
+        self._each("boundary", args)
 
     def foreground(self, *args: Any) -> None:
-        for o in self.observers:
-            o.foreground(*args)
+        self._each("foreground", args)
 
     def memory(self, *args: Any) -> None:
-        for o in self.observers:
-            o.memory(*args)
+        self._each("memory", args)
 
     def counters(self, *args: Any) -> None:
-        for o in self.observers:
-            o.counters(*args)
+        self._each("counters", args)

@@ -6,7 +6,6 @@ policy for the rung a boundary needs and never looks at how it got there.
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -14,16 +13,6 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import future_result, in_background
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, RungCompiler
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
-
-# Background compiles run on daemon threads named with this prefix.
-COMPILE_THREAD_PREFIX = "compile-ahead-"
-
-
-def compiles_running() -> bool:
-    """Whether a background compile thread is still running (compile_model cannot be stopped)."""
-    return any(
-        t.name.startswith(COMPILE_THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()
-    )
 
 
 @dataclass
@@ -97,7 +86,7 @@ class OneAheadPolicy(RungPolicy):
         # An error is handed to take(), which decides about a retry.
         self._pending[following] = in_background(
             lambda: self.compiler.compile(following, True, length),
-            f"{COMPILE_THREAD_PREFIX}{following}",
+            f"compile-rung-{following}",  # a helper thread (interrupts.helpers_running)
         )
 
     def ready(self, capacity: int) -> bool:

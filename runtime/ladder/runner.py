@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import future_result, in_background
+from compile_ahead.interrupts import deferred, future_result, hold, in_background, unhold
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
 from compile_ahead.runtime.compile.compiler import CompileResult
 from compile_ahead.runtime.compile.device_defaults import (
@@ -146,7 +146,8 @@ class LadderRunner:
         cfg = source.config
         check_kv_fits(self.schedule.kv, cfg, self.rungs, slots, self.kv_precision)
         self.accounting = RunAccounting(now_ns(), 0)
-        self.events = FanOut(self.accounting, events) if events else self.accounting
+        # Every event whole, also to the accounting alone (FanOut: an interrupt waits for it).
+        self.events = FanOut(self.accounting, *([events] if events else []))
         self.store: KVStore | None = None
         self.compiler = RungCompiler(
             self._spec_for,
@@ -155,6 +156,7 @@ class LadderRunner:
             settings.faults,
             on_ready=lambda step: self.store.on_compiled(step) if self.store else None,
             label=self.builder.label,
+            cache=self.options.cache,
         )
         self.policy: RungPolicy = make_policy(self.schedule, self.compiler, self.rungs)
         self.boundaries: list[BoundaryRecord] = []
@@ -175,7 +177,7 @@ class LadderRunner:
         proto = self.settings.protocol
         start = self._start = now_ns()
         if self.options.cache is not None:
-            self.options.cache.begin_writes()
+            self.options.cache.begin_writes(self.settings.faults.store_delay_s)
         reset_peak_rss()
         self.accounting.restart(start)
         stop, error = "completed", None
@@ -202,7 +204,8 @@ class LadderRunner:
                     break
                 if need != active.capacity:
                     active = self._switch(active, need, i)
-                out = self._step(active, i, proto.next_input(i, last))
+                with deferred():  # a step whole: an interrupt ends the run after it
+                    out = self._step(active, i, proto.next_input(i, last))
                 last = int(np.argmax(out.logits))
                 if proto.ends(last):
                     stop = "eos"
@@ -212,14 +215,18 @@ class LadderRunner:
         except Exception as err:  # reported in the run report, then re-raised by the caller
             stop, error = f"error: {err}", err
         finally:
-            self.policy.shutdown()
-            self.builder.shutdown()
-            end = now_ns()  # the protocol's end; cache entries still being written come after
-            self.compiler.finish_stores()
-            if self.options.cache is not None:  # nor one from a compile the run abandoned
-                self.options.cache.end_writes()
-            self._store_wait_ns = now_ns() - end
-        report = self._report(start, end, stop, error)
+            # The run only ends from here: a signal is noted (interrupts.interrupted(), for the
+            # caller), never cuts the end or the report short; waits still say so (wait_out).
+            hold()
+            try:
+                self.policy.shutdown()  # a compile still running is abandoned: it stores nothing
+                self.builder.shutdown()
+                end = now_ns()  # the protocol's end; cache entries still written come after
+                self.compiler.finish_stores()
+                self._store_wait_ns = now_ns() - end
+                report = self._report(start, end, stop, error)
+            finally:
+                unhold()
         acct = self.accounting
         return RunResult(report, self.predicted, self.kept, error, acct.step_ns, acct.step_context)
 

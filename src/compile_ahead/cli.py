@@ -11,15 +11,24 @@ import argparse
 import errno
 import importlib
 import os
-import signal
 import sys
-import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from compile_ahead.errors import CompileAheadError, CompileAheadWarning
+from compile_ahead.interrupts import (
+    INTERRUPTED_EXIT,
+    deferred,
+    handle_interrupts,
+    helpers_running,
+    ignore_interrupts,
+    interrupted,
+    run_exit_hooks,
+)
+from compile_ahead.outputs import invocation
+from compile_ahead.streams import flush_standard_streams, guarded_streams
 
 # Modules that add subcommands, imported lazily so `--help` stays fast.
 SUBCOMMAND_MODULES = (
@@ -27,6 +36,7 @@ SUBCOMMAND_MODULES = (
     "compile_ahead.runtime.cli.run",
     "compile_ahead.profiling.trials.cli",
     "compile_ahead.profiling.campaigns.cli",
+    "compile_ahead.profiling.compare.cli",
     "compile_ahead.patches_check",
 )
 
@@ -36,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="compile-ahead",
         description="Long-context decode on static-shape devices: compile ahead, not up front.",
     )
+    parser.set_defaults(invocation=None)  # main() records how the command was started
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -91,10 +102,6 @@ def _trace_open(args: argparse.Namespace) -> int:
     return 0
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM (e.g. from `timeout`) ends a run like Ctrl-C
-
-
 def _one_line_warnings(prog: str) -> None:
     """Our own warnings print as ``PROG: warning: MESSAGE``; others keep Python's format."""
     python_format = warnings.showwarning
@@ -116,42 +123,77 @@ def _one_line_warnings(prog: str) -> None:
     warnings.showwarning = show
 
 
-def run_command(args: argparse.Namespace, prog: str) -> int:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
-    try:
-        with warnings.catch_warnings():
-            _one_line_warnings(prog)
-            return int(args.func(args) or 0)
-    except CompileAheadError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        # A file the system refused (disk full, read-only, no permission) that no command
-        # step turned into its own message: still one line naming the file.
-        if err.errno not in REFUSED_WRITES or err.filename is None:
+def run_command(prog: str, parse: Callable[[], argparse.Namespace]) -> int:
+    """Parse the command line (``parse``) and run the command it names (``args.func``): from
+    here to the end the interrupt signals are handled (interrupts.py) and the standard streams
+    guarded (streams.py). Returns the exit code: 2 for an error (one line), 130 interrupted."""
+    with guarded_streams() as streams:
+        restore: Callable[[], None] | None = None
+        code = 0
+        try:
+            restore = handle_interrupts(prog)
+            with warnings.catch_warnings():
+                _one_line_warnings(prog)
+                with deferred():  # the parser's imports are never cut halfway
+                    args = parse()
+                code = int(args.func(args) or 0)
+            if code == 0 and interrupted():  # a signal noted while it finished its work
+                code = _interrupted(prog)
+        except CompileAheadError as err:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            code = 2
+        except KeyboardInterrupt:
+            code = _interrupted(prog)
+        except Exception as err:
+            code = _unexpected(prog, err)
+        except SystemExit as done:  # argparse: --help, or a usage error (already printed)
+            if done.code in (0, None):
+                raise SystemExit(streams.exit_code(0, prog)) from None
             raise
+        finally:
+            if restore is not None:
+                restore()
+        return streams.exit_code(code, prog)
+
+
+def _interrupted(prog: str) -> int:
+    print(f"{prog}: interrupted", file=sys.stderr)
+    return INTERRUPTED_EXIT
+
+
+def _unexpected(prog: str, err: Exception) -> int:
+    """The exit code of an error no command step turned into its own message, or ``err``
+    raised again (a bug: its traceback is wanted)."""
+    if isinstance(err, OSError) and err.errno in REFUSED_WRITES and err.filename is not None:
+        # A file the system refused (disk full, read-only, no permission): still one line.
         print(f"{prog}: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+    if interrupted():  # a library turned the interrupt into its own error (e.g. ImportError)
+        return _interrupted(prog)
+    raise err
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_command(args, "compile-ahead")
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def parse() -> argparse.Namespace:
+        args = build_parser().parse_args(argv)
+        args.invocation = invocation("compile-ahead", argv)
+        return args
+
+    return run_command("compile-ahead", parse)
 
 
 def exit_process(code: int) -> None:
-    """End the process with ``code``. A compile still running (the run ended or was
-    interrupted first) cannot be stopped, and tearing the interpreter and OpenVINO's
-    libraries down under it crashes; so then exit at once, everything already written."""
-    # Only a command that ran the ladder has loaded the rung policy (and so can be compiling).
-    policy = sys.modules.get("compile_ahead.runtime.ladder.rung_policy")
-    if policy is not None and policy.compiles_running():
-        sys.stdout.flush()
-        sys.stderr.flush()
+    """End the process with ``code``, everything already written. A helper thread still
+    running (a compile the command abandoned cannot be stopped, and tearing the interpreter
+    and OpenVINO's libraries down under it crashes) makes it exit at once, and so does an
+    interrupt: after an interrupted `generate --decode-compile during-prefill` the teardown
+    aborted ("terminate called without an active exception") also with no compile running."""
+    ignore_interrupts()
+    run_exit_hooks()  # e.g. temporary files of cache entries that threads still write
+    flush_standard_streams()
+    if helpers_running() or interrupted():
         os._exit(code)
     sys.exit(code)
 

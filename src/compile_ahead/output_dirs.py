@@ -42,6 +42,18 @@ def seal_output_dir(path: Path) -> None:
     write_bytes_atomic(path / OUTPUT_MARKER, text.encode())
 
 
+def list_in_marker(path: Path, name: str) -> None:
+    """Add ``name``, a file the tool has just written into ``path``, to the marker's list when
+    ``path`` is marked as this tool's output (a later run may then replace the directory)."""
+    listed = _listed(path)
+    if not listed or name in listed:
+        return
+    marker = path / OUTPUT_MARKER
+    names = sorted(listed - {OUTPUT_MARKER} | {name})
+    text = _MARKER_HEADER + "".join(n + "\n" for n in names)
+    write_bytes_atomic(marker, text.encode())
+
+
 def _entries(path: Path, listed: set[str] | None, prefix: str = "") -> Iterator[str]:
     """Relative names under ``path`` (a directory's with a trailing "/"), symbolic links not
     followed; with ``listed``, only those not in it (a listed directory is looked into)."""

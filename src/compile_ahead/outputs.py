@@ -10,6 +10,7 @@ writes beside the requested path (``destination``), never over it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
@@ -36,6 +37,7 @@ __all__ = [
     "check_replaceable_dir",
     "destination",
     "failed_sibling",
+    "invocation",
     "mark_output_dir",
 ]
 
@@ -142,3 +144,9 @@ def check_new_dir(path: Path, flag: str) -> None:
             f"{flag} {path}: exists and is not empty; each run needs a new directory"
         )
     _check_parent_writable(path, flag)
+
+
+def invocation(prog: str, argv: Sequence[str]) -> dict[str, object]:
+    """How a command was started (its arguments as given, and the working directory they are
+    relative to): kept in its outputs, so a report can show the command that reruns it."""
+    return {"argv": [prog, *argv], "cwd": os.getcwd()}

