@@ -91,6 +91,13 @@ def _common(p: argparse.ArgumentParser, pairs: int) -> None:
         help=f"seconds allowed per trial (and per arm probe), then it counts as hung "
         f"(default {DEFAULT_TRIAL_TIMEOUT_S:g})",
     )
+    p.add_argument(
+        "--first-block",
+        type=_non_negative,
+        default=0,
+        help="start at this block of the design's order (default 0; a campaign runs each block "
+        "of a cell as its own run)",
+    )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG of paired differences")
     p.add_argument("--quiet", action="store_true", help="no per-trial progress lines")
 
@@ -242,7 +249,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         baselines.require_upstream()
     if args.command is None and any(a not in baselines.BASELINES for a in schedules):
         schedule_ab.check_run_available()
-    plan = make_plan(schedules, args.pairs, args.warmup)
+    plan = make_plan(schedules, args.pairs, args.warmup, args.first_block)
     # Our runs get the same device, precisions and graph mode (resolved here, once); a
     # --command template says its own.
     # Trials compile for real: a compile cache would turn later trials' compiles into imports.
@@ -291,6 +298,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         "kind": "schedule", "arms": [a.describe() for a in arms], "pairs": args.pairs,
         "warmup": args.warmup, "ladder": list(ladder.rungs), "model": args.model,
         "prompt_len": prompt_len, "decode_tokens": decode_tokens, "invocation": args.invocation,
+        "first_block": args.first_block,
     }  # fmt: skip
     records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)

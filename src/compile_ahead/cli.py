@@ -35,6 +35,7 @@ SUBCOMMAND_MODULES = (
     "compile_ahead.runtime.cli.generate",
     "compile_ahead.runtime.cli.run",
     "compile_ahead.profiling.trials.cli",
+    "compile_ahead.profiling.campaigns.cli",
     "compile_ahead.profiling.compare.cli",
     "compile_ahead.patches_check",
 )
