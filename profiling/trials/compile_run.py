@@ -97,7 +97,9 @@ def run_compile_experiment(
             )
         if before is not None:
             arms_plan = before(exported, base_config, out)
-        plan = make_plan([s.name for s in arms_plan.specs], args.pairs, args.warmup)
+        plan = make_plan(
+            [s.name for s in arms_plan.specs], args.pairs, args.warmup, args.first_block
+        )
         arms, labels = compile_ab.make_arms(
             arms_plan.specs, exported, args.device, base_config, args.pass_profile, out,
             args.counters, probe_timeout_s=args.timeout, measure=measure,
@@ -110,6 +112,7 @@ def run_compile_experiment(
             "warmup": args.warmup, "ladder": list(ladder),
             "pass_profile": args.pass_profile, "counters": args.counters, "context": context,
             "labels": labels, "measure": measure.describe(), "invocation": args.invocation,
+            "first_block": args.first_block,
             **arms_plan.experiment,
         }  # fmt: skip
         records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)

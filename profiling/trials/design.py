@@ -114,8 +114,12 @@ class Plan:
         }
 
 
-def make_plan(arms: Sequence[str], blocks: int, warmup_per_arm: int = 1) -> Plan:
+def make_plan(
+    arms: Sequence[str], blocks: int, warmup_per_arm: int = 1, first_block: int = 0
+) -> Plan:
     """Blocks cycle through the design's sequences: block b uses sequence b mod len(design).
+    ``first_block`` starts the run at that block of the design (a campaign runs one block of a
+    cell at a time, each in the order the whole cell's design gives it).
 
     Warm-up policy: ``warmup_per_arm`` unmeasured trials of each arm run first (arm order), so
     one-time costs shared by all arms (page cache of the model files, lazy imports on disk) do
@@ -129,7 +133,9 @@ def make_plan(arms: Sequence[str], blocks: int, warmup_per_arm: int = 1) -> Plan
         raise CompileAheadError(f"--pairs must be at least 1, got {blocks}")
     if warmup_per_arm < 0:
         raise CompileAheadError(f"--warmup must be 0 or more, got {warmup_per_arm}")
+    if first_block < 0:
+        raise CompileAheadError(f"--first-block must be 0 or more, got {first_block}")
     k = len(arms)
-    design = alternation(blocks) if k == 2 else williams_sequences(k)
-    orders = tuple(tuple(design[b % len(design)]) for b in range(blocks))
+    design = alternation(first_block + blocks) if k == 2 else williams_sequences(k)
+    orders = tuple(tuple(design[(first_block + b) % len(design)]) for b in range(blocks))
     return Plan(tuple(arms), orders, warmup_per_arm)

@@ -150,7 +150,8 @@ def analyse_experiment(
 ) -> ExperimentAnalysis:
     """An experiment's analysis from its saved description and trial records; ``status``
     marks a partial one (its files are *_partial, never the final report)."""
-    plan = make_plan([a["name"] for a in exp["arms"]], exp["pairs"], exp["warmup"])
+    names = [a["name"] for a in exp["arms"]]
+    plan = make_plan(names, exp["pairs"], exp["warmup"], exp.get("first_block", 0))
     arms = _arms_from(exp)
     ladder = tuple(exp["ladder"])
     passes = None

@@ -19,10 +19,12 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.runner import TrialRecord
 
 # What may differ between runs of one experiment that are pooled: how many pairs each ran, its
-# warm-ups (not analysed), where earlier pooling came from, and the command line that started
-# each (its --out at least).
+# warm-ups (not analysed), where in the design it started (a campaign's blocks, pooled in
+# order, continue the first run's design), where earlier pooling came from, and the command
+# line that started each (its --out at least).
 _POOLED_FREELY = (
-    "pairs", "warmup", "pooled_from", "pooled_interpreters", "pooled_repeats", "invocation",
+    "pairs", "warmup", "first_block", "pooled_from", "pooled_interpreters", "pooled_repeats",
+    "invocation",
 )  # fmt: skip
 
 

@@ -13,7 +13,6 @@ renamed into place, with a lock file so two processes never generate the same on
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import json
 import math
@@ -24,15 +23,13 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from compile_ahead.errors import CompileAheadWarning
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES
-from compile_ahead.runtime.base.user_cache import cache_root
+from compile_ahead.runtime.base.user_cache import cache_lock, cache_root
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.presets import PRESETS
 from compile_ahead.runtime.model.weights import SyntheticStore, wait_until_settled
@@ -214,22 +211,6 @@ def _is_complete(directory: Path, marker: dict[str, Any], expected_size: int) ->
     return size == expected_size and synthetic_identity(directory) == marker
 
 
-@contextmanager
-def _locked(lock_path: Path, what: str, stream: TextIO) -> Iterator[None]:
-    """An exclusive lock across processes (released when the process dies)."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another process writing {what} ...", file=stream, flush=True)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 @dataclass(frozen=True)
 class MaterializedCheckpoint:
     path: Path
@@ -256,7 +237,7 @@ def ensure_checkpoint(
     if not rewrite and _is_complete(final, marker, expected_size):
         return MaterializedCheckpoint(final, marker, False, 0.0)
     parent = final.parent
-    with _locked(parent / f".{final.name}.lock", f"synthetic {preset} weights", stream):
+    with cache_lock(parent / f".{final.name}.lock", f"synthetic {preset} weights", stream):
         if not rewrite and _is_complete(final, marker, expected_size):  # written meanwhile
             return MaterializedCheckpoint(final, marker, False, 0.0)
         for stale in parent.glob(f".{final.name}.tmp-*"):  # left by a killed writer

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compile_ahead.commands import ab_options
 from compile_ahead.commands.options import (
@@ -17,6 +18,7 @@ from compile_ahead.commands.options import (
     add_protocol_options,
     add_synthetic_dtype_option,
     compile_options,
+    count,
     ladder_choice,
     ov_config_from_args,
     run_config_from_args,
@@ -41,37 +43,20 @@ from compile_ahead.profiling.trials.runner import (
 )
 from compile_ahead.runtime.ladder.capacities import Ladder
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from err
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from err
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+if TYPE_CHECKING:
+    from compile_ahead.runtime.ladder.config import RunConfig
 
 
 def _common(p: argparse.ArgumentParser, pairs: int) -> None:
     p.add_argument(
         "--pairs",
-        type=_positive,
+        type=count(1),
         default=pairs,
         help=f"measured blocks, each running every arm once (default {pairs})",
     )
     p.add_argument(
         "--warmup",
-        type=_non_negative,
+        type=count(0),
         default=1,
         help="unmeasured trials per arm before the blocks (default 1)",
     )
@@ -87,6 +72,13 @@ def _common(p: argparse.ArgumentParser, pairs: int) -> None:
         default=DEFAULT_TRIAL_TIMEOUT_S,
         help=f"seconds allowed per trial (and per arm probe), then it counts as hung "
         f"(default {DEFAULT_TRIAL_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--first-block",
+        type=count(0),
+        default=0,
+        help="start at this block of the design's order (default 0; a campaign runs each block "
+        "of a cell as its own run)",
     )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG of paired differences")
     p.add_argument("--quiet", action="store_true", help="no per-trial progress lines")
@@ -243,7 +235,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         baselines.require_upstream()
     if args.command is None and len(upstream) < len(schedules):
         check_run_available()
-    plan = make_plan(schedules, args.pairs, args.warmup)
+    plan = make_plan(schedules, args.pairs, args.warmup, args.first_block)
     model_flags = (
         [] if args.synthetic_dtype is None else ["--synthetic-dtype", args.synthetic_dtype]
     )
@@ -262,6 +254,7 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         "kind": "schedule", "arms": [a.describe() for a in arms], "pairs": args.pairs,
         "warmup": args.warmup, "ladder": list(ladder.rungs), "model": args.model,
         "prompt_len": prompt_len, "decode_tokens": decode_tokens, "invocation": args.invocation,
+        "first_block": args.first_block,
     }  # fmt: skip
     records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)
@@ -282,12 +275,7 @@ def _trial_settings(args: argparse.Namespace) -> tuple[Ladder, int, int, list[st
     else:
         config = RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens)
         ov_config_from_args(args, check=True)
-    prompt_len, decode_tokens = config.lengths(ladder)
-    if prompt_len + decode_tokens > ladder.top:
-        raise CompileAheadError(
-            f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
-            f"rung {ladder.top}"
-        )
+    prompt_len, decode_tokens = _lengths(config, ladder)
     if args.command is not None:
         return ladder, prompt_len, decode_tokens, []
     # Trials compile for real: a compile cache would turn later trials' compiles into imports.
@@ -307,6 +295,53 @@ def _trial_settings(args: argparse.Namespace) -> tuple[Ladder, int, int, list[st
     for prop in args.ov_config:
         passed += ["--ov-config", prop]
     return ladder, prompt_len, decode_tokens, passed
+
+
+def _lengths(config: RunConfig, ladder: Ladder) -> tuple[int, int]:
+    """The trials' prompt and decode lengths: every trial decodes them all, below the top."""
+    prompt_len, decode_tokens = config.lengths(ladder)
+    if prompt_len + decode_tokens > ladder.top:
+        raise CompileAheadError(
+            f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
+            f"rung {ladder.top}"
+        )
+    return prompt_len, decode_tokens
+
+
+class _Refusing(argparse.ArgumentParser):
+    """`ab`'s parser with its errors raised instead of printed and exited on."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise CompileAheadError(message)
+
+    def exit(self, status: int = 0, message: str | None = None):  # type: ignore[override]
+        raise CompileAheadError((message or "the parser stopped").strip())
+
+
+def ab_parser() -> argparse.ArgumentParser:
+    """The `ab` command's own parser, refusing (CompileAheadError) instead of exiting."""
+    top = _Refusing(prog="compile-ahead", add_help=False)
+    register(top.add_subparsers(dest="command"))
+    return top
+
+
+def check_cell(argv: list[str]) -> None:
+    """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model,
+    trial or device is touched; CompileAheadError (one line) otherwise."""
+    from compile_ahead.profiling.trials.compile_ab import parse_ladder
+    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+
+    args = ab_parser().parse_args(argv)
+    if args.ab_kind == "compile":
+        for text in args.arm:
+            parse_arm(text, args.device)
+        parse_ladder(args.ladder)
+        return
+    schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
+    ladder = ladder_choice(args)
+    assert isinstance(ladder, Ladder)
+    _lengths(RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens), ladder)
+    ov_config_from_args(args)
 
 
 def check_run_available() -> None:

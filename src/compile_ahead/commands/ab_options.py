@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from compile_ahead.commands.options import add_ladder_option, add_synthetic_dtype_option
+from compile_ahead.commands.options import add_ladder_option, add_synthetic_dtype_option, count
 from compile_ahead.profiling.trials.compile_values import STATISTICS, TIME_STATISTIC_DEFAULT
 
 
@@ -28,27 +28,14 @@ def cpu_list(text: str) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
-def _count(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    return parse
-
-
 def add_measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--repeat", type=_count(1), default=1,
+        "--repeat", type=count(1), default=1,
         help="compile each rung K times in each trial's process and use the --statistic of "
         "the K values (default 1)",
     )  # fmt: skip
     p.add_argument(
-        "--compile-warmup", type=_count(0), default=None,
+        "--compile-warmup", type=count(0), default=None,
         help="compiles per rung before the --repeat ones, recorded and not used (default 1 "
         "with --repeat above 1: a process's first compile pays one-time costs; else 0)",
     )  # fmt: skip
@@ -113,7 +100,7 @@ def add_calibrate_options(p: argparse.ArgumentParser) -> None:
         help="the known change, in percent of the control's median compile CPU time (e.g. 1%%)",
     )  # fmt: skip
     p.add_argument(
-        "--calibration-trials", type=_count(1), default=3,
+        "--calibration-trials", type=count(1), default=3,
         help="trials of the control that measure its compile CPU time first (default 3)",
     )  # fmt: skip
     p.add_argument(

@@ -17,7 +17,7 @@ from compile_ahead.outputs import invocation
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from compile_ahead.commands import ab, compare, generate, patches, run, trace
+    from compile_ahead.commands import ab, campaign, compare, generate, patches, run, trace
 
     parser = argparse.ArgumentParser(
         prog="compile-ahead",
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.set_defaults(invocation=None)  # main() records how the command was started
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (generate, run, ab, compare, trace, patches):
+    for command in (generate, run, ab, campaign, compare, trace, patches):
         command.register(subparsers)
     return parser
 

@@ -7,6 +7,7 @@ Importing this module must not load OpenVINO (profile-compile arms its profiling
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,22 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.sources.base import ModelSource
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
+
+
+def count(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            least = "0 or more" if low == 0 else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {least}, got {value}")
+        return value
+
+    return parse
 
 
 def add_model_options(

@@ -1,0 +1,330 @@
+"""A campaign file (TOML) and its cells, validated whole before anything is written.
+
+    [campaign]
+    name = "seed-generality"          # optional (default: the file's stem)
+    kind = "schedule"                 # compile | schedule | baselines: the `ab` experiment
+    pairs = 5                         # measured blocks per cell
+    warmup = 1                        # unmeasured trials per arm before each block (its node)
+    arms = ["i1", "i2"]               # schedules; for compile: arms.py (versions, interpreters)
+    timeout = 7200                    # optional: seconds per trial (`ab --timeout`)
+
+    [axes]                            # the grid: every combination is one cell
+    model = ["qwen2.5-0.5b", "qwen2.5-1.5b"]
+    synthetic_dtype = ["bf16", "f16"] # a preset's synthetic weights
+    ladder = ["1024,2048,4096", "2048,4096,8192"]
+    ov_config = [[], ["INFERENCE_PRECISION_HINT=f32"]]   # compile properties per cell
+
+    [options]                         # any other `ab KIND` flag, the same in every cell
+    prompt-len = 128
+
+    [report]
+    endpoints = ["critical_path"]     # optional: the endpoint keys of the cross-cell table
+
+Each cell is the `ab KIND` command line these give, checked by the `ab` command's own parser
+and checks (given to load_spec by the `campaign` command), so a flag `ab` refuses is refused
+before the campaign starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import sys
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.campaigns.arms import CampaignArm, parse_campaign_arm
+
+# Checks one cell's `ab KIND ...` command line as `ab` does before any work (one line if not).
+CheckCell = Callable[[list[str]], None]
+
+KINDS = ("compile", "schedule", "baselines")
+AXES = ("model", "synthetic_dtype", "ladder", "ov_config")
+_AXIS_FLAGS = {"model": "--model", "synthetic_dtype": "--synthetic-dtype", "ladder": "--ladder"}
+_TABLES = {"campaign", "axes", "options", "report"}
+_CAMPAIGN_KEYS = {"name", "kind", "pairs", "warmup", "arms", "timeout"}
+# Flags the campaign sets for each block itself, and flags that are axes or arms.
+_RESERVED = {"out", "pairs", "warmup", "first-block", "quiet", "no-plot", "ir-dir", "timeout"}
+_RESERVED |= {"arm", "arms", "model", "synthetic-dtype", "ladder", "ov-config"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    axes: dict[str, object]  # axis -> this cell's value, as the spec wrote it
+    model: str
+    synthetic_dtype: str | None
+    argv: tuple[str, ...]  # `ab KIND ...` without arms of a compile cell and per-block flags
+    arm_items: tuple[str, ...] = ()  # compile: properties added to every arm (ov_config axis)
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{axis}={_value_text(v)}" for axis, v in self.axes.items())
+
+    @property
+    def dirname(self) -> str:
+        slug = "_".join(_value_text(v) for v in self.axes.values())
+        return f"cell{self.index:02d}-{re.sub(r'[^A-Za-z0-9._-]+', '-', slug)[:80]}"
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    path: Path
+    text: str
+    name: str
+    kind: str
+    pairs: int
+    warmup: int
+    timeout: float | None
+    arms: tuple[str, ...]
+    axes: dict[str, list]
+    options: dict[str, object]
+    cells: tuple[Cell, ...]
+    compile_arms: tuple[CampaignArm, ...] = ()
+    report_endpoints: tuple[str, ...] | None = None
+    canonical: dict = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """What a resumed campaign must match: everything that defines its experiments."""
+        text = json.dumps(self.canonical, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def blocks(self) -> int:
+        return len(self.cells) * self.pairs
+
+
+def _value_text(value: object) -> str:
+    if isinstance(value, list):
+        return "+".join(map(str, value)) or "none"
+    return str(value)
+
+
+def _load_toml(path: Path) -> tuple[str, dict]:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise CompileAheadError(f"{path}: cannot read the campaign ({err})") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise CompileAheadError(f"{path}: not valid TOML ({err})") from None
+
+
+def _table(data: dict, name: str, path: Path) -> dict:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise CompileAheadError(f"{path}: [{name}] must be a table")
+    return table
+
+
+def _check_keys(data: dict, path: Path) -> None:
+    unknown = sorted(set(data) - _TABLES)
+    if unknown:
+        raise CompileAheadError(
+            f"{path}: unknown table [{unknown[0]}]; tables: {', '.join(sorted(_TABLES))}"
+        )
+    unknown = sorted(set(_table(data, "campaign", path)) - _CAMPAIGN_KEYS)
+    if unknown:
+        raise CompileAheadError(
+            f"{path}: unknown key campaign.{unknown[0]}; keys: {', '.join(sorted(_CAMPAIGN_KEYS))}"
+        )
+    unknown = sorted(set(_table(data, "axes", path)) - set(AXES))
+    if unknown:
+        raise CompileAheadError(f"{path}: unknown axis {unknown[0]!r}; axes: {', '.join(AXES)}")
+
+
+def _integer(value: object, key: str, low: int, path: Path) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise CompileAheadError(f"{path}: campaign.{key} must be an integer >= {low}")
+    return value
+
+
+def _campaign(table: dict, path: Path) -> dict:
+    kind = table.get("kind")
+    if kind not in KINDS:
+        raise CompileAheadError(f"{path}: campaign.kind must be one of {', '.join(KINDS)}")
+    arms = table.get("arms")
+    if not isinstance(arms, list) or not all(isinstance(a, str) and a.strip() for a in arms):
+        raise CompileAheadError(f'{path}: campaign.arms must be a list of arms, e.g. ["i1", "i2"]')
+    if len(arms) < 2:
+        raise CompileAheadError(f"{path}: campaign.arms needs at least two arms, got {len(arms)}")
+    timeout = table.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise CompileAheadError(f"{path}: campaign.timeout must be a positive number of seconds")
+    name = table.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip():
+        raise CompileAheadError(f"{path}: campaign.name must be a non-empty string")
+    return {
+        "name": name,
+        "kind": kind,
+        "arms": tuple(a.strip() for a in arms),
+        "pairs": _integer(table.get("pairs"), "pairs", 1, path),
+        "warmup": _integer(table.get("warmup", 1), "warmup", 0, path),
+        "timeout": None if timeout is None else float(timeout),
+    }
+
+
+def _axes(table: dict, path: Path) -> dict[str, list]:
+    if "model" not in table:
+        raise CompileAheadError(f"{path}: [axes] needs model = [...] (one or more models)")
+    axes: dict[str, list] = {}
+    for axis in AXES:
+        if axis not in table:
+            continue
+        values = table[axis]
+        if not isinstance(values, list):
+            raise CompileAheadError(f"{path}: axis {axis} must be a list of values")
+        if not values:
+            raise CompileAheadError(f"{path}: axis {axis} is empty: the grid has no cell")
+        good = (
+            (lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v))
+            if axis == "ov_config"
+            else (lambda v: isinstance(v, str) and v.strip())
+        )
+        if not all(good(v) for v in values):
+            what = "lists of KEY=VALUE strings" if axis == "ov_config" else "non-empty strings"
+            raise CompileAheadError(f"{path}: axis {axis} takes {what}")
+        if len({json.dumps(v) for v in values}) != len(values):
+            raise CompileAheadError(f"{path}: axis {axis} names a value twice")
+        axes[axis] = values
+    return axes
+
+
+def _option_flags(options: dict, path: Path) -> list[str]:
+    flags: list[str] = []
+    for key, value in options.items():
+        flag = key.replace("_", "-")
+        if flag in _RESERVED:
+            raise CompileAheadError(
+                f"{path}: options.{key} is set by the campaign (axes, arms, pairs, warmup, "
+                "timeout) or per block; remove it"
+            )
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v is True:
+                flags.append(f"--{flag}")
+            elif isinstance(v, str | int | float) and v is not False:
+                flags += [f"--{flag}", str(v)]
+            elif v is not False:
+                raise CompileAheadError(f"{path}: options.{key} must be a string, number or true")
+    return flags
+
+
+def _cell_argv(kind: str, axes: dict[str, object], arms: tuple[str, ...], options: list[str]):
+    """(`ab KIND` flags of a cell, properties a compile cell adds to each arm)."""
+    argv = ["ab", kind]
+    for axis, flag in _AXIS_FLAGS.items():
+        if axis in axes:
+            argv += [flag, str(axes[axis])]
+    props = tuple(axes.get("ov_config", []))  # type: ignore[arg-type]
+    if kind != "compile":
+        for prop in props:
+            argv += ["--ov-config", prop]
+        argv += ["--arms", ",".join(arms)]
+        props = ()
+    return tuple(argv + options), props
+
+
+def _make_cells(kind: str, axes: dict[str, list], arms: tuple[str, ...], flags: list[str]):
+    cells = []
+    for index, values in enumerate(itertools.product(*axes.values())):
+        chosen = dict(zip(axes, values, strict=True))
+        argv, props = _cell_argv(kind, chosen, arms, flags)
+        dtype = chosen.get("synthetic_dtype")
+        cells.append(
+            Cell(
+                index,
+                chosen,
+                str(chosen["model"]),
+                None if dtype is None else str(dtype),
+                argv,
+                props,
+            )
+        )
+    return tuple(cells)
+
+
+def block_flags(pairs: int, warmup: int, first_block: int, timeout: float | None) -> list[str]:
+    """The flags that make a cell's `ab` command run one block of its design."""
+    flags = ["--pairs", str(pairs), "--warmup", str(warmup), "--first-block", str(first_block)]
+    flags += ["--quiet", "--no-plot"]
+    return flags + ([] if timeout is None else ["--timeout", f"{timeout:g}"])
+
+
+def compile_arm_flags(arms: tuple[CampaignArm, ...], props: tuple[str, ...], python) -> list[str]:
+    """``--arm NAME=SPEC`` per arm, versions resolved by ``python(version)``."""
+    flags: list[str] = []
+    for arm in arms:
+        spec = arm.ab_spec(python)
+        flags += ["--arm", ",".join([spec, *props])]
+    return flags
+
+
+def _check_cell(spec: CampaignSpec, cell: Cell, check: CheckCell) -> None:
+    """The cell's `ab` command line as `ab` checks it before any model or trial."""
+    argv = list(cell.argv)
+    if spec.kind == "compile":
+        argv += compile_arm_flags(spec.compile_arms, cell.arm_items, lambda _v: sys.executable)
+    argv += block_flags(spec.pairs, spec.warmup, 0, spec.timeout)
+    try:
+        check(argv)
+    except CompileAheadError as err:
+        raise CompileAheadError(f"{spec.path}: cell {cell.label}: ab {spec.kind}: {err}") from None
+
+
+def load_spec(path: Path, check: CheckCell) -> CampaignSpec:
+    """The campaign at ``path``, every cell checked by ``check`` (the `ab` command's own
+    checks of a command line); one line naming the first problem."""
+    text, data = _load_toml(path)
+    _check_keys(data, path)
+    camp = _campaign(_table(data, "campaign", path), path)
+    axes = _axes(_table(data, "axes", path), path)
+    options = _table(data, "options", path)
+    flags = _option_flags(options, path)
+    compile_arms: tuple[CampaignArm, ...] = ()
+    if camp["kind"] == "compile":
+        compile_arms = tuple(parse_campaign_arm(a, str(path)) for a in camp["arms"])
+        names = [a.name for a in compile_arms]
+        if len(set(names)) != len(names):
+            raise CompileAheadError(f"{path}: two arms are named alike ({', '.join(names)})")
+    elif any(a.startswith("openvino") for a in camp["arms"]):
+        raise CompileAheadError(
+            f"{path}: installations by version are arms of compile campaigns; {camp['kind']} "
+            "arms are schedules run by this installation's compile-ahead"
+        )
+    report = _table(data, "report", path)
+    endpoints = report.get("endpoints")
+    if endpoints is not None and not (
+        isinstance(endpoints, list) and all(isinstance(e, str) for e in endpoints)
+    ):
+        raise CompileAheadError(f"{path}: report.endpoints must be a list of endpoint keys")
+    canonical = {k: camp[k] for k in ("kind", "pairs", "warmup", "timeout", "arms")}
+    canonical |= {"axes": axes, "options": options}
+    spec = CampaignSpec(
+        path,
+        text,
+        camp["name"],
+        camp["kind"],
+        camp["pairs"],
+        camp["warmup"],
+        camp["timeout"],
+        camp["arms"],
+        axes,
+        dict(options),
+        _make_cells(camp["kind"], axes, camp["arms"], flags),
+        compile_arms,
+        None if endpoints is None else tuple(endpoints),
+        canonical,
+    )
+    for cell in spec.cells:
+        _check_cell(spec, cell, check)
+    return spec

@@ -1,0 +1,322 @@
+"""One SQLite file per campaign (WAL): the spec, its cells, every block and trial, machines.
+
+A block row is written when the block is handed to an executor ('submitted') and completed in
+one transaction with all its trials when the block ends ('done', 'failed' or 'refused'), so a
+killed coordinator, a lost node or a full disk loses at most the blocks in flight: their rows
+stay 'submitted' and the next run marks them 'interrupted' and runs the block again, whole. A
+unique index allows one 'done' row per (cell, block), so no block's trials are recorded twice.
+
+The store is created under a temporary name and renamed into place, so it exists complete or not
+at all. One coordinator at a time: it holds an flock on STORE.lock (the kernel drops it when the
+process dies, however it dies, so a SIGKILLed coordinator leaves no stale lock). Keep the store
+on a local disk: flock on a network file system is not reliable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import sqlite3
+import time
+from pathlib import Path
+from typing import TextIO
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.campaigns.spec import CampaignSpec
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE cells (
+  idx INTEGER PRIMARY KEY, label TEXT NOT NULL, dirname TEXT NOT NULL, axes TEXT NOT NULL,
+  argv TEXT NOT NULL, model TEXT NOT NULL, model_identity TEXT NOT NULL);
+CREATE TABLE fingerprints (digest TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE blocks (
+  id INTEGER PRIMARY KEY,
+  cell INTEGER NOT NULL REFERENCES cells(idx),
+  block INTEGER NOT NULL,
+  status TEXT NOT NULL
+    CHECK (status IN ('submitted', 'done', 'failed', 'refused', 'interrupted')),
+  submitted REAL NOT NULL, started REAL, ended REAL,
+  node TEXT, host TEXT, fingerprint TEXT REFERENCES fingerprints(digest),
+  workdir TEXT, command TEXT, exit INTEGER, error TEXT, experiment TEXT,
+  coordinator TEXT NOT NULL);
+CREATE UNIQUE INDEX blocks_done_once ON blocks(cell, block) WHERE status = 'done';
+CREATE TABLE trials (
+  id INTEGER PRIMARY KEY,
+  block_id INTEGER NOT NULL REFERENCES blocks(id),
+  idx INTEGER NOT NULL, arm TEXT NOT NULL, position INTEGER NOT NULL, warmup INTEGER NOT NULL,
+  command TEXT NOT NULL, env TEXT NOT NULL, started REAL NOT NULL, wall REAL NOT NULL,
+  exit INTEGER, error TEXT, result TEXT, artifacts TEXT NOT NULL, record TEXT NOT NULL,
+  UNIQUE (block_id, idx));
+"""
+ENDED = ("done", "failed", "refused")
+
+
+def lock_path(store: Path) -> Path:
+    return store.with_name(store.name + ".lock")
+
+
+class CoordinatorLock:
+    """The flock that makes one coordinator per store; its file names the holder."""
+
+    def __init__(self, store: Path):
+        self.path = lock_path(store)
+        self._fh: TextIO | None = None
+
+    def acquire(self) -> None:
+        fh = self.path.open("a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise CompileAheadError(
+                f"{self.path.with_suffix('')}: another coordinator runs this campaign "
+                f"({holder}); one coordinator per store"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%c')}")
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def coordinator_running(store: Path) -> str | None:
+    """Who holds the store's lock now, or None (nothing is written to find out)."""
+    path = lock_path(store)
+    if not path.exists():
+        return None
+    with path.open() as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return fh.read().strip() or "another process"
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return None
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30.0)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def _store_error(path: Path, err: sqlite3.Error) -> CompileAheadError:
+    return CompileAheadError(f"{path}: the campaign store cannot be written ({err})")
+
+
+class Store:
+    def __init__(self, path: Path, conn: sqlite3.Connection):
+        self.path = path
+        self.conn = conn
+
+    # -- creating and opening -------------------------------------------------------------
+    @classmethod
+    def create(cls, path: Path, spec: CampaignSpec, identities: dict[int, dict]) -> Store:
+        """A new store for ``spec`` (cells with their models' identities), complete or absent."""
+        tmp = path.with_name(f".{path.name}.creating-{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        try:
+            conn = _connect(tmp)
+            with conn:
+                conn.executescript(SCHEMA)
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", _meta(spec).items())
+                conn.executemany(
+                    "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            c.index,
+                            c.label,
+                            c.dirname,
+                            json.dumps(c.axes),
+                            json.dumps(c.argv),
+                            c.model,
+                            json.dumps(identities[c.index]),
+                        )
+                        for c in spec.cells
+                    ],
+                )
+            conn.close()
+            os.replace(tmp, path)
+        except (sqlite3.Error, OSError) as err:
+            tmp.unlink(missing_ok=True)
+            raise CompileAheadError(f"{path}: cannot create the campaign store ({err})") from None
+        return cls.open(path)
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        if not path.is_file():
+            raise CompileAheadError(f"{path}: no campaign store")
+        try:
+            conn = _connect(path)
+            conn.execute("PRAGMA journal_mode = WAL")
+            schema = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        except sqlite3.Error as err:
+            raise CompileAheadError(f"{path}: not a campaign store ({err})") from None
+        if schema is None or int(schema[0]) != SCHEMA_VERSION:
+            raise CompileAheadError(f"{path}: not a campaign store of schema {SCHEMA_VERSION}")
+        return cls(path, conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        try:
+            with self.conn:
+                self.conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", values.items())
+        except sqlite3.Error as err:
+            raise _store_error(self.path, err) from None
+
+    def check_spec(self, spec: CampaignSpec, identities: dict[int, dict]) -> None:
+        """A run on an existing store must be the campaign it holds, on the same models."""
+        if self.meta("spec_digest") != spec.digest:
+            raise CompileAheadError(
+                f"{self.path}: holds another campaign ({self.meta('name')}, from "
+                f"{self.meta('spec_path')}); its spec differs from {spec.path}: use a new store"
+            )
+        for row in self.conn.execute("SELECT idx, model, model_identity FROM cells"):
+            if json.loads(row["model_identity"]) != identities[row["idx"]]:
+                raise CompileAheadError(
+                    f"{self.path}: model {row['model']} is not the one this campaign's blocks "
+                    "ran on (its files or synthetic weights changed); use a new store"
+                )
+
+    # -- blocks ---------------------------------------------------------------------------
+    def mark_interrupted(self) -> int:
+        """Blocks left in flight by a coordinator that ended without recording them."""
+        try:
+            with self.conn:
+                cur = self.conn.execute(
+                    "UPDATE blocks SET status = 'interrupted' WHERE status = 'submitted'"
+                )
+        except sqlite3.Error as err:
+            raise _store_error(self.path, err) from None
+        return cur.rowcount
+
+    def done(self) -> set[tuple[int, int]]:
+        rows = self.conn.execute("SELECT cell, block FROM blocks WHERE status = 'done'")
+        return {(r[0], r[1]) for r in rows}
+
+    def submit(self, cell: int, block: int) -> int:
+        coordinator = f"pid {os.getpid()} on {socket.gethostname()}"
+        try:
+            with self.conn:
+                cur = self.conn.execute(
+                    "INSERT INTO blocks (cell, block, status, submitted, coordinator) "
+                    "VALUES (?, ?, 'submitted', ?, ?)",
+                    (cell, block, time.time(), coordinator),
+                )
+        except sqlite3.Error as err:
+            raise _store_error(self.path, err) from None
+        return int(cur.lastrowid or 0)
+
+    def commit(self, row: int, result: dict) -> None:
+        """The block's end and all its trials, in one transaction."""
+        try:
+            with self.conn:
+                self._write_block(row, result)
+        except sqlite3.IntegrityError as err:
+            raise CompileAheadError(
+                f"{self.path}: block row {row} cannot be recorded ({err}); nothing of it kept"
+            ) from None
+        except sqlite3.Error as err:
+            raise _store_error(self.path, err) from None
+
+    def _write_block(self, row: int, result: dict) -> None:
+        fp = result.get("fingerprint")
+        if fp is not None:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO fingerprints VALUES (?, ?)",
+                (fp["digest"], json.dumps(fp["data"], sort_keys=True)),
+            )
+        cur = self.conn.execute(
+            "UPDATE blocks SET status = ?, started = ?, ended = ?, node = ?, host = ?, "
+            "fingerprint = ?, workdir = ?, command = ?, exit = ?, error = ?, experiment = ? "
+            "WHERE id = ? AND status = 'submitted'",
+            (
+                result["status"],
+                result.get("started"),
+                result.get("ended"),
+                result.get("node"),
+                result.get("host"),
+                None if fp is None else fp["digest"],
+                result.get("workdir"),
+                _json(result.get("command")),
+                result.get("exit"),
+                result.get("error"),
+                _json(result.get("experiment")),
+                row,
+            ),
+        )
+        if cur.rowcount != 1:
+            raise sqlite3.IntegrityError(f"block row {row} is not in flight")
+        for t in result.get("trials", []):
+            record = {k: v for k, v in t.items() if k not in ("command", "env", "artifacts")}
+            self.conn.execute(
+                "INSERT INTO trials (block_id, idx, arm, position, warmup, command, env, "
+                "started, wall, exit, error, result, artifacts, record) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row,
+                    t["index"],
+                    t["arm"],
+                    t["position"],
+                    int(t["warmup"]),
+                    json.dumps(t["command"]),
+                    json.dumps(t["env"]),
+                    t["started_unix"],
+                    t["wall_s"],
+                    t["returncode"],
+                    t["error"],
+                    _json(t["result"]),
+                    json.dumps(t["artifacts"]),
+                    json.dumps(record | {"result": None}),
+                ),
+            )
+
+    def interrupt(self, rows: list[int]) -> None:
+        """In-flight rows of a coordinator being stopped (best effort: the next run marks any
+        left over)."""
+        with contextlib.suppress(sqlite3.Error), self.conn:
+            self.conn.executemany(
+                "UPDATE blocks SET status = 'interrupted' WHERE id = ? AND status = 'submitted'",
+                [(r,) for r in rows],
+            )
+
+
+def _json(value: object) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def _meta(spec: CampaignSpec) -> dict[str, str]:
+    import uuid
+
+    return {
+        "schema": str(SCHEMA_VERSION),
+        "campaign_id": uuid.uuid4().hex,
+        "name": spec.name,
+        "kind": spec.kind,
+        "pairs": str(spec.pairs),
+        "warmup": str(spec.warmup),
+        "spec_path": str(spec.path.resolve()),
+        "spec_text": spec.text,
+        "spec_digest": spec.digest,
+        "report_endpoints": json.dumps(spec.report_endpoints and list(spec.report_endpoints)),
+        "created": str(time.time()),
+    }

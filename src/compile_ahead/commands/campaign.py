@@ -1,0 +1,104 @@
+"""`compile-ahead campaign run|status|report`: a grid of `ab` experiments as one command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from compile_ahead.commands.options import count
+from compile_ahead.errors import CompileAheadError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    camp = subparsers.add_parser(
+        "campaign",
+        help="a grid of `ab` experiments (models, ladders, formats, releases), resumable, "
+        "here or on a Ray cluster",
+        description="Run, inspect and report a campaign: a TOML file whose every cell is one "
+        "`ab compile|schedule|baselines` experiment, run block by block into one SQLite store.",
+    )
+    actions = camp.add_subparsers(dest="campaign_action", required=True, metavar="ACTION")
+
+    r = actions.add_parser(
+        "run",
+        help="run (or resume) a campaign",
+        description="Validate the campaign, then run every block not yet done in the store. "
+        "Run it again after an interruption: finished blocks are kept, interrupted ones rerun.",
+    )
+    r.add_argument("spec", type=Path, help="the campaign file (TOML)")
+    r.add_argument("--store", type=Path, required=True, help="the campaign's SQLite store")
+    r.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: one block at a time here (default); ray: one block per node",
+    )
+    r.add_argument(
+        "--address",
+        default=None,
+        help="with --executor ray: the cluster (e.g. HEAD:6379); none starts a one-node Ray here",
+    )
+    r.add_argument(
+        "--retries",
+        type=count(0),
+        default=3,
+        help="with --executor ray: reruns of a block whose node died (default 3)",
+    )
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.set_defaults(func=run_command)
+
+    s = actions.add_parser("status", help="blocks done, failures, ETA")
+    s.add_argument("store", type=Path)
+    s.set_defaults(func=status_command)
+
+    p = actions.add_parser(
+        "report",
+        help="per-cell `ab` reports, the cross-cell table and plots",
+        description="Write each cell's `ab report` files and the campaign's table, forest plots "
+        "and (compile campaigns) history plots into --out.",
+    )
+    p.add_argument("store", type=Path)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--stratify",
+        action="store_true",
+        help="analyse a cell's blocks from different machines apart (by default such a cell "
+        "is not pooled)",
+    )
+    p.add_argument("--no-plot", action="store_true")
+    p.set_defaults(func=report_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from compile_ahead.commands.ab import check_cell
+    from compile_ahead.profiling.campaigns.coordinator import run_campaign
+    from compile_ahead.profiling.campaigns.spec import load_spec
+
+    if args.executor == "local" and args.address is not None:
+        raise CompileAheadError("--address is for --executor ray")
+
+    def make_executor():
+        if args.executor == "ray":
+            from compile_ahead.profiling.campaigns.ray_executor import RayExecutor
+
+            return RayExecutor(args.address, args.retries)
+        from compile_ahead.profiling.campaigns.local import LocalExecutor
+
+        return LocalExecutor(args.store.with_name(args.store.name + ".blocks"))
+
+    spec = load_spec(args.spec, check_cell)  # every cell checked before anything is written
+    return run_campaign(spec, args.store, make_executor, quiet=args.quiet)
+
+
+def status_command(args: argparse.Namespace) -> int:
+    from compile_ahead.profiling.campaigns.status import status_text
+
+    print(status_text(args.store))
+    return 0
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from compile_ahead.profiling.campaigns.report import write_report
+
+    write_report(args.store, args.out, args.stratify, args.no_plot)
+    return 0
