@@ -4,6 +4,8 @@ background compiles go through the run's placement, whose threads the interrupt 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from compile_ahead.commands.main import main
@@ -100,3 +102,19 @@ def test_background_compiles_go_through_the_runs_placement(monkeypatch):
     assert [capacity for capacity, _ in seen] == [32, 64, 128]  # the successors, one ahead
     for capacity, helpers in seen:
         assert f"compile-rung-{capacity}" in helpers
+
+
+def test_greedy_generation_ends_when_the_prompts_own_token_is_eos():
+    """The prompt's last logits give the first token: when it is EOS, nothing is decoded
+    after it (in `run` as in `generate`)."""
+    from compile_ahead.runtime.ladder.run_protocol import greedy
+
+    source = resolve_model("tiny")
+    prompt = [5, 17, 301, 42]
+    config = RunConfig(SCHEDULES["i2"], Ladder.parse("tiny"), greedy(prompt, 10), options=F32)
+    first = run_ladder(source, config).first_token
+    assert first is not None
+    eos_first = RunConfig(SCHEDULES["i2"], Ladder.parse("tiny"), greedy(prompt, 10, (first,)))
+    result = run_ladder(source, replace(eos_first, options=F32))
+    assert result.report.stop_reason == "eos" and result.predicted == []
+    assert result.first_token == first
