@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compile_ahead.cli import main as cli_main
+from compile_ahead.commands.main import main as cli_main
 
 
 def ensure_venv(root: Path, release: str) -> Path:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from compile_ahead.cli import main as cli_main
+from compile_ahead.commands.main import main as cli_main
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from _common import orders
 
 Subject = bytes | np.ndarray  # bytes in memory, or a file mapped as the cache maps an entry
 
@@ -105,10 +106,7 @@ def import_parts(entry: Path) -> dict[str, float]:
 def measure(subjects: dict[str, Subject], rounds: int) -> dict[str, dict[str, list[float]]]:
     candidates = available()
     results: dict[str, dict[str, list[float]]] = {name: {} for name in subjects}
-    for r in range(rounds):
-        order = list(candidates.items())
-        if r % 2:
-            order.reverse()  # no candidate always runs right after another
+    for _, order in orders(list(candidates.items()), rounds):
         for label, subject in subjects.items():
             for name, fn in order:
                 t0 = time.perf_counter()

@@ -42,7 +42,7 @@ def campaign(root: Path, name: str, args: argparse.Namespace) -> tuple[Path, Pat
 
 
 def run_command(spec: Path, store: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "compile_ahead.cli", "campaign", "run", str(spec),
+    return [sys.executable, "-m", "compile_ahead.commands", "campaign", "run", str(spec),
             "--store", str(store), "--quiet", *extra]  # fmt: skip
 
 

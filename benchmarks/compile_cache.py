@@ -25,103 +25,54 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import shutil
-import statistics
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from _common import median, orders, ratio, round_order
+from _models import hf_checkpoint
 
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.compile.cache import CompileCache
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.graphs.decoder import GraphSpec, build_step_model
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.decoder import build_step_model
 from compile_ahead.runtime.graphs.decompression import mark_weight_decompression
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.model.presets import PRESETS
 from compile_ahead.runtime.sources.resolve import load_checkpoint, synthetic_model
 
 
-def hf_checkpoint(cfg: ModelConfig, target: Path, dtype: str) -> Path:
-    """A transformers random-init model of ``cfg``'s shapes, saved with save_pretrained."""
-    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
-        return target
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-
-    shapes = dict(
-        vocab_size=cfg.vocab_size,
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads,
-        head_dim=cfg.head_dim,
-        max_position_embeddings=cfg.max_position_embeddings,
-        rms_norm_eps=cfg.rms_norm_eps,
-        rope_theta=cfg.rope.theta,
-        tie_word_embeddings=cfg.tie_word_embeddings,
-    )
-    if cfg.architecture == "qwen2":
-        model_cls, hf_cfg = Qwen2ForCausalLM, Qwen2Config(**shapes)
-    else:
-        model_cls, hf_cfg = LlamaForCausalLM, LlamaConfig(**shapes)
-    torch.manual_seed(0)
-    torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
-    print(f"writing a transformers random-init checkpoint to {target} ...", flush=True)
-    tmp = target.with_name(target.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model_cls(hf_cfg).to(torch_dtype).save_pretrained(tmp, safe_serialization=True)
-    tmp.rename(target)
-    return target
-
-
-def median(xs: list[float]) -> float:
-    return statistics.median(xs) if xs else float("nan")
-
-
-def geomean(xs: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else float("nan")
-
-
 def preset_vs_checkpoint(preset, ckpt, ladder, rounds, options) -> dict:
     """compile_model seconds per rung, AB/BA alternated per rung and round."""
     times: dict[str, dict[int, list[float]]] = {"preset": {}, "checkpoint": {}}
+    arms = [("preset", preset), ("checkpoint", ckpt)]
     for r in range(rounds):
-        for i, c in enumerate(ladder):
+        for i, c in enumerate(ladder):  # each rung's pair one block further in the design
             spec = GraphSpec(c, 1, options.kv_precision)
-            order = [("preset", preset), ("checkpoint", ckpt)]
-            if (r + i) % 2:
-                order.reverse()
-            for name, source in order:
+            for name, source in round_order(arms, r + i):
                 result = compile_step(source, spec, options)
                 times[name].setdefault(c, []).append(result.compile_s)
                 print(f"  round {r + 1} C={c} {name:10s} compile {result.compile_s:6.2f} s")
                 del result
                 gc.collect()
-    rows = []
-    for c in ladder:
-        ratios = [p / k for p, k in zip(times["preset"][c], times["checkpoint"][c], strict=True)]
-        rows.append(
-            {
-                "capacity": c,
-                "preset_s": times["preset"][c],
-                "checkpoint_s": times["checkpoint"][c],
-                "ratio_median": median(ratios),
-            }
-        )
-    all_ratios = [
-        p / k
+    rows = [
+        {
+            "capacity": c,
+            "preset_s": times["preset"][c],
+            "checkpoint_s": times["checkpoint"][c],
+            "ratio": ratio(times["checkpoint"][c], times["preset"][c]),
+        }
         for c in ladder
-        for p, k in zip(times["preset"][c], times["checkpoint"][c], strict=True)
     ]
-    return {"rows": rows, "ratio_geomean": geomean(all_ratios)}
+    every = {name: [t for c in ladder for t in times[name][c]] for name in times}
+    return {"rows": rows, "ratio_geomean": ratio(every["checkpoint"], every["preset"])}
 
 
 def decode_ms(step, cfg: ModelConfig, capacity: int, kv: str, steps: int = 12) -> float:
@@ -149,33 +100,35 @@ def cold_vs_warm(source, ladder, rounds, options, work: Path) -> dict:
         for c in ladder:
             spec = GraphSpec(c, 1, options.kv_precision)
             cold = compile_step(source, spec, cached)
-            assert cold.cache == "miss", cold.cache
-            entry = cold.step.compile_cache.entry
+            assert cold.cache.state == "miss", cold.cache
+            entry = cold.cache.entry
             warm = compile_step(source, spec, cached)
-            assert warm.cache == "hit", warm.cache
+            assert warm.cache.state == "hit", warm.cache
             row = rows[c]
             row["compile_s"].append(cold.compile_s)
-            row["store_s"].append(cold.store_s)
+            row["store_s"].append(cold.cache.store_s)
             row["import_s"].append(warm.import_s)
             row["entry_mb"].append(entry.stat().st_size / 1e6 if entry else float("nan"))
             print(
                 f"  round {r + 1} C={c} cold compile {cold.compile_s:6.2f} s + store "
-                f"{cold.store_s:5.2f} s | warm import {warm.import_s:5.2f} s"
+                f"{cold.cache.store_s:5.2f} s | warm import {warm.import_s:5.2f} s"
             )
             if c == ladder[0]:
-                pair = [("compiled_ms", cold.step), ("imported_ms", warm.step)]
-                for name, step in pair if r % 2 == 0 else pair[::-1]:
+                pair = {"compiled_ms": cold.step, "imported_ms": warm.step}
+                for name in round_order(list(pair), r):
+                    step = pair[name]
                     decode[name].append(decode_ms(step, source.config, c, options.kv_precision))
             del cold, warm
             gc.collect()
         shutil.rmtree(cache_dir, ignore_errors=True)
-    out = []
-    for c in ladder:
-        row = rows[c]
-        ratio = [i / k for i, k in zip(row["import_s"], row["compile_s"], strict=True)]
-        out.append(
-            {"capacity": c, **row, "warm_over_cold_median": median(ratio)}  # type: ignore[dict-item]
-        )
+    out = [
+        {
+            "capacity": c,
+            **rows[c],
+            "warm_over_cold": ratio(rows[c]["compile_s"], rows[c]["import_s"]),
+        }
+        for c in ladder
+    ]
     return {"rows": out, "decode_first_rung": decode}
 
 
@@ -187,14 +140,14 @@ def mechanisms(ckpt_dir: Path, capacity: int, options, rounds: int, work: Path) 
     config = device_config(options)
     res: dict = {"ours": {"miss_s": [], "hit_s": []}, "cache_dir": {"miss_s": [], "hit_s": []}}
     res["cache_dir"]["loaded_from_cache"] = []
-    for r in range(rounds):
-        for mech in ("ours", "cache_dir") if r % 2 == 0 else ("cache_dir", "ours"):
+    for r, order in orders(["ours", "cache_dir"], rounds):
+        for mech in order:
             directory = work / f"mechanism-{mech}"
             shutil.rmtree(directory, ignore_errors=True)
             if mech == "ours":
                 opts = replace(options, cache=CompileCache(directory))
                 cold = compile_step(load_checkpoint(ckpt_dir), spec, opts)
-                miss = cold.build_s + cold.compile_s + cold.store_s
+                miss = cold.build_s + cold.compile_s + cold.cache.store_s
                 del cold
                 gc.collect()
                 hit = compile_step(load_checkpoint(ckpt_dir), spec, opts).import_s
@@ -234,14 +187,14 @@ def weightless(source, capacity, options, work: Path) -> dict:
         shutil.rmtree(cache.directory, ignore_errors=True)
         opts = replace(options, cache=cache)
         cold = compile_step(source, spec, opts)
-        entry = cold.step.compile_cache.entry
+        entry = cold.cache.entry
         del cold
         gc.collect()
         warm = compile_step(source, spec, opts)
         out[name] = {
             "entry_mb": entry.stat().st_size / 1e6 if entry else None,
             "import_s": warm.import_s,
-            "state": warm.cache,
+            "state": warm.cache.state,
         }
         del warm
         gc.collect()
@@ -297,7 +250,7 @@ def split_cold_warm(source, capacity, options, work: Path) -> dict:
             "weight_parts_s": parts.compile_s,
             "weight_parts_cache": parts.cache_state,
             "attention_core_s": core_s,
-            "attention_core_cache": core_step.compile_cache.state,
+            "attention_core_cache": core_step.cache.state,
         }
         del parts, core_step
         gc.collect()
@@ -340,7 +293,7 @@ def main() -> int:
     for row in pvc["rows"]:
         print(
             f"  C={row['capacity']:6d} preset {median(row['preset_s']):5.2f} s  checkpoint "
-            f"{median(row['checkpoint_s']):5.2f} s  ratio {row['ratio_median']:.3f}"
+            f"{median(row['checkpoint_s']):5.2f} s  ratio {row['ratio']:.3f}"
         )
     print(f"  preset / checkpoint, geometric mean: {pvc['ratio_geomean']:.3f} (target <= 1.15)")
 
@@ -350,7 +303,7 @@ def main() -> int:
         print(
             f"  C={row['capacity']:6d} compile {median(row['compile_s']):5.2f} s  store "
             f"{median(row['store_s']):5.2f} s  import {median(row['import_s']):5.2f} s  "
-            f"entry {median(row['entry_mb']):.0f} MB  warm/cold {row['warm_over_cold_median']:.3f}"
+            f"entry {median(row['entry_mb']):.0f} MB  warm/cold {row['warm_over_cold']:.3f}"
         )
     dec = cvw["decode_first_rung"]
     print(

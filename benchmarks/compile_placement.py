@@ -23,12 +23,13 @@ from collections.abc import Callable
 
 import numpy as np
 import openvino as ov
+from _common import orders
 
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.compile.worker_client import WorkerPlacement
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.compile.worker_client import CompileWorker
+from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -42,7 +43,7 @@ def bind_zero_kv(step: CompiledStep, source: ModelSource, kv: str) -> list[np.nd
     shape = (1, cfg.num_kv_heads, step.spec.capacity, cfg.head_dim)
     keep = []
     for i in range(cfg.num_layers):
-        for name in (graphs.past_key_name(i), graphs.past_value_name(i)):
+        for name in (past_key_name(i), past_value_name(i)):
             buf = np.zeros(shape, STORAGE_DTYPES[kv])
             keep.append(buf)
             step.request.set_tensor(name, ov.Tensor(buf, list(shape), OV_TYPES[kv]))
@@ -97,12 +98,12 @@ def main() -> None:
     kv = options.kv_precision
     assert kv is not None
     print(f"model {source.label}; precision {options.inference_precision}, KV {kv}")
-    spec = graphs.GraphSpec(args.rung, 1, kv)
-    successor = graphs.GraphSpec(args.rung * 2, 1, kv)
+    spec = GraphSpec(args.rung, 1, kv)
+    successor = GraphSpec(args.rung * 2, 1, kv)
     current = compile_step(source, spec, options).step
     keep = bind_zero_kv(current, source, kv)
 
-    with WorkerPlacement(priority=args.priority) as worker:
+    with CompileWorker(priority=args.priority) as worker:
         t0 = time.monotonic()
         worker.start()
         print(f"worker start (python + openvino + Core): {time.monotonic() - t0:.2f} s")
@@ -110,8 +111,7 @@ def main() -> None:
         # -- what a successor costs the decoding process --------------------------------
         print("\n== successor cost, no decode running ==")
         rows: dict[str, list[float]] = {k: [] for k in ("inproc", "import", "warm", "cold")}
-        for r in range(0 if args.skip_cost else args.rounds):
-            order = ("inproc", "worker", "cold") if r % 2 == 0 else ("cold", "worker", "inproc")
+        for _, order in orders(("inproc", "worker", "cold"), 0 if args.skip_cost else args.rounds):
             for arm in order:
                 if arm == "inproc":
                     res = compile_step(source, successor, options)
@@ -119,7 +119,7 @@ def main() -> None:
                     print(f"  in-process build+compile {res.build_s + res.compile_s:.2f} s")
                     del res
                 elif arm == "worker":
-                    w = worker.compile(args.model, successor, options, timeout_s=args.timeout)
+                    w = worker.compile(source.reopen(), successor, options, timeout_s=args.timeout)
                     rows["warm"].append(w.build_s + w.compile_s)
                     rows["import"].append(w.import_s)
                     print(
@@ -129,9 +129,11 @@ def main() -> None:
                     )
                     del w
                 else:
-                    with WorkerPlacement(priority=args.priority, persistent=False) as fresh:
+                    with CompileWorker(priority=args.priority, persistent=False) as fresh:
                         t0 = time.monotonic()
-                        c = fresh.compile(args.model, successor, options, timeout_s=args.timeout)
+                        c = fresh.compile(
+                            source.reopen(), successor, options, timeout_s=args.timeout
+                        )
                         total = time.monotonic() - t0
                     rows["cold"].append(total - c.import_s)
                     print(
@@ -154,9 +156,8 @@ def main() -> None:
         print(f"\n== decode at C={args.rung} while C={args.rung * 2} compiles ==")
         ratios: dict[str, list[float]] = {"inproc": [], "worker": []}
         walls: dict[str, list[float]] = {"inproc": [], "worker": []}
-        for r in range(args.rounds):
+        for r, order in orders(("inproc", "worker"), args.rounds):
             base, _ = decode_while(current, None, 40)
-            order = ("inproc", "worker") if r % 2 == 0 else ("worker", "inproc")
             for arm in order:
                 if arm == "inproc":
 
@@ -166,7 +167,7 @@ def main() -> None:
 
                     def job() -> object:
                         return worker.compile(
-                            args.model, successor, options, timeout_s=args.timeout
+                            source.reopen(), successor, options, timeout_s=args.timeout
                         )
 
                 lat, res = decode_while(current, job, 0)

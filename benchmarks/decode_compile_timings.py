@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from compile_ahead.runtime.compile.device_defaults import DECODE_COMPILE_TIMINGS
+from compile_ahead.runtime.compile.modes import DecodeCompile, choices
 
 FIELDS = ("first_token_s", "decode_graph_wait_s", "foreground_compile_s")
 
 
 def one_run(args: argparse.Namespace, prompt: list[int], timing: str, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "compile_ahead.cli", "run", "--model", args.model]
+    cmd = [sys.executable, "-m", "compile_ahead.commands", "run", "--model", args.model]
     cmd += ["--schedule", args.schedule, "--ladder", args.ladder, "--no-cache"]
     cmd += ["--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", "4"]
     cmd += ["--decode-compile", timing, "--report", str(out)]
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--schedule", default="i2")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
-    timings = list(DECODE_COMPILE_TIMINGS)
+    timings = list(choices(DecodeCompile))
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         for length in (int(x) for x in args.prompt_lens.split(",")):

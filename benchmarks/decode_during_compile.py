@@ -18,22 +18,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-from compile_ahead.runtime.compile.compiler import compile_step
+from _common import fresh_json, median, orders
+from _genai_arms import decode_step, fill_random
+
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
-
-sys.path.insert(0, str(Path(__file__).parent))
-from ir_vs_genai import decode_step, fill_random  # a sibling script
 
 ARMS = ("wait", "bridge")
 MARKS = (16, 32, 64)
@@ -91,18 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(one_arm(args.model, args.arm, args.capacity, args.context, args.tokens)))
         return 0
     got: dict[str, list[dict]] = {arm: [] for arm in ARMS}
-    for r in range(args.rounds):
-        for arm in ARMS if r % 2 == 0 else ARMS[::-1]:
+    for _, order in orders(ARMS, args.rounds):
+        for arm in order:
             command = [sys.executable, __file__, "--model", args.model, "--arm", arm]
             command += ["--capacity", str(args.capacity), "--context", str(args.context)]
             command += ["--tokens", str(args.tokens)]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
-            got[arm].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            got[arm].append(fresh_json(command))
     print(f"C={args.capacity}, context {args.context}, {args.tokens} tokens, {args.rounds} rounds")
     for arm, rows in got.items():
         parts = ", ".join(
-            f"{key} {statistics.median(row[key] for row in rows):.2f}"
-            + ("" if key == "bridged" else " s")
+            f"{key} {median([row[key] for row in rows]):.2f}" + ("" if key == "bridged" else " s")
             for key in rows[0]
             if arm == "bridge" or key != "bridged"
         )

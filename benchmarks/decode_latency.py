@@ -17,13 +17,14 @@ import time
 
 import numpy as np
 import openvino as ov
+from _common import orders
 
 from compile_ahead.runtime.base.measure import rss_bytes
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES, f32_to_bf16_bits
 from compile_ahead.runtime.baselines.cpu_dynamic import compile_dynamic_cpu
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -121,8 +122,7 @@ def main() -> None:
     gc.collect()
 
     times: dict[str, list[float]] = {k: [] for k in variants}
-    for r in range(args.rounds):
-        order = list(variants) if r % 2 == 0 else list(reversed(variants))
+    for _, order in orders(list(variants), args.rounds):
         for name in order:
             steps = variants[name].time_steps(args.steps + 1)[1:]  # first step warms caches
             times[name].append(statistics.median(steps))

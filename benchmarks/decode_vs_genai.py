@@ -25,17 +25,15 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import statistics
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
 
-from compile_ahead.runtime.compile.options import CompileOptions
+from _common import fresh_json, median, orders, ratio
+from _genai_arms import Genai, Ours, build_arms, fill_random, prompt_ids
+from _models import FORMATS, prepare
 
-sys.path.insert(0, str(Path(__file__).parent))
-from ir_exports import FORMATS, prepare  # a sibling script
-from ir_vs_genai import Genai, Ours, build_arms, fill_random, prompt_ids  # a sibling script
+from compile_ahead.runtime.compile.options import CompileOptions
 
 STEPS = 24  # tokens per round and arm
 ORDERS = ("ours", "genai")  # which arm a worker process builds first
@@ -47,8 +45,8 @@ def alternate(
     """ms per token of each arm, one value per round, the order alternating by round."""
     a: list[float] = []
     b: list[float] = []
-    for r in range(rounds):
-        for arm in ("ours", "genai") if r % 2 == 0 else ("genai", "ours"):
+    for _, order in orders(("ours", "genai"), rounds):
+        for arm in order:
             if arm == "ours":
                 a.append(ours.decode_ms(context, STEPS))
             else:
@@ -75,10 +73,7 @@ def run_worker(model_dir: Path, capacity: int, context: int, first: str, rounds:
         sys.executable, __file__, "--worker", str(model_dir), "--point", f"{capacity}:{context}",
         "--first", first, "--rounds", str(rounds),
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"worker {' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return fresh_json(command)
 
 
 def ratios(result: dict) -> list[float]:
@@ -113,15 +108,15 @@ def main(argv: list[str] | None = None) -> int:
             a = [x for r in by_order.values() for x in r["ours"]]
             b = [x for r in by_order.values() for x in r["genai"]]
             every = [x for r in by_order.values() for x in ratios(r)]
-            orders = ", ".join(
-                f"{first} built first {statistics.median(ratios(r)):.3f}"
+            per_order = ", ".join(
+                f"{first} built first {ratio(r['genai'], r['ours']):.3f}"
                 for first, r in by_order.items()
             )
             print(
-                f"{fmt} C={capacity} context {context}: ours {statistics.median(a):.2f} ms, "
-                f"LLMPipeline {statistics.median(b):.2f} ms, ratio {statistics.median(every):.3f}"
+                f"{fmt} C={capacity} context {context}: ours {median(a):.2f} ms, "
+                f"LLMPipeline {median(b):.2f} ms, ratio {ratio(b, a):.3f}"
                 f" (rounds {min(every):.3f}-{max(every):.3f}, "
-                f"{sum(x < 1 for x in every)}/{len(every)} under 1; {orders})",
+                f"{sum(x < 1 for x in every)}/{len(every)} under 1; {per_order})",
                 flush=True,
             )
     return 0

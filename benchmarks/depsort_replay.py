@@ -25,6 +25,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+from _common import orders
+
 from compile_ahead.profiling import depsort
 
 SEED_HIT_RATE = 0.942
@@ -67,8 +69,7 @@ def measure(graph: depsort.OpGraph, args: argparse.Namespace) -> GraphResult:
         prefetch_levels=args.prefetch_levels,
     )
     runs: dict[str, list[dict]] = {"cached": [], "upstream": []}
-    for rep in range(args.reps):
-        order = ("cached", "upstream") if rep % 2 == 0 else ("upstream", "cached")
+    for _, order in orders(("cached", "upstream"), args.reps):
         for mode in order:
             runs[mode].append(native.replay(trace, mode))
     cached, upstream = runs["cached"], runs["upstream"]

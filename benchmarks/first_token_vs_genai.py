@@ -32,17 +32,17 @@ from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
-from compile_ahead.runtime.compile.compiler import compile_step
-from compile_ahead.runtime.compile.device_defaults import DECODE_COMPILE_TIMINGS
+from _common import fresh_json, median, ratio_line, round_order
+from _genai_arms import build_arms, prompt_ids
+from _models import FORMATS, prepare
+
+from compile_ahead.runtime.compile.modes import DecodeCompile, choices
 from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.ladder.kv_store import make_store
 from compile_ahead.runtime.ladder.prefill import choose_prefill, prefill_chunks
 from compile_ahead.runtime.ladder.schedules import KVPolicy
 from compile_ahead.runtime.sources.resolve import resolve_model
-
-sys.path.insert(0, str(Path(__file__).parent))
-from ir_exports import FORMATS, prepare  # a sibling script
-from ir_vs_genai import build_arms, med, prompt_ids, ratio_line  # a sibling script
 
 CAPACITY = 4096
 
@@ -66,7 +66,7 @@ def ours_cold(model_dir: Path, prompt_file: Path, extra: list[str]) -> dict:
     empty compile cache."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "run.json"
-        cmd = [sys.executable, "-m", "compile_ahead.cli", "run", "--model", str(model_dir)]
+        cmd = [sys.executable, "-m", "compile_ahead.commands", "run", "--model", str(model_dir)]
         cmd += ["--schedule", "b0", "--ladder", str(CAPACITY), "--max-new-tokens", "1"]
         cmd += ["--prompt-ids", prompt_file.read_text(), "--no-progress"]
         cmd += ["--cache-dir", str(Path(tmp) / "cache"), "--report", str(report), *extra]
@@ -75,13 +75,7 @@ def ours_cold(model_dir: Path, prompt_file: Path, extra: list[str]) -> dict:
 
 
 def genai_cold(model_dir: Path, prompt_file: Path) -> float:
-    out = subprocess.run(
-        [sys.executable, "-c", GENAI_COLD, str(model_dir), str(prompt_file)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return float(out.stdout.strip().splitlines()[-1])
+    return float(fresh_json([sys.executable, "-c", GENAI_COLD, str(model_dir), str(prompt_file)]))
 
 
 class OursPrefill:
@@ -148,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parts: dict[tuple[str, str], list[dict]] = defaultdict(list)
     variants = {"defaults": []}
     for timing in filter(None, args.cold_timings.split(",")):
-        if timing not in DECODE_COMPILE_TIMINGS:
-            p.error(f"--cold-timings: {timing!r} is not one of {', '.join(DECODE_COMPILE_TIMINGS)}")
+        if timing not in choices(DecodeCompile):
+            p.error(f"--cold-timings: {timing!r} is not one of {', '.join(choices(DecodeCompile))}")
         variants[timing] = ["--decode-compile", timing]
     if not args.skip_cold:
         with tempfile.TemporaryDirectory() as tmp:
@@ -158,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 ids = prompt_ids(args.prompt_len, vocab, seed=300 + r)
                 prompt_file.write_text(",".join(map(str, ids)))
                 for fmt in formats[r % len(formats) :] + formats[: r % len(formats)]:
-                    arms = [*variants, "genai"]
-                    for arm in arms if r % 2 == 0 else arms[::-1]:
+                    for arm in round_order([*variants, "genai"], r):
                         if arm in variants:
                             rep = ours_cold(dirs[fmt], prompt_file, variants[arm])
                             cold_ours[(fmt, arm)].append(rep["first_token_s"])
@@ -187,12 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_warm:
         for fmt in formats:
             ours, gen = build_arms(  # the arm built first alternates by format
-                formats.index(fmt) % 2 == 0, partial(our_prefills, dirs[fmt]), dirs[fmt]
+                round_order(("ours", "genai"), formats.index(fmt))[0] == "ours",
+                partial(our_prefills, dirs[fmt]),
+                dirs[fmt],
             )
             for r in range(args.rounds):
                 prompt = prompt_ids(args.prompt_len, vocab, seed=400 + r)
                 arms: list[tuple[str, OursPrefill | None]] = [*ours.items(), ("genai", None)]
-                for name, arm in arms if r % 2 == 0 else arms[::-1]:
+                for name, arm in round_order(arms, r):
                     if arm is not None:
                         warm_ours[(fmt, name)].append(arm.prefill_s(prompt))
                     else:
@@ -208,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             what = f"cold to first token ({arm})"
             print(ratio_line(what, cold_ours[(fmt, arm)], cold_genai[fmt], "s"))
             got = parts[(fmt, arm)]
-            mid = {k: med([p[k] for p in got]) for k in got[0]}
+            mid = {k: median([p[k] for p in got]) for k in got[0]}
             print(
                 f"    ours: startup {mid['startup_s']:.2f} s, compile/import "
                 f"{mid['first_token_compile_s']:.2f} s, prefill {mid['prefill_s']:.2f} s; "

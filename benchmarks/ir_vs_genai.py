@@ -23,151 +23,33 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
 import sys
-import time
 from collections import defaultdict
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import openvino as ov
+from _common import median, ratio_line, round_order
+from _genai_arms import (
+    LONG_C,
+    LONG_PROMPT,
+    SHORT_C,
+    SHORT_PROMPT,
+    Ours,
+    build_arms,
+    fill_random,
+    prompt_ids,
+)
+from _models import FORMATS, prepare
 
 from compile_ahead.runtime.base.ov_core import core
-from compile_ahead.runtime.base.precision import f32_to_bf16_bits
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs.decoder import GraphSpec
-from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.prefill import choose_prefill
-from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
 
-sys.path.insert(0, str(Path(__file__).parent))
-from ir_exports import FORMATS, prepare  # a sibling script
-
-SHORT_C, SHORT_PROMPT = 1024, 128
-LONG_C, LONG_PROMPT = 4096, 3800
 PROFILED_CHUNK = 256  # tokens of the prefill call profiled per node
-
-
-def prompt_ids(n: int, vocab: int, seed: int = 7) -> list[int]:
-    return [int(i) for i in np.random.default_rng(seed).integers(100, vocab - 100, n)]
-
-
-def fill_random(arena: KVArena, length: int) -> None:
-    """Attention cost does not depend on the values: random K/V stand in for a history."""
-    rng = np.random.default_rng(0)
-    for a in arena.keys + arena.values:
-        vals = rng.standard_normal(a[:, :, :length].shape).astype(np.float32)
-        a[:, :, :length] = f32_to_bf16_bits(vals) if a.dtype == np.uint16 else vals.astype(a.dtype)
-
-
-def decode_step(step: CompiledStep, arena: KVArena, token: int, position: int) -> int:
-    """One decode step at ``position``, its K/V rows written into ``arena``; the next token."""
-    out = step.run(np.asarray([token], np.int64), position)
-    for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
-        arena.write(layer, position, k, v)
-    return int(np.argmax(out.logits))
-
-
-class Ours:
-    """b0's top rung: one decode graph of capacity C bound to a KV arena (and a prefill graph)."""
-
-    def __init__(self, model_dir: Path, capacity: int, options: CompileOptions, prefill: bool):
-        self.source = resolve_model(str(model_dir))
-        kv = options.kv_precision
-        t0 = time.perf_counter()
-        self.decode = compile_step(self.source, GraphSpec(capacity, 1, kv), options).step
-        self.compile_s = time.perf_counter() - t0
-        self.arena = KVArena(self.source.config, capacity, kv)
-        self.decode.bind(self.arena)
-        self.prefill = None
-        self.plan = choose_prefill(options.device, LONG_PROMPT, capacity)
-        if prefill:
-            spec = self.plan.spec(capacity, kv)
-            self.prefill = compile_step(self.source, spec, options).step
-            self.prefill.bind(self.arena)
-            # Warm, as Genai's constructor leaves LLMPipeline: a dynamic-shape graph repacks
-            # its weights on its first inference.
-            self.prefill_s([11] * 8)
-
-    def prefill_s(self, prompt: list[int]) -> float:
-        assert self.prefill is not None
-        chunk = self.plan.chunk
-        t0 = time.perf_counter()
-        for start in range(0, len(prompt), chunk):
-            ids = np.asarray(prompt[start : start + chunk], np.int64)
-            out = self.prefill.run(ids, start, len(ids) - 1)
-            for layer in range(self.source.config.num_layers):
-                k, v = out.new_keys[layer], out.new_values[layer]
-                self.arena.write(layer, start, k[:, :, : len(ids)], v[:, :, : len(ids)])
-        return time.perf_counter() - t0
-
-    def decode_ms(self, context: int, steps: int) -> float:
-        """Median ms per token over ``steps`` steps starting at ``context`` filled slots."""
-        times = []
-        token = 11
-        for i in range(steps):
-            t0 = time.perf_counter()
-            token = decode_step(self.decode, self.arena, token, context + i)
-            times.append(time.perf_counter() - t0)
-        return 1e3 * statistics.median(times)
-
-
-class Genai:
-    def __init__(self, model_dir: Path):
-        import openvino_genai as genai
-
-        t0 = time.perf_counter()
-        self.pipe = genai.LLMPipeline(str(model_dir), "CPU")
-        self.load_s = time.perf_counter() - t0
-        self.genai = genai
-        # A dynamic-shape model repacks its weights on the first inference: load plus one short
-        # generation is when the pipeline is as ready as our compiled rung.
-        t1 = time.perf_counter()
-        self.run([11] * 8, 1)
-        self.ready_s = self.load_s + time.perf_counter() - t1
-
-    def run(self, prompt: list[int], new_tokens: int) -> tuple[float, float]:
-        """(time to first token in s, mean ms per output token after it)."""
-        cfg = self.genai.GenerationConfig()
-        cfg.max_new_tokens = new_tokens
-        cfg.ignore_eos = True
-        cfg.eos_token_id = 0
-        cfg.stop_token_ids = set()
-        # Every round feeds a new prompt, so the pipeline's prefix cache cannot serve it.
-        ids = np.asarray([prompt], np.int64)
-        inputs = self.genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
-        metrics = self.pipe.generate(inputs, cfg).perf_metrics
-        return metrics.get_ttft().mean / 1e3, metrics.get_tpot().mean
-
-
-T = TypeVar("T")
-
-
-def build_arms(ours_first: bool, make_ours: Callable[[], T], model_dir: Path) -> tuple[T, Genai]:
-    """Our arm and LLMPipeline, ``ours_first`` deciding which compiles first: the model a
-    process compiles first decodes slower for as long as the process lives, so a comparison
-    alternates (or balances) the order."""
-    if ours_first:
-        ours = make_ours()
-        return ours, Genai(model_dir)
-    gen = Genai(model_dir)
-    return make_ours(), gen
-
-
-def med(values: list[float]) -> float:
-    return statistics.median(values)
-
-
-def ratio_line(what: str, ours: list[float], theirs: list[float], unit: str) -> str:
-    a, b = med(ours), med(theirs)
-    return (
-        f"  {what:<34} ours {a:8.2f} {unit:<3} LLMPipeline {b:8.2f} {unit:<3} ratio {a / b:5.2f}x"
-    )
+ARMS = ("ours", "genai")
 
 
 def by_node_type(request: ov.InferRequest) -> dict[str, float]:
@@ -246,15 +128,18 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         for fmt in formats[r % len(formats) :] + formats[: r % len(formats)]:
             ours, gen = build_arms(  # the arm built first alternates by round
-                r % 2 == 0, partial(Ours, dirs[fmt], SHORT_C, options, prefill=False), dirs[fmt]
+                round_order(ARMS, r)[0] == "ours",
+                partial(Ours, dirs[fmt], SHORT_C, options, prefill=False),
+                dirs[fmt],
             )
             fill_random(ours.arena, SHORT_PROMPT)
             compile_s[fmt].append(ours.compile_s)
             load_s[fmt].append(gen.load_s)
             ready_s[fmt].append(gen.ready_s)
             short_prompt = prompt_ids(SHORT_PROMPT, vocab, seed=100 + r)
-            pair = [("ours", ours), ("genai", gen)]
-            for name, arm in pair if r % 2 == 0 else pair[::-1]:
+            pair = {"ours": ours, "genai": gen}
+            for name in round_order(ARMS, r):
+                arm = pair[name]
                 if name == "ours":
                     ours_short[fmt].append(arm.decode_ms(SHORT_PROMPT, args.steps))
                 else:
@@ -270,14 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     genai_long: dict[str, list[float]] = defaultdict(list)
     for fmt in formats:
         ours, gen = build_arms(  # one pair per format: the arm built first alternates by format
-            formats.index(fmt) % 2 == 0,
+            round_order(ARMS, formats.index(fmt))[0] == "ours",
             partial(Ours, dirs[fmt], LONG_C, options, prefill=True),
             dirs[fmt],
         )
         for r in range(max(1, args.rounds - 1)):
             long_prompt = prompt_ids(LONG_PROMPT, vocab, seed=200 + r)
-            pair = [("ours", ours), ("genai", gen)]
-            for name, arm in pair if r % 2 == 0 else pair[::-1]:
+            pair = {"ours": ours, "genai": gen}
+            for name in round_order(ARMS, r):
+                arm = pair[name]
                 if name == "ours":
                     prefill[fmt].append(arm.prefill_s(long_prompt))
                     ours_long[fmt].append(arm.decode_ms(LONG_PROMPT, args.steps))
@@ -312,9 +198,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(
                 f"{fmt} / fp16 decode: ours C={SHORT_C} "
-                f"{med(ours_short[fmt]) / med(ours_short['fp16']):.2f}x, C={LONG_C} "
-                f"{med(ours_long[fmt]) / med(ours_long['fp16']):.2f}x; LLMPipeline C={SHORT_C} "
-                f"{med(genai_short[fmt]) / med(genai_short['fp16']):.2f}x"
+                f"{median(ours_short[fmt]) / median(ours_short['fp16']):.2f}x, C={LONG_C} "
+                f"{median(ours_long[fmt]) / median(ours_long['fp16']):.2f}x; "
+                f"LLMPipeline C={SHORT_C} "
+                f"{median(genai_short[fmt]) / median(genai_short['fp16']):.2f}x"
             )
     if not args.no_profile:
         print(f"\nper-node counters, one decode step at context ~{LONG_PROMPT} (ms by node type)")

@@ -19,17 +19,18 @@ them. Each process builds the graph once, compiles it once to warm up, then time
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from _common import fresh_json
 
 CHILD = """
 import json, sys, time
 import compile_ahead
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs import decoder
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -37,8 +38,8 @@ from compile_ahead.runtime.sources.resolve import resolve_model
 model, capacity, compiles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 source = resolve_model(model)
 options = CompileOptions(device="CPU").resolved()
-spec = graphs.GraphSpec(capacity=capacity, chunk=1, kv_precision=options.kv_precision)
-ov_model = graphs.build_step_model(source.config, source.weights, spec)
+spec = GraphSpec(capacity=capacity, chunk=1, kv_precision=options.kv_precision)
+ov_model = decoder.build_step_model(source.config, source.weights, spec)
 config = device_config(options)
 times = []
 for i in range(compiles + 1):
@@ -74,16 +75,8 @@ def run_child(mode: str, args: argparse.Namespace) -> dict:
         env["COMPILE_AHEAD_ITT"] = "0"
     elif mode == "null":
         env["COMPILE_AHEAD_ITT_RECORD"] = "0"
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, args.model, str(args.capacity), str(args.compiles)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        sys.exit(f"child failed:\n{proc.stderr[-2000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    cmd = [sys.executable, "-c", CHILD, args.model, str(args.capacity), str(args.compiles)]
+    result = fresh_json(cmd, env=env)
     if (mode != "off") != bool(result["bound"]):
         sys.exit(f"collector binding in the {mode!r} process is wrong: the comparison is void")
     if mode == "null" and result["events"]:

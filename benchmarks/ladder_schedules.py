@@ -18,15 +18,16 @@ import argparse
 import gc
 import itertools
 import json
-import statistics
 from pathlib import Path
 
 import numpy as np
+from _common import median
 
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -41,10 +42,6 @@ def range_rates(run: RunResult, ladder: Ladder) -> list[float | None]:
         ns = [d for d, c in zip(run.step_ns, run.step_context, strict=True) if lo <= c < hi]
         rates.append(len(ns) / (sum(ns) / 1e9) if ns else None)
     return rates
-
-
-def med(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
 
 
 def main() -> None:
@@ -79,10 +76,15 @@ def main() -> None:
     for rep in range(args.reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]  # rotate the order
         for name in order:
-            settings = RunSettings(
-                SCHEDULES[name], ladder, proto, prefill_chunk=args.prefill_chunk, graph=args.graph
+            settings = RunConfig(
+                SCHEDULES[name],
+                ladder,
+                proto,
+                prefill_chunk=args.prefill_chunk,
+                graph=args.graph,
+                options=options,
             )
-            result = run_ladder(source, options, settings)
+            result = run_ladder(source, settings)
             if result.error is not None:
                 raise SystemExit(f"{name} failed: {result.error}")
             runs[name].append(result)
@@ -99,7 +101,7 @@ def main() -> None:
         )
 
     def rep(name: str, key: str) -> float:
-        return med([x.report[key] for x in runs[name]])
+        return median([x.report[key] for x in runs[name]])
 
     def rates(name: str) -> np.ndarray:
         """Median tok/s per context range over the schedule's repetitions."""
@@ -115,12 +117,14 @@ def main() -> None:
             print(f"{label:>12} {a:10.2f} {b:10.2f} {100 * (a / b - 1):+7.1f}%")
         bounds = runs["i1"][0].report["boundaries"]
         for k, bd in enumerate(bounds):
-            mig = med([x.report["boundaries"][k]["migration_s"] for x in runs["i1"]])
+            mig = median([x.report["boundaries"][k]["migration_s"] for x in runs["i1"]])
             print(
                 f"  boundary {bd['from']}->{bd['to']}: migration {mig * 1e3:.1f} ms, "
                 f"{bd['bytes_copied'] / MIB:.1f} MiB copied"
             )
-        total_mig = med([sum(b["migration_s"] for b in x.report["boundaries"]) for x in runs["i1"]])
+        total_mig = median(
+            [sum(b["migration_s"] for b in x.report["boundaries"]) for x in runs["i1"]]
+        )
         print(f"  migration per decoded token: {total_mig / tokens * 1e3:.4f} ms (seed 0.1295)")
         ratio = rep("i1", "kv_reserved_avg_bytes") / rep("b0", "kv_reserved_avg_bytes")
         print(
@@ -135,7 +139,7 @@ def main() -> None:
             a, b = rep("i1", key), rep("i2", key)
             print(f"  {key:<22} i1 {a:8.2f} s  i2 {b:8.2f} s  ratio {b / a:.3f}")
         # What must exist before the first token: the first rung (and split's weight parts).
-        first = med(
+        first = median(
             [x.report["first_rung_compile_s"] + x.report["weights_compile_s"] for x in runs["i2"]]
         )
         print(

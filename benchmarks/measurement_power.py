@@ -26,15 +26,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_ahead.cli import main as cli_main
+from _models import save_random_checkpoint
+
+from compile_ahead.commands.main import main as cli_main
 from compile_ahead.profiling.trials import compile_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import load_experiment
 from compile_ahead.profiling.trials.runner import load_records
-
-sys.path.insert(0, str(Path(__file__).parent))
-from ir_exports import save_random_checkpoint  # a sibling script
 
 
 @dataclass(frozen=True)

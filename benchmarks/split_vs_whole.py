@@ -16,17 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+from _common import fresh_json, median, orders
 
 from compile_ahead.runtime.base.measure import rss_bytes
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -75,22 +75,10 @@ def child_rss(model: str, mode: str, ladder: list[int]) -> dict:
 
 
 def run_child(model: str, mode: str, ladder: list[int]) -> dict:
-    out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            mode,
-            "--model",
-            model,
-            "--ladder",
-            ",".join(map(str, ladder)),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
+    ladder_text = ",".join(map(str, ladder))
+    return fresh_json(
+        [sys.executable, __file__, "--child", mode, "--model", model, "--ladder", ladder_text]
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def time_steps(step, context: int, n: int) -> list[float]:
@@ -168,15 +156,14 @@ def main() -> None:
     for c in (ladder[0], ladder[-1]):
         arena = KVArena(source.config, c, kv)
         whole = compile_step(source, GraphSpec(c, 1, kv), options).step
-        split = compile_attention_core(parts, GraphSpec(c, 1, kv), options)
+        split = compile_attention_core(parts, GraphSpec(c, 1, kv), options).step
         whole.bind(arena)
         split.bind(arena)
         steps[c] = (arena, whole, split)
     for c, (_, whole, split) in steps.items():
         pairs, w_ms, s_ms = [], [], []
-        for r in range(args.rounds):
-            order = (whole, split) if r % 2 == 0 else (split, whole)
-            res = {id(v): statistics.median(time_steps(v, c - 24, args.steps + 1)) for v in order}
+        for _, order in orders((whole, split), args.rounds):
+            res = {id(v): median(time_steps(v, c - 24, args.steps + 1)) for v in order}
             w_ms.append(res[id(whole)])
             s_ms.append(res[id(split)])
             pairs.append(res[id(split)] / res[id(whole)])

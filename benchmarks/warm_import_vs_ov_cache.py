@@ -32,12 +32,14 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import fresh_json, median, orders, ratio
+from _models import export, hf_checkpoint
 
 PROMPT = ["--prompt-len", "8", "--decode-tokens", "2", "--prefill-chunk", "1"]
 TIMEOUT_S = 3600
@@ -58,9 +60,6 @@ def hide_broken_torchvision(work: Path) -> None:
 
 
 def prepare_models(preset: str, formats: list[str], work: Path) -> dict[str, Path]:
-    from compile_cache import hf_checkpoint
-    from ir_exports import export
-
     from compile_ahead.runtime.model.presets import PRESETS
 
     # optimum-cli beside this interpreter, whether or not its venv is activated
@@ -77,7 +76,7 @@ def run_ours(python: str, model: Path, capacity: int, cache_dir: Path) -> dict[s
     """One `run` with the compile cache in ``cache_dir``: its foreground compile seconds and
     the rung's cache state, import and check seconds."""
     report = cache_dir.with_suffix(".report.json")
-    cmd = [python, "-m", "compile_ahead.cli", "run", "--model", str(model), "--schedule", "b0"]
+    cmd = [python, "-m", "compile_ahead.commands", "run", "--model", str(model), "--schedule", "b0"]
     cmd += ["--ladder", str(capacity), *PROMPT, "--cache-dir", str(cache_dir)]
     cmd += ["--report", str(report), "--no-progress"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -97,7 +96,7 @@ def ov_child(model: str, capacity: int, cache_dir: str) -> None:
     """(In a child process.) The run's rung graph compiled with OpenVINO's CACHE_DIR."""
     from compile_ahead.runtime.base.ov_core import core
     from compile_ahead.runtime.compile.options import CompileOptions, device_config
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     options = CompileOptions("CPU").resolved().for_graph("decode")
@@ -117,10 +116,7 @@ def ov_child(model: str, capacity: int, cache_dir: str) -> None:
 
 def run_openvino(model: Path, capacity: int, cache_dir: Path) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--ov-child", str(model), str(capacity), str(cache_dir)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
-    if done.returncode != 0:
-        raise SystemExit(f"the OpenVINO CACHE_DIR arm failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return fresh_json(cmd, timeout=TIMEOUT_S)
 
 
 def cold_then_warm(arm: str, python: str, model: Path, capacity: int, work: Path) -> dict:
@@ -138,9 +134,7 @@ def cold_then_warm(arm: str, python: str, model: Path, capacity: int, work: Path
 
 def measure(model: Path, capacity: int, rounds: int, arms: dict[str, str], work: Path) -> dict:
     results: dict[str, list[dict]] = {arm: [] for arm in arms}
-    names = list(arms)
-    for r in range(rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
+    for r, order in orders(list(arms), rounds):
         for arm in order:
             results[arm].append(cold_then_warm(arm, arms[arm], model, capacity, work))
             print(f"  round {r + 1} {arm:9s} {summary(results[arm][-1])}", flush=True)
@@ -159,12 +153,13 @@ def summary(res: dict) -> str:
 
 
 def med(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.3f} s"
+    return f"{median(xs):.3f} s"
 
 
 def ratios(a: list[float], b: list[float]) -> str:
+    """a / b: the paired ratios' geometric mean and their range."""
     rs = [x / y for x, y in zip(a, b, strict=True)]
-    return f"{statistics.median(rs):.3f} (rounds {min(rs):.3f}-{max(rs):.3f})"
+    return f"{ratio(b, a):.3f} (rounds {min(rs):.3f}-{max(rs):.3f})"
 
 
 def print_model(label: str, res: dict[str, list[dict]]) -> None:
@@ -177,7 +172,7 @@ def print_model(label: str, res: dict[str, list[dict]]) -> None:
         of("openvino", "cold", "compile_model_s"),
     )
     checks = zip(of("ours", "warm", "verify_s"), of("ours", "warm", "import_s"), strict=True)
-    share = statistics.median(v / i for v, i in checks)
+    share = median([v / i for v, i in checks])
     print(f"{label}:")
     print(f"  warm: ours foreground {med(warm)}, OpenVINO CACHE_DIR compile_model {med(ov_warm)}")
     build, request = of("openvino", "warm", "build_s"), of("openvino", "warm", "request_s")

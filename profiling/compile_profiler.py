@@ -25,8 +25,11 @@ from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.depsort import depsort_reading
 from compile_ahead.profiling.foreign_model import compile_foreign, model_file, parse_shapes
 from compile_ahead.runtime.compile.device_defaults import PREFILL_CHUNKS, default_prefill
+from compile_ahead.runtime.ladder.capacities import Ladder
 
 if TYPE_CHECKING:  # openvino must not load before the collector is armed
+    from compile_ahead.runtime.compile.modes import GraphMode
+    from compile_ahead.runtime.ladder.config import RunConfig
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
 
 GRAPH_KINDS = {"decode": ("decode",), "prefill": ("prefill",), "both": ("decode", "prefill")}
@@ -40,9 +43,10 @@ def prefill_plan(device: str, capacity: int, chunk: int | None, shape: str | Non
     """The prefill graph profiled on a rung: the one a run on ``device`` compiles for a long
     prompt (the device's shape and the shape's chunk, device_defaults.py) unless
     --prefill-shape or --prefill-chunk say otherwise. Capped at the rung, as a run's chunk is."""
+    from compile_ahead.runtime.compile.modes import PrefillShape
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
 
-    kind = shape or default_prefill(device).shape
+    kind = PrefillShape(shape) if shape is not None else default_prefill(device).shape
     size = chunk or PREFILL_CHUNKS[kind]
     return PrefillPlan(min(capacity, size), kind, "default" if shape is None else "flag")
 
@@ -53,9 +57,15 @@ PASSES_NAME = "passes.txt"
 
 
 class CompileProfiler:
-    def __init__(self, args: argparse.Namespace, ladder: list[int]):
+    def __init__(self, args: argparse.Namespace, config: RunConfig):
+        """``config``: the run configuration profile-compile's flags give (validated; its
+        ladder the rungs to profile, its schedule the overlay's); ``args`` its own flags."""
+        assert isinstance(config.ladder, Ladder) and config.graph is not None
         self.args = args
-        self.ladder = ladder
+        self.config = config
+        self.options = config.options
+        self.graph: GraphMode = config.graph
+        self.ladder = list(config.ladder.rungs)
         self.out: Path = args.out
         try:
             self.staging = make_staging_dir(self.out)
@@ -77,62 +87,70 @@ class CompileProfiler:
     # -- setup --------------------------------------------------------------------------
     def setup(self) -> None:
         """Resolve the model and open the trace (the collector must be bound by now)."""
-        from compile_ahead import itt_collector as counters
-        from compile_ahead.profiling.rss import RssSampler
-        from compile_ahead.profiling.trace_decode import StepSlicer
-        from compile_ahead.profiling.trace_writer import (
-            GRAPHS_RESIDENT,
-            PROCESS_RSS_BYTES,
-            TOKENS_PER_S,
-            TraceWriter,
-        )
-        from compile_ahead.runtime.cli.options import compile_options, graph_mode, resolve_from_args
-        from compile_ahead.runtime.compile.rung_builder import decode_defaults
+        from compile_ahead import itt_collector
 
-        problem = counters.collector_status().problem()
+        problem = itt_collector.collector_status().problem()
         if problem is not None:
             raise CompileAheadError(problem)
-        args = self.args
-        self.options = compile_options(args)
-        self.graph = graph_mode(args)
-        self.foreign = model_file(args.model)
+        self.foreign = model_file(self.args.model)
         if self.foreign is not None:
-            if args.schedule is not None:
-                raise CompileAheadError(
-                    f"--schedule: {args.model} is not a stateful decoder: it has no ladder to run"
-                )
-            if args.synthetic_dtype is not None:
-                raise CompileAheadError(
-                    f"--synthetic-dtype: {args.model} is compiled as it is, with its own weights"
-                )
-            if args.graph_kind != "decode":
-                raise CompileAheadError(
-                    f"--graph-kind {args.graph_kind}: {args.model} is compiled as it is; "
-                    "decode and prefill graphs are a stateful decoder's"
-                )
-            self.shapes = parse_shapes(args.shape)
-            described = {"model": str(self.foreign), "synthetic": False, "origin": "as given"}
-            label = f"{self.foreign} [compiled as it is: not a stateful decoder]"
-            print(f"model: {label}")
-            print(f"device: {self.options.device}, inference precision "
-                  f"{self.options.inference_precision}")  # fmt: skip
+            described, label = self._as_it_is()
         else:
-            if args.shape:
-                raise CompileAheadError("--shape is for models compiled as they are, not decoders")
-            self.source = resolve_from_args(args)
-            described, label = self.source.describe(), self.source.label
-            print(f"model: {label}")
-            print(
-                f"device: {self.options.device}, inference precision "
-                f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
-                f"{self.graph} graphs; compile cache off (every rung is really compiled)"
-            )
+            described, label = self._decoder()
         if self.options.extra_config:
             pairs = ", ".join(f"{k}={v}" for k, v in self.options.extra_config.items())
             print(f"OpenVINO properties: {pairs}")
-        self.report = {
+        self.report = self._report_head(described, label)
+        self._open_trace(label)
+        if self.foreign is None:
+            self.compile_rung = self._rung_compiler()
+
+    def _as_it_is(self) -> tuple[dict, str]:
+        """A model that is not a stateful decoder, compiled as it is: what it is called."""
+        args, foreign = self.args, self.foreign
+        if args.schedule is not None:
+            raise CompileAheadError(
+                f"--schedule: {args.model} is not a stateful decoder: it has no ladder to run"
+            )
+        if args.synthetic_dtype is not None:
+            raise CompileAheadError(
+                f"--synthetic-dtype: {args.model} is compiled as it is, with its own weights"
+            )
+        if args.graph_kind != "decode":
+            raise CompileAheadError(
+                f"--graph-kind {args.graph_kind}: {args.model} is compiled as it is; "
+                "decode and prefill graphs are a stateful decoder's"
+            )
+        self.shapes = parse_shapes(args.shape)
+        described = {"model": str(foreign), "synthetic": False, "origin": "as given"}
+        label = f"{foreign} [compiled as it is: not a stateful decoder]"
+        print(f"model: {label}")
+        print(f"device: {self.options.device}, inference precision "
+              f"{self.options.inference_precision}")  # fmt: skip
+        return described, label
+
+    def _decoder(self) -> tuple[dict, str]:
+        """The decoder whose rungs are profiled, resolved: what it is called."""
+        from compile_ahead.runtime.sources.resolve import resolve_model
+
+        if self.args.shape:
+            raise CompileAheadError("--shape is for models compiled as they are, not decoders")
+        self.source = resolve_model(self.args.model, synthetic_dtype=self.args.synthetic_dtype)
+        self.config.check_graph_mode(self.source)
+        print(f"model: {self.source.label}")
+        print(
+            f"device: {self.options.device}, inference precision "
+            f"{self.options.inference_precision}, ladder {','.join(map(str, self.ladder))}, "
+            f"{self.graph} graphs; compile cache off (every rung is really compiled)"
+        )
+        return self.source.describe(), self.source.label
+
+    def _report_head(self, described: dict, label: str) -> dict[str, Any]:
+        from compile_ahead.runtime.compile.rung_builder import decode_defaults
+
+        report: dict[str, Any] = {
             "tool": "profile-compile",
-            "invocation": args.invocation,
+            "invocation": self.args.invocation,
             "pid": os.getpid(),
             "model": described,
             "model_label": label,
@@ -141,19 +159,30 @@ class CompileProfiler:
             "ov_config": self.options.extra_config,
             "decode_defaults": decode_defaults(self.options, self.graph),
             "graph": self.graph,
-            "graph_kinds": list(graph_kinds(args.graph_kind)),
+            "graph_kinds": list(graph_kinds(self.args.graph_kind)),
             "ladder": self.ladder,
-            "decode_tokens": args.decode_tokens,
+            "decode_tokens": self.args.decode_tokens,
             "rungs": [],
             "decode": [],
             "error": None,
         }
-        if args.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
+        if self.args.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
             from compile_ahead.profiling.pyspy import clock_marker
 
-            self.report["pyspy_marker_ns"] = list(clock_marker())
-        self.writer = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
-        w = self.writer
+            report["pyspy_marker_ns"] = list(clock_marker())
+        return report
+
+    def _open_trace(self, label: str) -> None:
+        from compile_ahead.profiling.rss import RssSampler
+        from compile_ahead.profiling.trace_decode import StepSlicer
+        from compile_ahead.profiling.trace_writer import (
+            GRAPHS_RESIDENT,
+            PROCESS_RSS_BYTES,
+            TOKENS_PER_S,
+            TraceWriter,
+        )
+
+        self.writer = w = TraceWriter(self.staging / TRACE_NAME, process_name="profile-compile")
         self.device_track = w.device_track(self.options.device)
         w.instant(
             self.device_track,
@@ -164,13 +193,11 @@ class CompileProfiler:
         self.rss_track = w.counter_track(PROCESS_RSS_BYTES)
         self.graphs_track = w.counter_track(GRAPHS_RESIDENT)
         self.slicer = StepSlicer(
-            w, self.device_track, args.steps_per_slice, w.counter_track(TOKENS_PER_S)
+            w, self.device_track, self.args.steps_per_slice, w.counter_track(TOKENS_PER_S)
         )
         self.sampler = RssSampler(0.05, on_sample=lambda ts, v: w.counter(self.rss_track, ts, v))
         self.sampler.start()
         w.counter(self.graphs_track, None, 0)
-        if self.foreign is None:
-            self.compile_rung = self._rung_compiler()
 
     def _rung_compiler(self):
         from compile_ahead.runtime.compile.rung_builder import RungBuilder
@@ -181,7 +208,7 @@ class CompileProfiler:
     # -- a model compiled as it is -------------------------------------------------------
     def profile_model(self) -> None:
         """One compile of a model that is not a stateful decoder (capacity shown as 0)."""
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
         from compile_ahead.profiling.progress_line import ProgressLine
         from compile_ahead.profiling.rung_profile import profile_rung
         from compile_ahead.profiling.trace_compile import begin_job, end_job
@@ -203,7 +230,7 @@ class CompileProfiler:
         except CompileAheadError as err:
             w.slice_end(job, None, args={"error": str(err)})
             raise
-        names = counters.thread_names({e.tid for e in profile.spans})
+        names = itt_collector.thread_names({e.tid for e in profile.spans})
         end_job(w, job, profile, names)
         self._keep_passes(profile)
         row = {**profile.to_json(), "kind": "as-is", "chunk": None}
@@ -218,11 +245,11 @@ class CompileProfiler:
     def profile_rung(self, capacity: int, prefill: PrefillPlan | None = None) -> None:
         """Compile one rung's decode graph, or its prefill graph as ``prefill`` plans it,
         under the counters."""
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
         from compile_ahead.profiling.progress_line import ProgressLine
         from compile_ahead.profiling.rung_profile import profile_rung
         from compile_ahead.profiling.trace_compile import begin_job, end_job
-        from compile_ahead.runtime.graphs.decoder import GraphSpec
+        from compile_ahead.runtime.graphs.spec import GraphSpec
 
         w = self.writer
         kv = self.options.kv_precision
@@ -246,7 +273,7 @@ class CompileProfiler:
         # Decode steps are timed on decode graphs only.
         tokens = 0 if self.args.schedule is not None or chunk > 1 else self.args.decode_tokens
         flow = w.new_flow()
-        names = counters.thread_names({e.tid for e in profile.spans})
+        names = itt_collector.thread_names({e.tid for e in profile.spans})
         # A patched NPU compiler's counters, when one is loaded (never zeros in its place).
         depsort = depsort_reading()
         extra = {f"depsort_{k}": v for k, v in (depsort.values or {}).items()}
@@ -298,36 +325,31 @@ class CompileProfiler:
         """Run the ladder protocol under the schedule, on the same trace (the RSS sampler
         already draws the process RSS counter)."""
         from compile_ahead.profiling.run_trace import TraceRunEvents
-        from compile_ahead.runtime.cli.options import decode_tokens_from_args, prompt_len_from_args
-        from compile_ahead.runtime.cli.progress import ProgressBar
-        from compile_ahead.runtime.ladder.capacities import Ladder
+        from compile_ahead.runtime.ladder.config import Prompt
         from compile_ahead.runtime.ladder.events import FanOut
-        from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-        from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
-        from compile_ahead.runtime.ladder.schedules import get_schedule
+        from compile_ahead.runtime.ladder.progress import ProgressBar
+        from compile_ahead.runtime.ladder.runner import run_ladder
 
-        args, ladder = self.args, Ladder(tuple(self.ladder))
-        prompt_len = prompt_len_from_args(args, ladder)
-        tokens = decode_tokens_from_args(args, ladder, prompt_len)
-        protocol = teacher_forced(self.source.config.vocab_size, prompt_len, tokens)
-        settings = RunSettings(get_schedule(args.schedule), ladder, protocol, graph=self.graph)
-        print(f"running the teacher-forced protocol under {args.schedule} ({tokens} tokens) ...")
+        config = self.config.for_model(self.source)
+        assert config.schedule is not None and not isinstance(config.protocol, Prompt)
+        name, tokens = config.schedule.name, config.protocol.decode_tokens
+        print(f"running the teacher-forced protocol under {name} ({tokens} tokens) ...")
         events = TraceRunEvents(
             self.writer,
             self.options.device,
-            args.steps_per_slice,
+            self.args.steps_per_slice,
             skip_counters=frozenset({"rss_bytes"}),
         )
         bar = ProgressBar(tokens)
         try:
-            result = run_ladder(self.source, self.options, settings, FanOut(events, bar))
+            result = run_ladder(self.source, config, FanOut(events, bar))
         finally:
             bar.close()
             events.close()
         print(result.report.summary())
         self.report["run"] = result.report.to_json()
         if result.error is not None:
-            raise CompileAheadError(f"the {args.schedule} run stopped: {result.error}")
+            raise CompileAheadError(f"the {name} run stopped: {result.error}")
 
     # -- finish -----------------------------------------------------------------------------
     def fail(self, err: CompileAheadError) -> None:
@@ -338,9 +360,7 @@ class CompileProfiler:
         """Close the trace, write the report (also of a failed profile: the error is named),
         print the table, publish the directory. A write that fails (disk full, read-only)
         ends in one line naming the file, with the staging directory removed."""
-        from compile_ahead import itt_collector as counters
-        from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT, validate_trace
-        from compile_ahead.runtime.base.measure import peak_rss_bytes
+        from compile_ahead.profiling.trace_validate import OPEN_TRACE_HINT
 
         self.sampler.stop()
         if self.sampler.error is not None and self.failure is None:
@@ -351,49 +371,9 @@ class CompileProfiler:
             self.writer.close()  # ends what is open: valid up to a failure
         except OutputWriteError as err:
             trace_error = write_error_at(err, self.staging, target)
-        r = self.report
-        r["peak_rss_bytes"] = peak_rss_bytes()
-        r["collector"] = {
-            "path": counters.collector_status().path,
-            "bound_libraries": list(counters.collector_status().bound_libraries),
-        }
-        r["depsort_counters"] = depsort_reading().to_json()
-        has_passes = self.pass_file is not None and self.pass_file.exists()
-        r["pass_profile_file"] = str(target / PASSES_NAME) if has_passes else None
-        validation = None
-        if trace_error is None:
-            # Named where it is published, not where it is staged.
-            validation = dataclasses.replace(
-                validate_trace(self.staging / TRACE_NAME), path=str(target / TRACE_NAME)
-            )
-            r["trace"] = {
-                "path": str(target / TRACE_NAME),
-                "valid": validation.ok,
-                "errors": validation.errors,
-                "slices": validation.slices,
-                "counter_values": validation.counter_values,
-                "flows": validation.flows,
-                "tracks": validation.tracks,
-            }
-        if r["rungs"]:
-            print()
-            print(format_table(r["rungs"]))
-        r["top_passes"] = None
-        if self.pass_profiles:
-            totals = passprofile.pass_self_totals(self.pass_profiles)
-            r["top_passes"] = {
-                "top": self.args.top,
-                "passes": len(totals),
-                "self_s_all_passes": sum(t.self_ns for t in totals) / 1e9,
-                "rows": [t.to_json() for t in totals[: self.args.top]],
-            }
-            print()
-            print(format_top_passes(totals, self.args.top, len(r["rungs"])))
-        print()
-        print(f"peak RSS of the process: {fmt_mb(r['peak_rss_bytes'])} MiB")
-        dep = r["depsort_counters"]
-        if dep["available"]:
-            print(f"NPU compiler dependency-sort counters: {dep}")
+        self._report_process(target)
+        validation = None if trace_error is not None else self._report_trace(target)
+        self._print_tables()
         if trace_error is not None:
             self.abandon()
             if self.failure is not None:  # both said: what stopped the profile, and the write
@@ -404,9 +384,73 @@ class CompileProfiler:
         if self.failure is None and not validation.ok:
             self.fail(CompileAheadError(f"the trace failed validation: {validation.errors[0]}"))
             target = destination(self.out, False, is_dir=True)
-            r["trace"]["path"] = str(target / TRACE_NAME)
+            self.report["trace"]["path"] = str(target / TRACE_NAME)
+        self._publish(target)
+        print(f"report: {self.out / REPORT_NAME}")
+        print(f"trace: {self.out / TRACE_NAME}; {OPEN_TRACE_HINT}")
+        return 0
+
+    def _report_process(self, target: Path) -> None:
+        """What the process as a whole did: peak RSS, the collector, the pass profile."""
+        from compile_ahead import itt_collector
+        from compile_ahead.runtime.base.measure import peak_rss_bytes
+
+        r = self.report
+        r["peak_rss_bytes"] = peak_rss_bytes()
+        r["collector"] = {
+            "path": itt_collector.collector_status().path,
+            "bound_libraries": list(itt_collector.collector_status().bound_libraries),
+        }
+        r["depsort_counters"] = depsort_reading().to_json()
+        has_passes = self.pass_file is not None and self.pass_file.exists()
+        r["pass_profile_file"] = str(target / PASSES_NAME) if has_passes else None
+        r["top_passes"] = None
+        if self.pass_profiles:
+            totals = passprofile.pass_self_totals(self.pass_profiles)
+            r["top_passes"] = {
+                "top": self.args.top,
+                "passes": len(totals),
+                "self_s_all_passes": sum(t.self_ns for t in totals) / 1e9,
+                "rows": [t.to_json() for t in totals[: self.args.top]],
+            }
+
+    def _report_trace(self, target: Path):
+        """The closed trace validated, as it is named where it is published."""
+        from compile_ahead.profiling.trace_validate import validate_trace
+
+        validation = dataclasses.replace(
+            validate_trace(self.staging / TRACE_NAME), path=str(target / TRACE_NAME)
+        )
+        self.report["trace"] = {
+            "path": str(target / TRACE_NAME),
+            "valid": validation.ok,
+            "errors": validation.errors,
+            "slices": validation.slices,
+            "counter_values": validation.counter_values,
+            "flows": validation.flows,
+            "tracks": validation.tracks,
+        }
+        return validation
+
+    def _print_tables(self) -> None:
+        r = self.report
+        if r["rungs"]:
+            print()
+            print(format_table(r["rungs"]))
+        if self.pass_profiles:
+            totals = passprofile.pass_self_totals(self.pass_profiles)
+            print()
+            print(format_top_passes(totals, self.args.top, len(r["rungs"])))
+        print()
+        print(f"peak RSS of the process: {fmt_mb(r['peak_rss_bytes'])} MiB")
+        dep = r["depsort_counters"]
+        if dep["available"]:
+            print(f"NPU compiler dependency-sort counters: {dep}")
+
+    def _publish(self, target: Path) -> None:
+        """Write the report and publish the directory; a failed profile is raised after."""
         try:
-            write_json_atomic(self.staging / REPORT_NAME, r)
+            write_json_atomic(self.staging / REPORT_NAME, self.report)
         except OutputWriteError as err:
             self.abandon()
             raise write_error_at(err, self.staging, target) from None
@@ -414,9 +458,6 @@ class CompileProfiler:
         if self.failure is not None:
             print(f"the failed profile is in {target}; {self.out} is untouched")
             raise self.failure
-        print(f"report: {self.out / REPORT_NAME}")
-        print(f"trace: {self.out / TRACE_NAME}; {OPEN_TRACE_HINT}")
-        return 0
 
     def abandon(self) -> None:
         """Leave no staging directory behind (setup failed, or the output cannot be written)."""

@@ -174,7 +174,8 @@ def preset_op_graph(
 
     Synthetic zero weights: the graph is exactly the real model's, nothing is computed.
     """
-    from compile_ahead.runtime.graphs.decoder import GraphSpec, build_step_model
+    from compile_ahead.runtime.graphs.decoder import build_step_model
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.model.presets import PRESETS
     from compile_ahead.runtime.model.weights import SyntheticStore
 

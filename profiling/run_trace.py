@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from compile_ahead import itt_collector as counters
+from compile_ahead import itt_collector
 from compile_ahead.errors import CompileAheadError, OutputWriteError
 from compile_ahead.outputs import destination
 from compile_ahead.profiling.trace_compile import Span, emit_nested
@@ -57,15 +57,15 @@ class TraceRunEvents(RunEvents):
         self.write_error: OutputWriteError | None = None  # set by traced(): disk full, ...
         self.device = writer.device_track(device)
         self.slicer = StepSlicer(writer, self.device, steps_per_slice)
-        self.compile_phases = compile_phases and counters.collector_status().observing
+        self.compile_phases = compile_phases and itt_collector.collector_status().observing
         self.skip_counters = skip_counters  # e.g. RSS when a sampler already draws it
         self._unmuted: tuple[str, ...] = ()  # inference domains the user had unmuted
         if self.compile_phases:
             # Per-node inference spans would fill the collector's buffer within a few hundred
             # tokens and push later compiles' phases out; decode steps are traced here anyway.
-            muted = set(counters.muted_domains())
-            self._unmuted = tuple(d for d in counters.inference_domains() if d not in muted)
-            counters.set_domains_enabled(self._unmuted, False)
+            muted = set(itt_collector.muted_domains())
+            self._unmuted = tuple(d for d in itt_collector.inference_domains() if d not in muted)
+            itt_collector.set_domains_enabled(self._unmuted, False)
         self._lock = threading.Lock()
         self._jobs: dict[int, tuple[Any, int, int]] = {}  # job -> (track, begin, native tid)
         self._flows: dict[int, tuple[int, int]] = {}  # job -> (flow id, capacity)
@@ -120,13 +120,13 @@ class TraceRunEvents(RunEvents):
                 write_worker_phases(self.writer, track, worker, begin, end)
         if not self.compile_phases or not self._finished:
             return
-        recorded = [e for e in counters.events() if e.is_span and e.depth <= PHASE_DEPTH]
+        recorded = [e for e in itt_collector.events() if e.is_span and e.depth <= PHASE_DEPTH]
         for track, begin, end, tid, worker in self._finished:
             if worker:
                 continue
             spans = [
                 Span(max(e.begin_ns, begin), min(e.end_ns, end), e.name, {"domain": e.domain})
-                for e in counters.spans_within(recorded, begin, end)
+                for e in itt_collector.spans_within(recorded, begin, end)
                 if e.tid == tid
             ]
             if spans:
@@ -191,7 +191,7 @@ class TraceRunEvents(RunEvents):
         self.slicer.flush()
         self._write_phases()
         if self._unmuted:
-            counters.set_domains_enabled(self._unmuted, True)
+            itt_collector.set_domains_enabled(self._unmuted, True)
         with self._lock:
             left = list(self._flows.values())
             self._flows.clear()

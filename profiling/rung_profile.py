@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_ahead import itt_collector as counters
+from compile_ahead import itt_collector
 from compile_ahead.itt_collector import IttEvent, PhaseAggregate
 from compile_ahead.profiling.passprofile import ClockPair, PassProfile, parse_file
 from compile_ahead.profiling.rss import RssSampler
@@ -48,7 +48,7 @@ class RungProfile:
         return [e for e in self.events if e.is_span]
 
     def aggregates(self) -> list[PhaseAggregate]:
-        rows = list(counters.totals_by_name(self.spans).values())
+        rows = list(itt_collector.totals_by_name(self.spans).values())
         rows.sort(key=lambda a: -a.total_ns)
         return rows
 
@@ -137,11 +137,11 @@ def profile_rung(
     if observe:
         events = [
             e
-            for e in counters.events()
+            for e in itt_collector.events()
             if e.begin_ns >= t0 and e.end_ns <= t1 and e.tid not in exclude_tids
         ]
         if reset_after:
-            counters.reset()
+            itt_collector.reset()
     region = _compile_region(events)
     if region is not None:
         compile_window = (region.begin_ns, region.end_ns)

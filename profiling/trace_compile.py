@@ -81,7 +81,7 @@ def begin_job(
     shape: str | None = None,
 ) -> Track:
     """Open a compile job's track and slice when the compile starts (so a crash shows it); a
-    ``shape`` (device_defaults.PREFILL_SHAPES) is the rung's prefill graph of ``chunk`` tokens
+    ``shape`` (modes.PrefillShape) is the rung's prefill graph of ``chunk`` tokens
     per call, else (``chunk`` 1) its decode graph."""
     what = f"C={capacity}" if shape is None else f"prefill C={capacity} L={chunk} {shape}"
     job = writer.compile_job_track(label or what)

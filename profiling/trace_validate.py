@@ -85,70 +85,84 @@ def iter_packets(data: bytes, report: TraceReport) -> Iterator[pb.TracePacket]:
         yield packet
 
 
+@dataclass
+class _Tracks:
+    """What the validator has seen so far, track by track."""
+
+    described: dict[int, bool] = field(default_factory=dict)  # uuid -> is a counter track
+    last_ts: dict[int, int] = field(default_factory=dict)
+    open_slices: dict[int, list[int]] = field(default_factory=dict)
+    flow_starts: Counter[int] = field(default_factory=Counter)
+    flow_ends: Counter[int] = field(default_factory=Counter)
+
+
 def validate_bytes(data: bytes, name: str = "<trace>") -> TraceReport:
     report = TraceReport(name)
-    described: dict[int, bool] = {}  # uuid -> is a counter track
-    last_ts: dict[int, int] = {}
-    open_slices: dict[int, list[int]] = {}
-    flow_starts: Counter[int] = Counter()
-    flow_ends: Counter[int] = Counter()
+    seen = _Tracks()
     for packet in iter_packets(data, report):
         report.packets += 1
         if packet.HasField("track_descriptor"):
-            desc = packet.track_descriptor
-            is_counter = desc.HasField("counter")
-            if desc.uuid in described and described[desc.uuid] != is_counter:
-                report.error(f"track {desc.uuid:#x} described twice with different kinds")
-            if desc.uuid not in described:
-                report.tracks += 1
-                report.counter_tracks += is_counter
-            if desc.parent_uuid and desc.parent_uuid not in described:
-                report.error(f"track {desc.uuid:#x}: parent {desc.parent_uuid:#x} not described")
-            described[desc.uuid] = is_counter
-        if not packet.HasField("track_event"):
-            continue
-        event = packet.track_event
-        uuid = event.track_uuid
-        where = f"track {uuid:#x} at {packet.timestamp}"
-        if uuid not in described:
-            report.error(f"{where}: event on a track that is not described")
-            continue
-        if packet.timestamp < last_ts.get(uuid, 0):
-            report.error(f"{where}: time goes back (previous {last_ts[uuid]})")
-        last_ts[uuid] = packet.timestamp
-        is_counter_track = described[uuid]
-        kind = event.type
-        if (kind == pb.TrackEvent.TYPE_COUNTER) != is_counter_track:
-            what = "counter value on a slice track" if not is_counter_track else "slice event"
-            report.error(f"{where}: {what}" + (" on a counter track" if is_counter_track else ""))
-            continue
-        if kind == pb.TrackEvent.TYPE_SLICE_BEGIN:
-            open_slices.setdefault(uuid, []).append(packet.timestamp)
-        elif kind == pb.TrackEvent.TYPE_SLICE_END:
-            if not open_slices.get(uuid):
-                report.error(f"{where}: slice end without a begin on this track")
-            else:
-                open_slices[uuid].pop()
-                report.slices += 1
-        elif kind == pb.TrackEvent.TYPE_INSTANT:
-            report.instants += 1
-        elif kind == pb.TrackEvent.TYPE_COUNTER:
-            report.counter_values += 1
-        flow_starts.update(event.flow_ids)
-        flow_ends.update(event.terminating_flow_ids)
-    for uuid, stack in open_slices.items():
+            _descriptor(packet.track_descriptor, seen, report)
+        if packet.HasField("track_event"):
+            _event(packet, seen, report)
+    for uuid, stack in seen.open_slices.items():
         for begin in stack:
             report.error(f"track {uuid:#x}: slice begun at {begin} never ends")
-    for flow in sorted(set(flow_starts) | set(flow_ends)):
-        if flow_starts[flow] != 1 or flow_ends[flow] != 1:
+    starts, ends = seen.flow_starts, seen.flow_ends
+    for flow in sorted(set(starts) | set(ends)):
+        if starts[flow] != 1 or ends[flow] != 1:
             report.error(
-                f"flow {flow}: {flow_starts[flow]} start(s), {flow_ends[flow]} end(s); "
-                "expected one of each"
+                f"flow {flow}: {starts[flow]} start(s), {ends[flow]} end(s); expected one of each"
             )
-    report.flows = sum(1 for f in flow_starts if flow_starts[f] == 1 and flow_ends[f] == 1)
+    report.flows = sum(1 for f in starts if starts[f] == 1 and ends[f] == 1)
     if report.packets == 0:
         report.error("no packets")
     return report
+
+
+def _descriptor(desc, seen: _Tracks, report: TraceReport) -> None:
+    is_counter = desc.HasField("counter")
+    described = seen.described
+    if desc.uuid in described and described[desc.uuid] != is_counter:
+        report.error(f"track {desc.uuid:#x} described twice with different kinds")
+    if desc.uuid not in described:
+        report.tracks += 1
+        report.counter_tracks += is_counter
+    if desc.parent_uuid and desc.parent_uuid not in described:
+        report.error(f"track {desc.uuid:#x}: parent {desc.parent_uuid:#x} not described")
+    described[desc.uuid] = is_counter
+
+
+def _event(packet, seen: _Tracks, report: TraceReport) -> None:
+    event = packet.track_event
+    uuid = event.track_uuid
+    where = f"track {uuid:#x} at {packet.timestamp}"
+    if uuid not in seen.described:
+        report.error(f"{where}: event on a track that is not described")
+        return
+    if packet.timestamp < seen.last_ts.get(uuid, 0):
+        report.error(f"{where}: time goes back (previous {seen.last_ts[uuid]})")
+    seen.last_ts[uuid] = packet.timestamp
+    is_counter_track = seen.described[uuid]
+    kind = event.type
+    if (kind == pb.TrackEvent.TYPE_COUNTER) != is_counter_track:
+        what = "counter value on a slice track" if not is_counter_track else "slice event"
+        report.error(f"{where}: {what}" + (" on a counter track" if is_counter_track else ""))
+        return
+    if kind == pb.TrackEvent.TYPE_SLICE_BEGIN:
+        seen.open_slices.setdefault(uuid, []).append(packet.timestamp)
+    elif kind == pb.TrackEvent.TYPE_SLICE_END:
+        if not seen.open_slices.get(uuid):
+            report.error(f"{where}: slice end without a begin on this track")
+        else:
+            seen.open_slices[uuid].pop()
+            report.slices += 1
+    elif kind == pb.TrackEvent.TYPE_INSTANT:
+        report.instants += 1
+    elif kind == pb.TrackEvent.TYPE_COUNTER:
+        report.counter_values += 1
+    seen.flow_starts.update(event.flow_ids)
+    seen.flow_ends.update(event.terminating_flow_ids)
 
 
 def validate_trace(path: str | Path) -> TraceReport:

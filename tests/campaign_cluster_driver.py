@@ -30,7 +30,7 @@ DEADLINE_S = 900.0
 
 
 def coordinator(spec: str, store: str, address: str) -> list[str]:
-    return [sys.executable, "-m", "compile_ahead.cli", "campaign", "run", spec, "--store",
+    return [sys.executable, "-m", "compile_ahead.commands", "campaign", "run", spec, "--store",
             store, "--executor", "ray", "--address", address]  # fmt: skip
 
 

@@ -40,7 +40,7 @@ def main(directory: str, result_path: str) -> int:
     spec = root / "sleep.toml"
     spec.write_text(campaign_toml(1.0, cells=2, pairs=3))
     store = root / "s.sqlite"
-    command = [sys.executable, "-m", "compile_ahead.cli", "campaign", "run", str(spec),
+    command = [sys.executable, "-m", "compile_ahead.commands", "campaign", "run", str(spec),
                "--store", str(store)]  # fmt: skip
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + DEADLINE_S

@@ -32,7 +32,7 @@ def sleep_spec(path: Path, seconds: float, warmup: int = 0) -> Path:
 
 
 def campaign_command(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "compile_ahead.cli", "campaign", *argv]
+    return [sys.executable, "-m", "compile_ahead.commands", "campaign", *argv]
 
 
 def run(argv: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -113,4 +113,4 @@ def _stem(cell_dir: Path) -> str:
 
 
 def _ab_report(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "compile_ahead.cli", "ab", "report", *argv, "--no-plot"]
+    return [sys.executable, "-m", "compile_ahead.commands", "ab", "report", *argv, "--no-plot"]

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-CLI = [sys.executable, "-m", "compile_ahead.cli"]
-PROFILE = [sys.executable, "-m", "compile_ahead.profiling.cli"]
+CLI = [sys.executable, "-m", "compile_ahead.commands"]
+PROFILE = [sys.executable, "-m", "compile_ahead.commands.profile_compile"]
 DEADLINE_S = 240.0
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 SIGNAL_IDS = ["SIGINT", "SIGTERM", "SIGHUP"]

@@ -33,6 +33,12 @@ def _hide_broken_torchvision() -> None:
 
 _hide_broken_torchvision()
 
+from compile_ahead.runtime.compile.options import CompileOptions  # noqa: E402
+
+# Exact math on the CPU: the precision every comparison with transformers (f32) runs in, and
+# deterministic from run to run.
+F32 = CompileOptions(device="CPU", inference_precision="f32")
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_user_cache(tmp_path_factory):
@@ -64,6 +70,21 @@ def _save(model_cls, config, path: Path, seed: int) -> Path:
         for name, p in model.named_parameters():
             if name.endswith("norm.weight") or name.endswith(".bias"):
                 p.add_(0.1 * torch.randn_like(p))
+    model.save_pretrained(path, safe_serialization=True)
+    return path
+
+
+def random_qwen2_checkpoint(path: Path, seed: int = 0, dtype=None, **shapes) -> Path:
+    """A transformers random init of a Qwen2 model of TINY_SHAPES (``shapes`` override them)
+    saved at ``path`` (in ``dtype``, a torch dtype, when given)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(**(TINY_SHAPES | {"tie_word_embeddings": False} | shapes))
+    model = Qwen2ForCausalLM(config).eval()
+    if dtype is not None:
+        model = model.to(dtype)
     model.save_pretrained(path, safe_serialization=True)
     return path
 
@@ -116,6 +137,46 @@ def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
     return tokens, logits
 
 
+def generate_on(source, capacity: int, prompt: list[int], new_tokens: int, options=F32, **config):
+    """Greedy generation (the `generate` path: b0 on one rung) of ``new_tokens`` tokens on a
+    rung of ``capacity``, every token's logits kept; ``config``: RunConfig fields."""
+    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.greedy import generate
+    from compile_ahead.runtime.ladder.run_protocol import greedy
+    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+
+    protocol = greedy(list(prompt), new_tokens - 1)
+    run = RunConfig(
+        SCHEDULES["b0"], Ladder((capacity,)), protocol, options=options, keep_logits=True, **config
+    )
+    return generate(source, run)
+
+
+def prefilled(source, prompt: list[int], capacity: int, options=F32, chunk=1, shape=None):
+    """``prompt`` prefilled on a fresh one-rung store (token by token, or on a prefill graph
+    of ``shape`` taking ``chunk`` tokens per call): the last logits, the K and V of its rows
+    (layers stacked) and the spec of the graph that ran."""
+    import numpy as np
+
+    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.graphs.spec import GraphSpec
+    from compile_ahead.runtime.ladder.kv_store import make_store
+    from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
+    from compile_ahead.runtime.ladder.schedules import KVPolicy
+
+    kv = options.resolved().kv_precision
+    spec = PrefillPlan(chunk, shape).spec(capacity, kv) if chunk > 1 else GraphSpec(capacity, 1, kv)
+    step = compile_step(source, spec, options).step
+    store = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
+    store.take_into_use(step)
+    logits = prefill_chunks(step, prompt, store)
+    n, arena = store.length, store.arena
+    keys = np.stack([k[:, :, :n] for k in arena.keys])
+    values = np.stack([v[:, :, :n] for v in arena.values])
+    return logits, (keys, values), step.spec
+
+
 def interpreter_venv(directory: Path) -> Path:
     """``directory`` laid out as a virtual environment (bin/python) whose interpreter is this
     one, its environment included. bin/python is a script that runs ``sys.executable`` by its
@@ -135,7 +196,7 @@ def start_decoding_run(argv: list[str]):
     import sys
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.cli", *argv],
+        [sys.executable, "-m", "compile_ahead.commands", *argv],
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -184,7 +245,7 @@ def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.C
     """`profile-compile ARGS` in a fresh process (its collector is armed before openvino loads),
     output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.profiling.cli", *map(str, args)],
+        [sys.executable, "-m", "compile_ahead.commands.profile_compile", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -19,11 +19,12 @@ import numpy as np
 import openvino as ov
 
 from compile_ahead.runtime.base.precision import f32_to_bf16_bits
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.split import build_weight_part
 from compile_ahead.runtime.model.presets import PRESETS
 from compile_ahead.runtime.model.weights import SyntheticStore
 from compile_ahead.runtime.sources.base import ModelSource
+from compile_ahead.runtime.sources.checkpoint import CheckpointSource
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 KV = "bf16"
@@ -32,7 +33,7 @@ KV = "bf16"
 def source_of(case: str, model: str) -> ModelSource:
     if case == "in-memory":
         cfg = PRESETS[model].config
-        return ModelSource(model, cfg, SyntheticStore(cfg, 0, dtype="bf16"), True, "in memory")
+        return CheckpointSource(model, cfg, SyntheticStore(cfg, 0, dtype="bf16"), True, "in memory")
     return resolve_model(model)
 
 

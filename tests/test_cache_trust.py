@@ -18,16 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.runtime.compile import cache as cc
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.events import RunEvents
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import wait_until_settled
+from conftest import random_qwen2_checkpoint, wait_until_settled
 
 PROTOCOL = ["--inference-precision", "f32", "--prompt-len", "8", "--no-progress"]
 RUN = ["run", "--ladder", "tiny", "--schedule", "i2", *PROTOCOL]
@@ -38,22 +39,7 @@ RUN = ["run", "--ladder", "tiny", "--schedule", "i2", *PROTOCOL]
 def wide_dir(tmp_path_factory) -> Path:
     """A tiny transformer with a wide vocabulary: its compiled rung is ~8 MB, so damage can
     fall between pages a sampled check would read."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=16000,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(3)
-    path = tmp_path_factory.mktemp("wide")
-    Qwen2ForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
+    path = random_qwen2_checkpoint(tmp_path_factory.mktemp("wide"), seed=3, vocab_size=16000)
     wait_until_settled(path)
     return path
 
@@ -145,8 +131,10 @@ def library_run(model: Path, cache: cc.CompileCache | None, events=None, **setti
     source = resolve_model(str(model))
     options = CompileOptions("CPU", "f32", cache=cache)
     proto = teacher_forced(source.config.vocab_size, 8, 120)
-    run_settings = RunSettings(SCHEDULES["i2"], Ladder.parse("tiny"), proto, **settings)
-    result = run_ladder(source, options, run_settings, events)
+    run_settings = RunConfig(
+        SCHEDULES["i2"], Ladder.parse("tiny"), proto, **settings, options=options
+    )
+    result = run_ladder(source, run_settings, events)
     assert result.error is None, result.error
     return result
 
@@ -213,7 +201,7 @@ def test_a_worker_never_compiles_weights_replaced_since_the_run_opened_them(ckpt
     # The worker resolves the model at its first compile, after the swap: it finds other
     # weights, refuses them, and the rung is compiled here from the mapped ones instead.
     with warnings_seen:
-        result = library_run(ckpt, cache, swap, placement="worker", model_ref=str(ckpt))
+        result = library_run(ckpt, cache, swap, placement="worker")
     boundary = next(b for b in result.report.boundaries if b.to == 32)
     assert boundary.retried and "other weights" in (boundary.compile_error or "")
     assert result.predicted == reference_old.predicted
@@ -254,8 +242,8 @@ def test_an_entry_is_written_only_if_the_weights_are_unchanged_at_that_moment(ck
     """The check before the rename: weights rewritten between the lookup and the store."""
     source = resolve_model(str(ckpt))
     cache = cc.CompileCache(tmp_path / "cache")
-    from compile_ahead.runtime.compile.compiler import compile_step
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.graphs.spec import GraphSpec
 
     weights = _weights(ckpt)
     build = source.build_graph
@@ -270,7 +258,7 @@ def test_an_entry_is_written_only_if_the_weights_are_unchanged_at_that_moment(ck
         result = compile_step(
             source, GraphSpec(32, 1, "f32"), CompileOptions("CPU", "f32", cache=cache)
         )
-    outcome = result.step.compile_cache
+    outcome = result.cache
     assert outcome.state == "miss" and not outcome.stored and "changed on disk" in outcome.note
     assert entries(tmp_path / "cache") == []
     assert list((tmp_path / "cache").rglob(".*")) == []  # no temporary file left
@@ -305,9 +293,14 @@ def test_an_ir_rewritten_during_a_run_is_never_compiled_nor_cached(ir_dir, tmp_p
     swap = SwapAt(32, lambda: rewrite_in_place(bin_file, bytes(data)))
     source = resolve_model(str(ir_dir))
     proto = teacher_forced(source.config.vocab_size, 8, 120)
-    settings = RunSettings(SCHEDULES["i2"], Ladder.parse("tiny"), proto)
+    settings = RunConfig(
+        SCHEDULES["i2"],
+        Ladder.parse("tiny"),
+        proto,
+        options=CompileOptions("CPU", "f32", cache=cache),
+    )
     with pytest.warns(cc.CompileCacheWarning, match="changed on disk"):
-        result = run_ladder(source, CompileOptions("CPU", "f32", cache=cache), settings, swap)
+        result = run_ladder(source, settings, swap)
     # The rung after the change is refused (and its foreground retry): the run stops there.
     assert "the IR changed on disk since this run opened it" in str(result.error)
     first_rung_cached_at_most(result.report, tmp_path / "cache")

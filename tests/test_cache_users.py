@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_cache_trust import assert_one_line_warning, other_weights, warning_lines
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.runtime.compile import cache as cc
 from compile_ahead.runtime.compile.cache_dirs import user_dir_name
 from compile_ahead.runtime.sources.base import ModelSource

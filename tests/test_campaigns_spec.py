@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from campaign_helpers import TINY_COMPILE
 
+from compile_ahead.commands.ab import check_cell
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.arms import parse_campaign_arm
 from compile_ahead.profiling.campaigns.spec import load_spec
@@ -17,7 +18,7 @@ from compile_ahead.profiling.trials.design import make_plan
 
 def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.cli", "campaign", *argv],
+        [sys.executable, "-m", "compile_ahead.commands", "campaign", *argv],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -68,7 +69,7 @@ def test_a_good_campaign_expands_to_its_cells(tmp_path: Path) -> None:
             'model = ["tiny"]', 'model = ["tiny"]\nsynthetic_dtype = ["f16", "bf16"]'
         )
     )
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, check_cell)
     assert [c.label for c in spec.cells] == [
         "model=tiny, synthetic_dtype=f16, ladder=32,64",
         "model=tiny, synthetic_dtype=f16, ladder=64,128",
@@ -82,10 +83,10 @@ def test_a_good_campaign_expands_to_its_cells(tmp_path: Path) -> None:
     # the digest covers what defines the experiments, not the name
     renamed = tmp_path / "renamed.toml"
     renamed.write_text(spec_path.read_text().replace("[campaign]", '[campaign]\nname = "x"'))
-    assert load_spec(renamed).digest == spec.digest
+    assert load_spec(renamed, check_cell).digest == spec.digest
     more = tmp_path / "more.toml"
     more.write_text(spec_path.read_text().replace("pairs = 2", "pairs = 3"))
-    assert load_spec(more).digest != spec.digest
+    assert load_spec(more, check_cell).digest != spec.digest
 
 
 def test_arms_by_version_interpreter_or_current(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from conftest import reference_greedy
 
 

@@ -26,7 +26,7 @@ from compare_fixtures import (
     synthetic_experiment,
 )
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.compare.headless import find_chromium, open_browser
 from conftest import run_profile_compile
 
@@ -348,8 +348,8 @@ def test_trace_link_fetches_the_trace_through_the_local_server(results):
     """`compare --open`: the page over HTTP; its trace link redirects into the Perfetto UI with
     a URL that serves the trace's bytes (as `trace open` does); other Host names refused."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.cli", "compare", str(results["profile"]), "--open",
-         "--no-browser"],
+        [sys.executable, "-m", "compile_ahead.commands", "compare", str(results["profile"]),
+         "--open", "--no-browser"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from compile_ahead.runtime.compile import cache as cc
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -58,22 +59,24 @@ def entries(cache: cc.CompileCache) -> list[Path]:
 def test_hit_returns_the_same_logits_as_a_compile(tiny, cache):
     reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
     miss = compile_step(tiny, SPEC, f32(cache))
-    assert miss.cache == "miss" and miss.compile_s > 0 and len(entries(cache)) == 1
+    assert miss.cache.state == "miss" and miss.compile_s > 0 and len(entries(cache)) == 1
     hit = compile_step(tiny, SPEC, f32(cache))
-    assert hit.cache == "hit" and hit.compile_s == 0.0 and hit.import_s > 0
-    assert hit.step.compile_cache.state == "hit"
+    assert hit.cache.state == "hit" and hit.compile_s == 0.0 and hit.import_s > 0
+    assert 0 < hit.verify_s <= hit.import_s and hit.pending_store is None
+    # What the cache did is the result's, never an attribute set on the step.
+    assert not {"compile_cache", "store_pending"} & set(vars(hit.step))
     assert np.array_equal(logits(hit.step, tiny.config), reference)
     assert np.array_equal(logits(miss.step, tiny.config), reference)
 
 
 def test_off_without_a_cache(tiny, cache):
     result = compile_step(tiny, SPEC, f32(None))
-    assert result.cache == "off" and result.import_s == 0.0
+    assert result.cache.state == "off" and result.import_s == 0.0
     assert not cache.directory.exists()
 
 
 def test_changed_graph_precision_or_model_never_hits(tiny, cache, tiny_qwen2_dir, tmp_path):
-    assert compile_step(tiny, SPEC, f32(cache)).cache == "miss"
+    assert compile_step(tiny, SPEC, f32(cache)).cache.state == "miss"
     other_seed = synthetic_source("tiny", seed=1)
     real = resolve_model(str(tiny_qwen2_dir))
     variants = {
@@ -87,11 +90,11 @@ def test_changed_graph_precision_or_model_never_hits(tiny, cache, tiny_qwen2_dir
         "weights (checkpoint)": (real, SPEC, f32(cache)),
     }
     for what, (source, spec, options) in variants.items():
-        assert compile_step(source, spec, options).cache == "miss", what
+        assert compile_step(source, spec, options).cache.state == "miss", what
     assert len(entries(cache)) == 1 + len(variants)
     # Every variant is cached under its own key.
     for what, (source, spec, options) in variants.items():
-        assert compile_step(source, spec, options).cache == "hit", what
+        assert compile_step(source, spec, options).cache.state == "hit", what
 
 
 def test_a_touched_checkpoint_misses(cache, tiny_qwen2_dir, tmp_path):
@@ -99,21 +102,21 @@ def test_a_touched_checkpoint_misses(cache, tiny_qwen2_dir, tmp_path):
 
     copy = Path(shutil.copytree(tiny_qwen2_dir, tmp_path / "model"))
     wait_until_settled(copy)
-    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "miss"
-    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "hit"
+    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache.state == "miss"
+    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache.state == "hit"
     weights = next(copy.glob("*.safetensors"))
     st = weights.stat()
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     wait_until_settled(copy)
-    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache == "miss"
+    assert compile_step(resolve_model(str(copy)), SPEC, f32(cache)).cache.state == "miss"
 
 
 def test_openvino_release_is_part_of_the_key(tiny, cache, monkeypatch):
-    assert compile_step(tiny, SPEC, f32(cache)).cache == "miss"
+    assert compile_step(tiny, SPEC, f32(cache)).cache.state == "miss"
     import openvino
 
     monkeypatch.setattr(openvino, "get_version", lambda: "2099.1.0-other")
-    assert compile_step(tiny, SPEC, f32(cache)).cache == "miss"
+    assert compile_step(tiny, SPEC, f32(cache)).cache.state == "miss"
 
 
 @pytest.mark.parametrize("damage", ["truncate", "overwrite", "garbage"])
@@ -133,10 +136,10 @@ def test_corrupt_entry_is_recompiled_with_a_warning(tiny, cache, damage):
         entry.write_bytes(os.urandom(1000))
     with pytest.warns(cc.CompileCacheWarning, match="unusable"):
         again = compile_step(tiny, SPEC, f32(cache))
-    assert again.cache == "miss"
+    assert again.cache.state == "miss"
     assert np.array_equal(logits(again.step, tiny.config), reference)
     hit = compile_step(tiny, SPEC, f32(cache))  # rewritten by the recompile
-    assert hit.cache == "hit"
+    assert hit.cache.state == "hit"
     assert np.array_equal(logits(hit.step, tiny.config), reference)
 
 
@@ -170,7 +173,7 @@ def test_an_entry_of_the_previous_format_is_a_plain_miss(tiny, cache, monkeypatc
     with warnings.catch_warnings():
         warnings.simplefilter("error", cc.CompileCacheWarning)  # not an unusable entry
         again = compile_step(tiny, SPEC, f32(cache))
-    assert again.cache == "miss"
+    assert again.cache.state == "miss"
     assert np.array_equal(logits(again.step, tiny.config), reference)
     assert old.entry.read_bytes() == written  # never read as this format's entry
 
@@ -180,35 +183,36 @@ def test_unwritable_cache_compiles_with_a_warning(tiny, tmp_path):
     blocker.write_text("")
     with pytest.warns(cc.CompileCacheWarning, match="could not write"):
         result = compile_step(tiny, SPEC, f32(cc.CompileCache(blocker / "compiled")))
-    assert result.cache == "miss" and result.compile_s > 0
+    assert result.cache.state == "miss" and result.compile_s > 0
 
 
 def test_split_parts_and_cores_hit(tiny, cache):
     cold_parts = WeightParts(tiny, f32(cache))
     cold = compile_attention_core(cold_parts, SPEC, f32(cache))
-    assert cold_parts.cache_state == "miss" and cold.compile_cache.state == "miss"
-    reference = logits(cold, tiny.config)
+    assert cold_parts.cache_state == "miss" and cold.cache.state == "miss"
+    reference = logits(cold.step, tiny.config)
     warm_parts = WeightParts(tiny, f32(cache))
     warm = compile_attention_core(warm_parts, SPEC, f32(cache))
-    assert warm_parts.cache_state == "hit" and warm.compile_cache.state == "hit"
+    assert warm_parts.cache_state == "hit" and warm.cache.state == "hit"
     assert warm_parts.import_s > 0
-    assert np.array_equal(logits(warm, tiny.config), reference)
+    assert np.array_equal(logits(warm.step, tiny.config), reference)
     assert len(entries(cache)) == tiny.config.num_layers + 2  # N + 1 parts and one core
 
 
 def test_a_warm_ladder_run_imports_every_rung(tiny, cache):
-    settings = RunSettings(
+    settings = RunConfig(
         SCHEDULES["i2"],
         Ladder.parse("16,32,64"),
         teacher_forced(tiny.config.vocab_size, 8, 50),
         keep_logits=True,
+        options=f32(cache),
     )
-    cold = run_ladder(tiny, f32(cache), settings)
+    cold = run_ladder(tiny, settings)
     stored = {p: p.stat().st_ino for p in entries(cache)}  # a rewrite is a new inode
     assert len(stored) == 3  # one decode graph per rung, the successors compiled one ahead
     stores: list[object] = []
     cache.writes.admit = lambda *a: stores.append(a)  # type: ignore[method-assign]
-    warm = run_ladder(tiny, f32(cache), settings)
+    warm = run_ladder(tiny, settings)
     assert stores == []  # nothing compiled again
     assert {p: p.stat().st_ino for p in entries(cache)} == stored
     assert warm.predicted == cold.predicted
@@ -231,17 +235,17 @@ def test_size_cap_drops_the_least_recently_used(tiny, tmp_path):
     capped = cc.CompileCache(tmp_path / "capped", max_bytes=int(2.5 * size))
     specs = [GraphSpec(c, 1, "f32") for c in (16, 32, 48)]
     for spec in specs[:2]:
-        assert compile_step(tiny, spec, f32(capped)).cache == "miss"
+        assert compile_step(tiny, spec, f32(capped)).cache.state == "miss"
     first, second = (compile_step(tiny, s, f32(capped)) for s in specs[:2])
-    assert first.cache == second.cache == "hit"
-    os.utime(first.step.compile_cache.entry, ns=(0, 0))  # make C=16 the least recently used
-    assert compile_step(tiny, specs[2], f32(capped)).cache == "miss"
+    assert first.cache.state == second.cache.state == "hit"
+    os.utime(first.cache.entry, ns=(0, 0))  # make C=16 the least recently used
+    assert compile_step(tiny, specs[2], f32(capped)).cache.state == "miss"
     assert len(entries(capped)) == 2
-    assert compile_step(tiny, specs[0], f32(capped)).cache == "miss"  # it was dropped
+    assert compile_step(tiny, specs[0], f32(capped)).cache.state == "miss"  # it was dropped
     tiny_cap = cc.CompileCache(tmp_path / "tiny-cap", max_bytes=size // 2)
     with pytest.warns(cc.CompileCacheWarning, match="exceeds the compile cache's cap"):
         result = compile_step(tiny, SPEC, f32(tiny_cap))
-    assert result.cache == "miss" and "exceed" in (result.step.compile_cache.note or "")
+    assert result.cache.state == "miss" and "exceed" in (result.cache.note or "")
     assert entries(tiny_cap) == []
 
 
@@ -251,11 +255,11 @@ def test_concurrent_compiles_of_one_key_leave_one_good_entry(tiny, cache):
     reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda _: compile_step(tiny, SPEC, f32(cache)), range(2)))
-    assert {r.cache for r in results} <= {"miss", "hit"}
+    assert {r.cache.state for r in results} <= {"miss", "hit"}
     assert len(entries(cache)) == 1
     assert not list(cache.directory.rglob(".*"))  # no temporary file left
     hit = compile_step(tiny, SPEC, f32(cache))
-    assert hit.cache == "hit"
+    assert hit.cache.state == "hit"
     assert np.array_equal(logits(hit.step, tiny.config), reference)
 
 
@@ -289,6 +293,6 @@ def test_code_identity_covers_every_module_that_shapes_a_graph(tiny, cache, tmp_
     assert edited("ladder/runner.py") == base  # what runs graphs, not what they are
 
     compile_step(tiny, SPEC, f32(cache))
-    assert compile_step(tiny, SPEC, f32(cache)).cache == "hit"
+    assert compile_step(tiny, SPEC, f32(cache)).cache.state == "hit"
     monkeypatch.setattr(cc, "_code_digest", lambda: edited("graphs/ir_cut.py"))
-    assert compile_step(tiny, SPEC, f32(cache)).cache == "miss"
+    assert compile_step(tiny, SPEC, f32(cache)).cache.state == "miss"

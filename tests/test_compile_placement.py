@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.runtime.compile.device_defaults import default_placement
 from conftest import start_decoding_run
@@ -42,7 +42,7 @@ def test_a_run_on_cpu_compiles_ahead_in_process_unless_told(tmp_path, monkeypatc
             started.append("worker")
             raise RuntimeError("no worker in this test")
 
-    monkeypatch.setattr(worker_client, "WorkerPlacement", NoWorker)
+    monkeypatch.setattr(worker_client, "CompileWorker", NoWorker)
     report = _report(tmp_path, "default")
     assert default_placement("CPU") == report["placement"] == "in-process"
     assert not started and all(b.get("compile_error") is None for b in report["boundaries"])

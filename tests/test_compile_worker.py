@@ -19,22 +19,23 @@ import pytest
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trace_writer import TraceWriter
 from compile_ahead.profiling.worker_trace import write_worker_phases
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.compile.worker_client import WorkerCompileError, WorkerPlacement
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.compile.worker_client import CompileWorker, WorkerCompileError
 from compile_ahead.runtime.compile.worker_protocol import WORKER_DOMAIN
-from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.sources.resolve import resolve_model
+from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name
+from compile_ahead.runtime.sources.base import ReopenSpec
+from compile_ahead.runtime.sources.resolve import reopen
 
-MODEL = "tiny"
+MODEL = ReopenSpec("tiny")
 OPTIONS = CompileOptions("CPU", "f32", "f32")
-SPEC = graphs.GraphSpec(32, 1, "f32")
+SPEC = GraphSpec(32, 1, "f32")
 SCHED_IDLE = 5
 
 
 @pytest.fixture(scope="module")
 def placement():
-    with WorkerPlacement() as p:
+    with CompileWorker() as p:
         yield p
 
 
@@ -84,15 +85,13 @@ def _our_workers() -> list[int]:
 def _decode(step, kv: list[np.ndarray], tokens: list[int]) -> list[np.ndarray]:
     """Logits of a few steps at growing past lengths over the same KV contents."""
     for i in range(step.num_layers):
-        step.request.set_tensor(graphs.past_key_name(i), ov.Tensor(kv[2 * i], shared_memory=True))
-        step.request.set_tensor(
-            graphs.past_value_name(i), ov.Tensor(kv[2 * i + 1], shared_memory=True)
-        )
+        step.request.set_tensor(past_key_name(i), ov.Tensor(kv[2 * i], shared_memory=True))
+        step.request.set_tensor(past_value_name(i), ov.Tensor(kv[2 * i + 1], shared_memory=True))
     return [step.run(np.array([t], np.int64), past).logits.copy() for past, t in enumerate(tokens)]
 
 
 def test_worker_rung_gives_identical_logits(placement):
-    source = resolve_model(MODEL)
+    source = reopen(MODEL)
     cfg = source.config
     rng = np.random.default_rng(0)
     shape = (1, cfg.num_kv_heads, SPEC.capacity, cfg.head_dim)
@@ -176,7 +175,7 @@ def test_hung_worker_is_killed_at_the_deadline(placement):
 
 
 def test_shutdown_leaves_no_worker_and_no_files(tmp_path):
-    placement = WorkerPlacement(tmp_dir=tmp_path)
+    placement = CompileWorker(tmp_dir=tmp_path)
     placement.compile(MODEL, SPEC, OPTIONS, timeout_s=120)
     (pid,) = placement.pids
     assert not list(tmp_path.iterdir())  # the blob and the log are unnamed files
@@ -189,7 +188,7 @@ def test_shutdown_leaves_no_worker_and_no_files(tmp_path):
 
 
 def test_one_worker_per_compile_ends_with_it():
-    with WorkerPlacement(persistent=False) as placement:
+    with CompileWorker(persistent=False) as placement:
         result = placement.compile(MODEL, SPEC, OPTIONS, timeout_s=120)
         assert placement.pids == [] and _gone(result.worker_pid)
 
@@ -198,15 +197,16 @@ _CHILD = textwrap.dedent(
     """
     import sys, time
     import compile_ahead
-    from compile_ahead.runtime.graphs import decoder as graphs
-    from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+    from compile_ahead.runtime.graphs.spec import GraphSpec
+    from compile_ahead.runtime.compile.worker_client import CompileWorker
     from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.sources.base import ReopenSpec
 
-    placement = WorkerPlacement(tmp_dir=sys.argv[2])
+    placement = CompileWorker(tmp_dir=sys.argv[2])
     print(placement.start(), flush=True)
     if sys.argv[1] == "hang":
         print("compiling", flush=True)
-        placement.compile("tiny", graphs.GraphSpec(32, 1, "f32"),
+        placement.compile(ReopenSpec("tiny"), GraphSpec(32, 1, "f32"),
                           CompileOptions("CPU", "f32", "f32"), timeout_s=600, fault="hang")
     else:
         time.sleep(600)
@@ -248,7 +248,7 @@ def test_worker_dies_with_a_killed_parent(tmp_path):
 
 
 def test_shutdown_during_a_compile_fails_it_and_kills_the_worker():
-    placement = WorkerPlacement()
+    placement = CompileWorker()
     pid = placement.start()
     outcome: list[BaseException] = []
 

@@ -11,13 +11,14 @@ import pytest
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile import options as options_module
-from compile_ahead.runtime.compile.compiler import compile_step
 from compile_ahead.runtime.compile.device_defaults import decode_properties
+from compile_ahead.runtime.compile.modes import GraphMode, PlacementKind
 from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.compile.properties import checked_properties
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
-from compile_ahead.runtime.compile.worker_client import WorkerPlacement
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.compile.worker_client import CompileWorker
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 # The CPU plugin's runtime-model layer type of a generated (snippets) kernel.
@@ -79,7 +80,7 @@ def test_the_property_is_settable_by_the_user_and_a_wrong_value_is_the_plugins_r
 def test_run_and_generate_report_the_defaults_beside_the_users_properties(tmp_path, capsys):
     import json
 
-    from compile_ahead.cli import main
+    from compile_ahead.commands.main import main
 
     run = ["run", "--model", "tiny", "--ladder", "32,64", "--schedule", "b0", "--no-progress"]
     run += ["--prompt-len", "8", "--decode-tokens", "4", "--no-cache"]
@@ -102,14 +103,14 @@ def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny, monkeypatch):
     model shows no generated kernels either way): the builder adds the decode defaults to
     them, as compile_step does in this process."""
     sent = []
-    compile_in_worker = WorkerPlacement.compile
+    compile_in_worker = CompileWorker.compile
 
     def spy(self, source_ref, spec, options, **kwargs):
         sent.append(options)
         return compile_in_worker(self, source_ref, spec, options, **kwargs)
 
-    monkeypatch.setattr(WorkerPlacement, "compile", spy)
-    builder = RungBuilder(tiny, CompileOptions(), placement="worker")
+    monkeypatch.setattr(CompileWorker, "compile", spy)
+    builder = RungBuilder(tiny, CompileOptions().resolved(), placement=PlacementKind.WORKER)
     try:
         kv = builder.options.kv_precision
         builder.build(GraphSpec(64, 1, kv), background=True)
@@ -121,9 +122,9 @@ def test_a_decode_graph_compiled_by_the_worker_gets_them_too(tiny, monkeypatch):
 def test_split_graphs_keep_the_plugins_defaults_and_the_report_says_so(tiny, tmp_path):
     import json
 
-    from compile_ahead.cli import main
+    from compile_ahead.commands.main import main
 
-    builder = RungBuilder(tiny, CompileOptions(), graph="split")
+    builder = RungBuilder(tiny, CompileOptions().resolved(), graph=GraphMode.SPLIT)
     assert builder.decode_defaults == {}
     step = builder.build(GraphSpec(64, 1, builder.options.kv_precision)).step
     weight_parts = step.parts.compiled

@@ -37,7 +37,7 @@ def _openvino_refusal() -> str:
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.cli", *argv],
+        [sys.executable, "-m", "compile_ahead.commands", *argv],
         capture_output=True,
         text=True,
         timeout=300,

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from conftest import reference_greedy
 
 PROMPT = [5, 17, 99, 3, 250]  # shorter than any device's threshold for a prefill graph

@@ -37,7 +37,7 @@ COMPILE = """
 import json, sys
 from pathlib import Path
 import openvino as ov
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.sources.checkpoint import load_checkpoint
 source = load_checkpoint(Path(sys.argv[1]))  # holds the weights the graph aliases
 runtime = ov.Core().compile_model(source.build_graph(GraphSpec(64)), "CPU").get_runtime_model()

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import TINY_SHAPES
+from conftest import random_qwen2_checkpoint
 
 CHILD = Path(__file__).with_name("owned_graphs_child.py")
 
@@ -23,13 +23,8 @@ CHILD = Path(__file__).with_name("owned_graphs_child.py")
 def bf16_checkpoint(tmp_path_factory) -> Path:
     """A transformers random init saved in bf16, as the published Qwen2.5 checkpoints are."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    torch.manual_seed(0)
-    config = Qwen2Config(**TINY_SHAPES, tie_word_embeddings=False)
-    path = tmp_path_factory.mktemp("bf16-qwen2")
-    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(path, safe_serialization=True)
-    return path
+    return random_qwen2_checkpoint(tmp_path_factory.mktemp("bf16-qwen2"), dtype=torch.bfloat16)
 
 
 @pytest.fixture(scope="module")

@@ -137,22 +137,17 @@ def test_helper_threads_are_known_while_they_run():
 
 
 PROMPT = ",".join(str(i) for i in range(1, 41))
+# The first rungs (a run's; generate's decode graph), compiled on a thread of the run's
+# placement while the prompt is prefilled.
 BACKGROUND_COMPILES = {
-    # the first rung's decode graph, compiled while the prompt is prefilled
-    "run": (
-        ["run", "--model", "tiny", "--ladder", "64,128", "--prompt-len", "40"],
-        "compile-first-rungs",
-    ),
-    "generate": (
-        ["generate", "--model", "tiny", "--prompt-ids", PROMPT, "--max-new-tokens", "8"],
-        "compile-decode",
-    ),
+    "run": ["run", "--model", "tiny", "--ladder", "64,128", "--prompt-len", "40"],
+    "generate": ["generate", "--model", "tiny", "--prompt-ids", PROMPT, "--max-new-tokens", "8"],
 }
 
 
 @pytest.mark.parametrize("command", sorted(BACKGROUND_COMPILES))
 def test_an_interrupt_while_a_graph_compiles_in_the_background_exits_130(command, tmp_path):
-    args, thread = BACKGROUND_COMPILES[command]
+    args, thread = BACKGROUND_COMPILES[command], "compile-first-rungs"
     cache = tmp_path / "cache"
     argv = [*CLI, *args, "--prefill-shape", "static", "--prefill-chunk", "8"]
     argv += ["--decode-compile", "during-prefill", "--cache-dir", str(cache)]

@@ -6,34 +6,34 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
+import ir_fixtures
 import numpy as np
+import openvino_genai  # noqa: F401  (declared test dependency: a broken install fails)
+import optimum.intel  # noqa: F401  (declared test dependency: a broken install fails)
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.device_defaults import default_prefill
-from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy
-from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer
-
-pytest.importorskip("optimum.intel")
-pytest.importorskip("openvino_genai")
-
-import ir_fixtures  # after the skips: it needs the exporter
+from conftest import F32
 
 pytestmark = pytest.mark.slow
 
 # Exact math on both sides: f32 compute and KV, and no dynamic int8 quantization of activations
 # (the CPU plugin's default for compressed weights, which rounds differently per graph shape).
 EXACT = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
-F32 = CompileOptions("CPU", "f32", "f32", EXACT)
+EXACT_F32 = replace(F32, extra_config=EXACT)
 LADDER = Ladder.parse("16,32,64,128")
 PROMPT = [5, 17, 300, 42, 7, 99, 100, 3, 8, 9, 11]  # 11 tokens: chunks of 4 end padded
 # The run decodes until the top rung is full: 128 - 11 steps, one token each.
@@ -50,7 +50,7 @@ _genai_cache: dict[tuple[Path, tuple[int, ...], int], list[int]] = {}
 
 
 def genai_greedy(model_dir: Path, prompt: list[int], new_tokens: int) -> list[int]:
-    """LLMPipeline's greedy tokens on the same IR, with the same exact math as F32."""
+    """LLMPipeline's greedy tokens on the same IR, with the same exact math as EXACT_F32."""
     key = (model_dir, tuple(prompt), new_tokens)
     if key not in _genai_cache:
         import openvino as ov
@@ -91,14 +91,15 @@ def test_every_schedule_matches_llmpipeline(ir_exports, arch, fmt):
     prefill = {"b0": (1, None), "b1": (4, None), "i1": (4, "static"), "i2": (4, "paged")}
     for name in ("b0", "b1", "i1", "i2", "i3"):
         chunk, shape = prefill.get(name, (4, "dynamic"))
-        settings = RunSettings(
+        settings = RunConfig(
             SCHEDULES[name],
             LADDER,
             greedy(PROMPT, DECODE),
             prefill_chunk=chunk,
             prefill_shape=shape,
+            options=EXACT_F32,
         )
-        run = run_ladder(source, F32, settings)
+        run = run_ladder(source, settings)
         assert run.error is None, f"{name}: {run.error}"
         # predicted[i] is the argmax after feeding token i; the first token comes from prefill.
         ours = [expected[0], *run.predicted]
@@ -233,7 +234,7 @@ def test_concat_free_attention_equals_the_irs_own(ir_exports):
             spec = GraphSpec(32, chunk, "f32", 64)
             model, kv = stateless(read_ir(source.files), "ir")
             model = build_ir_step_model(model, kv, spec, fast_attention=fast)
-            compiled = core().compile_model(model, "CPU", device_config(F32.resolved()))
+            compiled = core().compile_model(model, "CPU", device_config(EXACT_F32.resolved()))
             steps[chunk] = IRStep(compiled, spec, cfg.num_layers)
         arena = KVArena(cfg, 64, "f32")
         seen = []
@@ -259,7 +260,7 @@ def test_prefill_graphs_equal_token_by_token(ir_exports, arch, fmt, shape):
     blocks) against the decode graph token by token: the prompt's last logits and every K/V
     row. Within 1e-4, as the concat-free attention against the IR's own: the sums run in
     another order."""
-    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead.runtime.compile.step_compile import compile_step
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 
@@ -268,7 +269,7 @@ def test_prefill_graphs_equal_token_by_token(ir_exports, arch, fmt, shape):
     prompt = PROMPT * 3  # 33 tokens: calls of 8, 8, 8, 8 and 1 on a prefill graph
     runs = {}
     for spec in (GraphSpec(64, 1, "f32"), PrefillPlan(8, shape).spec(64, "f32")):
-        step = compile_step(source, spec, F32).step
+        step = compile_step(source, spec, EXACT_F32).step
         arena = KVArena(cfg, 64, "f32")
         step.bind(arena)
         t = 0
@@ -429,7 +430,9 @@ def test_sliding_window_rungs_must_fit(ir_exports, tmp_path):
     config = json.loads((src / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**config, "sliding_window": 40}))
     source = resolve_model(str(tmp_path))
-    run = run_ladder(source, F32, RunSettings(SCHEDULES["i1"], LADDER, greedy(PROMPT, 60)))
+    run = run_ladder(
+        source, RunConfig(SCHEDULES["i1"], LADDER, greedy(PROMPT, 60), options=EXACT_F32)
+    )
     assert isinstance(run.error, CompileAheadError)
     assert "sliding-window attention (window 40)" in str(run.error)
     assert run.predicted == []  # i1 compiles every rung before decoding: nothing ran
@@ -452,9 +455,11 @@ def test_weight_format_of_float_irs():
 
 def test_graph_split_refused(ir_exports):
     source = resolve_model(str(ir_exports[("qwen2", "fp16")]))
-    settings = RunSettings(SCHEDULES["i2"], LADDER, greedy(PROMPT, 4), graph="split")
+    settings = RunConfig(
+        SCHEDULES["i2"], LADDER, greedy(PROMPT, 4), graph="split", options=EXACT_F32
+    )
     with pytest.raises(CompileAheadError) as err:
-        run = run_ladder(source, F32, settings)
+        run = run_ladder(source, settings)
         if run.error is not None:
             raise run.error
     assert "--graph split" in _one_line(err)

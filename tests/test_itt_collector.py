@@ -15,10 +15,10 @@ OBSERVE_COMPILE = textwrap.dedent(
     """
     import json, time
     import compile_ahead
-    from compile_ahead import itt_collector as counters
-    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead import itt_collector
+    from compile_ahead.runtime.compile.step_compile import compile_step
     from compile_ahead.runtime.compile.options import CompileOptions
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     source = resolve_model("tiny")
@@ -26,25 +26,27 @@ OBSERVE_COMPILE = textwrap.dedent(
     t0 = time.monotonic_ns()
     compile_step(source, spec, CompileOptions(device="CPU"))
     t1 = time.monotonic_ns()
-    first = [e.__dict__ for e in counters.events()]
+    first = [e.__dict__ for e in itt_collector.events()]
     # Workers may still be inside a span: everything that began before the snapshot is either
     # open now or recorded by the next snapshot.
-    still_open = [e.__dict__ for e in counters.open_spans()]
-    later = [e.__dict__ for e in counters.events()]
-    aggs = [a.__dict__ for a in counters.aggregates()]
-    stats = counters.stats()
-    counters.reset()
-    after_reset = (len(counters.events()), len(counters.aggregates()), counters.stats())
+    still_open = [e.__dict__ for e in itt_collector.open_spans()]
+    later = [e.__dict__ for e in itt_collector.events()]
+    aggs = [a.__dict__ for a in itt_collector.aggregates()]
+    stats = itt_collector.stats()
+    itt_collector.reset()
+    after_reset = (
+        len(itt_collector.events()), len(itt_collector.aggregates()), itt_collector.stats()
+    )
     compile_step(source, GraphSpec(capacity=256, chunk=1, kv_precision="bf16"),
                  CompileOptions(device="CPU"))
-    second = [e.__dict__ for e in counters.events()]
-    status = counters.collector_status()
+    second = [e.__dict__ for e in itt_collector.events()]
+    status = itt_collector.collector_status()
     print(json.dumps({
         "window": [t0, t1], "events": first, "open": still_open, "later": later,
         "aggregates": aggs, "stats": stats,
         "after_reset": after_reset, "second": second,
         "bound": list(status.bound_libraries), "problem": status.problem(),
-        "names": {str(k): v for k, v in counters.thread_names().items()},
+        "names": {str(k): v for k, v in itt_collector.thread_names().items()},
     }))
     """
 )
@@ -142,8 +144,8 @@ def test_openvino_imported_first_is_reported():
     code = (
         "import openvino\n"
         "import compile_ahead\n"
-        "from compile_ahead import itt_collector as counters\n"
-        "print(counters.collector_status().problem())\n"
+        "from compile_ahead import itt_collector\n"
+        "print(itt_collector.collector_status().problem())\n"
     )
     out = run_python(code, clean_env())
     assert "openvino was loaded before compile_ahead" in out
@@ -152,8 +154,8 @@ def test_openvino_imported_first_is_reported():
 def test_another_collector_is_left_alone():
     code = (
         "import compile_ahead, os\n"
-        "from compile_ahead import itt_collector as counters\n"
-        "print(os.environ['INTEL_LIBITTNOTIFY64'], counters.collector_status().problem())\n"
+        "from compile_ahead import itt_collector\n"
+        "print(os.environ['INTEL_LIBITTNOTIFY64'], itt_collector.collector_status().problem())\n"
     )
     out = run_python(code, clean_env(INTEL_LIBITTNOTIFY64="/opt/vtune/libittnotify_collector.so"))
     assert out.startswith("/opt/vtune/libittnotify_collector.so ")
@@ -223,27 +225,27 @@ MUTE_INFERENCE = textwrap.dedent(
     import json
     import numpy as np
     import compile_ahead
-    from compile_ahead import itt_collector as counters
-    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead import itt_collector
+    from compile_ahead.runtime.compile.step_compile import compile_step
     from compile_ahead.runtime.compile.options import CompileOptions
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     result = compile_step(resolve_model("tiny"), GraphSpec(capacity=128, chunk=1,
                           kv_precision="bf16"), CompileOptions(device="CPU"))
 
     def domains_of_three_steps():
-        counters.reset()
+        itt_collector.reset()
         for i in range(3):
             result.step.run(np.array([1]), past_length=i)
-        return sorted({e.domain for e in counters.events()})
+        return sorted({e.domain for e in itt_collector.events()})
 
-    inference = counters.inference_domains()
-    at_start = counters.muted_domains()
+    inference = itt_collector.inference_domains()
+    at_start = itt_collector.muted_domains()
     default = domains_of_three_steps()
-    counters.set_domains_enabled(inference, True)
+    itt_collector.set_domains_enabled(inference, True)
     unmuted = domains_of_three_steps()
-    counters.set_domains_enabled(inference, False)
+    itt_collector.set_domains_enabled(inference, False)
     muted = domains_of_three_steps()
     print(json.dumps({"inference": inference, "at_start": at_start, "default": default,
                       "unmuted": unmuted, "muted": muted}))

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import json
 import mmap as mmap_module
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.compile_jobs import Faults
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.events import RunEvents
+from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
-from compile_ahead.runtime.ladder.runner import LadderRunner, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import LadderRunner, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.model import kv_arena
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import reference_greedy
+from conftest import F32, reference_greedy
 
-F32 = CompileOptions(device="CPU", inference_precision="f32")
 LADDER = Ladder.parse("16,32,64,128")
 
 
@@ -37,7 +37,7 @@ def runs(source):
     proto = teacher_forced(source.config.vocab_size, 8, 120)
     return {
         name: run_ladder(
-            source, F32, RunSettings(s, LADDER, proto, prefill_chunk=4, keep_logits=True)
+            source, RunConfig(s, LADDER, proto, prefill_chunk=4, keep_logits=True, options=F32)
         )
         for name, s in SCHEDULES.items()
     }
@@ -74,7 +74,7 @@ def test_boundaries_crossed_and_recorded(runs):
 def test_greedy_mode_matches_transformers_across_boundaries(source, tiny_qwen2_dir):
     prompt = [7, 300, 42, 9, 512, 77]
     ref_tokens, _ = reference_greedy(tiny_qwen2_dir, prompt, 40)
-    run = run_ladder(source, F32, RunSettings(SCHEDULES["i3"], LADDER, greedy(prompt, 39)))
+    run = run_ladder(source, RunConfig(SCHEDULES["i3"], LADDER, greedy(prompt, 39), options=F32))
     # The prompt's last logits give the first token; each decode step gives the next one.
     first = ref_tokens[0]
     assert [first, *run.predicted] == ref_tokens
@@ -130,10 +130,12 @@ def test_i2_releases_retired_rungs_and_never_overlaps_compiles(source):
     proto = teacher_forced(source.config.vocab_size, 8, 120)
     log = _CompileLog()
     runner = LadderRunner(
-        source, F32, RunSettings(SCHEDULES["i2"], LADDER, proto, prefill_chunk=4), events=log
+        source,
+        RunConfig(SCHEDULES["i2"], LADDER, proto, prefill_chunk=4, options=F32).for_model(source),
+        events=log,
     )
     runner.run()
-    assert list(runner.compiler.resident) == [(128, 1)]  # only the active rung is left
+    assert list(runner.jobs.resident) == [(128, 1)]  # only the active rung is left
     open_jobs = 0
     for kind, _, _ in sorted(log.log, key=lambda e: e[2]):
         open_jobs += 1 if kind == "start" else -1
@@ -156,11 +158,13 @@ class _Order(RunEvents):
 
 def _paced(source, faults: Faults):
     # Emulate a device slow enough that a tiny model's compile can fit the decode runway.
-    faults.step_delay_s = 0.03
+    faults = replace(faults, step_delay_s=0.03)
     proto = teacher_forced(source.config.vocab_size, 2, 62)
-    settings = RunSettings(SCHEDULES["i2"], Ladder.parse("16,32,64"), proto, faults=faults)
+    settings = RunConfig(
+        SCHEDULES["i2"], Ladder.parse("16,32,64"), proto, faults=faults, options=F32
+    )
     order = _Order()
-    return run_ladder(source, F32, settings, order).report.to_json(), order
+    return run_ladder(source, settings, order).report.to_json(), order
 
 
 def test_a_boundary_waits_exactly_when_its_compile_ends_after_it(source):
@@ -179,7 +183,7 @@ def test_a_boundary_waits_exactly_when_its_compile_ends_after_it(source):
 def test_background_failure_is_retried_in_the_foreground(source):
     proto = teacher_forced(source.config.vocab_size, 8, 120)
     faults = Faults(fail_compiles={64: 1})
-    run = run_ladder(source, F32, RunSettings(SCHEDULES["i2"], LADDER, proto, faults=faults))
+    run = run_ladder(source, RunConfig(SCHEDULES["i2"], LADDER, proto, faults=faults, options=F32))
     assert run.error is None and run.report.to_json()["stop_reason"] == "completed"
     bad = next(b for b in run.report.to_json()["boundaries"] if b["to"] == 64)
     assert "injected compile failure" in bad["compile_error"] and bad["retried"]
@@ -215,7 +219,7 @@ def test_second_failure_stops_cleanly_with_report(source, tmp_path, capsys):
 
 
 def test_interrupt_writes_the_report_of_what_ran(tmp_path, monkeypatch):
-    from compile_ahead.runtime.cli import progress
+    from compile_ahead.runtime.ladder import progress
 
     def interrupt_at_50(self, token_index, capacity, begin, end):
         if token_index == 50:
@@ -257,7 +261,7 @@ def test_out_of_memory_on_grow_is_a_clear_error(source, monkeypatch):
 
     monkeypatch.setattr(kv_arena.mmap, "mmap", refuse_large)
     proto = teacher_forced(source.config.vocab_size, 8, 120)
-    run = run_ladder(source, F32, RunSettings(SCHEDULES["i1"], LADDER, proto))
+    run = run_ladder(source, RunConfig(SCHEDULES["i1"], LADDER, proto, options=F32))
     assert isinstance(run.error, CompileAheadError)
     assert "out of memory reserving" in str(run.error) and "capacity 64" in str(run.error)
     assert run.report.to_json()["tokens_decoded"] == 24 and run.report.to_json()[
@@ -267,7 +271,7 @@ def test_out_of_memory_on_grow_is_a_clear_error(source, monkeypatch):
 
 def test_top_rung_ends_generation_with_a_reason(source):
     proto = teacher_forced(source.config.vocab_size, 8, 200)
-    run = run_ladder(source, F32, RunSettings(SCHEDULES["i3"], LADDER, proto))
+    run = run_ladder(source, RunConfig(SCHEDULES["i3"], LADDER, proto, options=F32))
     assert run.report.to_json()["stop_reason"] == "top rung capacity 128 reached"
     assert (
         run.report.to_json()["tokens_decoded"] == 120
@@ -295,7 +299,9 @@ def test_bad_ladders(text, message):
 def test_prompt_must_fit_the_top_rung(source):
     proto = teacher_forced(source.config.vocab_size, 128, 4)
     with pytest.raises(CompileAheadError, match="does not fit the top rung"):
-        LadderRunner(source, F32, RunSettings(SCHEDULES["i2"], LADDER, proto))
+        LadderRunner(
+            source, RunConfig(SCHEDULES["i2"], LADDER, proto, options=F32).for_model(source)
+        )
 
 
 def test_run_cli_rejects_bad_input(capsys):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 
 GENERATE = ["--prompt-ids", "1,2", "--max-new-tokens", "1", "--inference-precision", "f32"]
 
@@ -210,20 +210,27 @@ def test_run_rejects_non_finite_delays_and_empty_rungs(capsys, argv: list[str], 
     assert "Traceback" not in err
 
 
-def test_fault_values_are_checked_where_they_are_made() -> None:
+def test_fault_values_are_checked_with_the_run_configuration() -> None:
     from compile_ahead.errors import CompileAheadError
     from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.compile_jobs import Faults
+    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+    from compile_ahead.runtime.ladder.faults import Faults
+    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from conftest import F32
+
+    tiny = Ladder.parse("tiny")
+
+    def config(faults: Faults) -> RunConfig:
+        return RunConfig(SCHEDULES["i2"], tiny, Prompt(8), options=F32, faults=faults)
 
     for bad in ({"compile_delay_s": float("inf")}, {"step_delay_s": float("nan")}):
         with pytest.raises(CompileAheadError, match="finite number of seconds"):
-            Faults(**bad)
+            config(Faults(**bad)).validate()
     with pytest.raises(CompileAheadError, match="capacity must be a positive integer"):
-        Faults(fail_compiles={-16: 1})
-    tiny = Ladder.parse("tiny")
+        config(Faults(fail_compiles={-16: 1})).validate()
     with pytest.raises(
         CompileAheadError, match=r"--inject-compile-failure 48: not a rung of the ladder 16,32"
     ):
-        Faults(fail_compiles={48: 1}).validate(tiny)
+        config(Faults(fail_compiles={48: 1})).validate()
     faults = Faults(compile_delay_s=0.5, fail_compiles={32: 2}, step_delay_s=0.0)
-    assert faults.validate(tiny) is faults
+    assert config(faults).validate().faults is faults

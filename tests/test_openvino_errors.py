@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.runtime.base.ov_core import openvino_error_summary
 
 LIB = "/venv/lib/python3.11/site-packages/openvino/../openvino/libs"

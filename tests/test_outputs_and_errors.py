@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
+from compile_ahead.commands.profile_compile import main as profile_main
 from compile_ahead.outputs import OUTPUT_MARKER
-from compile_ahead.profiling.cli import main as profile_main
 from compile_ahead.profiling.pyspy import find_pyspy
 from conftest import earlier_output, small_tmpfs
 from conftest import one_line_error as _one_line_error
 
-CLI = [sys.executable, "-m", "compile_ahead.cli"]
-PROFILE = [sys.executable, "-m", "compile_ahead.profiling.cli"]
+CLI = [sys.executable, "-m", "compile_ahead.commands"]
+PROFILE = [sys.executable, "-m", "compile_ahead.commands.profile_compile"]
 RUN = ["run", "--model", "tiny", "--ladder", "16,32", "--prompt-len", "4", "--no-progress"]
 RUN += ["--no-cache"]
 
@@ -310,7 +310,6 @@ def _dyn_onnx(path: Path) -> Path:
 
 
 def test_shape_suggestion_keeps_static_dims_and_works(tmp_path):
-    pytest.importorskip("onnx")
     model = _dyn_onnx(tmp_path / "dyn.onnx")
     proc = _cli([*PROFILE, "--model", str(model), "--out", str(tmp_path / "o")])
     assert proc.returncode == 2
@@ -324,7 +323,6 @@ def test_shape_suggestion_keeps_static_dims_and_works(tmp_path):
 
 
 def test_a_repeated_shape_is_refused(tmp_path, capsys):
-    pytest.importorskip("onnx")
     model = _dyn_onnx(tmp_path / "dyn.onnx")
     argv = ["--model", str(model), "--shape", "x=[1,8]", "--shape", "x=[2,8]"]
     assert profile_main([*argv, "--no-pass-profile", "--out", str(tmp_path / "o")]) == 2
@@ -386,11 +384,12 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     """
     import signal, sys, threading, time
     import compile_ahead
-    from compile_ahead.runtime.graphs import decoder as graphs
-    from compile_ahead.runtime.compile.worker_client import WorkerPlacement
+    from compile_ahead.runtime.graphs.spec import GraphSpec
+    from compile_ahead.runtime.compile.worker_client import CompileWorker
     from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.sources.base import ReopenSpec
 
-    placement = WorkerPlacement(tmp_dir=sys.argv[1])
+    placement = CompileWorker(tmp_dir=sys.argv[1])
     placement.start()
     # A thread that does not block SIGINT, as a library's thread: the kernel may hand a
     # process-directed Ctrl-C to it; pthread_kill makes that happen on purpose.
@@ -405,7 +404,7 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     print("compiling", flush=True)
     t0 = time.monotonic()
     try:
-        placement.compile("tiny", graphs.GraphSpec(32, 1, "f32"),
+        placement.compile(ReopenSpec("tiny"), GraphSpec(32, 1, "f32"),
                           CompileOptions("CPU", "f32", "f32"), timeout_s=600, fault="hang")
     except KeyboardInterrupt:
         print(f"interrupted after {time.monotonic() - t0:.1f} s", flush=True)

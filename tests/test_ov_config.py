@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
 from compile_ahead.runtime.compile.options import CompileOptions
@@ -88,7 +88,7 @@ def test_a_refused_property_is_one_line_before_any_work(tmp_path, monkeypatch, f
     report, trace = tmp_path / "r.json", tmp_path / "t.pftrace"
     argv = [*RUN, "--report", str(report), "--trace", str(trace), *flags]
     proc = subprocess.run(
-        [sys.executable, "-m", "compile_ahead.cli", *argv], capture_output=True, text=True
+        [sys.executable, "-m", "compile_ahead.commands", *argv], capture_output=True, text=True
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()

@@ -207,7 +207,7 @@ def test_series_layout_counts_every_request_as_a_miss_when_off(objects):
 
 def test_the_driver_library_target_compiles_the_getters_itself():
     """What the stand-in's "series" layout assumes of the real build files."""
-    from compile_ahead import patches_check
+    from compile_ahead.profiling import patches_check
 
     pin = patches_check.Pin.load(PATCHES)
     (c_api,) = [path for path, ours in pin.added.items() if ours.endswith(C_API.name)]

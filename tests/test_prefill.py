@@ -9,43 +9,33 @@ import json
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.compile_profiler import prefill_plan
 from compile_ahead.runtime.compile.device_defaults import (
-    DECODE_COMPILE_TIMINGS,
     PREFILL_CHUNKS,
-    PREFILL_SHAPES,
     default_decode_compile,
     default_prefill,
 )
+from compile_ahead.runtime.compile.modes import DecodeCompile, PrefillShape
 from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.compile_jobs import Faults
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.events import RunEvents
-from compile_ahead.runtime.ladder.greedy import StaticDecoder
-from compile_ahead.runtime.ladder.prefill import choose_prefill
+from compile_ahead.runtime.ladder.faults import Faults
+from compile_ahead.runtime.ladder.prefill import check_prefill_flags, choose_prefill
 from compile_ahead.runtime.ladder.report import DECODE_COMPILE_WORDS
 from compile_ahead.runtime.ladder.run_protocol import greedy
-from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import reference_greedy
+from conftest import F32, generate_on, prefilled, reference_greedy
 
-F32 = CompileOptions(device="CPU", inference_precision="f32")
 # 45 tokens: calls of 16, 16 and 13 on a dynamic graph; long enough for a prefill graph by
 # default on the CPU.
 PROMPT = [int(x) for x in np.random.default_rng(11).integers(3, 1000, size=45)]
 LADDER = Ladder.parse("16,32,64,128")
-
-
-def _kv(decoder: StaticDecoder) -> tuple[np.ndarray, np.ndarray]:
-    n, arena = decoder.length, decoder.cache.arena
-    return (
-        np.stack([k[:, :, :n] for k in arena.keys]),
-        np.stack([v[:, :, :n] for v in arena.values]),
-    )
 
 
 @pytest.mark.parametrize("shape", ["dynamic", "paged"])
@@ -53,34 +43,29 @@ def _kv(decoder: StaticDecoder) -> tuple[np.ndarray, np.ndarray]:
 def test_prefill_over_filled_slots_equals_token_by_token_and_transformers(fixture, shape, request):
     model_dir = request.getfixturevalue(fixture)
     source = resolve_model(str(model_dir))
-    one_by_one = StaticDecoder(source, 128, F32, prefill_chunk=1)
-    filled = StaticDecoder(source, 128, F32, prefill_chunk=16, prefill_shape=shape)
-    assert filled.prefill is not None
-    assert (filled.prefill.spec.dynamic, filled.prefill.spec.paged) == (
-        shape == "dynamic",
-        shape == "paged",
-    )
-    a = one_by_one.prefill_prompt(PROMPT)
-    b = filled.prefill_prompt(PROMPT)
+    a, kv_one_by_one, _ = prefilled(source, PROMPT, 128)
+    b, kv_filled, spec = prefilled(source, PROMPT, 128, chunk=16, shape=shape)
+    assert (spec.dynamic, spec.paged) == (shape == "dynamic", shape == "paged")
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=0)
-    assert one_by_one.length == filled.length == len(PROMPT)
-    for x, y in zip(_kv(filled), _kv(one_by_one), strict=True):
+    assert kv_one_by_one[0].shape[3] == kv_filled[0].shape[3] == len(PROMPT)
+    for x, y in zip(kv_filled, kv_one_by_one, strict=True):
         np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
     # Greedy tokens after it equal transformers', whenever the decode graph compiles.
     expected = reference_greedy(model_dir, PROMPT, 6)[0]
     for timing in ("with-prefill-graph", "during-prefill"):
-        fresh = StaticDecoder(
-            source, 128, F32, prefill_chunk=16, prefill_shape=shape, decode_compile=timing
+        fresh = generate_on(
+            source, 128, PROMPT, 6, prefill_chunk=16, prefill_shape=shape, decode_compile=timing
         )
-        assert fresh._pending is not None  # compiling in the background
-        assert fresh.generate(PROMPT, 6).tokens == expected, timing
+        jobs = fresh.report.compile_jobs
+        assert any(j["background"] for j in jobs if j["chunk"] == 1), timing  # compiled aside
+        assert fresh.tokens == expected, timing
 
 
 def test_paged_prefill_continues_after_slots_another_graph_filled(tiny_qwen2_dir):
     """The paged step's cache blocks are its own: a prompt whose first part the decode graph
     prefilled (a chat's earlier turns) continues from the store's rows, loaded into blocks,
     and gives the logits and K/V rows of token by token."""
-    from compile_ahead.runtime.compile.compiler import compile_step
+    from compile_ahead.runtime.compile.step_compile import compile_step
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 
@@ -124,13 +109,10 @@ def test_paged_cache_in_another_precision_than_the_store(tiny_qwen2_dir):
 
     source = resolve_model(str(tiny_qwen2_dir))
     options = CompileOptions(device="CPU", inference_precision="bf16", kv_precision="f16")
-    one_by_one = StaticDecoder(source, 128, options, prefill_chunk=1)
-    paged = StaticDecoder(source, 128, options, prefill_chunk=16, prefill_shape="paged")
-    assert paged.prefill is not None
-    a = one_by_one.prefill_prompt(PROMPT)
-    b = paged.prefill_prompt(PROMPT)
-    assert _kv(paged)[0].dtype == np.float16
-    for x, y in zip(_kv(paged), _kv(one_by_one), strict=True):
+    a, kv_one_by_one, _ = prefilled(source, PROMPT, 128, options)
+    b, kv_paged, _ = prefilled(source, PROMPT, 128, options, chunk=16, shape="paged")
+    assert kv_paged[0].dtype == np.float16
+    for x, y in zip(kv_paged, kv_one_by_one, strict=True):
         np.testing.assert_allclose(x, y, atol=0.1, rtol=0.05)
     assert np.argmax(a) == np.argmax(b)
 
@@ -161,11 +143,11 @@ def test_prefill_choice_per_device_and_prompt():
     assert npu.uses_graph and npu.shape == "static" and npu.chunk <= 4096
     for shape in ("dynamic", "paged"):
         with pytest.raises(CompileAheadError, match="NPU compiler does not take"):
-            choose_prefill("NPU", 3800, 4096, shape=shape)
+            check_prefill_flags("NPU", None, shape)
     # The flags override: token by token, a static chunk, a chunk beyond a static rung.
     assert choose_prefill("CPU", 3800, 4096, chunk=1).chunk == 1
     # Another shape than the device's takes that shape's chunk, as profile-compile profiles it.
-    for shape in PREFILL_SHAPES:
+    for shape in PrefillShape:
         plan = choose_prefill("CPU", 3800, 4096, shape=shape)
         assert plan.chunk == prefill_plan("CPU", 4096, None, shape).chunk == PREFILL_CHUNKS[shape]
     assert choose_prefill("CPU", 3800, 4096, shape="static").chunk == 256
@@ -176,7 +158,7 @@ def test_prefill_choice_per_device_and_prompt():
     # Split graphs have no prefill graph: token by token by default, refused when asked.
     assert choose_prefill("CPU", 3800, 4096, graph_available=False).chunk == 1
     with pytest.raises(CompileAheadError, match="--graph split"):
-        choose_prefill("CPU", 3800, 4096, chunk=64, graph_available=False)
+        check_prefill_flags("CPU", 64, None, graph_available=False)
 
 
 class _Events(RunEvents):
@@ -198,7 +180,7 @@ class _Events(RunEvents):
 
 
 def test_every_decode_compile_timing_has_summary_words():
-    assert set(DECODE_COMPILE_WORDS) == set(DECODE_COMPILE_TIMINGS)
+    assert set(DECODE_COMPILE_WORDS) == set(DecodeCompile)
 
 
 def _run_with_held_compiles(model_dir, schedule: str, timing: str):
@@ -206,14 +188,15 @@ def _run_with_held_compiles(model_dir, schedule: str, timing: str):
     so the decode graph is still compiling when the prompt's prefill (milliseconds on this
     model) ends; returns the result and the run's event log."""
     events = _Events()
-    settings = RunSettings(
+    settings = RunConfig(
         SCHEDULES[schedule],
         LADDER,
         greedy(PROMPT, 4, ()),
         faults=Faults(compile_delay_s=0.5),
         decode_compile=timing,
+        options=F32,
     )
-    result = run_ladder(resolve_model(str(model_dir)), F32, settings, events)
+    result = run_ladder(resolve_model(str(model_dir)), settings, events)
     assert result.error is None
     return result, events.log
 
@@ -262,7 +245,9 @@ def test_first_rungs_compile_beside_the_prefill_graph(tiny_qwen2_dir, schedule):
     assert "beside the prefill graph's compile" in rep.summary()
     # The same tokens as compiling the decode graph after prefill.
     source = resolve_model(str(tiny_qwen2_dir))
-    after = run_ladder(source, F32, RunSettings(SCHEDULES[schedule], LADDER, greedy(PROMPT, 4, ())))
+    after = run_ladder(
+        source, RunConfig(SCHEDULES[schedule], LADDER, greedy(PROMPT, 4, ()), options=F32)
+    )
     assert result.predicted == after.predicted
 
 
@@ -271,8 +256,8 @@ def test_first_rung_compiles_after_prefill_on_the_cpu(tiny_qwen2_dir):
     graph in the foreground before the first decode step."""
     source = resolve_model(str(tiny_qwen2_dir))
     events = _Events()
-    settings = RunSettings(SCHEDULES["i2"], LADDER, greedy(PROMPT, 4, ()))
-    result = run_ladder(source, F32, settings, events)
+    settings = RunConfig(SCHEDULES["i2"], LADDER, greedy(PROMPT, 4, ()), options=F32)
+    result = run_ladder(source, settings, events)
     assert result.error is None
     assert result.report.prefill["decode_compile"] == default_decode_compile("CPU")
     assert default_decode_compile("CPU") == "after-prefill"
@@ -293,8 +278,8 @@ def test_short_prompt_prefills_on_the_decode_graph(tiny_qwen2_dir):
     source = resolve_model(str(tiny_qwen2_dir))
     events = _Events()
     prompt = PROMPT[: default_prefill("CPU").min_prompt - 1]
-    settings = RunSettings(SCHEDULES["i2"], LADDER, greedy(prompt, 2, ()))
-    result = run_ladder(source, F32, settings, events)
+    settings = RunConfig(SCHEDULES["i2"], LADDER, greedy(prompt, 2, ()), options=F32)
+    result = run_ladder(source, settings, events)
     assert result.report.prefill == {"path": "decode-graph", "chunk": 1, "chosen_by": "default"}
     kinds = [e[1] for e in events.log if e[0] == "compile_started"]
     assert "prefill" not in kinds
@@ -341,7 +326,7 @@ def test_prefill_graph_cached_after_the_first_token(tiny_qwen2_dir, tmp_path, sh
     """A prefill graph's cache entry is written once it has served the prompt (not on the way
     to the first token), and the next run imports it. A paged graph is never cached: the
     plugin cannot import its export; the report says so."""
-    from compile_ahead.runtime.compile.compiler import PAGED_NOT_CACHED
+    from compile_ahead.runtime.compile.step_compile import PAGED_NOT_CACHED
 
     argv = ["run", "--model", str(tiny_qwen2_dir), "--schedule", "i2", "--ladder", "tiny"]
     argv += ["--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "2"]

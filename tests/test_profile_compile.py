@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.profiling.cli import main
+from compile_ahead.commands.profile_compile import main
 from compile_ahead.profiling.pyspy import find_pyspy
 from compile_ahead.profiling.trace_validate import validate_trace
 from conftest import earlier_output, run_profile_compile
@@ -276,7 +276,8 @@ def test_schedule_overlay_on_the_compile_profile(tmp_path):
 
 TRACE_FAILS_ON_SECOND_RUNG = """
 import sys
-from compile_ahead.profiling import cli, trace_compile
+from compile_ahead.commands import profile_compile
+from compile_ahead.profiling import trace_compile
 from compile_ahead.profiling.trace_writer import TraceWriteError
 
 real = trace_compile.end_job
@@ -289,7 +290,7 @@ def end_job(*args, **kwargs):
     return real(*args, **kwargs)
 
 trace_compile.end_job = end_job  # looked up when each rung is profiled
-sys.exit(cli.main(sys.argv[1:]))
+sys.exit(profile_compile.main(sys.argv[1:]))
 """
 
 

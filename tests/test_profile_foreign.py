@@ -90,7 +90,7 @@ def test_the_trace_processor_sees_the_compile_and_its_phases(tmp_path):
 
 
 def test_ab_compile_takes_a_model_compiled_as_it_is(tmp_path):
-    from compile_ahead.cli import build_parser
+    from compile_ahead.commands.main import build_parser
 
     model = _onnx_model(tmp_path / "m.onnx")
     out = tmp_path / "res"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from compile_ahead.commands.profile_compile import main
 from compile_ahead.profiling import passprofile
-from compile_ahead.profiling.cli import main
 from compile_ahead.runtime.compile.device_defaults import default_prefill
 from conftest import run_profile_compile
 

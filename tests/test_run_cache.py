@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.trace_validate import validate_trace
 
 RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--schedule", "i2", "--no-progress"]
@@ -64,9 +64,10 @@ def test_entries_are_written_off_the_critical_path(tmp_path):
     from compile_ahead.runtime.compile import cache as cc
     from compile_ahead.runtime.compile.options import CompileOptions
     from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.compile_jobs import Faults
+    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.faults import Faults
     from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-    from compile_ahead.runtime.ladder.runner import RunSettings, run_ladder
+    from compile_ahead.runtime.ladder.runner import run_ladder
     from compile_ahead.runtime.ladder.schedules import SCHEDULES
     from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -76,15 +77,16 @@ def test_entries_are_written_off_the_critical_path(tmp_path):
     options = CompileOptions("CPU", "f32", cache=cc.CompileCache(tmp_path / "cache"))
     for prompt_len, shape in ((8, None), (40, "dynamic")):  # token by token; a prefill graph
         proto = teacher_forced(source.config.vocab_size, prompt_len, 4)
-        settings = RunSettings(
+        settings = RunConfig(
             SCHEDULES["b0"],
             Ladder.parse("64"),
             proto,
             prefill_shape=shape,
             prefill_chunk=None,
             faults=slow,
+            options=options,
         )
-        report = run_ladder(source, options, settings).report
+        report = run_ladder(source, settings).report
         jobs = report.compile_jobs
         assert [j["cache"] for j in jobs] == ["miss"] * len(jobs) and len(jobs) == 1 + bool(shape)
         assert all(j["cache_stored"] for j in jobs), jobs  # reported once written

@@ -16,23 +16,22 @@ import numpy as np
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.rss import RssSampler
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trace_writer import PROCESS_RSS_BYTES, TraceWriter
-from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder import rung_policy
 from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.compile_jobs import Faults
+from compile_ahead.runtime.ladder.config import RunConfig
+from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.kv_store import GrowingKV
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import LadderRunner, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import LadderRunner, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import small_tmpfs, start_decoding_run
+from conftest import F32, random_qwen2_checkpoint, small_tmpfs, start_decoding_run
 
-F32 = CompileOptions(device="CPU", inference_precision="f32")
 TINY = ["run", "--model", "tiny", "--ladder", "tiny", "--no-progress"]
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -109,7 +108,9 @@ def test_interrupt_during_a_boundary_wait_keeps_the_wait_and_the_summary(source,
 
     monkeypatch.setattr(rung_policy.OneAheadPolicy, "take", interrupted_take)
     proto = teacher_forced(source.config.vocab_size, 8, 40)
-    result = run_ladder(source, F32, RunSettings(SCHEDULES["i2"], Ladder.parse("tiny"), proto))
+    result = run_ladder(
+        source, RunConfig(SCHEDULES["i2"], Ladder.parse("tiny"), proto, options=F32)
+    )
     report = result.report
     assert report.stop_reason == "interrupted"
     (boundary,) = report.boundaries
@@ -144,8 +145,8 @@ def test_a_run_ending_with_a_compile_in_flight_closes_its_trace_cleanly(tmp_path
 def test_a_failed_first_compile_still_counts_its_foreground_time(source):
     proto = teacher_forced(source.config.vocab_size, 8, 20)
     faults = Faults(fail_compiles={16: 1})
-    settings = RunSettings(SCHEDULES["i2"], Ladder.parse("tiny"), proto, faults=faults)
-    result = run_ladder(source, F32, settings)
+    settings = RunConfig(SCHEDULES["i2"], Ladder.parse("tiny"), proto, faults=faults, options=F32)
+    result = run_ladder(source, settings)
     assert result.error is not None and result.report.stop_reason.startswith("error:")
     assert result.report.foreground_compile_s > 0
 
@@ -158,7 +159,9 @@ def test_out_of_memory_reserving_the_kv_is_reported(source, monkeypatch):
 
     monkeypatch.setattr(kv_arena.mmap, "mmap", refuse)
     proto = teacher_forced(source.config.vocab_size, 8, 20)
-    result = run_ladder(source, F32, RunSettings(SCHEDULES["b0"], Ladder.parse("tiny"), proto))
+    result = run_ladder(
+        source, RunConfig(SCHEDULES["b0"], Ladder.parse("tiny"), proto, options=F32)
+    )
     assert "out of memory reserving" in result.report.error
     assert result.report.tokens_decoded == 0
 
@@ -267,7 +270,10 @@ def test_kv_store_appends_after_its_length_and_refuses_overflow(source):
 
 def test_runner_never_sets_the_store_length_itself(source):
     proto = teacher_forced(source.config.vocab_size, 8, 30)
-    runner = LadderRunner(source, F32, RunSettings(SCHEDULES["i3"], Ladder.parse("tiny"), proto))
+    runner = LadderRunner(
+        source,
+        RunConfig(SCHEDULES["i3"], Ladder.parse("tiny"), proto, options=F32).for_model(source),
+    )
     result = runner.run()
     assert runner.store is not None
     assert runner.store.length == 8 + result.report.tokens_decoded == result.report.context_final
@@ -288,7 +294,7 @@ def _run_report(model: Path, schedule: str, out: Path) -> dict:
     argv += ["--decode-tokens", "120", "--step-delay", "0.005"]
     argv += ["--no-cache"]  # graphs compiled, never imported or exported (an export's buffer)
     proc = subprocess.run(
-        [sys.executable, "-m", "compile_ahead.cli", *argv],
+        [sys.executable, "-m", "compile_ahead.commands", *argv],
         capture_output=True,
         text=True,
         timeout=300,
@@ -301,23 +307,14 @@ def _run_report(model: Path, schedule: str, out: Path) -> dict:
 def test_resident_graphs_match_the_memory_they_hold(tmp_path):
     """Each whole graph holds its own compiled weights (f32 here, ~90 MB for this model), so
     peak RSS grows by about one graph per graph counted resident."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    import math
 
-    config = Qwen2Config(
-        hidden_size=256,
-        intermediate_size=1024,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=32000,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(0)
-    model_dir = tmp_path / "m"
-    Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
-    params = sum(p.numel() for p in Qwen2ForCausalLM(config).parameters())
+    from safetensors import safe_open
+
+    bigger = dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, vocab_size=32000)
+    model_dir = random_qwen2_checkpoint(tmp_path / "m", **bigger)
+    with safe_open(model_dir / "model.safetensors", "np") as f:
+        params = sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys())  # noqa: SIM118 (not a dict)
     graph_bytes = params * 4
     reports = {s: _run_report(model_dir, s, tmp_path / f"{s}.json") for s in ("b0", "i2", "i1")}
     assert [reports[s]["graphs_resident_max"] for s in ("b0", "i2", "i1")] == [1, 2, 4]

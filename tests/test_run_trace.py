@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.trace_validate import validate_trace
 
 RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]

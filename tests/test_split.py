@@ -5,18 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.options import CompileOptions
 from compile_ahead.runtime.graphs import split as split_graphs
 from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.events import RunEvents
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import LadderRunner, RunSettings, run_ladder
+from compile_ahead.runtime.ladder.runner import LadderRunner, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
+from conftest import F32
 
-F32 = CompileOptions(device="CPU", inference_precision="f32")
 LADDER = Ladder.parse("16,32,64,128")
 
 
@@ -32,13 +32,17 @@ def proto(source):
 
 @pytest.fixture(scope="module")
 def whole(source, proto):
-    return run_ladder(source, F32, RunSettings(SCHEDULES["b0"], LADDER, proto, keep_logits=True))
+    return run_ladder(
+        source, RunConfig(SCHEDULES["b0"], LADDER, proto, keep_logits=True, options=F32)
+    )
 
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
 def test_split_matches_whole_for_every_schedule(source, proto, whole, schedule):
-    settings = RunSettings(SCHEDULES[schedule], LADDER, proto, keep_logits=True, graph="split")
-    run = run_ladder(source, F32, settings)
+    settings = RunConfig(
+        SCHEDULES[schedule], LADDER, proto, keep_logits=True, graph="split", options=F32
+    )
+    run = run_ladder(source, settings)
     assert run.error is None
     assert run.predicted == whole.predicted
     worst = max(float(np.abs(a - b).max()) for a, b in zip(run.logits, whole.logits, strict=True))
@@ -67,8 +71,8 @@ def test_successor_compiles_never_touch_the_weight_part(source, proto, monkeypat
         split_graphs, "build_weight_part", lambda *a, **k: built.append(a[2]) or real(*a, **k)
     )
     log = _Compiles()
-    settings = RunSettings(SCHEDULES["i2"], LADDER, proto, graph="split")
-    runner = LadderRunner(source, F32, settings, events=log)
+    settings = RunConfig(SCHEDULES["i2"], LADDER, proto, graph="split", options=F32)
+    runner = LadderRunner(source, settings.for_model(source), events=log)
     report = runner.run().report.to_json()
     # The weight parts were built once each, before decoding started.
     assert sorted(built) == list(range(source.config.num_layers + 1))
@@ -81,9 +85,11 @@ def test_successor_compiles_never_touch_the_weight_part(source, proto, monkeypat
 
 
 def test_split_refuses_a_prefill_graph(source, proto):
-    settings = RunSettings(SCHEDULES["i2"], LADDER, proto, prefill_chunk=16, graph="split")
+    settings = RunConfig(
+        SCHEDULES["i2"], LADDER, proto, prefill_chunk=16, graph="split", options=F32
+    )
     with pytest.raises(CompileAheadError, match="not available with --graph split"):
-        LadderRunner(source, F32, settings)
+        LadderRunner(source, settings.for_model(source))
 
 
 def test_run_cli_graph_flag(capsys):

@@ -7,19 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compile_ahead.runtime.compile.compiler import compile_step
-from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.graphs.spec import LOGITS, GraphSpec, new_key_name
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
-
-F32 = CompileOptions(inference_precision="f32").resolved()
+from conftest import F32
 
 
 def _held(step, layers: int) -> tuple[np.ndarray, list[np.ndarray]]:
     get = step.request.get_tensor
-    return get(graphs.LOGITS).data, [get(graphs.new_key_name(i)).data for i in range(layers)]
+    return get(LOGITS).data, [get(new_key_name(i)).data for i in range(layers)]
 
 
 def check_outputs_follow_the_request(source, dynamic: bool) -> None:

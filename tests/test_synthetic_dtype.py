@@ -10,7 +10,7 @@ from pathlib import Path
 import openvino as ov
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.user_cache import CACHE_DIR_ENV
 from compile_ahead.runtime.model import presets

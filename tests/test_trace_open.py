@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.compare.headless import (
     NO_NETWORK,
     NO_NETWORK_RULES,
@@ -79,7 +79,7 @@ class TraceOpen:
         self.stderr_path = tmp_path / f"trace-open-{time.monotonic_ns()}.stderr"
         with self.stderr_path.open("w") as stderr:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "compile_ahead.cli", "trace", "open", *args],
+                [sys.executable, "-m", "compile_ahead.commands", "trace", "open", *args],
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,
@@ -460,7 +460,7 @@ def test_run_open_needs_a_trace(capsys):
     ("command", "args", "written"),
     [
         (
-            ["compile_ahead.cli", "run"],
+            ["compile_ahead.commands", "run"],
             [
                 "--ladder",
                 "tiny",
@@ -473,7 +473,7 @@ def test_run_open_needs_a_trace(capsys):
             "r.pftrace",
         ),
         (
-            ["compile_ahead.profiling.cli"],
+            ["compile_ahead.commands.profile_compile"],
             ["--ladder", "16", "--out", "{tmp}/prof"],
             "prof/trace.pftrace",
         ),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.cli import build_parser
+from compile_ahead.commands.main import build_parser
 from compile_ahead.profiling.trials import schedule_ab, upstream_trial
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.cli import build_parser
+from compile_ahead.commands.main import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.arms import parse_arm, probe
 from compile_ahead.profiling.trials.compile_ab import WORKER, export_rungs, parse_ladder
@@ -28,8 +28,8 @@ def run_ab(argv: list[str]) -> int:
 
 
 def test_ab_is_registered_in_the_main_cli() -> None:
-    from compile_ahead.cli import build_parser
-    from compile_ahead.profiling.trials import cli as trials_cli
+    from compile_ahead.commands import ab as trials_cli
+    from compile_ahead.commands.main import build_parser
 
     args = build_parser().parse_args(
         ["ab", "compile", "--arm", "A=current", "--arm", "B=current", "--model", "tiny"]

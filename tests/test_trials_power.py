@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from compile_ahead.cli import build_parser
+from compile_ahead.commands.main import build_parser
 from compile_ahead.profiling.trials import power, stats
 from compile_ahead.profiling.trials.analysis import analyse
 from compile_ahead.profiling.trials.compile_ab import (

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.cli import main
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.trials.runner import DEFAULT_TRIAL_TIMEOUT_S, TRIALS_LOG, load_records
 
 HANG_GUARD_S = 180  # far above any --timeout used here; only a hang reaches it
-CLI = [sys.executable, "-m", "compile_ahead.cli"]
+CLI = [sys.executable, "-m", "compile_ahead.commands"]
 
 # A trial command standing in for `compile-ahead run --report OUT` (argv: schedule, out).
 FAKE_RUN = """
@@ -90,7 +90,7 @@ def test_trial_timeout_kills_the_trial_and_its_children(tmp_path, pid_file) -> N
 
 
 def test_trials_have_a_default_timeout() -> None:
-    from compile_ahead.cli import build_parser
+    from compile_ahead.commands.main import build_parser
 
     args = build_parser().parse_args(["ab", "schedule", "--model", "tiny", "--arms", "i1,i2"])
     assert args.timeout == DEFAULT_TRIAL_TIMEOUT_S and 0 < args.timeout < float("inf")

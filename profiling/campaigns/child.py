@@ -35,7 +35,7 @@ GUARD = (
 
 def compile_ahead_command(argv: Sequence[str]) -> list[str]:
     """``compile-ahead ARGV`` under this interpreter."""
-    return [sys.executable, "-m", "compile_ahead.cli", *argv]
+    return [sys.executable, "-m", "compile_ahead.commands", *argv]
 
 
 def _signal_group(proc: subprocess.Popen, signum: int) -> None:

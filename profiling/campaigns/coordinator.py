@@ -22,7 +22,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_output_file
 from compile_ahead.profiling.campaigns.block import BlockTask
 from compile_ahead.profiling.campaigns.models import model_identity
-from compile_ahead.profiling.campaigns.spec import CampaignSpec, load_spec
+from compile_ahead.profiling.campaigns.spec import CampaignSpec
 from compile_ahead.profiling.campaigns.store import CoordinatorLock, Store
 
 
@@ -171,14 +171,14 @@ def _open_store(path: Path, spec: CampaignSpec, cells: dict[int, dict]) -> Store
 
 
 def run_campaign(
-    spec_path: Path,
+    spec: CampaignSpec,
     store_path: Path,
     make_executor: Callable[[], Executor],
     quiet: bool = False,
     stream: TextIO | None = None,
 ) -> int:
+    """Run (or resume) ``spec`` (spec.load_spec) into the store at ``store_path``."""
     stream = stream or sys.stderr
-    spec = load_spec(spec_path)
     by_model = identities_of(spec)
     cells = {c.index: by_model[(c.model, c.synthetic_dtype)] for c in spec.cells}
     if not store_path.parent.is_dir():

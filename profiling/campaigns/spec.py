@@ -20,24 +20,28 @@
     [report]
     endpoints = ["critical_path"]     # optional: the endpoint keys of the cross-cell table
 
-Each cell is the `ab KIND` command line these give, parsed by `ab`'s own parser here, so a flag
-`ab` refuses is refused before the campaign starts.
+Each cell is the `ab KIND` command line these give, checked by the `ab` command's own parser
+and checks (given to load_spec by the `campaign` command), so a flag `ab` refuses is refused
+before the campaign starts.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import json
 import re
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.arms import CampaignArm, parse_campaign_arm
+
+# Checks one cell's `ab KIND ...` command line as `ab` does before any work (one line if not).
+CheckCell = Callable[[list[str]], None]
 
 KINDS = ("compile", "schedule", "baselines")
 AXES = ("model", "synthetic_dtype", "ladder", "ov_config")
@@ -100,25 +104,6 @@ def _value_text(value: object) -> str:
     if isinstance(value, list):
         return "+".join(map(str, value)) or "none"
     return str(value)
-
-
-class _Refusing(argparse.ArgumentParser):
-    """`ab`'s parser with its errors raised instead of printed and exited on."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise CompileAheadError(message)
-
-    def exit(self, status: int = 0, message: str | None = None):  # type: ignore[override]
-        raise CompileAheadError((message or "the parser stopped").strip())
-
-
-def ab_parser() -> argparse.ArgumentParser:
-    """The `ab` command's own parser (profiling/trials/cli.py), refusing instead of exiting."""
-    from compile_ahead.profiling.trials import cli as trials_cli
-
-    top = _Refusing(prog="compile-ahead", add_help=False)
-    trials_cli.register(top.add_subparsers(dest="command"))
-    return top
 
 
 def _load_toml(path: Path) -> tuple[str, dict]:
@@ -284,44 +269,21 @@ def compile_arm_flags(arms: tuple[CampaignArm, ...], props: tuple[str, ...], pyt
     return flags
 
 
-def _check_cell(spec: CampaignSpec, cell: Cell, parser: argparse.ArgumentParser) -> None:
-    """The cell's command through `ab`'s parser and its checks that need no model or trial."""
+def _check_cell(spec: CampaignSpec, cell: Cell, check: CheckCell) -> None:
+    """The cell's `ab` command line as `ab` checks it before any model or trial."""
     argv = list(cell.argv)
     if spec.kind == "compile":
         argv += compile_arm_flags(spec.compile_arms, cell.arm_items, lambda _v: sys.executable)
     argv += block_flags(spec.pairs, spec.warmup, 0, spec.timeout)
     try:
-        args = parser.parse_args(argv)
-        if spec.kind == "compile":
-            from compile_ahead.profiling.trials.arms import parse_arm
-            from compile_ahead.profiling.trials.compile_ab import parse_ladder
-
-            for text in args.arm:
-                parse_arm(text, args.device)
-            parse_ladder(args.ladder)
-        else:
-            _check_schedule(args)
+        check(argv)
     except CompileAheadError as err:
         raise CompileAheadError(f"{spec.path}: cell {cell.label}: ab {spec.kind}: {err}") from None
 
 
-def _check_schedule(args: argparse.Namespace) -> None:
-    from compile_ahead.profiling.trials.schedule_ab import parse_arms
-    from compile_ahead.runtime.cli.options import (
-        decode_tokens_from_args,
-        ladder_from_args,
-        ov_config_from_args,
-        prompt_len_from_args,
-    )
-
-    parse_arms(args.arms, custom_command=args.command is not None)
-    ladder = ladder_from_args(args)
-    decode_tokens_from_args(args, ladder, prompt_len_from_args(args, ladder))
-    ov_config_from_args(args)
-
-
-def load_spec(path: Path) -> CampaignSpec:
-    """The campaign at ``path``, every cell checked; one line naming the first problem."""
+def load_spec(path: Path, check: CheckCell) -> CampaignSpec:
+    """The campaign at ``path``, every cell checked by ``check`` (the `ab` command's own
+    checks of a command line); one line naming the first problem."""
     text, data = _load_toml(path)
     _check_keys(data, path)
     camp = _campaign(_table(data, "campaign", path), path)
@@ -363,7 +325,6 @@ def load_spec(path: Path) -> CampaignSpec:
         None if endpoints is None else tuple(endpoints),
         canonical,
     )
-    parser = ab_parser()
     for cell in spec.cells:
-        _check_cell(spec, cell, parser)
+        _check_cell(spec, cell, check)
     return spec

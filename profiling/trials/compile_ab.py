@@ -130,7 +130,7 @@ def export_rungs(
     import openvino as ov
 
     from compile_ahead.profiling.foreign_model import model_file, read_static
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     directory.mkdir(parents=True, exist_ok=True)

@@ -76,12 +76,12 @@ class ExtensionCounters:
 
     def __init__(self) -> None:
         import compile_ahead  # noqa: F401  (announces the ITT collector to OpenVINO)
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
         from compile_ahead.profiling import depsort
 
-        self._counters = counters
+        self._counters = itt_collector
         self._depsort = depsort
-        self.problem = counters.collector_status().problem()
+        self.problem = itt_collector.collector_status().problem()
 
     def begin(self) -> None:
         """Zero what the next compile is measured by: the ITT events and, when a patched NPU

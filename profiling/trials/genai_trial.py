@@ -64,43 +64,63 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
     args = p.parse_args(argv)
 
+    from compile_ahead.atomic import write_json_atomic
+
+    t_start = time.perf_counter()  # critical path: IR export, load, generate
+    with tempfile.TemporaryDirectory(prefix="genai-trial-") as tmp:
+        directory, source, export_s = model_directory(args.model, Path(tmp), args.synthetic_dtype)
+        timed = _generate(directory, source, args.prompt_len, args.decode_tokens)
+    timed["export_s"] = export_s
+    timed["critical_path_s"] = time.perf_counter() - t_start
+    report = _report(args, source, timed)
+    write_json_atomic(args.report, report.to_json())
+    summary = {"load_s": timed["load_s"], "ttft_s": report.prefill_s}
+    print(json.dumps({**summary, "tokens": report.tokens_decoded}))
+    return 0
+
+
+def _generate(directory: Path, source, prompt_len: int, decode_tokens: int) -> dict:
+    """LLMPipeline loaded (timed) and generating the teacher-forced prompt's continuation."""
     import numpy as np
     import openvino as ov
     import openvino_genai as genai
 
-    from compile_ahead.atomic import write_json_atomic
+    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+
+    proto = teacher_forced(source.config.vocab_size, prompt_len, decode_tokens)
+    t0 = time.perf_counter()
+    pipe = genai.LLMPipeline(str(directory), "CPU")
+    load_s = time.perf_counter() - t0
+    cfg = genai.GenerationConfig()
+    cfg.max_new_tokens = decode_tokens
+    cfg.ignore_eos = True
+    cfg.eos_token_id = 0
+    cfg.stop_token_ids = set()
+    ids = np.asarray([proto.prompt], np.int64)
+    inputs = genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
+    g0 = time.perf_counter()
+    result = pipe.generate(inputs, cfg)
+    generate_s = time.perf_counter() - g0
+    del pipe
+    return {"result": result, "load_s": load_s, "generate_s": generate_s, "genai": genai}
+
+
+def _report(args: argparse.Namespace, source, timed: dict):
+    """The trial's run report, from LLMPipeline's own metrics."""
     from compile_ahead.profiling.trials.upstream_trial import per_rung_rates
     from compile_ahead.runtime.base.measure import peak_rss_bytes
     from compile_ahead.runtime.ladder.capacities import Ladder
     from compile_ahead.runtime.ladder.report import RungStats, RunReport
-    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 
     ladder = list(Ladder.parse(args.ladder).rungs)
-    t_start = time.perf_counter()  # critical path: IR export, load, generate
-    with tempfile.TemporaryDirectory(prefix="genai-trial-") as tmp:
-        directory, source, export_s = model_directory(args.model, Path(tmp), args.synthetic_dtype)
-        proto = teacher_forced(source.config.vocab_size, args.prompt_len, args.decode_tokens)
-        t0 = time.perf_counter()
-        pipe = genai.LLMPipeline(str(directory), "CPU")
-        load_s = time.perf_counter() - t0
-        cfg = genai.GenerationConfig()
-        cfg.max_new_tokens = args.decode_tokens
-        cfg.ignore_eos = True
-        cfg.eos_token_id = 0
-        cfg.stop_token_ids = set()
-        ids = np.asarray([proto.prompt], np.int64)
-        inputs = genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
-        g0 = time.perf_counter()
-        result = pipe.generate(inputs, cfg)
-        generate_s = time.perf_counter() - g0
-        del pipe
-    end = time.perf_counter()
+    result = timed["result"]
     raw = result.perf_metrics.raw_metrics
     ttft_s = float(next(iter(raw.m_times_to_first_token))) / 1e6
     # Durations of tokens 2..N (us); token 1 comes with the prefill (time to first token).
     steps_s = [float(d) / 1e6 for d in raw.m_durations]
     contexts = [args.prompt_len + 1 + i for i in range(len(steps_s))]
-    report = RunReport(
+    extra = {"ir_export_s": timed["export_s"], "generate_s": timed["generate_s"]}
+    return RunReport(
         model=source.describe(),
         device="CPU (openvino-genai LLMPipeline)",
         schedule=ARM,
@@ -111,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         protocol="greedy from the teacher-forced prompt (LLMPipeline cannot be forced)",
         tokens_decoded=len(result.tokens[0]),
         context_final=args.prompt_len + len(result.tokens[0]),
-        foreground_compile_s=load_s,
+        foreground_compile_s=timed["load_s"],
         prefill_s=ttft_s,
         decode_s=sum(steps_s),
-        critical_path_s=end - t_start,
+        critical_path_s=timed["critical_path_s"],
         rungs=[
             RungStats(r["capacity"], r["tokens"], r["decode_s"])
             for r in per_rung_rates(contexts, steps_s, ladder)
@@ -122,11 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         kv_bytes_definition="LLMPipeline's own KV cache: not observable from here",
         graphs_resident_max=1,
         peak_rss_bytes=peak_rss_bytes(),
-        extra={"ir_export_s": export_s, "generate_s": generate_s, "genai": genai.__version__},
+        extra={**extra, "genai": timed["genai"].__version__},
     )
-    write_json_atomic(args.report, report.to_json())
-    print(json.dumps({"load_s": load_s, "ttft_s": ttft_s, "tokens": len(steps_s) + 1}))
-    return 0
 
 
 if __name__ == "__main__":

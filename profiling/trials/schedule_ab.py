@@ -78,7 +78,7 @@ def run_command(
     }
     if template is None:
         return (
-            sys.executable, "-m", "compile_ahead.cli", "run",
+            sys.executable, "-m", "compile_ahead.commands", "run",
             "--model", model, "--schedule", schedule, "--ladder", ladder,
             "--prompt-len", str(prompt_len), "--decode-tokens", str(decode_tokens),
             "--report", "{out}", "--no-progress", *extra,
@@ -100,16 +100,6 @@ def run_command(
             part = part.replace("{" + key + "}", value)
         filled.append(part)
     return (*filled, *extra)
-
-
-def check_run_available() -> None:
-    """Fail early, in one line, if `compile-ahead run` (what the trials run) cannot load."""
-    from compile_ahead.cli import build_parser
-
-    try:
-        build_parser()
-    except ImportError as err:
-        raise CompileAheadError(f"the compile-ahead CLI cannot load: {err}") from err
 
 
 def make_arms(

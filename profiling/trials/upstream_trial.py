@@ -82,27 +82,34 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from compile_ahead.profiling.trials.compile_ab import parse_ladder
-    from compile_ahead.runtime.baselines.npuw import compile_npuw, npuw_generate_sizes
-    from compile_ahead.runtime.ladder.report import RungStats, RunReport
+    from compile_ahead.runtime.baselines.npuw import compile_npuw
     from compile_ahead.runtime.ladder.run_protocol import teacher_forced
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     ladder = list(parse_ladder(args.ladder))
-    pyramid = args.pyramid == "on"
     source = resolve_model(args.model, synthetic_dtype=args.synthetic_dtype)
     proto = teacher_forced(source.config.vocab_size, args.prompt_len, args.decode_tokens)
     t_start = time.perf_counter()  # critical path: weights, build, IR round trip, compile, run
-    max_prompt = ladder[-1] - NPUW_RESPONSE
-    runner = compile_npuw(source, max_prompt, NPUW_RESPONSE, pyramid)
+    runner = compile_npuw(source, ladder[-1] - NPUW_RESPONSE, NPUW_RESPONSE, args.pyramid == "on")
     result = runner.run(list(proto.prompt), args.decode_tokens, list(proto.forced), False)
-    end = time.perf_counter()
+    report = _report(args, source, ladder, runner, result, time.perf_counter() - t_start)
+    args.report.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+def _report(args: argparse.Namespace, source, ladder: list[int], runner, result, wall_s: float):
+    """The trial's run report (JSON), in the runtime's shape."""
+    from compile_ahead.runtime.baselines.npuw import npuw_generate_sizes
+    from compile_ahead.runtime.ladder.report import RungStats, RunReport
+
+    pyramid = args.pyramid == "on"
+    max_prompt = ladder[-1] - NPUW_RESPONSE
     sizes = npuw_generate_sizes(max_prompt, NPUW_RESPONSE, pyramid)
     kv = npuw_kv_bytes(source.config, sizes[-1])
-    name = "npuw-b1" if pyramid else "npuw-b0"
-    report = RunReport(
+    return RunReport(
         model=source.describe(),
         device="NPU (NPUW, NPUW_DEVICES=CPU)",
-        schedule=name,
+        schedule="npuw-b1" if pyramid else "npuw-b0",
         schedule_title=f"NPUW pyramid {args.pyramid}: OpenVINO's NPU LLM pipeline on CPU",
         ladder=ladder,
         prompt_len=args.prompt_len,
@@ -113,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         foreground_compile_s=runner.weights_s + result.build_s + result.compile_s,
         prefill_s=result.prefill_s,
         decode_s=sum(result.step_times_s),
-        critical_path_s=end - t_start,
+        critical_path_s=wall_s,
         rungs=[
             RungStats(r["capacity"], r["tokens"], r["decode_s"])
             for r in per_rung_rates(result.step_context, result.step_times_s, ladder)
@@ -137,8 +144,6 @@ def main(argv: list[str] | None = None) -> int:
             "config": {k: str(v) for k, v in runner.config.items()},
         },
     ).to_json()
-    args.report.write_text(json.dumps(report, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     import openvino as ov
 
     from compile_ahead.runtime.compile.options import CompileOptions
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 
 # Part of every key: entries of another format are never looked up (misses, pruned in time).
@@ -452,8 +452,12 @@ class CompileCache:
         compiled._compile_ahead_blob = mapped  # type: ignore[attr-defined]
         return compiled, verify_s
 
-    def store(self, outcome: CacheOutcome, compiled: ov.CompiledModel) -> CacheOutcome:
-        """Export and write the entry of a miss; a failed write is a warning, never an error."""
+    def store(self, outcome: CacheOutcome, compiled: Compiled) -> CacheOutcome:
+        """Write the entry of a miss: the compile's export when it made one (a compile
+        worker's), else the compiled model exported now; a failed write is a warning, never
+        an error."""
+        if compiled.blob is not None:
+            return self.store_blob(outcome, compiled.blob)
         if outcome.state != "miss" or outcome.entry is None:
             return outcome
         refused = self.writes.admit(outcome.entry)  # counted from the export on
@@ -463,7 +467,7 @@ class CompileCache:
             t0 = time.perf_counter()
             try:
                 buffer = io.BytesIO()
-                compiled.export_model(buffer)
+                compiled.model.export_model(buffer)
             except RuntimeError as err:
                 return self._not_stored(outcome, err)
             return self._write(outcome, buffer.getbuffer(), t0)
@@ -576,8 +580,20 @@ def _reason(err: BaseException | None) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-if TYPE_CHECKING:
-    Compiled = tuple[ov.CompiledModel, float, float]  # compiled model, build s, compile s
+@dataclass
+class Compiled:
+    """A compiled graph and what it took (build and compile seconds, 0 on an import)."""
+
+    model: ov.CompiledModel
+    build_s: float = 0.0
+    compile_s: float = 0.0
+    # Its export, when the compile made one (a compile worker's): a cache entry is written
+    # from it instead of exporting the model again.
+    blob: bytes | None = None
+
+
+# Writes a miss's entry when the caller has time; what the cache did.
+PendingStore = Callable[[], CacheOutcome]
 
 
 def cached_compile(
@@ -587,22 +603,24 @@ def cached_compile(
     options: CompileOptions,
     compile_fn: Callable[[CompileOptions], Compiled],
     model_fn: Callable[[], ov.Model] | None = None,
-    store: bool = True,
-) -> tuple[Compiled, CacheOutcome]:
-    """Import the graph from the cache (build and compile seconds 0), or compile it with
-    ``compile_fn`` and store it (``store`` False: the caller stores the miss later with
-    ``compile_cache.store``); ``compile_cache`` None compiles with the cache off."""
+    store_later: bool = False,
+) -> tuple[Compiled, CacheOutcome, PendingStore | None]:
+    """The one way a graph goes through the compile cache: imported from its entry, or
+    compiled with ``compile_fn`` and stored; ``compile_cache`` None compiles with the cache
+    off. ``store_later``: a miss's entry is not written now but by the returned pending store
+    (exporting and writing take seconds), e.g. once the graph has served the first token."""
     if compile_cache is None:
-        return compile_fn(options), OFF
-    compiled, outcome = compile_cache.lookup(source, graph, options, model_fn)
-    if compiled is not None:
-        return (compiled, 0.0, 0.0), outcome
+        return compile_fn(options), OFF, None
+    model, outcome = compile_cache.lookup(source, graph, options, model_fn)
+    if model is not None:
+        return Compiled(model), outcome, None
     if outcome.state == "off":
-        return compile_fn(options), outcome
-    result = compile_fn(compile_cache.compile_options(options))
-    if not store:
-        return result, outcome
-    return result, compile_cache.store(outcome, result[0])
+        return compile_fn(options), outcome, None
+    compiled = compile_fn(compile_cache.compile_options(options))
+    pending = functools.partial(compile_cache.store, outcome, compiled)
+    if store_later:
+        return compiled, outcome, pending
+    return compiled, pending(), None
 
 
 def step_graph_identity(spec: GraphSpec) -> dict[str, object]:

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GRAPH_MODES = ("whole", "split")
-PLACEMENTS = ("in-process", "worker")
-PREFILL_SHAPES = ("static", "dynamic", "paged")
-# When the first rung's decode graph compiles in a run with a prefill graph: in the background
-# from the start, beside the prefill graph's compile and on into the prefill if it takes longer
-# ("with-prefill-graph"); in the background while the prompt is prefilled; or after the prompt.
-DECODE_COMPILE_TIMINGS = ("with-prefill-graph", "during-prefill", "after-prefill")
+from compile_ahead.runtime.compile.modes import (
+    DecodeCompile,
+    GraphMode,
+    PlacementKind,
+    PrefillShape,
+)
 
 # CPU: whole. Split compiles a successor rung in ~0.06 s instead of seconds and holds one
 # weight copy, but each split step makes 2N+1 infer calls. Paired on a qwen2.5-0.5b-shaped
 # checkpoint (`ab schedule`, i2 whole vs split, 1K->2K, 1920 tokens, 3 AB/BA pairs): split
 # held 0.63x the peak RSS but decoded ~18% slower and its foreground compile (every weight
 # part) was 1.2x; on the 1K..8K protocol the per-token cost outweighs the compile it saves.
-MEASURED_GRAPH = {"CPU": "whole"}
+MEASURED_GRAPH = {"CPU": GraphMode.WHOLE}
 
 # CPU: in-process. A worker process compiles at idle priority and hands back an exported blob,
 # but the CPU plugin repacks the weights again when the blob is imported: on qwen2.5-0.5b
@@ -30,22 +29,22 @@ MEASURED_GRAPH = {"CPU": "whole"}
 # the in-process compile, decode lost more in total, and the successor was ready 2-5x later.
 # The worker is the mechanism for devices where importing is cheap next to compiling, and for
 # isolating a compiler that crashes or hangs.
-MEASURED_PLACEMENT = {"CPU": "in-process"}
+MEASURED_PLACEMENT = {"CPU": PlacementKind.IN_PROCESS}
 
 
-def default_graph(device: str) -> str:
-    return MEASURED_GRAPH.get(device.upper(), "whole")
+def default_graph(device: str) -> GraphMode:
+    return MEASURED_GRAPH.get(device.upper(), GraphMode.WHOLE)
 
 
-def default_placement(device: str) -> str:
-    return MEASURED_PLACEMENT.get(device.upper(), "in-process")
+def default_placement(device: str) -> PlacementKind:
+    return MEASURED_PLACEMENT.get(device.upper(), PlacementKind.IN_PROCESS)
 
 
 # Tokens per prefill call for each shape when not told (capped at the first rung), whichever
 # chose the shape: static 256 (a static chunk attends over the whole rung, and its last chunk is
 # padded), dynamic 1024 (beat 256 on a 3800-token prompt), paged 4096 (one call beat four of
 # 1024 by about 4%).
-PREFILL_CHUNKS = {"static": 256, "dynamic": 1024, "paged": 4096}
+PREFILL_CHUNKS = {PrefillShape.STATIC: 256, PrefillShape.DYNAMIC: 1024, PrefillShape.PAGED: 4096}
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ class PrefillDefault:
     token by token through the first rung's decode graph (no prefill graph to compile), a
     longer one through a prefill graph of ``shape`` taking its chunk of tokens per call."""
 
-    shape: str  # one of PREFILL_SHAPES
+    shape: PrefillShape
     min_prompt: int
 
     @property
@@ -78,8 +77,8 @@ class PrefillDefault:
 # the first token) but left the stream paused for that compile (0.7 s) and the whole run 1.02x
 # longer: a steady stream from the first token is the better trade for a prompt this short.
 # Other devices (NPU): static shapes only, the static chunked graph over the first rung.
-MEASURED_PREFILL = {"CPU": PrefillDefault("paged", 32)}
-STATIC_PREFILL = PrefillDefault("static", 32)
+MEASURED_PREFILL = {"CPU": PrefillDefault(PrefillShape.PAGED, 32)}
+STATIC_PREFILL = PrefillDefault(PrefillShape.STATIC, 32)
 
 
 def default_prefill(device: str) -> PrefillDefault:
@@ -101,11 +100,11 @@ def default_prefill(device: str) -> PrefillDefault:
 # priority does not reach the plugin's shared worker threads, which run much of the compile.
 # The first token comes first. A device that prefills on its own silicon (NPU) compiles on the
 # host meanwhile.
-MEASURED_DECODE_COMPILE = {"CPU": "after-prefill"}
+MEASURED_DECODE_COMPILE = {"CPU": DecodeCompile.AFTER_PREFILL}
 
 
-def default_decode_compile(device: str) -> str:
-    return MEASURED_DECODE_COMPILE.get(device.upper(), "during-prefill")
+def default_decode_compile(device: str) -> DecodeCompile:
+    return MEASURED_DECODE_COMPILE.get(device.upper(), DecodeCompile.DURING_PREFILL)
 
 
 # Compile properties for decode graphs (one token per call) when not told, per device; a

@@ -30,8 +30,14 @@ class CompileOptions:
     extra_config: dict[str, str] = field(default_factory=dict)
     # Compiled graphs kept across runs (compile_cache.cache_from_flags); None compiles all.
     cache: CompileCache | None = field(default=None, compare=False)
+    # Set by resolved(): the precisions are settled and checked, nothing is checked again.
+    settled: bool = field(default=False, compare=False, repr=False)
 
     def resolved(self) -> CompileOptions:
+        """The device's default precisions applied and the user's checked (once: resolved
+        options are returned as they are)."""
+        if self.settled:
+            return self
         inf = self.inference_precision or _hint_in(self.extra_config)
         if self.inference_precision and _hint_in(self.extra_config) not in (None, inf):
             raise CompileAheadError(
@@ -42,7 +48,11 @@ class CompileOptions:
         check_precision(inf, "--inference-precision")
         kv = check_precision(self.kv_precision or inf, "--kv-precision")
         return replace(
-            self, inference_precision=inf, kv_precision=kv, extra_config=dict(self.extra_config)
+            self,
+            inference_precision=inf,
+            kv_precision=kv,
+            extra_config=dict(self.extra_config),
+            settled=True,
         )
 
     def graph_defaults(self, kind: str) -> dict[str, str]:

@@ -18,13 +18,21 @@ from compile_ahead.runtime.base.ov_core import compile_model
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES, bf16_bits_to_f32
 from compile_ahead.runtime.compile.cache import (
     CacheOutcome,
+    Compiled,
     attention_core_identity,
     cached_compile,
     weight_part_identity,
 )
 from compile_ahead.runtime.compile.options import CompileOptions, device_config
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.graphs import split as split_graphs
+from compile_ahead.runtime.graphs.spec import (
+    LOGITS,
+    PAST_LENGTH,
+    GraphSpec,
+    past_key_name,
+    past_value_name,
+)
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.base import ModelSource
@@ -45,13 +53,11 @@ def _compile(
 ) -> tuple[ov.CompiledModel, CacheOutcome]:
     """Import the graph from the compile cache (options.cache), or build and compile it."""
 
-    def compile_fn(opts: CompileOptions) -> tuple[ov.CompiledModel, float, float]:
-        return compile_model(build(), opts.device, device_config(opts), what), 0.0, 0.0
+    def compile_fn(opts: CompileOptions) -> Compiled:
+        return Compiled(compile_model(build(), opts.device, device_config(opts), what))
 
-    (compiled, _, _), outcome = cached_compile(
-        options.cache, source, graph, options, compile_fn, build
-    )
-    return compiled, outcome
+    compiled, outcome, _ = cached_compile(options.cache, source, graph, options, compile_fn, build)
+    return compiled.model, outcome
 
 
 class WeightParts:
@@ -94,7 +100,7 @@ class WeightParts:
         past = _shared(self.past_length)
         for i, req in enumerate(self.requests):
             if i < n:
-                req.set_tensor(graphs.PAST_LENGTH, past)
+                req.set_tensor(PAST_LENGTH, past)
                 req.set_tensor(split_graphs.QUERY, _shared(self.query[i]))
                 req.set_tensor(split_graphs.NEW_KEY, _shared(self.new_keys[i], kv_type))
                 req.set_tensor(split_graphs.NEW_VALUE, _shared(self.new_values[i], kv_type))
@@ -105,7 +111,7 @@ class WeightParts:
                 req.set_tensor(split_graphs.ATTN_IN, _shared(self.attn[i - 1]))
             if 0 < i < n:
                 req.set_tensor(split_graphs.HIDDEN_OUT, _shared(self.hidden[i]))
-        self.requests[n].set_tensor(graphs.LOGITS, _shared(self.logits))
+        self.requests[n].set_tensor(LOGITS, _shared(self.logits))
         self._embed = source.weights.get("model.embed_tokens.weight")
 
     @property
@@ -118,6 +124,20 @@ class WeightParts:
     def import_s(self) -> float:
         return sum(o.import_s for o in self.cache_outcomes)
 
+    @property
+    def cache_outcome(self) -> CacheOutcome:
+        """The parts' outcomes as one: their state (cache_state), import seconds summed,
+        stored when every miss was, their notes joined."""
+        misses = [o for o in self.cache_outcomes if o.state == "miss"]
+        notes = sorted({o.note for o in self.cache_outcomes if o.note})
+        return CacheOutcome(
+            self.cache_state,  # type: ignore[arg-type]
+            import_s=self.import_s,
+            verify_s=sum(o.verify_s for o in self.cache_outcomes),
+            stored=bool(misses) and all(o.stored for o in misses),
+            note="; ".join(notes) or None,
+        )
+
     def embed(self, token: int) -> None:
         """Gather the token's embedding row on the host, decompressed to f32."""
         row = self._embed.array[token]
@@ -128,7 +148,7 @@ class WeightParts:
 class SplitStep:
     """One rung in split mode; the same interface as CompiledStep (decode only)."""
 
-    def __init__(self, parts: WeightParts, compiled_core: ov.CompiledModel, spec: graphs.GraphSpec):
+    def __init__(self, parts: WeightParts, compiled_core: ov.CompiledModel, spec: GraphSpec):
         cfg = parts.source.config
         self.parts = parts
         self.compiled = compiled_core
@@ -142,17 +162,16 @@ class SplitStep:
             req.set_tensor(split_graphs.QUERY, _shared(parts.query[i]))
             req.set_tensor(split_graphs.NEW_KEY, _shared(parts.new_keys[i], kv_type))
             req.set_tensor(split_graphs.NEW_VALUE, _shared(parts.new_values[i], kv_type))
-            req.set_tensor(graphs.PAST_LENGTH, past)
+            req.set_tensor(PAST_LENGTH, past)
             req.set_tensor(split_graphs.ATTN_OUT, _shared(parts.attn[i]))
             self.requests.append(req)
         self.bound: KVArena | None = None
-        self.compile_cache: CacheOutcome | None = None  # hit/miss of this rung's core
 
     def bind(self, arena: KVArena) -> None:
         keys, values = arena.tensors()
         for i, req in enumerate(self.requests):
-            req.set_tensor(graphs.past_key_name(0), keys[i])
-            req.set_tensor(graphs.past_value_name(0), values[i])
+            req.set_tensor(past_key_name(0), keys[i])
+            req.set_tensor(past_value_name(0), values[i])
         self.bound = arena
 
     def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
@@ -167,8 +186,8 @@ class SplitStep:
 
 
 def compile_attention_core(
-    parts: WeightParts, spec: graphs.GraphSpec, options: CompileOptions
-) -> SplitStep:
+    parts: WeightParts, spec: GraphSpec, options: CompileOptions
+) -> CompileResult:
     """A rung in split mode: only its attention core is compiled, in the same precision as
     the rest (on an AMX CPU an f32 core spends more converting the bf16 cache than a bf16 core
     spends in total)."""
@@ -179,6 +198,4 @@ def compile_attention_core(
         f"the C={spec.capacity} attention core",
         attention_core_identity(spec),
     )
-    step = SplitStep(parts, compiled, spec)
-    step.compile_cache = outcome
-    return step
+    return CompileResult(SplitStep(parts, compiled, spec), outcome)

@@ -54,8 +54,9 @@ from compile_ahead.runtime.compile.worker_protocol import (
     receive,
     send,
 )
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.model.architecture import ModelConfig
+from compile_ahead.runtime.sources.base import ReopenSpec
 
 ENTRY = "compile_ahead.runtime.compile.worker_main"
 # Not inherited: the worker would append to the parent's pass-profile file.
@@ -161,7 +162,7 @@ class _Process:
         return status
 
 
-class WorkerPlacement:
+class CompileWorker:
     """Compiles rungs in a worker process and imports them here as CompiledSteps.
 
     One compile at a time (a second caller waits). ``persistent=False`` starts a fresh worker
@@ -228,7 +229,7 @@ class WorkerPlacement:
         self._spawner.shutdown(wait=False)
         _LIVE.discard(self)
 
-    def __enter__(self) -> WorkerPlacement:
+    def __enter__(self) -> CompileWorker:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -237,8 +238,8 @@ class WorkerPlacement:
     # -- compiling ----------------------------------------------------------------------
     def compile(
         self,
-        source_ref: str,
-        spec: graphs.GraphSpec,
+        source: ReopenSpec,
+        spec: GraphSpec,
         options: CompileOptions,
         *,
         timeout_s: float,
@@ -246,9 +247,9 @@ class WorkerPlacement:
         blob_sink: Callable[[bytes], object] | None = None,
         weights: object = None,
     ) -> WorkerResult:
-        """Compile ``spec`` of the model ``source_ref`` (as resolve_model takes it) in the
-        worker and import it here. ``timeout_s`` bounds the worker's part (its start when
-        needed, the compile and the export); the import here is not interruptible.
+        """Compile ``spec`` of the model ``source`` opens in the worker and import it here.
+        ``timeout_s`` bounds the worker's part (its start when needed, the compile and the
+        export); the import here is not interruptible.
         ``blob_sink`` gets the exported blob before it is imported (e.g. to store it in the
         compile cache). ``weights`` (the caller's ModelSource.weights_identity()) makes the
         worker refuse weights that are not those, e.g. a checkpoint replaced since the caller
@@ -260,7 +261,7 @@ class WorkerPlacement:
         what = f"the C={spec.capacity} {spec.kind} graph"
         with self._lock:
             worker, spawn_s = self._ensure_worker(deadline)
-            request = CompileRequest(source_ref, spec, options, fault, weights)
+            request = CompileRequest(source, spec, options, fault, weights)
             try:
                 reply = self._exchange(worker, request, deadline, timeout_s, what)
                 t0 = time.monotonic_ns()
@@ -404,7 +405,7 @@ class WorkerPlacement:
         return worker.close()
 
 
-def _import(data: bytes, spec: graphs.GraphSpec, options: CompileOptions) -> ov.CompiledModel:
+def _import(data: bytes, spec: GraphSpec, options: CompileOptions) -> ov.CompiledModel:
     try:
         compiled = core().import_model(data, options.device, device_config(options))
     except RuntimeError as err:
@@ -415,7 +416,7 @@ def _import(data: bytes, spec: graphs.GraphSpec, options: CompileOptions) -> ov.
     return compiled
 
 
-_LIVE: weakref.WeakSet[WorkerPlacement] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[CompileWorker] = weakref.WeakSet()
 
 
 @atexit.register

@@ -3,7 +3,7 @@ compiled model to a file and reports its compile phases.
 
     python -m compile_ahead.runtime.compile.worker_main PARENT_PID PRIORITY BLOB_FD
 
-Started by compile_worker.WorkerPlacement, never by hand. Order matters: it dies with its
+Started by worker_client.CompileWorker, never by hand. Order matters: it dies with its
 parent and lowers its priority before openvino loads (so every thread OpenVINO and TBB create
 inherits the priority), and ``-m`` imports compile_ahead first (so the ITT collector is announced
 before libopenvino loads). Requests come on stdin, replies go on the original stdout; see
@@ -73,27 +73,27 @@ class Worker:
     def __init__(self, observing: bool, blob_fd: int):
         self.observing = observing
         self.blob_fd = blob_fd  # unnamed file shared with the parent: each blob overwrites it
-        self.sources: dict[str, object] = {}  # source_ref -> ModelSource, kept between compiles
+        self.sources: dict[object, object] = {}  # ReopenSpec -> ModelSource, kept between compiles
         self.pid = os.getpid()
 
     def _phases(self, own: list[PhaseSpan], begin_ns: int, end_ns: int) -> list[PhaseSpan]:
         """Our own steps and the collector's spans of this thread inside [begin, end]."""
         if not self.observing:
             return own
-        from compile_ahead import itt_collector as counters
+        from compile_ahead import itt_collector
 
         tid = threading.get_native_id()
         seen = [
             PhaseSpan(e.begin_ns, e.end_ns, e.name, e.domain, e.depth, self.pid)
-            for e in counters.spans_within(counters.events(), begin_ns, end_ns)
+            for e in itt_collector.spans_within(itt_collector.events(), begin_ns, end_ns)
             if e.tid == tid and e.depth <= PHASE_DEPTH
         ]
-        counters.reset()  # one compile's events at a time
+        itt_collector.reset()  # one compile's events at a time
         return own + seen
 
     def compile(self, req: CompileRequest) -> CompileReply:
-        from compile_ahead.runtime.compile import compiler
-        from compile_ahead.runtime.sources.resolve import resolve_model
+        from compile_ahead.runtime.compile import step_compile
+        from compile_ahead.runtime.sources.resolve import reopen
 
         own: list[PhaseSpan] = []
 
@@ -102,10 +102,10 @@ class Worker:
 
         begin = time.monotonic_ns()
         resolve_s = 0.0
-        source = self.sources.get(req.source_ref)
+        source = self.sources.get(req.source)
         if source is None:
-            source = resolve_model(req.source_ref)
-            self.sources[req.source_ref] = source
+            source = reopen(req.source)
+            self.sources[req.source] = source
             t = time.monotonic_ns()
             step("resolve model", begin, t)
             resolve_s = (t - begin) / 1e9
@@ -113,22 +113,23 @@ class Worker:
             from compile_ahead.errors import CompileAheadError
 
             raise CompileAheadError(
-                f"the compile worker found other weights for {req.source_ref!r} than the run "
+                f"the compile worker found other weights for {req.source.target!r} than the run "
                 "opened (changed on disk since); not compiled from them"
             )
         _inject(req.fault)
         t0 = time.monotonic_ns()
         try:
-            compiled, build_s, compile_s = compiler.compile_graph(source, req.spec, req.options)
+            done = step_compile.compile_graph(source, req.spec, req.options)
         except Exception as err:
             err.phases = self._phases(own, begin, time.monotonic_ns())  # type: ignore[attr-defined]
             raise
         t1 = time.monotonic_ns()
-        step("build graph", t0, t0 + int(build_s * 1e9))
-        step("compile_model", t1 - int(compile_s * 1e9), t1)
+        step("build graph", t0, t0 + int(done.build_s * 1e9))
+        step("compile_model", t1 - int(done.compile_s * 1e9), t1)
         # This binding exports to an io.BytesIO only (a file object is refused).
-        blob = compiled.export_model().getbuffer()
-        del compiled
+        blob = done.model.export_model().getbuffer()
+        build_s, compile_s = done.build_s, done.compile_s
+        del done
         size = _write_all(self.blob_fd, blob)
         del blob
         t2 = time.monotonic_ns()
@@ -169,11 +170,11 @@ def main(argv: list[str]) -> int:
     lower_priority(priority)
     requests, replies = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log, not the pipe
-    from compile_ahead import itt_collector as counters
+    from compile_ahead import itt_collector
     from compile_ahead.runtime.base.ov_core import core
 
     core()
-    observing = counters.collector_status().observing
+    observing = itt_collector.collector_status().observing
     send(replies, Ready(os.getpid(), os.sched_getscheduler(0), os.nice(0), observing))
     worker = Worker(observing, blob_fd)
     while True:

@@ -52,7 +52,7 @@ WORKER_DOMAIN = "compile_ahead.worker"
 
 @dataclass(frozen=True)
 class CompileRequest:
-    source_ref: str  # what runtime.sources.resolve_model takes: directory, hub id or preset
+    source: Any  # sources.base.ReopenSpec: how the worker opens the run's model
     spec: Any  # graphs.GraphSpec (pickled; unpickling it in the worker loads openvino)
     options: Any  # compiler.CompileOptions, resolved by the parent
     fault: Fault | None = None

@@ -10,8 +10,6 @@ logits come out; the host writes the new K/V into the cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import openvino as ov
 from openvino import opset13 as ops
@@ -19,29 +17,19 @@ from openvino import opset13 as ops
 from compile_ahead.runtime.base.precision import OV_TYPES
 from compile_ahead.runtime.graphs.decompression import mark_decompression
 from compile_ahead.runtime.graphs.fold_guard import keep_lookups_unfolded
+from compile_ahead.runtime.graphs.spec import (
+    INPUT_IDS,
+    LAST_INDEX,
+    LOGITS,
+    PAST_LENGTH,
+    GraphSpec,
+    new_key_name,
+    new_value_name,
+    past_key_name,
+    past_value_name,
+)
 from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
 from compile_ahead.runtime.model.weights import WeightStore
-
-INPUT_IDS = "input_ids"
-PAST_LENGTH = "past_length"
-LAST_INDEX = "last_index"
-LOGITS = "logits"
-
-
-def past_key_name(layer: int) -> str:
-    return f"past_key.{layer}"
-
-
-def past_value_name(layer: int) -> str:
-    return f"past_value.{layer}"
-
-
-def new_key_name(layer: int) -> str:
-    return f"new_key.{layer}"
-
-
-def new_value_name(layer: int) -> str:
-    return f"new_value.{layer}"
 
 
 def rope_inv_freq(head_dim: int, rope: RopeConfig) -> np.ndarray:
@@ -107,32 +95,6 @@ def rotate(x: ov.Output, cos: ov.Output, sin: ov.Output) -> ov.Output:
     x1, x2 = ops.split(x, const(-1, np.int64), 2).outputs()
     rotated = ops.concat([ops.negative(x2), x1], -1)
     return ops.add(ops.multiply(x, cos), ops.multiply(rotated, sin)).output(0)
-
-
-@dataclass(frozen=True)
-class GraphSpec:
-    capacity: int  # C: past KV slots the graph reads
-    chunk: int = 1  # L: tokens per call (1 = decode step)
-    kv_precision: str = "f32"
-    # Slots of the bound KV buffer when larger than ``capacity``: the graph then reads the
-    # buffer's first ``capacity`` slots (a shared top-capacity reservation, b1/i3).
-    buffer_capacity: int | None = None
-    # A prefill graph whose token count is free (up to ``chunk``) and whose attention reads
-    # only the ``past_length`` filled slots, so a chunk never scores the empty part of the
-    # capacity. Its inner shapes follow the data: a CPU path (device_defaults.py), not NPU.
-    dynamic: bool = False
-    # A prefill graph that is the source's stateful decoder turned into the paged-attention
-    # form LLMPipeline runs (graphs/paged_prefill.py): the plugin's PagedAttention kernel over
-    # the filled slots, K/V in block tensors the step owns. CPU only, like ``dynamic``.
-    paged: bool = False
-
-    @property
-    def input_capacity(self) -> int:
-        return max(self.capacity, self.buffer_capacity or 0)
-
-    @property
-    def kind(self) -> str:
-        return "decode" if self.chunk == 1 and not (self.dynamic or self.paged) else "prefill"
 
 
 # -- decoder pieces, shared by the whole step graph and the split graphs ----------------------

@@ -25,7 +25,9 @@ from openvino import opset13 as ops
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import OV_TYPES
-from compile_ahead.runtime.graphs.decoder import (
+from compile_ahead.runtime.graphs.fold_guard import keep_lookups_unfolded
+from compile_ahead.runtime.graphs.ir_attention import replace_attention
+from compile_ahead.runtime.graphs.spec import (
     LAST_INDEX,
     PAST_LENGTH,
     GraphSpec,
@@ -34,8 +36,6 @@ from compile_ahead.runtime.graphs.decoder import (
     past_key_name,
     past_value_name,
 )
-from compile_ahead.runtime.graphs.fold_guard import keep_lookups_unfolded
-from compile_ahead.runtime.graphs.ir_attention import replace_attention
 from compile_ahead.runtime.model.ir_reader import (
     ATTENTION_MASK,
     INPUT_IDS,

@@ -13,8 +13,7 @@ import numpy as np
 import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.graphs import decoder as graphs
-from compile_ahead.runtime.graphs.decoder import LAST_INDEX, PAST_LENGTH
+from compile_ahead.runtime.graphs.spec import LAST_INDEX, PAST_LENGTH, GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput, StepOutputs, bind_past_kv
 from compile_ahead.runtime.model.ir_reader import ATTENTION_MASK, INPUT_IDS, POSITION_IDS
 from compile_ahead.runtime.model.kv_arena import KVArena
@@ -27,7 +26,7 @@ def _shared(array: np.ndarray) -> ov.Tensor:
 class IRStep:
     """One compiled IR rung graph; ``bind`` points its past-KV inputs at a cache's buffers."""
 
-    def __init__(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int):
+    def __init__(self, compiled: ov.CompiledModel, spec: GraphSpec, num_layers: int):
         self.compiled = compiled
         self.spec = spec
         self.num_layers = num_layers

@@ -17,7 +17,8 @@ import openvino as ov
 from openvino import opset13 as ops
 
 from compile_ahead.runtime.base.precision import OV_TYPES
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs import decoder
+from compile_ahead.runtime.graphs.spec import LOGITS, PAST_LENGTH, GraphSpec
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.weights import WeightStore
 
@@ -31,9 +32,9 @@ NEW_VALUE = "new_value"
 
 
 def _qkv_results(cfg, w, x, layer, past_len, kv_type):
-    q, k, v = graphs.layer_qkv(cfg, w, x, layer, graphs.rope_tables(cfg, past_len, 1), 1)
-    new_k, _ = graphs.as_stored(k, kv_type)
-    new_v, _ = graphs.as_stored(v, kv_type)
+    q, k, v = decoder.layer_qkv(cfg, w, x, layer, decoder.rope_tables(cfg, past_len, 1), 1)
+    new_k, _ = decoder.as_stored(k, kv_type)
+    new_v, _ = decoder.as_stored(v, kv_type)
     return [
         ops.result(q, name=QUERY),
         ops.result(new_k, name=NEW_KEY),
@@ -45,7 +46,7 @@ def build_weight_part(
     cfg: ModelConfig, store: WeightStore, index: int, kv_precision: str
 ) -> ov.Model:
     """Part ``index`` in 0..num_layers (num_layers is the head), see the module docstring."""
-    w = graphs.WeightConstants(store)
+    w = decoder.WeightConstants(store)
     kv_type = OV_TYPES[kv_precision]
     d, qd = cfg.hidden_size, cfg.num_heads * cfg.head_dim
     x = ops.parameter([1, 1, d], ov.Type.f32, name=HIDDEN_IN)
@@ -55,36 +56,36 @@ def build_weight_part(
     if index > 0:
         attn = ops.parameter([1, 1, qd], ov.Type.f32, name=ATTN_IN)
         params.append(attn)
-        hidden = graphs.layer_out(cfg, w, hidden, attn.output(0), index - 1)
+        hidden = decoder.layer_out(cfg, w, hidden, attn.output(0), index - 1)
     if index < cfg.num_layers:
-        past_len = ops.parameter([], ov.Type.i64, name=graphs.PAST_LENGTH)
+        past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
         params.append(past_len)
         if index > 0:
             results.append(ops.result(hidden, name=HIDDEN_OUT))
         results += _qkv_results(cfg, w, hidden, index, past_len, kv_type)
         name = f"weights_part{index}"
     else:
-        row = ops.reshape(hidden, graphs.const([1, d], np.int64), False).output(0)
-        results.append(ops.result(graphs.lm_head(cfg, w, row), name=graphs.LOGITS))
+        row = ops.reshape(hidden, decoder.const([1, d], np.int64), False).output(0)
+        results.append(ops.result(decoder.lm_head(cfg, w, row), name=LOGITS))
         name = "weights_head"
-    graphs.name_io(params, results)
+    decoder.name_io(params, results)
     return ov.Model(results, params, name)
 
 
-def build_attention_core(cfg: ModelConfig, spec: graphs.GraphSpec) -> ov.Model:
+def build_attention_core(cfg: ModelConfig, spec: GraphSpec) -> ov.Model:
     """Weightless attention of one layer at capacity C (decode, one token)."""
     kv_type = OV_TYPES[spec.kv_precision]
     hd = cfg.head_dim
     q = ops.parameter([1, cfg.num_heads, 1, hd], ov.Type.f32, name=QUERY)
     new_k = ops.parameter([1, cfg.num_kv_heads, 1, hd], kv_type, name=NEW_KEY)
     new_v = ops.parameter([1, cfg.num_kv_heads, 1, hd], kv_type, name=NEW_VALUE)
-    past_len = ops.parameter([], ov.Type.i64, name=graphs.PAST_LENGTH)
-    past_params, past_k, past_v = graphs.past_kv_inputs(cfg, spec, 0)
+    past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
+    past_params, past_k, past_v = decoder.past_kv_inputs(cfg, spec, 0)
     k = ops.convert(new_k, ov.Type.f32).output(0) if kv_type != ov.Type.f32 else new_k.output(0)
     v = ops.convert(new_v, ov.Type.f32).output(0) if kv_type != ov.Type.f32 else new_v.output(0)
-    masks = graphs.AttentionMasks(cfg, past_len, spec.capacity, 1)
-    out = graphs.attention(cfg, q.output(0), k, v, past_k, past_v, masks)
+    masks = decoder.AttentionMasks(cfg, past_len, spec.capacity, 1)
+    out = decoder.attention(cfg, q.output(0), k, v, past_k, past_v, masks)
     params = [q, new_k, new_v, past_len, *past_params]
     results = [ops.result(out, name=ATTN_OUT)]
-    graphs.name_io(params, results)
+    decoder.name_io(params, results)
     return ov.Model(results, params, f"attention_C{spec.capacity}_B{spec.input_capacity}")

@@ -129,6 +129,53 @@ def _repeat_kv(kv: ov.Output, group: int, heads: int, head_dim: int) -> ov.Outpu
     return ops.reshape(wide, _i64([0, heads, -1, head_dim]), True).output(0)
 
 
+def _layer(
+    cfg: ModelConfig,
+    w: WeightConstants,
+    i: int,
+    x: ov.Output,
+    rope: tuple[ov.Output, ov.Output],
+    bias: ov.Output,
+    beam_idx: ov.Output,
+    kv_type: ov.Type,
+) -> tuple[ov.Output, list]:
+    """Decoder layer ``i`` on the residual ``x``: the new residual, and its K/V states'
+    assigns (the model's sinks)."""
+    heads, kv_heads, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    cos, sin = rope
+    scale = _f32(1.0 / np.sqrt(hd))
+    p = f"model.layers.{i}."
+    h = rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
+
+    def heads_first(t: ov.Output, n: int) -> ov.Output:
+        t = ops.reshape(t, _i64([0, 0, n, hd]), True)
+        return ops.transpose(t, _i64([0, 2, 1, 3])).output(0)  # [B, n, S, hd]
+
+    q = heads_first(linear(h, w, p + "self_attn.q_proj", cfg.attention_bias), heads)
+    k = heads_first(linear(h, w, p + "self_attn.k_proj", cfg.attention_bias), kv_heads)
+    v = heads_first(linear(h, w, p + "self_attn.v_proj", cfg.attention_bias), kv_heads)
+    q = rotate(q, cos, sin)
+    k = rotate(k, cos, sin)
+    k_all, k_assign = _kv_state(i, "key", k, beam_idx, cfg, kv_type)
+    v_all, v_assign = _kv_state(i, "value", v, beam_idx, cfg, kv_type)
+    group = cfg.group_size
+    attn = ops.scaled_dot_product_attention(
+        q,
+        _repeat_kv(k_all, group, heads, hd),
+        _repeat_kv(v_all, group, heads, hd),
+        bias,
+        scale,
+    )  # [B, H, S, hd]
+    attn = ops.reshape(ops.transpose(attn, _i64([0, 2, 1, 3])), _i64([0, 0, heads * hd]), True)
+    x = ops.add(x, linear(attn.output(0), w, p + "self_attn.o_proj")).output(0)
+
+    h = rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg.rms_norm_eps)
+    gate = linear(h, w, p + "mlp.gate_proj")
+    up = linear(h, w, p + "mlp.up_proj")
+    mlp = linear(ops.multiply(ops.swish(gate), up).output(0), w, p + "mlp.down_proj")
+    return ops.add(x, mlp).output(0), [k_assign, v_assign]
+
+
 def build_stateful_model(
     cfg: ModelConfig, store: WeightStore, kv_precision: str = "f32"
 ) -> ov.Model:
@@ -140,7 +187,6 @@ def build_stateful_model(
     WeightConstants).
     """
     kv_type = OV_TYPES[kv_precision]
-    heads, kv_heads, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     w = WeightConstants(store)
 
     ids = ops.parameter([-1, -1], ov.Type.i64, name=INPUT_IDS)
@@ -152,43 +198,12 @@ def build_stateful_model(
     query_len = _dim(ops.shape_of(ids), 1)
     bias = _attention_bias(mask.output(0), query_len)
     cos, sin = _rope_tables(cfg, positions.output(0))
-    scale = _f32(1.0 / np.sqrt(hd))
 
     x = ops.gather(w("model.embed_tokens.weight"), ids, _i64(0)).output(0)  # [B, S, D]
     sinks = []
     for i in range(cfg.num_layers):
-        p = f"model.layers.{i}."
-        h = rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
-
-        def heads_first(t: ov.Output, n: int) -> ov.Output:
-            t = ops.reshape(t, _i64([0, 0, n, hd]), True)
-            return ops.transpose(t, _i64([0, 2, 1, 3])).output(0)  # [B, n, S, hd]
-
-        q = heads_first(linear(h, w, p + "self_attn.q_proj", cfg.attention_bias), heads)
-        k = heads_first(linear(h, w, p + "self_attn.k_proj", cfg.attention_bias), kv_heads)
-        v = heads_first(linear(h, w, p + "self_attn.v_proj", cfg.attention_bias), kv_heads)
-        q = rotate(q, cos, sin)
-        k = rotate(k, cos, sin)
-        k_all, k_assign = _kv_state(i, "key", k, beam_idx.output(0), cfg, kv_type)
-        v_all, v_assign = _kv_state(i, "value", v, beam_idx.output(0), cfg, kv_type)
-        sinks += [k_assign, v_assign]
-
-        group = cfg.group_size
-        attn = ops.scaled_dot_product_attention(
-            q,
-            _repeat_kv(k_all, group, heads, hd),
-            _repeat_kv(v_all, group, heads, hd),
-            bias,
-            scale,
-        )  # [B, H, S, hd]
-        attn = ops.reshape(ops.transpose(attn, _i64([0, 2, 1, 3])), _i64([0, 0, heads * hd]), True)
-        x = ops.add(x, linear(attn.output(0), w, p + "self_attn.o_proj")).output(0)
-
-        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg.rms_norm_eps)
-        gate = linear(h, w, p + "mlp.gate_proj")
-        up = linear(h, w, p + "mlp.up_proj")
-        mlp = linear(ops.multiply(ops.swish(gate), up).output(0), w, p + "mlp.down_proj")
-        x = ops.add(x, mlp).output(0)
+        x, assigns = _layer(cfg, w, i, x, (cos, sin), bias, beam_idx.output(0), kv_type)
+        sinks += assigns
 
     x = rms_norm(x, w("model.norm.weight"), cfg.rms_norm_eps)
     head = "model.embed_tokens" if cfg.tie_word_embeddings else "lm_head"

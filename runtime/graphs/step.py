@@ -7,7 +7,17 @@ from dataclasses import dataclass
 import numpy as np
 import openvino as ov
 
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.spec import (
+    INPUT_IDS,
+    LAST_INDEX,
+    LOGITS,
+    PAST_LENGTH,
+    GraphSpec,
+    new_key_name,
+    new_value_name,
+    past_key_name,
+    past_value_name,
+)
 from compile_ahead.runtime.model.kv_arena import KVArena
 
 
@@ -23,8 +33,8 @@ def bind_past_kv(request: ov.InferRequest, num_layers: int, arena: KVArena) -> N
     arena referenced while the request may run)."""
     keys, values = arena.tensors()
     for i in range(num_layers):
-        request.set_tensor(graphs.past_key_name(i), keys[i])
-        request.set_tensor(graphs.past_value_name(i), values[i])
+        request.set_tensor(past_key_name(i), keys[i])
+        request.set_tensor(past_value_name(i), values[i])
 
 
 class StepOutputs:
@@ -52,9 +62,9 @@ class StepOutputs:
     def _read(self, get) -> StepOutput:
         layers = range(self.num_layers)
         return StepOutput(
-            get(graphs.LOGITS)[self.logits_row],
-            [get(graphs.new_key_name(i)) for i in layers],
-            [get(graphs.new_value_name(i)) for i in layers],
+            get(LOGITS)[self.logits_row],
+            [get(new_key_name(i)) for i in layers],
+            [get(new_value_name(i)) for i in layers],
         )
 
     def read(self) -> StepOutput:
@@ -67,7 +77,7 @@ class StepOutputs:
 class CompiledStep:
     """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers."""
 
-    def __init__(self, compiled: ov.CompiledModel, spec: graphs.GraphSpec, num_layers: int):
+    def __init__(self, compiled: ov.CompiledModel, spec: GraphSpec, num_layers: int):
         self.compiled = compiled
         self.spec = spec
         self.num_layers = num_layers
@@ -75,10 +85,10 @@ class CompiledStep:
         self._ids = np.zeros((1, spec.chunk), np.int64)
         self._past_len = np.zeros((), np.int64)
         self._last = np.zeros((), np.int64)
-        self.request.set_tensor(graphs.INPUT_IDS, ov.Tensor(self._ids, shared_memory=True))
-        self.request.set_tensor(graphs.PAST_LENGTH, ov.Tensor(self._past_len, shared_memory=True))
+        self.request.set_tensor(INPUT_IDS, ov.Tensor(self._ids, shared_memory=True))
+        self.request.set_tensor(PAST_LENGTH, ov.Tensor(self._past_len, shared_memory=True))
         if spec.chunk > 1 or spec.dynamic:
-            self.request.set_tensor(graphs.LAST_INDEX, ov.Tensor(self._last, shared_memory=True))
+            self.request.set_tensor(LAST_INDEX, ov.Tensor(self._last, shared_memory=True))
         self.outputs = StepOutputs(self.request, num_layers, (0,))
         self.bound: KVArena | None = None
 
@@ -92,7 +102,7 @@ class CompiledStep:
         self._ids[0, len(ids) :] = 0
         if self.spec.dynamic:  # exactly the tokens given: no padded rows to compute
             view = ov.Tensor(self._ids[:, : len(ids)], shared_memory=True)
-            self.request.set_tensor(graphs.INPUT_IDS, view)
+            self.request.set_tensor(INPUT_IDS, view)
         self._past_len[...] = past_length
         self._last[...] = last_index
         self.request.infer()

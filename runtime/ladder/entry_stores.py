@@ -4,7 +4,7 @@ and reported as they are (stored, or not stored and why).
 A graph compiled on the way to a token has its entry written after that token (``start``), a
 graph compiled in the background as it finishes; several one after another on a helper thread.
 A compile the run abandoned (still running when the run ended) writes none: its store is never
-handed over (compile_jobs.RungCompiler). At the end (``finish``) the run writes what still
+handed over (compile_jobs.CompileJobs). At the end (``finish``) the run writes what still
 waits and waits for every entry being written. Interrupted, it starts none, says on one line
 which it waits for, and a second signal gives them up (the cache removes their temporary
 files, compile/entry_writes.py); each job's record then says what is true: stored, given up

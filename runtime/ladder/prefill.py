@@ -8,15 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.device_defaults import (
-    PREFILL_CHUNKS,
-    PREFILL_SHAPES,
-    default_prefill,
-)
-from compile_ahead.runtime.graphs.decoder import GraphSpec
+from compile_ahead.runtime.compile.device_defaults import PREFILL_CHUNKS, default_prefill
+from compile_ahead.runtime.compile.modes import PrefillShape
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.kv_store import KVStore
 
-DYNAMIC_SHAPES = ("dynamic", "paged")  # CPU paths: data-dependent shapes
+DYNAMIC_SHAPES = (PrefillShape.DYNAMIC, PrefillShape.PAGED)  # CPU paths: data-dependent shapes
 
 
 @dataclass(frozen=True)
@@ -28,7 +25,7 @@ class PrefillPlan:
     paged-attention form, its K/V read out of cache blocks)."""
 
     chunk: int = 1
-    shape: str = "static"  # of the prefill graph: device_defaults.PREFILL_SHAPES
+    shape: PrefillShape = PrefillShape.STATIC  # of the prefill graph
     chosen_by: str = "default"  # "default" (device and prompt length) or "flag"
 
     @property
@@ -47,8 +44,8 @@ class PrefillPlan:
             self.chunk,
             kv_precision,
             buffer,
-            dynamic=self.shape == "dynamic",
-            paged=self.shape == "paged",
+            dynamic=self.shape == PrefillShape.DYNAMIC,
+            paged=self.shape == PrefillShape.PAGED,
         )
 
     def to_json(self) -> dict:
@@ -56,15 +53,11 @@ class PrefillPlan:
 
 
 def check_prefill_flags(
-    device: str, chunk: int | None, shape: str | None, graph_available: bool = True
+    device: str, chunk: int | None, shape: PrefillShape | None, graph_available: bool = True
 ) -> None:
     """--prefill-chunk and --prefill-shape against the device and the graph mode (before any
     work): a shape that cannot be honoured (no prefill graph: chunk 1, split graphs) is
     refused, never ignored."""
-    if shape is not None and shape not in PREFILL_SHAPES:
-        raise CompileAheadError(
-            f"--prefill-shape must be one of {', '.join(PREFILL_SHAPES)}, got {shape!r}"
-        )
     if chunk is not None and chunk <= 0:
         raise CompileAheadError("--prefill-chunk must be positive")
     if shape in DYNAMIC_SHAPES and device.upper().startswith("NPU"):
@@ -87,15 +80,15 @@ def choose_prefill(
     prompt_len: int,
     first_rung: int,
     chunk: int | None = None,
-    shape: str | None = None,
+    shape: PrefillShape | None = None,
     graph_available: bool = True,
 ) -> PrefillPlan:
     """The prefill for a prompt: the device's measured default (device_defaults.py) unless
-    ``chunk`` (--prefill-chunk) or ``shape`` (--prefill-shape) say otherwise. A shape is
-    honoured whatever the prompt's length (a prefill graph of that shape takes it)."""
-    check_prefill_flags(device, chunk, shape, graph_available)
+    ``chunk`` (--prefill-chunk) or ``shape`` (--prefill-shape) say otherwise (as
+    check_prefill_flags checked them). A shape is honoured whatever the prompt's length (a
+    prefill graph of that shape takes it)."""
     default = default_prefill(device)
-    kind = shape or default.shape
+    kind = PrefillShape(shape) if shape is not None else default.shape
     if chunk is not None:
         if chunk > first_rung:
             raise CompileAheadError(

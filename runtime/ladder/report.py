@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 MIB = 2**20
-# How the summary names each --decode-compile timing (device_defaults.DECODE_COMPILE_TIMINGS).
+# How the summary names each --decode-compile timing (modes.DecodeCompile).
 DECODE_COMPILE_WORDS = {
     "with-prefill-graph": "beside the prefill graph's compile",
     "during-prefill": "during prefill",

@@ -12,7 +12,7 @@ PROTOCOL_SEED = 1234
 
 
 @dataclass(frozen=True)
-class Protocol:
+class RunProtocol:
     name: str  # "teacher-forced" | "greedy"
     prompt: tuple[int, ...]
     decode_tokens: int
@@ -26,17 +26,20 @@ class Protocol:
         return self.forced[step] if self.name == "teacher-forced" else predicted
 
 
-def teacher_forced(vocab_size: int, prompt_len: int, decode_tokens: int, seed: int = PROTOCOL_SEED):
+def teacher_forced(
+    vocab_size: int, prompt_len: int, decode_tokens: int, seed: int = PROTOCOL_SEED
+) -> RunProtocol:
     """A fixed token sequence from a seed: P prompt tokens, then T forced decode inputs."""
     if prompt_len <= 0 or decode_tokens <= 0:
         raise CompileAheadError("--prompt-len and --decode-tokens must be positive")
     ids = np.random.default_rng(seed).integers(0, vocab_size, size=prompt_len + decode_tokens)
     ids = tuple(int(i) for i in ids)
-    return Protocol("teacher-forced", ids[:prompt_len], decode_tokens, ids[prompt_len:])
+    return RunProtocol("teacher-forced", ids[:prompt_len], decode_tokens, ids[prompt_len:])
 
 
-def greedy(prompt: list[int], decode_tokens: int, eos: tuple[int, ...] = ()) -> Protocol:
-    """Generate from the prompt until an EOS id or ``decode_tokens`` tokens."""
-    if not prompt or decode_tokens <= 0:
-        raise CompileAheadError("greedy generation needs a prompt and a positive token count")
-    return Protocol("greedy", tuple(prompt), decode_tokens, eos=frozenset(eos))
+def greedy(prompt: list[int], decode_tokens: int, eos: tuple[int, ...] = ()) -> RunProtocol:
+    """Generate from the prompt until an EOS id or ``decode_tokens`` decode steps (the prompt's
+    last logits give the first token; 0 steps: that token only)."""
+    if not prompt or decode_tokens < 0:
+        raise CompileAheadError("greedy generation needs a prompt and a token count >= 0")
+    return RunProtocol("greedy", tuple(prompt), decode_tokens, eos=frozenset(eos))

@@ -1,6 +1,6 @@
 """When rungs are compiled: all before decoding (eager), or one successor ahead in the background.
 
-A policy decides; RungCompiler (compile_jobs.py) compiles and counts; the runner asks the
+A policy decides; CompileJobs (compile_jobs.py) compiles and counts; the runner asks the
 policy for the rung a boundary needs and never looks at how it got there.
 """
 
@@ -10,8 +10,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import future_result, in_background
-from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, RungCompiler
+from compile_ahead.interrupts import future_result
+from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJobs
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 
 
@@ -40,8 +40,8 @@ class RungUnavailable(CompileAheadError):
 class RungPolicy:
     """Eager: every rung compiled before decoding; a boundary takes what is there."""
 
-    def __init__(self, compiler: RungCompiler, rungs: tuple[int, ...]):
-        self.compiler = compiler
+    def __init__(self, jobs: CompileJobs, rungs: tuple[int, ...]):
+        self.jobs = jobs
         self.rungs = rungs
 
     def before_decoding(self, first: int, background: bool = False) -> None:
@@ -49,17 +49,17 @@ class RungPolicy:
         prompt is prefilled on a prefill graph); the first rung comes first."""
         order = sorted(self.rungs, key=lambda c: c != first) if background else self.rungs
         for capacity in order:
-            self.compiler.compile(capacity, background=background, length=0)
+            self.jobs.compile(capacity, background=background, length=0)
 
     def rung_taken(self, capacity: int, length: int) -> None:
         """``capacity`` became the active rung at context ``length``."""
 
     def take(self, capacity: int, length: int) -> Taken:
-        return Taken(self.compiler.get(capacity), ready=True)
+        return Taken(self.jobs.get(capacity), ready=True)
 
     def shutdown(self) -> None:
         """The run is over: stop reporting compiles, never wait for one."""
-        self.compiler.close()
+        self.jobs.close()
 
     def successor(self, capacity: int) -> int | None:
         i = self.rungs.index(capacity)
@@ -70,12 +70,12 @@ class OneAheadPolicy(RungPolicy):
     """The first rung before decoding; then exactly one successor compiling in the background,
     started when a rung is taken. A failed successor is retried once in the foreground."""
 
-    def __init__(self, compiler: RungCompiler, rungs: tuple[int, ...]):
-        super().__init__(compiler, rungs)
+    def __init__(self, jobs: CompileJobs, rungs: tuple[int, ...]):
+        super().__init__(jobs, rungs)
         self._pending: dict[int, Future[CompiledRung]] = {}
 
     def before_decoding(self, first: int, background: bool = False) -> None:
-        self.compiler.compile(first, background=background, length=0)
+        self.jobs.compile(first, background=background, length=0)
 
     def rung_taken(self, capacity: int, length: int) -> None:
         following = self.successor(capacity)
@@ -83,10 +83,10 @@ class OneAheadPolicy(RungPolicy):
             return
         if self._pending:
             raise RuntimeError("one-ahead: a successor compile is already in flight")
-        # An error is handed to take(), which decides about a retry.
-        self._pending[following] = in_background(
-            lambda: self.compiler.compile(following, True, length),
-            f"compile-rung-{following}",  # a helper thread (interrupts.helpers_running)
+        # On a thread of the run's placement; an error is handed to take(), which decides
+        # about a retry.
+        self._pending[following] = self.jobs.submit(
+            lambda: self.jobs.compile(following, True, length), f"rung-{following}"
         )
 
     def ready(self, capacity: int) -> bool:
@@ -101,7 +101,7 @@ class OneAheadPolicy(RungPolicy):
         except Exception as err:
             compile_error = str(err)
         try:
-            rung = self.compiler.compile(capacity, background=False, length=length)
+            rung = self.jobs.compile(capacity, background=False, length=length)
         except Exception as err:
             raise RungUnavailable(capacity, compile_error, str(err)) from err
         return Taken(rung, ready=False, compile_error=compile_error, retried=True)
@@ -113,7 +113,7 @@ class OneAheadPolicy(RungPolicy):
         super().shutdown()
 
 
-def make_policy(schedule: Schedule, compiler: RungCompiler, rungs: tuple[int, ...]) -> RungPolicy:
+def make_policy(schedule: Schedule, jobs: CompileJobs, rungs: tuple[int, ...]) -> RungPolicy:
     if schedule.compile is CompileTiming.ONE_AHEAD:
-        return OneAheadPolicy(compiler, rungs)
-    return RungPolicy(compiler, rungs)
+        return OneAheadPolicy(jobs, rungs)
+    return RungPolicy(jobs, rungs)

@@ -18,59 +18,26 @@ from typing import Any
 
 import numpy as np
 
-from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import deferred, future_result, hold, in_background, unhold
+from compile_ahead.interrupts import deferred, future_result, hold, unhold
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
-from compile_ahead.runtime.compile.compiler import CompileResult
-from compile_ahead.runtime.compile.device_defaults import (
-    DECODE_COMPILE_TIMINGS,
-    default_decode_compile,
-)
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.modes import DecodeCompile
+from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
-from compile_ahead.runtime.graphs import decoder as graphs
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder.accounting import RunAccounting
 from compile_ahead.runtime.ladder.capacities import Ladder, near_boundary, rung_holding
-from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, Faults, RungCompiler
+from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJob, CompileJobs
+from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.events import BoundaryTiming, FanOut, RunEvents
+from compile_ahead.runtime.ladder.faults import FaultInjector
 from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
-from compile_ahead.runtime.ladder.prefill import PrefillPlan, choose_prefill, prefill_chunks
+from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
 from compile_ahead.runtime.ladder.report import BoundaryRecord, RunReport
-from compile_ahead.runtime.ladder.run_protocol import Protocol
+from compile_ahead.runtime.ladder.run_protocol import RunProtocol
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
-from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
+from compile_ahead.runtime.ladder.schedules import CompileTiming
 from compile_ahead.runtime.sources.base import ModelSource
-
-
-@dataclass
-class RunSettings:
-    schedule: Schedule
-    ladder: Ladder
-    protocol: Protocol
-    # None (default): chosen per device from the prompt length (ladder/prefill.py); 1: token
-    # by token on the first rung's decode graph; >1: a prefill graph taking that many tokens
-    # per call, compiled in the foreground while the first rung compiles in the background.
-    prefill_chunk: int | None = None
-    prefill_shape: str | None = None  # one of PREFILL_SHAPES; None: the device default
-    # With a prefill graph, whether the first rungs compile "during-prefill" (background)
-    # or "after-prefill" (DECODE_COMPILE_TIMINGS); None: the device default.
-    decode_compile: str | None = None
-    # When the command started (now_ns()): first_token_s counts from there; None: the run's
-    # own start.
-    started_ns: int | None = None
-    boundary_window: int = 3  # steps recorded on each side of a boundary
-    keep_logits: bool = False  # keep every step's logits (tests on tiny models)
-    counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
-    # "whole": one graph per rung, each with its own compiled weights; "split": weight parts
-    # compiled once, a rung is only its weightless attention core (graphs/split.py).
-    graph: str = "whole"
-    faults: Faults = field(default_factory=Faults)
-    # "in-process": background compiles on a thread of this process; "worker": in a compile
-    # worker process at idle priority, imported here (compile/rung_builder.py decides).
-    placement: str = "in-process"
-    compile_timeout_s: float = 600.0  # a worker compile is killed (and retried) after this
-    model_ref: str | None = None  # how the worker resolves the model (what the user passed)
 
 
 @dataclass
@@ -81,6 +48,10 @@ class RunResult:
     error: BaseException | None = None
     step_ns: list[int] = field(default_factory=list)  # wall time of decode step i
     step_context: list[int] = field(default_factory=list)  # KV slots filled before step i
+    # The prompt's last logits' top-1: greedy generation's first token (None: not reached).
+    first_token: int | None = None
+    first_logits: np.ndarray | None = None  # the prompt's last logits, when keep_logits
+    jobs: list[CompileJob] = field(default_factory=list)  # every compile that finished
 
     @property
     def completed(self) -> bool:
@@ -93,76 +64,55 @@ def logits_digest(logits: np.ndarray) -> str:
 
 
 class LadderRunner:
-    def __init__(
-        self,
-        source: ModelSource,
-        options: CompileOptions,
-        settings: RunSettings,
-        events: RunEvents | None = None,
-    ):
-        self.source = source
-        self.options = options.resolved()
-        self.settings = settings
-        self.schedule = settings.schedule
-        self.rungs = self.schedule.ladder_rungs(settings.ladder.rungs)
-        prompt_len = len(settings.protocol.prompt)
-        if prompt_len + 1 > settings.ladder.top:
-            raise CompileAheadError(
-                f"the prompt ({prompt_len} tokens) does not fit the top rung "
-                f"({settings.ladder.top}) with room to decode"
+    def __init__(self, source: ModelSource, config: RunConfig, events: RunEvents | None = None):
+        if not config.ready or config.schedule is None:
+            raise TypeError(
+                "a run takes a RunConfig with a schedule, settled for its model: for_model()"
             )
-        if settings.prefill_chunk is not None and settings.prefill_chunk <= 0:
-            raise CompileAheadError("--prefill-chunk must be positive")
-        # The compile layer decides where and how each rung is compiled (and checks the modes).
+        assert isinstance(config.ladder, Ladder) and isinstance(config.protocol, RunProtocol)
+        assert config.prefill is not None and config.graph is not None
+        self.source = source
+        self.config = config
+        self.options = config.options
+        self.schedule = config.schedule
+        self.ladder, self.protocol = config.ladder, config.protocol
+        self.rungs = self.schedule.ladder_rungs(self.ladder.rungs)
+        self.faults = FaultInjector(config.faults)
+        prompt_len = len(self.protocol.prompt)
+        # The compile layer decides where and how each rung is compiled.
         self.builder = RungBuilder(
-            source,
-            self.options,
-            settings.graph,
-            settings.placement,
-            settings.compile_timeout_s,
-            settings.model_ref,
+            source, self.options, config.graph, config.placement, config.compile_timeout_s
         )
         self.first = self._rung_for(prompt_len + 1)
         assert self.options.kv_precision is not None
         self.kv_precision = self.options.kv_precision
-        self.prefill_plan: PrefillPlan = choose_prefill(
-            self.options.device,
-            prompt_len,
-            self.first,
-            settings.prefill_chunk,
-            settings.prefill_shape,
-            graph_available=not self.builder.shares_weights,
-        )
-        timing = settings.decode_compile or default_decode_compile(self.options.device)
-        if timing not in DECODE_COMPILE_TIMINGS:
-            raise CompileAheadError(
-                f"--decode-compile must be one of {', '.join(DECODE_COMPILE_TIMINGS)}, "
-                f"got {timing!r}"
-            )
-        self.decode_compile = timing
+        self.prefill_plan: PrefillPlan = config.prefill
+        self.decode_compile = config.decode_compile
         # The device's compile defaults the decode graphs get (probed once), for the reports.
         self.decode_defaults = self.builder.decode_defaults
-        slots = min(prompt_len + settings.protocol.decode_tokens, self.rungs[-1])
-        cfg = source.config
-        check_kv_fits(self.schedule.kv, cfg, self.rungs, slots, self.kv_precision)
+        slots = min(prompt_len + self.protocol.decode_tokens, self.rungs[-1])
+        check_kv_fits(self.schedule.kv, source.config, self.rungs, slots, self.kv_precision)
         self.accounting = RunAccounting(now_ns(), 0)
         # Every event whole, also to the accounting alone (FanOut: an interrupt waits for it).
         self.events = FanOut(self.accounting, *([events] if events else []))
         self.store: KVStore | None = None
-        self.compiler = RungCompiler(
+        self.jobs = CompileJobs(
             self._spec_for,
             self._build,
             self.events,
-            settings.faults,
+            self.faults,
+            self.builder.submit,
             on_ready=lambda step: self.store.on_compiled(step) if self.store else None,
             label=self.builder.label,
             cache=self.options.cache,
         )
-        self.policy: RungPolicy = make_policy(self.schedule, self.compiler, self.rungs)
+        self.policy: RungPolicy = make_policy(self.schedule, self.jobs, self.rungs)
         self.boundaries: list[BoundaryRecord] = []
         self.window: list[dict] = []
         self.predicted: list[int] = []
         self.kept: list[np.ndarray] = []
+        self.first_token: int | None = None
+        self.first_logits: np.ndarray | None = None
         # The rungs compiled while the prompt is prefilled (a prefill graph's runs only).
         self._first_rungs: Future[None] | None = None
         self._prefill_step: Any = None  # the prefill graph's step while the prompt runs
@@ -174,10 +124,10 @@ class LadderRunner:
     # -- the run -----------------------------------------------------------------------
     def run(self) -> RunResult:
         """Compile what must exist, prefill, decode; the report covers a failed run too."""
-        proto = self.settings.protocol
+        proto = self.protocol
         start = self._start = now_ns()
         if self.options.cache is not None:
-            self.options.cache.begin_writes(self.settings.faults.store_delay_s)
+            self.options.cache.begin_writes(self.config.faults.store_delay_s)
         reset_peak_rss()
         self.accounting.restart(start)
         stop, error = "completed", None
@@ -186,30 +136,23 @@ class LadderRunner:
                 "model_label": self.source.label,
                 **self.source.describe(),
                 "schedule": self.schedule.name,
-                "ladder": str(self.settings.ladder),
-                "graph": self.settings.graph,
+                "ladder": str(self.ladder),
+                "graph": self.config.graph,
                 "device": self.options.device,
                 "ov_config": self.options.extra_config,
                 "decode_defaults": self.decode_defaults,
             }
         )
         try:
-            active, logits = self._prefill(self._before_decoding())
-            self.policy.rung_taken(self.first, self.store.length)
-            last = int(np.argmax(logits))
-            for i in range(proto.decode_tokens):
-                need = self._rung_for(self.store.length + 1)
-                if need < 0:
-                    stop = self._top_reached()
-                    break
-                if need != active.capacity:
-                    active = self._switch(active, need, i)
-                with deferred():  # a step whole: an interrupt ends the run after it
-                    out = self._step(active, i, proto.next_input(i, last))
-                last = int(np.argmax(out.logits))
-                if proto.ends(last):
-                    stop = "eos"
-                    break
+            active = self._before_decoding()
+            logits = self._prefill(active)
+            last = self.first_token = int(np.argmax(logits))
+            if self.config.keep_logits:
+                self.first_logits = logits
+            if proto.ends(last):  # the prompt's own token ends greedy generation
+                stop = "eos"
+            elif proto.decode_tokens > 0:
+                stop = self._decode(self._take_first_rung(active), last)
         except KeyboardInterrupt:
             stop = "interrupted"
         except Exception as err:  # reported in the run report, then re-raised by the caller
@@ -222,13 +165,40 @@ class LadderRunner:
                 self.policy.shutdown()  # a compile still running is abandoned: it stores nothing
                 self.builder.shutdown()
                 end = now_ns()  # the protocol's end; cache entries still written come after
-                self.compiler.finish_stores()
+                self.jobs.finish_stores()
                 self._store_wait_ns = now_ns() - end
                 report = self._report(start, end, stop, error)
             finally:
                 unhold()
         acct = self.accounting
-        return RunResult(report, self.predicted, self.kept, error, acct.step_ns, acct.step_context)
+        return RunResult(
+            report,
+            self.predicted,
+            self.kept,
+            error,
+            acct.step_ns,
+            acct.step_context,
+            self.first_token,
+            self.first_logits,
+            list(self.jobs.finished),
+        )
+
+    def _decode(self, active: CompiledRung, last: int) -> str:
+        """The protocol's decode steps from the first rung on; why they ended."""
+        proto = self.protocol
+        self.policy.rung_taken(self.first, self.store.length)
+        for i in range(proto.decode_tokens):
+            need = self._rung_for(self.store.length + 1)
+            if need < 0:
+                return self._top_reached()
+            if need != active.capacity:
+                active = self._switch(active, need, i)
+            with deferred():  # a step whole: an interrupt ends the run after it
+                out = self._step(active, i, proto.next_input(i, last))
+            last = int(np.argmax(out.logits))
+            if proto.ends(last):
+                return "eos"
+        return "completed"
 
     # -- pieces of the run ---------------------------------------------------------------
     def _before_decoding(self) -> CompiledRung | None:
@@ -245,19 +215,19 @@ class LadderRunner:
             )
             self._memory(self._start)  # the reservation is the run's first act
             if self.builder.shares_weights:
-                self.compiler.compile_shared("weights", self.builder.prepare)
+                self.jobs.compile_shared("weights", self.builder.prepare)
             if self.prefill_plan.uses_graph:
-                if self.decode_compile == "with-prefill-graph":
+                if self.decode_compile == DecodeCompile.WITH_PREFILL_GRAPH:
                     self._compile_first_rungs()
-                self._prefill_step = self.compiler.compile(
+                self._prefill_step = self.jobs.compile(
                     self.first, False, 0, self.prefill_plan.chunk
                 ).step
                 self.store.take_into_use(self._prefill_step)
-                if self.decode_compile == "during-prefill":
+                if self.decode_compile == DecodeCompile.DURING_PREFILL:
                     self._compile_first_rungs()
                 return None
             self.policy.before_decoding(self.first)
-            active = self.compiler.get(self.first)
+            active = self.jobs.get(self.first)
             self.store.take_into_use(active.step)
             return active
         finally:
@@ -266,57 +236,67 @@ class LadderRunner:
             self._first_token_compile_ns += end - t0
 
     def _compile_first_rungs(self) -> None:
-        """Start the rungs the schedule compiles before decoding on a background thread."""
-        self._first_rungs = in_background(
-            lambda: self.policy.before_decoding(self.first, background=True),
-            "compile-first-rungs",
+        """Start the rungs the schedule compiles before decoding on a thread of the run's
+        placement."""
+        self._first_rungs = self.builder.submit(
+            lambda: self.policy.before_decoding(self.first, background=True), "first-rungs"
         )
 
-    def _prefill(self, active: CompiledRung | None) -> tuple[CompiledRung, np.ndarray]:
+    def _prefill(self, active: CompiledRung | None) -> np.ndarray:
         """The prompt, in chunks on the prefill graph (dropped afterwards) while the first
-        rung compiles, or token by token on the first rung's decode graph; returns the first
-        rung, taken into use, and the prompt's last logits."""
-        prompt = self.settings.protocol.prompt
+        rung compiles, or token by token on the first rung's decode graph; returns the
+        prompt's last logits."""
+        prompt = self.protocol.prompt
         assert self.store is not None
         step = active.step if active is not None else self._prefill_step
         p0 = now_ns()
         logits = prefill_chunks(step, prompt, self.store)
         p1 = self._first_token_ns = now_ns()
         self.events.prefill(self.first, len(prompt), p0, p1)
-        self.compiler.store_entries()  # what was compiled for the first token, off its path
+        self.jobs.store_entries()  # what was compiled for the first token, off its path
         if active is None:
-            self.compiler.release(self.first, self.prefill_plan.chunk)
+            self.jobs.release(self.first, self.prefill_plan.chunk)
             self._prefill_step = None
-            try:
-                if self._first_rungs is not None:  # the rungs compiled during prefill
-                    future_result(self._first_rungs)
-                else:
-                    self.policy.before_decoding(self.first)  # after the first token
-            finally:
-                waited = now_ns()
-                self._decode_wait_ns = waited - p1
-                self.events.foreground(p1, waited)
-            self.compiler.store_entries()
-            active = self.compiler.get(self.first)
-            self.store.take_into_use(active.step)
+        else:
+            self._memory(now_ns())
+        return logits
+
+    def _take_first_rung(self, active: CompiledRung | None) -> CompiledRung:
+        """The first rung, taken into use: after a prefill graph, waiting for its compile
+        (started beside or during the prefill) or compiling it now (after the first token)."""
+        if active is not None:
+            return active
+        assert self.store is not None and self._first_token_ns is not None
+        try:
+            if self._first_rungs is not None:  # the rungs compiled during prefill
+                future_result(self._first_rungs)
+            else:
+                self.policy.before_decoding(self.first)  # after the first token
+        finally:
+            waited = now_ns()
+            self._decode_wait_ns = waited - self._first_token_ns
+            self.events.foreground(self._first_token_ns, waited)
+        self.jobs.store_entries()
+        active = self.jobs.get(self.first)
+        self.store.take_into_use(active.step)
         self._memory(now_ns())
-        return active, logits
+        return active
 
     def _step(self, active: CompiledRung, i: int, token: int) -> StepOutput:
         t = self.store.length
         a = now_ns()
         out = active.step.run(np.asarray([token], np.int64), t)
-        self.settings.faults.after_step()
+        self.faults.after_step()
         self.store.append(out, 1)
         b = now_ns()
         self.predicted.append(int(np.argmax(out.logits)))
-        if self.settings.keep_logits:
+        if self.config.keep_logits:
             self.kept.append(out.logits.copy())
         if self._record_window(t):
             self.window.append(self._window_entry(i, t, active.capacity, out.logits))
         self._memory(b)
         self.events.step(i, active.capacity, a, b)
-        if (i + 1) % self.settings.counter_every == 0:
+        if (i + 1) % self.config.counter_every == 0:
             self._sample_counters(b, active.capacity)
         return out
 
@@ -347,9 +327,7 @@ class LadderRunner:
             record.ready_margin_s = (b0 - rung.finished_ns) / 1e9
         record.compile_s = rung.compile_s
         record.compile_started_at_context = rung.started_at_length
-        outcome = getattr(rung.step, "compile_cache", None)
-        if outcome is not None:
-            record.cache, record.import_s = outcome.state, outcome.import_s
+        record.cache, record.import_s = rung.cache.state, rung.cache.import_s
         m0 = now_ns()
         migration = self.store.grow_to(capacity)
         self.store.take_into_use(rung.step)
@@ -357,14 +335,14 @@ class LadderRunner:
         record.migration_s = (m1 - m0) / 1e9
         record.bytes_copied = migration.bytes_copied
         if self.schedule.release_retired:
-            self.compiler.release(active.capacity)
+            self.jobs.release(active.capacity)
         self.policy.rung_taken(capacity, t)
         end = now_ns()
         record.switch_s = (end - b0) / 1e9
         timing = BoundaryTiming(record, b0, end, m0, m1, migration.peak_reserved_bytes)
         self.events.boundary(timing, rung.job)
         self._memory(end)
-        self.compiler.store_entries()  # a rung compiled in the foreground here
+        self.jobs.store_entries()  # a rung compiled in the foreground here
         return rung
 
     # -- helpers -----------------------------------------------------------------------
@@ -374,27 +352,27 @@ class LadderRunner:
             return f"the model's maximum context ({top}, max_position_embeddings) reached"
         return f"top rung capacity {top} reached"
 
-    def _build(self, spec: graphs.GraphSpec, background: bool) -> CompileResult:
-        fault = self.settings.faults.take_worker_fault(spec.capacity) if background else None
+    def _build(self, spec: GraphSpec, background: bool) -> CompileResult:
+        fault = self.faults.take_worker_fault(spec.capacity) if background else None
         return self.builder.build(spec, background, fault)  # type: ignore[arg-type]
 
     def _rung_for(self, slots: int) -> int:
         rung = rung_holding(self.rungs, slots)
         return -1 if rung is None else rung
 
-    def _spec_for(self, capacity: int, chunk: int) -> graphs.GraphSpec:
+    def _spec_for(self, capacity: int, chunk: int) -> GraphSpec:
         assert self.store is not None, "the KV store is made before any compile"
         buffer = self.store.buffer_capacity(capacity)
         if chunk > 1:  # the prompt's prefill graph
             return self.prefill_plan.spec(capacity, self.kv_precision, buffer)
-        return graphs.GraphSpec(capacity, chunk, self.kv_precision, buffer)
+        return GraphSpec(capacity, chunk, self.kv_precision, buffer)
 
     def _memory(self, ts: int) -> None:
         if self.store is not None:
             self.events.memory(ts, self.store.reserved_bytes(), self.store.committed_bytes())
 
     def _record_window(self, t: int) -> bool:
-        return near_boundary(self.rungs, t, self.settings.boundary_window)
+        return near_boundary(self.rungs, t, self.config.boundary_window)
 
     def _window_entry(self, i: int, t: int, capacity: int, logits: np.ndarray) -> dict:
         top = np.argsort(logits)[::-1][:5]
@@ -421,9 +399,9 @@ class LadderRunner:
         )
 
     def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
-        s, acct, store = self.settings, self.accounting, self.store
+        s, acct, store = self.config, self.accounting, self.store
         cache = self.options.cache
-        jobs = self.compiler.finished
+        jobs = self.jobs.finished
         first = next((j for j in jobs if j.capacity == self.first and j.chunk == 1), None)
         ft = self._first_token_ns
         command = min(s.started_ns, start) if s.started_ns is not None else start
@@ -468,10 +446,10 @@ class LadderRunner:
             kv_reserved_peak_bytes=int(acct.reserved.peak),
             kv_committed_avg_bytes=acct.committed.average(end),
             kv_committed_peak_bytes=int(acct.committed.peak),
-            graphs_resident_max=self.compiler.resident_max,
+            graphs_resident_max=self.jobs.resident_max,
             # Whole graphs each hold a compiled copy of the weights; split rungs share one.
-            weight_copies_resident_max=1 if s.graph == "split" else self.compiler.resident_max,
-            compiles_in_flight_max=self.compiler.in_flight_max,
+            weight_copies_resident_max=1 if s.graph == "split" else self.jobs.resident_max,
+            compiles_in_flight_max=self.jobs.in_flight_max,
             compile_jobs=[j.to_json() for j in jobs],
             compile_cache_dir=str(cache.directory) if cache is not None else None,
             cache_store_wait_s=self._store_wait_ns / 1e9,
@@ -481,9 +459,7 @@ class LadderRunner:
 
 
 def run_ladder(
-    source: ModelSource,
-    options: CompileOptions,
-    settings: RunSettings,
-    events: RunEvents | None = None,
+    source: ModelSource, config: RunConfig, events: RunEvents | None = None
 ) -> RunResult:
-    return LadderRunner(source, options, settings, events).run()
+    """One run of ``config`` (settled for ``source`` here unless it already is)."""
+    return LadderRunner(source, config if config.ready else config.for_model(source), events).run()

@@ -1,10 +1,12 @@
 """What every model source is: a config, weights, a label that says whether the weights are
 real, and the answers the compile layer asks of it (how a rung graph is made, how a compiled one
-is driven, what identifies its weights). A new kind of source subclasses ModelSource here and
-is resolved in sources/resolve.py; nothing in the compile or ladder layers changes."""
+is driven, what identifies its weights, how another process opens the same model). A new kind
+of source subclasses ModelSource (as sources/checkpoint.py and sources/ir_source.py do) and is
+resolved in sources/resolve.py; nothing in the compile or ladder layers changes."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -15,18 +17,33 @@ from compile_ahead.runtime.model.weights import WeightStore
 if TYPE_CHECKING:
     import openvino as ov
 
-    from compile_ahead.runtime.graphs.decoder import GraphSpec
-    from compile_ahead.runtime.graphs.step import CompiledStep
+    from compile_ahead.runtime.graphs.spec import GraphSpec
 
 
 @dataclass(frozen=True)
-class ModelSource:
+class ReopenSpec:
+    """How another process (a compile worker) opens the model a source holds
+    (sources/resolve.py's ``reopen``): ``target`` as resolve_model takes it (a checkpoint
+    directory, a synthetic checkpoint's directory, an IR file, a preset), with the dtype of a
+    preset whose weights are drawn in memory. Small and picklable: it goes to the worker in
+    each request."""
+
+    target: str
+    synthetic_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSource(ABC):
     name: str  # what the user asked for
     config: ModelConfig
     weights: WeightStore
     synthetic: bool
     origin: str  # checkpoint path, or how the synthetic weights were made
     model_dir: Path | None = None  # where a tokenizer may live
+
+    # Whether rung graphs are built from the weights by graphs/decoder.py (so split graphs and
+    # the baselines built from weights work too) or cut from a graph the user brought (an IR).
+    built_from_weights: ClassVar[bool] = True
 
     @property
     def label(self) -> str:
@@ -41,34 +58,19 @@ class ModelSource:
     def describe(self) -> dict:
         return {"model": self.name, "synthetic": self.synthetic, "origin": self.origin}
 
-    # Whether rung graphs are built from the weights by graphs/decoder.py (so split graphs and
-    # the baselines built from weights work too) or cut from a graph the user brought (an IR).
-    built_from_weights: ClassVar[bool] = True
-
+    @abstractmethod
     def build_graph(self, spec: GraphSpec) -> ov.Model:
         """The uncompiled step graph of one rung (decode or prefill chunk)."""
-        from compile_ahead.runtime.graphs.decoder import build_step_model
 
-        if spec.paged:
-            from compile_ahead.runtime.graphs.paged_prefill import paged_prefill_model
-            from compile_ahead.runtime.graphs.stateful import build_stateful_model
+    @abstractmethod
+    def make_step(self, compiled: ov.CompiledModel, spec: GraphSpec) -> Any:
+        """The step that drives a compiled rung graph of this source (graphs/step.py's
+        interface: bind a KV arena, run a chunk)."""
 
-            return paged_prefill_model(build_stateful_model(self.config, self.weights))
-        return build_step_model(self.config, self.weights, spec)
-
-    def make_step(self, compiled: ov.CompiledModel, spec: GraphSpec) -> CompiledStep:
-        """The step that drives a compiled rung graph of this source."""
-        from compile_ahead.runtime.graphs.step import CompiledStep
-
-        if spec.paged:
-            from compile_ahead.runtime.graphs.paged_prefill import PagedPrefillStep
-
-            step: CompiledStep | PagedPrefillStep = PagedPrefillStep(
-                compiled, spec, self.config.num_layers
-            )
-        else:
-            step = CompiledStep(compiled, spec, self.config.num_layers)
-        return step
+    @abstractmethod
+    def reopen(self) -> ReopenSpec:
+        """How a compile worker opens this same model (weights_identity then tells whether it
+        found the same weights)."""
 
     def weights_identity(self) -> dict[str, Any] | None:
         """What the weight values are, as taken when they were opened (the compile cache's

@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.graphs import decoder as graphs
 from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
 from compile_ahead.runtime.graphs.ir_step import IRStep
 from compile_ahead.runtime.graphs.paged_prefill import PagedPrefillStep, paged_prefill_model
+from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.model.ir_files import IRFiles, locate_ir
 from compile_ahead.runtime.model.ir_reader import ir_config, read_ir, sliding_window, stateless
 from compile_ahead.runtime.model.ir_weights import WeightFormat, weight_format
@@ -24,7 +24,7 @@ from compile_ahead.runtime.model.weights import (
     file_identity,
     racy_change,
 )
-from compile_ahead.runtime.sources.base import ModelSource
+from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 
 
 class NoWeightStore(WeightStore):
@@ -62,7 +62,7 @@ class IRSource(ModelSource):
 
     built_from_weights: ClassVar[bool] = False
 
-    def build_graph(self, spec: graphs.GraphSpec) -> ov.Model:
+    def build_graph(self, spec: GraphSpec) -> ov.Model:
         """The IR read, made stateless and cut to one rung (graphs/ir_cut.py), never rebuilt."""
         assert self.files is not None
         self.check_capacity(spec.capacity, spec.chunk)
@@ -75,12 +75,14 @@ class IRSource(ModelSource):
         model, kv = stateless(read_ir(self.files), str(self.files.xml))
         return build_ir_step_model(model, kv, spec)
 
-    def make_step(
-        self, compiled: ov.CompiledModel, spec: graphs.GraphSpec
-    ) -> IRStep | PagedPrefillStep:
+    def make_step(self, compiled: ov.CompiledModel, spec: GraphSpec) -> IRStep | PagedPrefillStep:
         if spec.paged:
             return PagedPrefillStep(compiled, spec, self.config.num_layers)
         return IRStep(compiled, spec, self.config.num_layers)
+
+    def reopen(self) -> ReopenSpec:
+        assert self.files is not None
+        return ReopenSpec(str(self.files.xml))
 
     def weights_identity(self) -> dict[str, Any] | None:
         return {"ir": list(self.file_identity)}

@@ -9,7 +9,7 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.ir_files import is_ir_path, refuse_onnx
 from compile_ahead.runtime.model.presets import PRESETS, SYNTHETIC_SEED
-from compile_ahead.runtime.sources.base import ModelSource
+from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 from compile_ahead.runtime.sources.checkpoint import load_checkpoint
 
 
@@ -56,6 +56,11 @@ def resolve_model(
             f"--synthetic-dtype {synthetic_dtype}: {name} holds synthetic {held} weights"
         )
     return source
+
+
+def reopen(spec: ReopenSpec) -> ModelSource:
+    """The model another process's source holds, as its ``reopen()`` said to open it."""
+    return resolve_model(spec.target, synthetic_dtype=spec.synthetic_dtype)
 
 
 def _resolve(name: str, allow_synthetic: bool, synthetic_dtype: str | None) -> ModelSource:

@@ -17,15 +17,16 @@ from compile_ahead.runtime.model.synthetic_checkpoint import (
     synthetic_identity,
 )
 from compile_ahead.runtime.model.weights import SyntheticStore
-from compile_ahead.runtime.sources.base import ModelSource
-from compile_ahead.runtime.sources.checkpoint import load_checkpoint
+from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
+from compile_ahead.runtime.sources.checkpoint import CheckpointSource, load_checkpoint
 
 
 @dataclass(frozen=True)
-class SyntheticSource(ModelSource):
-    """A ModelSource whose weights are synthetic, with the one-time generation's cost. Its
+class SyntheticSource(CheckpointSource):
+    """A checkpoint whose weights are synthetic, with the one-time generation's cost. Its
     weights are identified like a real checkpoint's (ModelSource.weights_identity: the file as
-    opened), so a checkpoint changed in place is other weights to the compile cache."""
+    opened), so a checkpoint changed in place is other weights to the compile cache. Without a
+    writable cache the weights are drawn in memory (no checkpoint directory)."""
 
     materialize_s: float = 0.0  # writing the checkpoint in this process (0 when reused)
     generated: bool = False  # True when this process wrote the checkpoint
@@ -38,6 +39,13 @@ class SyntheticSource(ModelSource):
             "materialize_s": round(self.materialize_s, 3),
             "synthetic_generated": self.generated,
         }
+
+    def reopen(self) -> ReopenSpec:
+        """The checkpoint's directory (the same file, whatever --synthetic-dtype chose), or
+        the preset drawn again in memory."""
+        if self.model_dir is not None:
+            return ReopenSpec(str(self.model_dir))
+        return ReopenSpec(self.name, synthetic_dtype=self.dtype)
 
 
 def synthetic_source(

@@ -30,7 +30,9 @@ def load_tokenizer(model_dir: Path | None, model_name: str):
         raise CompileAheadError(f"{path}: cannot load tokenizer ({err})") from None
 
 
-def parse_token_ids(text: str, vocab_size: int) -> list[int]:
+def parse_token_ids(text: str, vocab_size: int | None) -> list[int]:
+    """--prompt-ids' comma-separated ids, checked against the vocabulary (None: only their
+    spelling, before the model is known)."""
     try:
         ids = [int(part) for part in text.replace(" ", "").split(",") if part]
     except ValueError:
@@ -39,7 +41,8 @@ def parse_token_ids(text: str, vocab_size: int) -> list[int]:
         ) from None
     if not ids:
         raise CompileAheadError("--prompt-ids is empty")
-    check_token_ids(ids, vocab_size, "--prompt-ids")
+    if vocab_size is not None:
+        check_token_ids(ids, vocab_size, "--prompt-ids")
     return ids
 
 

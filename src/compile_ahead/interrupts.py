@@ -22,7 +22,7 @@ e.g. OpenVINO's, cannot be guarded the first way).
 
 Helper threads started here are registered while they run (``helpers_running``): a command
 that ends while one still runs (compile_model cannot be stopped, and tearing the interpreter
-down under it can crash) must leave the process at once (compile_ahead.cli.exit_process).
+down under it can crash) must leave the process at once (commands/running.py's exit_process).
 """
 
 from __future__ import annotations

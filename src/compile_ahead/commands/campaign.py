@@ -5,17 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from compile_ahead.commands.options import count
 from compile_ahead.errors import CompileAheadError
-
-
-def _retries(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     r.add_argument(
         "--retries",
-        type=_retries,
+        type=count(0),
         default=3,
         help="with --executor ray: reruns of a block whose node died (default 3)",
     )
@@ -79,7 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from compile_ahead.commands.ab import check_cell
     from compile_ahead.profiling.campaigns.coordinator import run_campaign
+    from compile_ahead.profiling.campaigns.spec import load_spec
 
     if args.executor == "local" and args.address is not None:
         raise CompileAheadError("--address is for --executor ray")
@@ -93,7 +86,8 @@ def run_command(args: argparse.Namespace) -> int:
 
         return LocalExecutor(args.store.with_name(args.store.name + ".blocks"))
 
-    return run_campaign(args.spec, args.store, make_executor, quiet=args.quiet)
+    spec = load_spec(args.spec, check_cell)  # every cell checked before anything is written
+    return run_campaign(spec, args.store, make_executor, quiet=args.quiet)
 
 
 def status_command(args: argparse.Namespace) -> int:

@@ -5,7 +5,24 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from compile_ahead.commands import ab_options
+from compile_ahead.commands.options import (
+    add_graph_option,
+    add_ladder_option,
+    add_model_options,
+    add_ov_config_options,
+    add_placement_options,
+    add_prefill_options,
+    add_protocol_options,
+    add_synthetic_dtype_option,
+    compile_options,
+    count,
+    ladder_choice,
+    ov_config_from_args,
+    run_config_from_args,
+)
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_new_dir, mark_output_dir
 from compile_ahead.profiling.trials import compile_run, schedule_ab
@@ -24,57 +41,22 @@ from compile_ahead.profiling.trials.runner import (
     load_records,
     trial_timeout,
 )
-from compile_ahead.runtime.cli.options import (
-    add_graph_option,
-    add_ladder_option,
-    add_model_options,
-    add_ov_config_options,
-    add_placement_options,
-    add_prefill_options,
-    add_protocol_options,
-    add_synthetic_dtype_option,
-    check_device,
-    check_prefill_args,
-    compile_timeout,
-    decode_tokens_from_args,
-    graph_mode,
-    ladder_from_args,
-    ov_config_from_args,
-    placement_mode,
-    prompt_len_from_args,
-)
+from compile_ahead.runtime.ladder.capacities import Ladder
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from err
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from err
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+if TYPE_CHECKING:
+    from compile_ahead.runtime.ladder.config import RunConfig
 
 
 def _common(p: argparse.ArgumentParser, pairs: int) -> None:
     p.add_argument(
         "--pairs",
-        type=_positive,
+        type=count(1),
         default=pairs,
         help=f"measured blocks, each running every arm once (default {pairs})",
     )
     p.add_argument(
         "--warmup",
-        type=_non_negative,
+        type=count(0),
         default=1,
         help="unmeasured trials per arm before the blocks (default 1)",
     )
@@ -93,7 +75,7 @@ def _common(p: argparse.ArgumentParser, pairs: int) -> None:
     )
     p.add_argument(
         "--first-block",
-        type=_non_negative,
+        type=count(0),
         default=0,
         help="start at this block of the design's order (default 0; a campaign runs each block "
         "of a cell as its own run)",
@@ -134,7 +116,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "paired-t 95% CIs and exact sign-flip p-values.",
     )
     kinds = ab.add_subparsers(dest="ab_kind", required=True, metavar="KIND")
+    _register_compile(kinds)
+    s = kinds.add_parser(
+        "schedule",
+        help="the seed's replicated schedule experiment (e.g. i1 vs i2)",
+        description="Each trial runs `compile-ahead run --schedule S` in a fresh process; the "
+        "first schedule is the control.",
+    )
+    _schedule_options(s, default_arms=None)
+    s.set_defaults(func=run_schedule_ab)
+    b = kinds.add_parser(
+        "baselines",
+        help="OpenVINO's NPU LLM pipeline (pyramid off/on) and openvino-genai beside our schedules",
+        description="Upstream B0 (NPUW, pyramid off) and B1 (pyramid on) on CPU, on the same "
+        "weights, in the same table as our schedules: a schedule A/B whose arms include b0/b1.",
+    )
+    _schedule_options(b, default_arms="npuw-b1,npuw-b0,genai,i2,i3")
+    b.set_defaults(func=run_baselines)
+    _register_report(kinds)
 
+
+def _register_compile(kinds: argparse._SubParsersAction) -> None:
+    """`ab compile` and `ab calibrate`."""
     c = kinds.add_parser(
         "compile",
         help="full compile wall per rung, OpenVINO installation vs installation",
@@ -157,10 +160,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also run the control again as the second arm (an A/A comparison in the same "
         "design: the noise floor of every endpoint); with one --arm, an A/A experiment",
     )
-    compile_run.add_compile_options(c)
+    ab_options.add_compile_options(c)
     _common(c, pairs=3)
     c.set_defaults(func=run_compile_ab)
-
     cal = kinds.add_parser(
         "calibrate",
         help="what `ab compile` can detect here: the control against itself plus known CPU work",
@@ -169,28 +171,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "it on the compiling thread (labelled CALIBRATION everywhere); --aa adds the control "
         "again. Reports per endpoint the noise, the A/A outcome, the spin's effect and the MDE.",
     )
-    compile_run.add_calibrate_options(cal)
+    ab_options.add_calibrate_options(cal)
     _common(cal, pairs=10)
     cal.set_defaults(func=run_calibrate)
 
-    s = kinds.add_parser(
-        "schedule",
-        help="the seed's replicated schedule experiment (e.g. i1 vs i2)",
-        description="Each trial runs `compile-ahead run --schedule S` in a fresh process; the "
-        "first schedule is the control.",
-    )
-    _schedule_options(s, default_arms=None)
-    s.set_defaults(func=run_schedule_ab)
 
-    b = kinds.add_parser(
-        "baselines",
-        help="OpenVINO's NPU LLM pipeline (pyramid off/on) and openvino-genai beside our schedules",
-        description="Upstream B0 (NPUW, pyramid off) and B1 (pyramid on) on CPU, on the same "
-        "weights, in the same table as our schedules: a schedule A/B whose arms include b0/b1.",
-    )
-    _schedule_options(b, default_arms="npuw-b1,npuw-b0,genai,i2,i3")
-    b.set_defaults(func=run_baselines)
-
+def _register_report(kinds: argparse._SubParsersAction) -> None:
+    """`ab report`."""
     r = kinds.add_parser(
         "report",
         help="re-analyse a results directory (trials.jsonl + experiment.json)",
@@ -235,51 +222,20 @@ def run_calibrate(args: argparse.Namespace) -> int:
 def run_schedule_ab(args: argparse.Namespace) -> int:
     schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
     out = _out_dir(args, "schedule")
-    ladder = ladder_from_args(args)
-    prompt_len = prompt_len_from_args(args, ladder)
-    decode_tokens = decode_tokens_from_args(args, ladder, prompt_len)
-    if prompt_len + decode_tokens > ladder.top:
-        raise CompileAheadError(
-            f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
-            f"rung {ladder.top}"
-        )
     from compile_ahead.profiling.trials import baselines
 
-    if any(a in baselines.BASELINES for a in schedules):
-        baselines.require_upstream()
-    if args.command is None and any(a not in baselines.BASELINES for a in schedules):
-        schedule_ab.check_run_available()
-    plan = make_plan(schedules, args.pairs, args.warmup, args.first_block)
-    # Our runs get the same device, precisions and graph mode (resolved here, once); a
-    # --command template says its own.
-    # Trials compile for real: a compile cache would turn later trials' compiles into imports.
-    passed = ["--device", args.device, "--graph", graph_mode(args), "--no-cache"]
-    passed += ["--compile-placement", placement_mode(args)]
-    passed += ["--compile-timeout", str(compile_timeout(args))]
-    for flag, value in (
-        ("--inference-precision", args.inference_precision),
-        ("--kv-precision", args.kv_precision),
-        ("--prefill-chunk", args.prefill_chunk),
-        ("--prefill-shape", args.prefill_shape),
-        ("--decode-compile", args.decode_compile),
-        ("--ov-config-file", args.ov_config_file),
-    ):
-        if value is not None:
-            passed += [flag, str(value)]
-    for prop in args.ov_config:
-        passed += ["--ov-config", prop]
     upstream = [a for a in schedules if a in baselines.BASELINES]
     if upstream and (args.ov_config or args.ov_config_file):
         raise CompileAheadError(
             f"--ov-config applies to compile-ahead's runs; the upstream arm(s) "
             f"{', '.join(upstream)} compile with their pipeline's own properties"
         )
-    if args.command is None:  # the trials run this OpenVINO: refused here, not in every trial
-        check_device(args.device)
-        check_prefill_args(args)
-    ov_config_from_args(args, check=True)  # refused here, not in every trial
-    if args.command is not None:
-        passed = []
+    ladder, prompt_len, decode_tokens, passed = _trial_settings(args)
+    if upstream:
+        baselines.require_upstream()
+    if args.command is None and len(upstream) < len(schedules):
+        check_run_available()
+    plan = make_plan(schedules, args.pairs, args.warmup, args.first_block)
     model_flags = (
         [] if args.synthetic_dtype is None else ["--synthetic-dtype", args.synthetic_dtype]
     )
@@ -303,6 +259,99 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
     records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
     report_experiment(out, exp, records, no_plot=args.no_plot)
     return 0
+
+
+def _trial_settings(args: argparse.Namespace) -> tuple[Ladder, int, int, list[str]]:
+    """The trials' ladder, prompt and decode lengths, and the flags each `compile-ahead run`
+    trial gets: the run configuration checked once here (not in every trial), its device
+    defaults resolved here so every trial gets the same. A --command template says its own
+    flags (its trials need not run this OpenVINO)."""
+    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+
+    ladder = ladder_choice(args)
+    assert isinstance(ladder, Ladder)  # ab has no auto ladder
+    if args.command is None:
+        config = run_config_from_args(args, None, compile_options(args))
+    else:
+        config = RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens)
+        ov_config_from_args(args, check=True)
+    prompt_len, decode_tokens = _lengths(config, ladder)
+    if args.command is not None:
+        return ladder, prompt_len, decode_tokens, []
+    # Trials compile for real: a compile cache would turn later trials' compiles into imports.
+    passed = ["--device", args.device, "--graph", str(config.graph), "--no-cache"]
+    passed += ["--compile-placement", str(config.placement)]
+    passed += ["--compile-timeout", str(config.compile_timeout_s)]
+    for flag, value in (
+        ("--inference-precision", args.inference_precision),
+        ("--kv-precision", args.kv_precision),
+        ("--prefill-chunk", args.prefill_chunk),
+        ("--prefill-shape", args.prefill_shape),
+        ("--decode-compile", args.decode_compile),
+        ("--ov-config-file", args.ov_config_file),
+    ):
+        if value is not None:
+            passed += [flag, str(value)]
+    for prop in args.ov_config:
+        passed += ["--ov-config", prop]
+    return ladder, prompt_len, decode_tokens, passed
+
+
+def _lengths(config: RunConfig, ladder: Ladder) -> tuple[int, int]:
+    """The trials' prompt and decode lengths: every trial decodes them all, below the top."""
+    prompt_len, decode_tokens = config.lengths(ladder)
+    if prompt_len + decode_tokens > ladder.top:
+        raise CompileAheadError(
+            f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
+            f"rung {ladder.top}"
+        )
+    return prompt_len, decode_tokens
+
+
+class _Refusing(argparse.ArgumentParser):
+    """`ab`'s parser with its errors raised instead of printed and exited on."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise CompileAheadError(message)
+
+    def exit(self, status: int = 0, message: str | None = None):  # type: ignore[override]
+        raise CompileAheadError((message or "the parser stopped").strip())
+
+
+def ab_parser() -> argparse.ArgumentParser:
+    """The `ab` command's own parser, refusing (CompileAheadError) instead of exiting."""
+    top = _Refusing(prog="compile-ahead", add_help=False)
+    register(top.add_subparsers(dest="command"))
+    return top
+
+
+def check_cell(argv: list[str]) -> None:
+    """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model,
+    trial or device is touched; CompileAheadError (one line) otherwise."""
+    from compile_ahead.profiling.trials.compile_ab import parse_ladder
+    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+
+    args = ab_parser().parse_args(argv)
+    if args.ab_kind == "compile":
+        for text in args.arm:
+            parse_arm(text, args.device)
+        parse_ladder(args.ladder)
+        return
+    schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
+    ladder = ladder_choice(args)
+    assert isinstance(ladder, Ladder)
+    _lengths(RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens), ladder)
+    ov_config_from_args(args)
+
+
+def check_run_available() -> None:
+    """Fail early, in one line, if `compile-ahead run` (what the trials run) cannot load."""
+    try:
+        from compile_ahead.commands import run
+
+        run.register(argparse.ArgumentParser().add_subparsers())
+    except ImportError as err:
+        raise CompileAheadError(f"the compile-ahead CLI cannot load: {err}") from err
 
 
 def run_baselines(args: argparse.Namespace) -> int:

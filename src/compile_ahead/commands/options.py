@@ -7,33 +7,47 @@ Importing this module must not load OpenVINO (profile-compile arms its profiling
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import PRECISIONS
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB
-from compile_ahead.runtime.compile.device_defaults import (
-    DECODE_COMPILE_TIMINGS,
-    GRAPH_MODES,
-    PLACEMENTS,
-    PREFILL_SHAPES,
-    default_graph,
-    default_placement,
+from compile_ahead.runtime.compile.modes import (
+    DEFAULT_COMPILE_TIMEOUT_S,
+    DecodeCompile,
+    GraphMode,
+    PlacementKind,
+    PrefillShape,
+    choices,
 )
-from compile_ahead.runtime.compile.worker_protocol import FAULTS
-from compile_ahead.runtime.ladder.capacities import LADDER_ALIGNMENT, NAMED_LADDERS, Ladder
+from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
+from compile_ahead.runtime.ladder.faults import Faults
+from compile_ahead.runtime.ladder.schedules import get_schedule
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.options import CompileOptions
-    from compile_ahead.runtime.ladder.compile_jobs import Faults
+    from compile_ahead.runtime.ladder.config import AutoLadder, RunConfig
     from compile_ahead.runtime.sources.base import ModelSource
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
-# The seed's protocol: a 128-token prompt on a 1024-slot first rung. Other ladders keep the
-# proportion, so the default prompt always fits.
-PROMPT_FRACTION_OF_FIRST_RUNG = 8
-DEFAULT_PROMPT_LEN = 128  # the seed's prompt, also for --ladder auto
+
+
+def count(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            least = "0 or more" if low == 0 else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {least}, got {value}")
+        return value
+
+    return parse
 
 
 def add_model_options(
@@ -166,14 +180,6 @@ def resolve_from_args(args: argparse.Namespace) -> ModelSource:
     return resolve_model(args.model, synthetic_dtype=getattr(args, "synthetic_dtype", None))
 
 
-def worker_model_ref(args: argparse.Namespace, source: ModelSource) -> str:
-    """How a compile worker process resolves the run's model: a synthetic preset by its
-    checkpoint directory (the same file, whatever --synthetic-dtype chose), else --model."""
-    if source.synthetic and source.model_dir is not None:
-        return str(source.model_dir)
-    return args.model
-
-
 AUTO_LADDER = "auto"
 # OpenVINO's devices made of other devices: they cannot export a compiled graph (the cache and
 # the worker need that) nor answer the properties a rung is compiled with.
@@ -233,7 +239,7 @@ def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:
 def add_graph_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--graph",
-        choices=GRAPH_MODES,
+        choices=choices(GraphMode),
         default=None,
         help="whole: one graph per rung, each with its own compiled weights; split: weight "
         "parts compiled once, a rung is only its attention core (default: chosen per device "
@@ -244,7 +250,7 @@ def add_graph_option(p: argparse.ArgumentParser) -> None:
 def add_placement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compile-placement",
-        choices=PLACEMENTS,
+        choices=choices(PlacementKind),
         default=None,
         help="where one-ahead compiles run: in-process (a background thread) or worker (a "
         "compile process at idle priority whose result is imported here; a crash or hang there "
@@ -254,38 +260,11 @@ def add_placement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compile-timeout",
         type=float,
-        default=600.0,
+        default=DEFAULT_COMPILE_TIMEOUT_S,
         metavar="SECONDS",
-        help="with --compile-placement worker: kill a compile taking longer (default 600)",
+        help="with --compile-placement worker: kill a compile taking longer "
+        f"(default {DEFAULT_COMPILE_TIMEOUT_S:g})",
     )
-
-
-def compile_timeout(args: argparse.Namespace) -> float:
-    value = args.compile_timeout
-    if not 0 < value < float("inf"):
-        raise CompileAheadError(
-            f"--compile-timeout must be a positive number of seconds, got {value}"
-        )
-    return value
-
-
-def placement_mode(args: argparse.Namespace) -> str:
-    """--compile-placement, or the device's measured default."""
-    return args.compile_placement or default_placement(args.device)
-
-
-def graph_mode(args: argparse.Namespace) -> str:
-    """--graph, or the device's measured default (the same for every command)."""
-    return args.graph or default_graph(args.device)
-
-
-def check_prefill_args(args: argparse.Namespace) -> None:
-    """--prefill-chunk and --prefill-shape against --device and the graph mode, before any
-    work (a command without --graph builds whole graphs)."""
-    from compile_ahead.runtime.ladder.prefill import check_prefill_flags
-
-    available = not hasattr(args, "graph") or graph_mode(args) != "split"
-    check_prefill_flags(args.device, args.prefill_chunk, args.prefill_shape, available)
 
 
 def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = None) -> None:
@@ -324,7 +303,7 @@ def add_prefill_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--prefill-shape",
-        choices=PREFILL_SHAPES,
+        choices=choices(PrefillShape),
         default=None,
         help="prefill graph: static (the first rung's whole capacity, any device), dynamic "
         "(attends over the filled slots only) or paged (the model in the paged-attention form "
@@ -332,7 +311,7 @@ def add_prefill_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--decode-compile",
-        choices=DECODE_COMPILE_TIMINGS,
+        choices=choices(DecodeCompile),
         default=None,
         help="with a prefill graph, compile the first rung's decode graph beside the prefill "
         "graph's compile (and on into the prefill), while the prompt is prefilled, or after it "
@@ -395,97 +374,58 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def ladder_from_args(
-    args: argparse.Namespace, max_positions: int | None = None, prompt_len: int | None = None
-) -> Ladder:
-    """--ladder; ``auto`` needs the model's max_position_embeddings and the prompt length."""
+def ladder_choice(args: argparse.Namespace) -> Ladder | AutoLadder:
+    """--ladder (and --max-context, only with auto)."""
+    from compile_ahead.runtime.ladder.config import AutoLadder
+
     max_context = getattr(args, "max_context", None)
-    if args.ladder != AUTO_LADDER:
-        if max_context is not None:
-            raise CompileAheadError(
-                f"--max-context is for --ladder auto; --ladder {args.ladder} names its top rung"
-            )
-        ladder = Ladder.parse(args.ladder)
-        if max_positions is not None and ladder.top > max_positions:
-            raise CompileAheadError(
-                f"--ladder {ladder}: the top rung {ladder.top} exceeds the model's "
-                f"max_position_embeddings ({max_positions})"
-            )
-        return ladder
-    if max_positions is None:
-        raise CompileAheadError("--ladder auto needs the model (its max_position_embeddings)")
-    maximum = max_positions
+    if args.ladder == AUTO_LADDER and hasattr(args, "max_context"):  # a command that has auto
+        return AutoLadder(max_context)
     if max_context is not None:
-        if not 0 < max_context <= max_positions:
-            raise CompileAheadError(
-                f"--max-context must be in 1..{max_positions} (the model's "
-                f"max_position_embeddings), got {max_context}"
-            )
-        if max_context % LADDER_ALIGNMENT:
-            down = max_context - max_context % LADDER_ALIGNMENT
-            raise CompileAheadError(
-                f"--max-context {max_context}: the top rung must be a multiple of "
-                f"{LADDER_ALIGNMENT}, e.g. {down or LADDER_ALIGNMENT} or {down + LADDER_ALIGNMENT}"
-            )
-        maximum = max_context
-    return Ladder.auto(prompt_len if prompt_len is not None else DEFAULT_PROMPT_LEN, maximum)
-
-
-def default_prompt_len(ladder: Ladder) -> int:
-    return max(1, ladder.rungs[0] // PROMPT_FRACTION_OF_FIRST_RUNG)
-
-
-def prompt_len_from_args(args: argparse.Namespace, ladder: Ladder) -> int:
-    """--prompt-len, checked against the ladder (the one prompt check of every command)."""
-    prompt_len = args.prompt_len if args.prompt_len is not None else default_prompt_len(ladder)
-    check_prompt_fits(prompt_len, ladder)
-    return prompt_len
-
-
-def check_prompt_fits(prompt_len: int, ladder: Ladder) -> None:
-    if not 0 < prompt_len < ladder.top:
         raise CompileAheadError(
-            f"--prompt-len {prompt_len} must be in 1..{ladder.top - 1} to leave room to decode "
-            f"below the top rung ({ladder.top}); e.g. --prompt-len {default_prompt_len(ladder)}"
+            f"--max-context is for --ladder auto; --ladder {args.ladder} names its top rung"
         )
+    return Ladder.parse(args.ladder)
 
 
-def decode_tokens_from_args(args: argparse.Namespace, ladder: Ladder, prompt_len: int) -> int:
-    """--decode-tokens, or up to the top rung."""
-    room = ladder.top - prompt_len
-    tokens = args.decode_tokens if args.decode_tokens is not None else room
-    if tokens <= 0:
-        raise CompileAheadError(f"--decode-tokens must be positive, got {tokens}")
-    return tokens
-
-
-def faults_from_args(args: argparse.Namespace, ladder: Ladder) -> Faults:
-    """The fault-injection flags; Faults checks its own values against the ladder."""
-    from compile_ahead.runtime.ladder.compile_jobs import Faults
-
-    fail: dict[int, int] = {}
-    for item in args.inject_compile_failure:
-        cap, _, count = item.partition(":")
-        try:
-            fail[int(cap)] = int(count or 1)
-        except ValueError:
-            raise CompileAheadError(
-                f"--inject-compile-failure takes CAPACITY[:COUNT], got {item!r}"
-            ) from None
-    worker: dict[int, str] = {}
-    for item in getattr(args, "inject_worker_fault", []):
-        cap, _, kind = item.partition(":")
-        if not cap.isdigit() or kind not in FAULTS:
-            raise CompileAheadError(
-                f"--inject-worker-fault takes CAPACITY:KIND with KIND one of "
-                f"{', '.join(FAULTS)}, got {item!r}"
-            )
-        worker[int(cap)] = kind
-    faults = Faults(
+def faults_from_args(args: argparse.Namespace) -> Faults:
+    """The fault-injection flags of a command that has them."""
+    if not hasattr(args, "inject_compile_delay"):
+        return Faults()
+    return Faults.from_flags(
         args.inject_compile_delay,
-        fail,
+        args.inject_compile_failure,
         args.step_delay,
-        worker,
-        store_delay_s=args.inject_store_delay,
+        getattr(args, "inject_worker_fault", []),
+        args.inject_store_delay,
     )
-    return faults.validate(ladder)
+
+
+def run_config_from_args(
+    args: argparse.Namespace, schedule: str | None, options: CompileOptions, **given: Any
+) -> RunConfig:
+    """The run configuration a command's flags give, checked (RunConfig.validate) before any
+    model is opened. A flag the command does not have keeps the configuration's default;
+    ``given`` sets fields the command's flags mean otherwise (profile-compile's prefill)."""
+    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+
+    prompt = Prompt(
+        args.prompt_len, getattr(args, "prompt_ids", None), getattr(args, "prompt", None)
+    )
+    fields: dict[str, Any] = dict(
+        schedule=get_schedule(schedule) if schedule is not None else None,
+        ladder=ladder_choice(args),
+        protocol=prompt,
+        decode_tokens=args.decode_tokens,
+        options=options,
+        graph=getattr(args, "graph", None),
+        placement=getattr(args, "compile_placement", None),
+        decode_compile=getattr(args, "decode_compile", None),
+        prefill_chunk=getattr(args, "prefill_chunk", None),
+        prefill_shape=getattr(args, "prefill_shape", None),
+        compile_timeout_s=getattr(args, "compile_timeout", DEFAULT_COMPILE_TIMEOUT_S),
+        faults=faults_from_args(args),
+        boundary_window=getattr(args, "boundary_window", 3),
+        started_ns=getattr(args, "started_ns", None),
+    )
+    return RunConfig(**(fields | given)).validate()

@@ -1,4 +1,4 @@
-"""`compile-ahead patches check`: is an npu_compiler checkout ready for patches/npu_compiler?
+"""Is an npu_compiler checkout ready for patches/npu_compiler? (`compile-ahead patches check`)
 
 Checks the checkout's commit against the pin (patches/npu_compiler/pin.toml), recognises a tree
 that already caches sorted dependency vectors (newer upstream) or carries the series (all of it
@@ -9,7 +9,6 @@ own guide.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -151,7 +150,7 @@ class CheckResult:
 def default_patches_dir() -> Path:
     """patches/npu_compiler of the source tree this module runs from, else of the cwd."""
     candidates = (
-        Path(__file__).resolve().parents[2] / "patches" / "npu_compiler",
+        Path(__file__).resolve().parents[1] / "patches" / "npu_compiler",
         Path.cwd() / "patches" / "npu_compiler",
     )
     for candidate in candidates:
@@ -378,35 +377,3 @@ def _next_steps(result: CheckResult, checkout: Path, pin: Pin) -> list[str]:
         lines.append(f"  {number}. {step[0]}")
         lines += [f"     {more}" for more in step[1:]]
     return lines
-
-
-def _run_check(args: argparse.Namespace) -> int:
-    patches_dir = args.patches or default_patches_dir()
-    pin = Pin.load(patches_dir)
-    checkout = args.npu_compiler.resolve()
-    result = check_checkout(checkout, pin)
-    print("\n".join(report(result, checkout, pin)))
-    return 0 if result.ok else 1
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "patches", help="patch series for upstream projects (patches/)", description=__doc__
-    )
-    commands = parser.add_subparsers(dest="patches_command", required=True, metavar="ACTION")
-    check = commands.add_parser(
-        "check",
-        help="check an npu_compiler checkout against the pinned commit and the series",
-        description="Exit 0 when the series applies (or is already applied) at the pin or on a "
-        "descendant whose files the series touches are still the pinned ones; 1 otherwise, "
-        "with the reasons.",
-    )
-    check.add_argument("--npu-compiler", type=Path, required=True, metavar="PATH")
-    check.add_argument(
-        "--patches",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="the series directory (default: patches/npu_compiler of the source tree)",
-    )
-    check.set_defaults(func=_run_check)

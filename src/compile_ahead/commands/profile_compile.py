@@ -14,14 +14,18 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compile_ahead.atomic import write_json_atomic
-from compile_ahead.cli import exit_process, run_command
+from compile_ahead.commands.running import exit_process, run_command
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import hold, release
 from compile_ahead.output_dirs import seal_output_dir
 from compile_ahead.output_paths import temporary_name
 from compile_ahead.outputs import check_replaceable_dir, invocation
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.ladder.config import RunConfig
 
 # Everything else is imported where used: a command handles its signals from its first line
 # (run_command), so nothing heavy is imported before it runs.
@@ -32,8 +36,7 @@ PYSPY_NAME = "pyspy.json"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from compile_ahead.profiling.compile_profiler import GRAPH_KINDS
-    from compile_ahead.runtime.cli.options import (
+    from compile_ahead.commands.options import (
         add_graph_option,
         add_ladder_option,
         add_model_options,
@@ -41,7 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
         add_protocol_options,
         add_synthetic_dtype_option,
     )
-    from compile_ahead.runtime.compile.device_defaults import PREFILL_SHAPES
     from compile_ahead.runtime.ladder.schedules import SCHEDULES
 
     p = argparse.ArgumentParser(
@@ -54,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(p, cache=False)  # profiles real compiles: a cached import is not one
     add_ov_config_options(p)
     add_synthetic_dtype_option(p)
-    add_ladder_option(p)
+    add_ladder_option(p, auto=False)
     p.add_argument(
         "--schedule",
         default=None,
@@ -68,6 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
         "rung); without: decode steps timed on each rung after its compile (default 0)",
     )
     add_graph_option(p)
+    _add_graph_kinds(p)
+    _add_trace_options(p)
+    p.set_defaults(invocation=None)  # main() records how the command was started
+    return p
+
+
+def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
+    """Which graphs of each rung are profiled, and a model compiled as it is."""
+    from compile_ahead.profiling.compile_profiler import GRAPH_KINDS
+    from compile_ahead.runtime.compile.modes import PrefillShape, choices
+
     p.add_argument(
         "--shape",
         action="append",
@@ -75,25 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=[d0,d1,...]",
         help="a model that is not a stateful decoder (any IR or ONNX) is compiled as it is; "
         "give each dynamic input a static shape, e.g. --shape input_ids=[1,128]",
-    )
-    p.add_argument(
-        "--steps-per-slice",
-        type=int,
-        default=1,
-        metavar="N",
-        help="one decode slice per N steps, keeps long traces small (default 1)",
-    )
-    p.add_argument(
-        "--py-spy",
-        action="store_true",
-        help="sample Python stacks with py-spy onto their own trace tracks",
-    )
-    p.add_argument(
-        "--py-spy-rate",
-        type=int,
-        default=100,
-        metavar="HZ",
-        help="py-spy samples per second (default 100)",
     )
     p.add_argument(
         "--graph-kind",
@@ -112,10 +106,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--prefill-shape",
-        choices=PREFILL_SHAPES,
+        choices=choices(PrefillShape),
         default=None,
         help="with --graph-kind prefill|both: the prefill graph's shape, as `run "
         "--prefill-shape` (default: the device's)",
+    )
+
+
+def _add_trace_options(p: argparse.ArgumentParser) -> None:
+    """What is recorded and where the profile goes."""
+    p.add_argument(
+        "--steps-per-slice",
+        type=int,
+        default=1,
+        metavar="N",
+        help="one decode slice per N steps, keeps long traces small (default 1)",
+    )
+    p.add_argument(
+        "--py-spy",
+        action="store_true",
+        help="sample Python stacks with py-spy onto their own trace tracks",
+    )
+    p.add_argument(
+        "--py-spy-rate",
+        type=int,
+        default=100,
+        metavar="HZ",
+        help="py-spy samples per second (default 100)",
     )
     p.add_argument(
         "--top",
@@ -138,18 +155,41 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="then open the trace in the Perfetto UI (as `compile-ahead trace open`)",
     )
-    p.set_defaults(invocation=None)  # main() records how the command was started
-    return p
 
 
-def check_args(args: argparse.Namespace) -> list[int]:
+def check_args(args: argparse.Namespace) -> RunConfig:
+    """Every flag checked before any work; the run configuration they give (its ladder the
+    rungs to profile, its schedule the overlay's)."""
+    from compile_ahead.commands.options import compile_options, run_config_from_args
     from compile_ahead.profiling.compile_profiler import graph_kinds
-    from compile_ahead.runtime.cli.options import graph_mode, ladder_from_args, prompt_len_from_args
-    from compile_ahead.runtime.ladder.schedules import get_schedule
 
-    ladder = ladder_from_args(args)
     if args.decode_tokens is None and args.schedule is None:
         args.decode_tokens = 0
+    _check_profile_flags(args)
+    # Replaced whole when the profile is published: only an earlier profile may be there (and
+    # at the failed profile's place beside it).
+    check_replaceable_dir(args.out, "--out")
+    config = run_config_from_args(
+        args,
+        args.schedule,
+        compile_options(args),
+        # A profiled prefill graph's chunk is capped at each rung (prefill_plan); the overlay
+        # run prefills as a run does. Without --schedule, --decode-tokens times steps per rung.
+        prefill_chunk=None,
+        prefill_shape=None,
+        decode_tokens=args.decode_tokens if args.schedule is not None else None,
+    )
+    if "prefill" in graph_kinds(args.graph_kind) and config.graph == "split":
+        raise CompileAheadError(
+            f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
+        )
+    return config
+
+
+def _check_profile_flags(args: argparse.Namespace) -> None:
+    """The flags only profile-compile has."""
+    from compile_ahead.profiling.compile_profiler import graph_kinds
+
     if args.decode_tokens is not None and args.decode_tokens < 0:
         raise CompileAheadError(f"--decode-tokens must be >= 0, got {args.decode_tokens}")
     if args.steps_per_slice < 1:
@@ -158,34 +198,24 @@ def check_args(args: argparse.Namespace) -> list[int]:
         raise CompileAheadError(f"--py-spy-rate must be in 1..10000, got {args.py_spy_rate}")
     if args.top < 1:
         raise CompileAheadError(f"--top must be >= 1, got {args.top}")
+    kinds = graph_kinds(args.graph_kind)
     if args.prefill_chunk is not None:
         if args.prefill_chunk < 2:
             raise CompileAheadError(
                 f"--prefill-chunk must be >= 2 (1 is a decode step), got {args.prefill_chunk}"
             )
-        if "prefill" not in graph_kinds(args.graph_kind):
+        if "prefill" not in kinds:
             raise CompileAheadError("--prefill-chunk is for --graph-kind prefill or both")
-    if args.prefill_shape is not None and "prefill" not in graph_kinds(args.graph_kind):
+    if args.prefill_shape is not None and "prefill" not in kinds:
         raise CompileAheadError("--prefill-shape is for --graph-kind prefill or both")
-    if "prefill" in graph_kinds(args.graph_kind) and graph_mode(args) == "split":
-        raise CompileAheadError(
-            f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
-        )
-    # Replaced whole when the profile is published: only an earlier profile may be there (and
-    # at the failed profile's place beside it).
-    check_replaceable_dir(args.out, "--out")
-    if args.schedule is not None:
-        get_schedule(args.schedule)
-        prompt_len_from_args(args, ladder)
-    return list(ladder.rungs)
 
 
-def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
+def run_profile(args: argparse.Namespace, config: RunConfig) -> int:
     """Setup, a step per rung, the optional schedule overlay, then finish (publish whole)."""
     from compile_ahead.profiling.compile_profiler import CompileProfiler, graph_kinds, prefill_plan
     from compile_ahead.profiling.trace_writer import TraceWriteError
 
-    profiler = CompileProfiler(args, ladder)
+    profiler = CompileProfiler(args, config)
     try:
         profiler.setup()
     except BaseException:
@@ -195,7 +225,7 @@ def run_profile(args: argparse.Namespace, ladder: list[int]) -> int:
     try:
         if profiler.foreign is not None:
             profiler.profile_model()
-        for capacity in ladder if profiler.foreign is None else ():
+        for capacity in profiler.ladder if profiler.foreign is None else ():
             for kind in graph_kinds(args.graph_kind):
                 plan = None
                 if kind == "prefill":
@@ -249,7 +279,7 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "--",
         sys.executable,
         "-m",
-        "compile_ahead.profiling.cli",
+        "compile_ahead.commands.profile_compile",
         *argv,
     ]
     env = {**os.environ, PYSPY_ENV: "1"}
@@ -311,12 +341,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def run(args: argparse.Namespace) -> int:
-        ladder = check_args(args)
+        config = check_args(args)
         pyspy_child = bool(os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"))
         if args.py_spy and not pyspy_child:
             code = run_under_pyspy(args, argv)
         else:
-            code = run_profile(args, ladder)
+            code = run_profile(args, config)
         if args.open and code == 0 and not pyspy_child:  # the py-spy parent opens the merge
             from compile_ahead.profiling.compile_profiler import TRACE_NAME
             from compile_ahead.profiling.trace_open import open_trace

@@ -7,11 +7,7 @@ import sys
 from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
-from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
-from compile_ahead.outputs import check_distinct, check_output_file, destination
-from compile_ahead.runtime.base.measure import now_ns
-from compile_ahead.runtime.cli.options import (
+from compile_ahead.commands.options import (
     add_graph_option,
     add_ladder_option,
     add_model_options,
@@ -20,87 +16,20 @@ from compile_ahead.runtime.cli.options import (
     add_protocol_options,
     add_run_options,
     add_synthetic_dtype_option,
-    check_prefill_args,
     compile_options,
-    compile_timeout,
-    decode_tokens_from_args,
-    faults_from_args,
-    graph_mode,
-    ladder_from_args,
-    placement_mode,
-    prompt_len_from_args,
     resolve_from_args,
-    worker_model_ref,
+    run_config_from_args,
 )
-from compile_ahead.runtime.cli.progress import ProgressBar
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
+from compile_ahead.outputs import check_distinct, check_output_file, destination
+from compile_ahead.runtime.base.measure import now_ns
+from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 from compile_ahead.runtime.ladder.events import FanOut, RunEvents
-from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
-from compile_ahead.runtime.ladder.runner import RunResult, RunSettings, run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES, CompileTiming, get_schedule
+from compile_ahead.runtime.ladder.progress import ProgressBar
+from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.base import ModelSource
-from compile_ahead.runtime.sources.tokenizer import encode_prompt, load_tokenizer, parse_token_ids
-
-
-def settings_from_args(args: argparse.Namespace, source: ModelSource, schedule: str) -> RunSettings:
-    max_positions = source.config.max_position_embeddings
-    if args.prompt_ids is not None or args.prompt is not None:
-        if args.prompt is not None:
-            tokenizer = load_tokenizer(source.model_dir, source.name)
-            prompt = encode_prompt(tokenizer, args.prompt, source.config.vocab_size, source.name)
-        else:
-            prompt = parse_token_ids(args.prompt_ids, source.config.vocab_size)
-        ladder = ladder_from_args(args, max_positions, len(prompt))
-        tokens = decode_tokens_from_args(args, ladder, len(prompt))
-        protocol = greedy(prompt, tokens, source.config.eos_token_ids)
-    else:
-        ladder = ladder_from_args(args, max_positions, args.prompt_len)
-        prompt_len = prompt_len_from_args(args, ladder)
-        tokens = decode_tokens_from_args(args, ladder, prompt_len)
-        protocol = teacher_forced(source.config.vocab_size, prompt_len, tokens)
-    if args.boundary_window < 0:
-        raise CompileAheadError("--boundary-window must be >= 0")
-    settings = RunSettings(
-        get_schedule(schedule),
-        ladder,
-        protocol,
-        prefill_chunk=args.prefill_chunk,
-        prefill_shape=args.prefill_shape,
-        decode_compile=args.decode_compile,
-        started_ns=getattr(args, "started_ns", None),
-        boundary_window=args.boundary_window,
-        faults=faults_from_args(args, ladder),
-        graph=graph_mode(args),
-        placement=placement_mode(args),
-        compile_timeout_s=compile_timeout(args),
-        model_ref=worker_model_ref(args, source),
-    )
-    check_worker_faults(settings, len(protocol.prompt))
-    return settings
-
-
-def check_worker_faults(settings: RunSettings, prompt_len: int) -> None:
-    """--inject-worker-fault only where a worker compiles: refused where it could never fire."""
-    faults = settings.faults.worker_faults
-    if not faults:
-        return
-    if settings.placement != "worker":
-        raise CompileAheadError(
-            "--inject-worker-fault needs --compile-placement worker: in-process compiles have "
-            "no worker to fault"
-        )
-    if settings.schedule.compile is not CompileTiming.ONE_AHEAD:
-        raise CompileAheadError(
-            f"--inject-worker-fault: schedule {settings.schedule.name} compiles every rung in "
-            "the foreground before decoding; only one-ahead schedules (i2, i3) use the worker"
-        )
-    first = next(r for r in settings.ladder.rungs if r >= prompt_len + 1)
-    early = sorted(c for c in faults if c <= first)
-    if early:
-        raise CompileAheadError(
-            f"--inject-worker-fault {early[0]}: the worker compiles only the rungs after the "
-            f"first one used ({first}, compiled in the foreground before decoding)"
-        )
 
 
 def register(subparsers) -> None:
@@ -155,23 +84,23 @@ def check_run_outputs(args: argparse.Namespace) -> None:
 
 def execute(
     args: argparse.Namespace,
-    schedule: str,
-    options: CompileOptions,
+    config: RunConfig,
     events: RunEvents | None = None,
     quiet: bool = False,
-) -> tuple[RunResult, ModelSource, RunSettings]:
-    """Resolve and run; the caller reports (also when the run fails)."""
+) -> tuple[RunResult, ModelSource, RunConfig]:
+    """Resolve the model and run; the caller reports (also when the run fails)."""
     source = resolve_from_args(args)
-    settings = settings_from_args(args, source, schedule)
+    config = config.for_model(source)
     if not quiet:
         print(f"model: {source.label}", file=sys.stderr)
-    bar = ProgressBar(settings.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
+    assert not isinstance(config.protocol, Prompt)
+    bar = ProgressBar(config.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
     try:
-        result = run_ladder(source, options, settings, FanOut(bar, events) if events else bar)
+        result = run_ladder(source, config, FanOut(bar, events) if events else bar)
         hold()  # the run is over: its outputs are written whole (run() releases)
     finally:
         bar.close()
-    return result, source, settings
+    return result, source, config
 
 
 def write_report(path: Path | None, result: RunResult) -> Path | None:
@@ -187,18 +116,18 @@ def run(args: argparse.Namespace) -> int:
     if args.open and args.trace is None:
         raise CompileAheadError("--open opens the trace: give --trace FILE too")
     options = compile_options(args)  # a refused device or property opens no output
-    check_prefill_args(args)
+    config = run_config_from_args(args, args.schedule, options)  # before the model is opened
     trace_error: CompileAheadError | None = None
     # Once the run is over (execute holds) its outputs (trace, summary, report) are written
     # whole: a signal meanwhile takes effect after them (release).
     if args.trace is None:
-        result = execute(args, args.schedule, options)[0]
+        result = execute(args, config)[0]
     else:
         # Profiling sits above the runtime: imported only when a trace is asked for.
         from compile_ahead.profiling.run_trace import traced
 
         with traced(args.trace, args.device, args.steps_per_slice) as events:
-            result = execute(args, args.schedule, options, events)[0]
+            result = execute(args, config, events)[0]
             events.failed = not result.completed
         trace_error = events.write_error
     # The summary first: a failed write must not hide what ran.

@@ -1,0 +1,87 @@
+"""Models the benchmarks share: random-weight qwen2.5-0.5b checkpoints and their optimum-intel
+exports per weight format (reused when already there), and a transformers random init of any
+model config's shapes. Needs optimum-intel for the exports (the ``test`` extra)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from compile_ahead.runtime.model.architecture import ModelConfig
+
+# Qwen2.5-0.5B's shapes (config.json of the hub checkpoint).
+QWEN25_05B = dict(
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    max_position_embeddings=32768,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+    eos_token_id=151643,
+)
+FORMATS = ("fp16", "int8", "int4")
+
+
+def save_random_checkpoint(path: Path, seed: int = 0) -> Path:
+    if (path / "config.json").exists():
+        return path
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    model = tf.Qwen2ForCausalLM(tf.Qwen2Config(**QWEN25_05B)).to(torch.bfloat16).eval()
+    model.save_pretrained(path)
+    return path
+
+
+def export(checkpoint: Path, out: Path, fmt: str) -> Path:
+    if (out / "openvino_model.xml").exists():
+        return out
+    cmd = ["optimum-cli", "export", "openvino", "--model", str(checkpoint)]
+    cmd += ["--task", "text-generation-with-past", "--weight-format", fmt, str(out)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def prepare(workdir: Path, formats: tuple[str, ...] = FORMATS) -> dict[str, Path]:
+    checkpoint = save_random_checkpoint(workdir / "qwen2.5-0.5b-random-hf")
+    return {fmt: export(checkpoint, workdir / f"qwen2.5-0.5b-random-{fmt}", fmt) for fmt in formats}
+
+
+def hf_checkpoint(cfg: ModelConfig, target: Path, dtype: str) -> Path:
+    """A transformers random-init model of ``cfg``'s shapes, saved with save_pretrained."""
+    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+        return target
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    shapes = dict(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim,
+        max_position_embeddings=cfg.max_position_embeddings,
+        rms_norm_eps=cfg.rms_norm_eps,
+        rope_theta=cfg.rope.theta,
+        tie_word_embeddings=cfg.tie_word_embeddings,
+    )
+    if cfg.architecture == "qwen2":
+        model_cls, hf_cfg = Qwen2ForCausalLM, Qwen2Config(**shapes)
+    else:
+        model_cls, hf_cfg = LlamaForCausalLM, LlamaConfig(**shapes)
+    torch.manual_seed(0)
+    torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
+    print(f"writing a transformers random-init checkpoint to {target} ...", flush=True)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model_cls(hf_cfg).to(torch_dtype).save_pretrained(tmp, safe_serialization=True)
+    tmp.rename(target)
+    return target

@@ -1,1 +1,0 @@
-"""The `run` and `generate` commands and the options every command shares."""

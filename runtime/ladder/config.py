@@ -1,0 +1,356 @@
+"""A run's configuration: everything it is told, checked once and frozen.
+
+Every way a run is configured goes through here: a command fills a RunConfig from its flags,
+a campaign cell from its `ab` arguments, a test with the constructor. ``validate()`` checks
+what needs no model (each setting on its own and against the device: graph mode, placement,
+prefill, compile timeout, faults, lengths against a given ladder) and applies the device's
+measured defaults (compile/device_defaults.py), naming the ones it applied; ``for_model()``
+settles what needs the model (an auto ladder, a text prompt, the prompt's default length) and
+checks the rest against it. The runner, the compile layer, `generate` and `profile-compile`
+take the result and check nothing of the user's again: a wrong setting fails here, in one line,
+and the flag-only ones before any model is opened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.device_defaults import (
+    default_decode_compile,
+    default_graph,
+    default_placement,
+)
+from compile_ahead.runtime.compile.modes import (
+    DEFAULT_COMPILE_TIMEOUT_S,
+    DecodeCompile,
+    GraphMode,
+    PlacementKind,
+    PrefillShape,
+    choices,
+)
+from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER, LADDER_ALIGNMENT, Ladder
+from compile_ahead.runtime.ladder.faults import Faults
+from compile_ahead.runtime.ladder.prefill import PrefillPlan, check_prefill_flags, choose_prefill
+from compile_ahead.runtime.ladder.run_protocol import RunProtocol, greedy, teacher_forced
+from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.sources.base import ModelSource
+
+# The seed's protocol: a 128-token prompt on a 1024-slot first rung. Other ladders keep the
+# proportion, so the default prompt always fits.
+PROMPT_FRACTION_OF_FIRST_RUNG = 8
+DEFAULT_PROMPT_LEN = 128  # the seed's prompt, also for an auto ladder
+FITTED_ALIGNMENT = 64  # generate's one rung: a multiple of this
+
+
+@dataclass(frozen=True)
+class AutoLadder:
+    """Rungs doubling from the first that holds the prompt up to the model's
+    max_position_embeddings, or ``max_context`` (a multiple of 16)."""
+
+    max_context: int | None = None
+
+    def check(self) -> None:
+        top = self.max_context
+        if top is not None and top > 0 and top % LADDER_ALIGNMENT:
+            down = top - top % LADDER_ALIGNMENT
+            raise CompileAheadError(
+                f"--max-context {top}: the top rung must be a multiple of "
+                f"{LADDER_ALIGNMENT}, e.g. {down or LADDER_ALIGNMENT} or {down + LADDER_ALIGNMENT}"
+            )
+
+    def resolve(self, max_positions: int, prompt_len: int) -> Ladder:
+        top = self.max_context
+        if top is not None and not 0 < top <= max_positions:
+            raise CompileAheadError(
+                f"--max-context must be in 1..{max_positions} (the model's "
+                f"max_position_embeddings), got {top}"
+            )
+        return Ladder.auto(prompt_len, top if top is not None else max_positions)
+
+
+@dataclass(frozen=True)
+class FittedRung:
+    """One rung holding the prompt and every token to generate (`generate`): the smallest
+    multiple of FITTED_ALIGNMENT that does."""
+
+    def resolve(self, max_positions: int, prompt_len: int, new_tokens: int) -> Ladder:
+        need = prompt_len + new_tokens
+        if need > max_positions:
+            raise CompileAheadError(
+                f"prompt ({prompt_len}) + --max-new-tokens ({new_tokens}) = {need} tokens "
+                f"exceeds the model's max_position_embeddings ({max_positions})"
+            )
+        return Ladder((-(-need // FITTED_ALIGNMENT) * FITTED_ALIGNMENT,))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What a run feeds the model before the model is known: the teacher-forced protocol
+    with a prompt of ``length`` tokens (None: 1/8 of the first rung), or greedy generation
+    from ``ids`` (as --prompt-ids spells them) or ``text`` (through the model's tokenizer),
+    ending at EOS unless ``stop_at_eos`` is off."""
+
+    length: int | None = None
+    ids: str | None = None
+    text: str | None = None
+    stop_at_eos: bool = True
+
+    @property
+    def greedy(self) -> bool:
+        return self.ids is not None or self.text is not None
+
+    def check(self) -> None:
+        if self.ids is not None:
+            from compile_ahead.runtime.sources.tokenizer import parse_token_ids
+
+            parse_token_ids(self.ids, vocab_size=None)  # the ids' spelling, before the model
+
+    def tokens(self, source: ModelSource) -> list[int]:
+        """The greedy prompt's ids, checked against the model's vocabulary."""
+        from compile_ahead.runtime.sources.tokenizer import (
+            encode_prompt,
+            load_tokenizer,
+            parse_token_ids,
+        )
+
+        vocab = source.config.vocab_size
+        if self.text is not None:
+            tokenizer = load_tokenizer(source.model_dir, source.name)
+            return encode_prompt(tokenizer, self.text, vocab, source.name)
+        assert self.ids is not None
+        return parse_token_ids(self.ids, vocab)
+
+
+def default_prompt_len(ladder: Ladder) -> int:
+    return max(1, ladder.rungs[0] // PROMPT_FRACTION_OF_FIRST_RUNG)
+
+
+def check_prompt_fits(prompt_len: int, ladder: Ladder) -> None:
+    if not 0 < prompt_len < ladder.top:
+        raise CompileAheadError(
+            f"--prompt-len {prompt_len} must be in 1..{ladder.top - 1} to leave room to decode "
+            f"below the top rung ({ladder.top}); e.g. --prompt-len {default_prompt_len(ladder)}"
+        )
+
+
+def _mode(kind: type[StrEnum], value: object, flag: str) -> StrEnum | None:
+    """``value`` as the mode ``kind`` (None stays None: the device's default)."""
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        raise CompileAheadError(
+            f"{flag} must be one of {', '.join(choices(kind))}, got {value!r}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    # None: no ladder run (profile-compile without --schedule only compiles rungs).
+    schedule: Schedule | None
+    ladder: Ladder | AutoLadder | FittedRung = field(default_factory=lambda: Ladder(DEFAULT_LADDER))
+    # What the run feeds the model: a protocol, or a Prompt that for_model makes one of.
+    protocol: RunProtocol | Prompt = field(default_factory=Prompt)
+    # Decode steps (greedy: tokens after the prompt's own at most); None: up to the top rung.
+    decode_tokens: int | None = None
+    options: CompileOptions = field(default_factory=CompileOptions)
+    graph: GraphMode | None = None  # None: the device's measured default
+    placement: PlacementKind | None = None  # where background compiles run; None: the device's
+    # With a prefill graph, when the first rungs compile; None: the device's default.
+    decode_compile: DecodeCompile | None = None
+    # None: chosen per device from the prompt length (ladder/prefill.py); 1: token by token on
+    # the first rung's decode graph; >1: a prefill graph taking that many tokens per call.
+    prefill_chunk: int | None = None
+    prefill_shape: PrefillShape | None = None  # None: the device's default
+    compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S  # a worker's compile is killed after it
+    faults: Faults = field(default_factory=Faults)
+    boundary_window: int = 3  # steps recorded on each side of a boundary
+    keep_logits: bool = False  # keep every step's logits (tests on tiny models)
+    counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
+    # When the command started (now_ns()): first_token_s counts from there; None: the run's.
+    started_ns: int | None = None
+    # Settled by validate() and for_model():
+    device_defaults: tuple[str, ...] = ()  # the settings the device's measured defaults chose
+    prefill: PrefillPlan | None = None  # how the prompt is prefilled (for_model)
+    validated: bool = False
+
+    @property
+    def ready(self) -> bool:
+        """Validated and settled against a model: what a run takes."""
+        return (
+            self.validated
+            and isinstance(self.ladder, Ladder)
+            and isinstance(self.protocol, RunProtocol)
+            and self.prefill is not None
+        )
+
+    # -- before the model ------------------------------------------------------------------
+    def validate(self) -> RunConfig:
+        """Every setting that needs no model checked, the device's defaults applied."""
+        if self.validated:
+            return self
+        options = self.options.resolved()
+        device = options.device
+        given = {
+            "graph": _mode(GraphMode, self.graph, "--graph"),
+            "placement": _mode(PlacementKind, self.placement, "--compile-placement"),
+            "decode_compile": _mode(DecodeCompile, self.decode_compile, "--decode-compile"),
+        }
+        shape = _mode(PrefillShape, self.prefill_shape, "--prefill-shape")
+        defaults = {
+            "graph": default_graph(device),
+            "placement": default_placement(device),
+            "decode_compile": default_decode_compile(device),
+        }
+        chosen = {k: v if v is not None else defaults[k] for k, v in given.items()}
+        config = replace(
+            self,
+            options=options,
+            prefill_shape=shape,
+            device_defaults=tuple(k for k, v in given.items() if v is None),
+            validated=True,
+            **chosen,
+        )
+        config._check_flags()
+        return config
+
+    def _check_flags(self) -> None:
+        if not 0 < self.compile_timeout_s < float("inf"):
+            raise CompileAheadError(
+                f"--compile-timeout must be a positive number of seconds, got "
+                f"{self.compile_timeout_s}"
+            )
+        if self.boundary_window < 0:
+            raise CompileAheadError("--boundary-window must be >= 0")
+        self.faults.check()
+        split = self.graph == GraphMode.SPLIT
+        check_prefill_flags(self.options.device, self.prefill_chunk, self.prefill_shape, not split)
+        self._check_lengths()
+        if self.faults.worker_faults:
+            self._check_worker_faults()
+
+    def _check_lengths(self) -> None:
+        if isinstance(self.ladder, AutoLadder):
+            self.ladder.check()
+        elif isinstance(self.ladder, Ladder):
+            self.ladder.validate()
+            self.faults.check_rungs(self.ladder)
+        prompt = self.protocol
+        if isinstance(prompt, Prompt):
+            prompt.check()
+            if prompt.length is not None and isinstance(self.ladder, Ladder):
+                check_prompt_fits(prompt.length, self.ladder)
+        if isinstance(self.ladder, FittedRung):
+            if self.decode_tokens is None or self.decode_tokens < 0:
+                new = None if self.decode_tokens is None else self.decode_tokens + 1
+                raise CompileAheadError(f"--max-new-tokens must be positive, got {new}")
+        elif self.decode_tokens is not None and self.decode_tokens <= 0:
+            raise CompileAheadError(f"--decode-tokens must be positive, got {self.decode_tokens}")
+
+    def _check_worker_faults(self) -> None:
+        """--inject-worker-fault only where a worker compiles: refused where it could never
+        fire (the rung check needs the prompt's length: for_model)."""
+        if self.placement != PlacementKind.WORKER:
+            raise CompileAheadError(
+                "--inject-worker-fault needs --compile-placement worker: in-process compiles have "
+                "no worker to fault"
+            )
+        if self.schedule is not None and self.schedule.compile is not CompileTiming.ONE_AHEAD:
+            raise CompileAheadError(
+                f"--inject-worker-fault: schedule {self.schedule.name} compiles every rung in "
+                "the foreground before decoding; only one-ahead schedules (i2, i3) use the worker"
+            )
+
+    def lengths(self, ladder: Ladder) -> tuple[int, int]:
+        """The teacher-forced prompt length and decode steps on ``ladder`` (defaults: 1/8 of
+        the first rung, and up to the top rung)."""
+        assert isinstance(self.protocol, Prompt) and not self.protocol.greedy
+        length = self.protocol.length
+        prompt_len = length if length is not None else default_prompt_len(ladder)
+        check_prompt_fits(prompt_len, ladder)
+        tokens = self.decode_tokens if self.decode_tokens is not None else ladder.top - prompt_len
+        if tokens <= 0:
+            raise CompileAheadError(f"--decode-tokens must be positive, got {tokens}")
+        return prompt_len, tokens
+
+    # -- against the model -------------------------------------------------------------------
+    def for_model(self, source: ModelSource) -> RunConfig:
+        """The ladder and protocol this model makes of the settings, checked against it, and
+        the prefill the prompt gets: what a run takes (``ready``)."""
+        config = self.validate()
+        ladder, protocol = config._ladder_and_protocol(source)
+        prompt_len = len(protocol.prompt)
+        if prompt_len + 1 > ladder.top:
+            raise CompileAheadError(
+                f"the prompt ({prompt_len} tokens) does not fit the top rung ({ladder.top}) "
+                "with room to decode"
+            )
+        config.check_graph_mode(source)
+        config.faults.check_rungs(ladder)
+        first = next(r for r in ladder.rungs if r >= prompt_len + 1)
+        if config.faults.worker_faults:
+            early = sorted(c for c in config.faults.worker_faults if c <= first)
+            if early:
+                raise CompileAheadError(
+                    f"--inject-worker-fault {early[0]}: the worker compiles only the rungs after "
+                    f"the first one used ({first}, compiled in the foreground before decoding)"
+                )
+        prefill = choose_prefill(
+            config.options.device,
+            prompt_len,
+            first,
+            config.prefill_chunk,
+            config.prefill_shape,
+            graph_available=config.graph != GraphMode.SPLIT,
+        )
+        return replace(config, ladder=ladder, protocol=protocol, prefill=prefill)
+
+    def check_graph_mode(self, source: ModelSource) -> None:
+        """The graph mode against how the source makes its graphs."""
+        if self.graph == GraphMode.SPLIT and not source.built_from_weights:
+            raise CompileAheadError(
+                "--graph split is not available for an OpenVINO IR (its graph is cut, not "
+                "rebuilt); use --graph whole"
+            )
+
+    def _ladder_and_protocol(self, source: ModelSource) -> tuple[Ladder, RunProtocol]:
+        max_positions = source.config.max_position_embeddings
+        prompt = self.protocol
+        if isinstance(prompt, RunProtocol):
+            return self._ladder_for(max_positions, len(prompt.prompt), prompt), prompt
+        if prompt.greedy:
+            ids = prompt.tokens(source)
+            ladder = self._ladder_for(max_positions, len(ids))
+            tokens = self.decode_tokens
+            if tokens is None:
+                tokens = ladder.top - len(ids)
+            eos = source.config.eos_token_ids if prompt.stop_at_eos else ()
+            return ladder, greedy(ids, tokens, eos)
+        length = prompt.length if prompt.length is not None else DEFAULT_PROMPT_LEN
+        ladder = self._ladder_for(max_positions, length)
+        prompt_len, tokens = self.lengths(ladder)
+        return ladder, teacher_forced(source.config.vocab_size, prompt_len, tokens)
+
+    def _ladder_for(
+        self, max_positions: int, prompt_len: int, protocol: RunProtocol | None = None
+    ) -> Ladder:
+        ladder = self.ladder
+        if isinstance(ladder, AutoLadder):
+            return ladder.resolve(max_positions, prompt_len)
+        if isinstance(ladder, FittedRung):
+            tokens = protocol.decode_tokens if protocol is not None else self.decode_tokens
+            assert tokens is not None
+            return ladder.resolve(max_positions, prompt_len, tokens + 1)
+        if ladder.top > max_positions:
+            raise CompileAheadError(
+                f"--ladder {ladder}: the top rung {ladder.top} exceeds the model's "
+                f"max_position_embeddings ({max_positions})"
+            )
+        return ladder

@@ -1,0 +1,110 @@
+"""The flags of `ab compile` and `ab calibrate`: what they compile and how each trial measures
+it (profiling/trials/compile_run.py runs them)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from compile_ahead.commands.options import add_ladder_option, add_synthetic_dtype_option, count
+from compile_ahead.profiling.trials.compile_values import STATISTICS, TIME_STATISTIC_DEFAULT
+
+
+def cpu_list(text: str) -> tuple[int, ...]:
+    """``--pin`` as an argparse type: CPUs like 0,1 or 0-3, each one this process may use."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            low, _, high = part.strip().partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CPUs like 0,1 or 0-3, got {text!r}") from None
+    allowed = os.sched_getaffinity(0)
+    if not cpus or not cpus <= allowed:
+        raise argparse.ArgumentTypeError(
+            f"{text}: this process may run on CPUs {','.join(map(str, sorted(allowed)))} only"
+        )
+    return tuple(sorted(cpus))
+
+
+def add_measure_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--repeat", type=count(1), default=1,
+        help="compile each rung K times in each trial's process and use the --statistic of "
+        "the K values (default 1)",
+    )  # fmt: skip
+    p.add_argument(
+        "--compile-warmup", type=count(0), default=None,
+        help="compiles per rung before the --repeat ones, recorded and not used (default 1 "
+        "with --repeat above 1: a process's first compile pays one-time costs; else 0)",
+    )  # fmt: skip
+    p.add_argument(
+        "--statistic", choices=sorted(STATISTICS), default=TIME_STATISTIC_DEFAULT,
+        help="how a trial's repeated times become one value (default min; memory: median)",
+    )  # fmt: skip
+    p.add_argument(
+        "--pin", type=cpu_list, default=(), metavar="CPUS",
+        help="run every trial on these CPUs only (sched_setaffinity), e.g. 1 or 0-1",
+    )  # fmt: skip
+    p.add_argument(
+        "--prefetch", action="store_true",
+        help="each trial reads its IR files and its OpenVINO libraries into the page cache "
+        "before anything is timed",
+    )  # fmt: skip
+
+
+def add_compile_options(p: argparse.ArgumentParser) -> None:
+    """What `ab compile` and `ab calibrate` compile, and how each trial measures it."""
+    p.add_argument(
+        "--model",
+        required=True,
+        help="preset, cached hub id, checkpoint dir or stateful decoder IR (compiled per rung), "
+        "or any other IR or .onnx model (compiled as it is)",
+    )
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=[d0,d1,...]",
+        help="a model compiled as it is: a static shape for each dynamic input",
+    )
+    add_synthetic_dtype_option(p)
+    add_ladder_option(p, auto=False)
+    p.add_argument("--device", default="CPU")
+    p.add_argument(
+        "--pass-profile",
+        action="store_true",
+        help="also time OpenVINO's transformation passes (OV_ENABLE_PROFILE_PASS): their total, "
+        "and every pass's self time as an endpoint, the passes that moved most first",
+    )
+    p.add_argument(
+        "--counters",
+        action="store_true",
+        help="read compile_ahead's counters (ITT phases; dependency-sort counters of a patched "
+        "NPU compiler) in arms where compile_ahead imports; others report them unavailable",
+    )
+    p.add_argument(
+        "--ir-dir", type=Path, default=None, help="keep (and reuse) the exported rung IR here"
+    )
+    add_measure_options(p)
+
+
+def add_calibrate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--arm", default="A=current", metavar="NAME=SPEC",
+        help="the control, as an `ab compile` arm (default A=current)",
+    )  # fmt: skip
+    p.add_argument(
+        "--delta", required=True,
+        help="the known change, in percent of the control's median compile CPU time (e.g. 1%%)",
+    )  # fmt: skip
+    p.add_argument(
+        "--calibration-trials", type=count(1), default=3,
+        help="trials of the control that measure its compile CPU time first (default 3)",
+    )  # fmt: skip
+    p.add_argument(
+        "--aa", action="store_true",
+        help="also run the control again (an A/A arm: the false-positive check)",
+    )  # fmt: skip
+    add_compile_options(p)

@@ -1,0 +1,127 @@
+"""`compile-ahead generate`: greedy generation from a prompt on the static graphs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from compile_ahead.commands.options import (
+    add_model_options,
+    add_ov_config_options,
+    add_prefill_options,
+    add_synthetic_dtype_option,
+    compile_options,
+    resolve_from_args,
+)
+from compile_ahead.runtime.base.measure import now_ns
+from compile_ahead.runtime.compile.modes import GraphMode
+from compile_ahead.runtime.ladder.config import FittedRung, Prompt, RunConfig
+from compile_ahead.runtime.ladder.greedy import Generation, generate
+from compile_ahead.runtime.ladder.schedules import get_schedule
+from compile_ahead.runtime.sources.tokenizer import load_tokenizer
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("generate", help="greedy generation from a prompt")
+    add_model_options(p)
+    add_ov_config_options(p)
+    add_synthetic_dtype_option(p)
+    prompt = p.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in the model dir)")
+    prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=32,
+        help="tokens to generate at most (default 32); prompt + this must fit the model's "
+        "max_position_embeddings",
+    )
+    add_prefill_options(p)
+    p.add_argument("--stop-at-eos", action="store_true", help="stop at the model's EOS token")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def generate_config(args: argparse.Namespace, started_ns: int) -> RunConfig:
+    """Greedy generation as a run: b0 on one rung holding the prompt and every token, whole
+    graphs; the prompt's last logits give the first token, so one decode step fewer."""
+    return RunConfig(
+        get_schedule("b0"),
+        FittedRung(),
+        Prompt(ids=args.prompt_ids, text=args.prompt, stop_at_eos=args.stop_at_eos),
+        args.max_new_tokens - 1,
+        compile_options(args),  # properties refused before the model is touched
+        graph=GraphMode.WHOLE,
+        decode_compile=args.decode_compile,
+        prefill_chunk=args.prefill_chunk,
+        prefill_shape=args.prefill_shape,
+        started_ns=started_ns,
+    ).validate()
+
+
+def run(args: argparse.Namespace) -> int:
+    started = now_ns()  # first_token_s counts from the command's start
+    config = generate_config(args, started)
+    source = resolve_from_args(args)
+    config = config.for_model(source)
+    options = config.options
+    capacity = config.ladder.top  # type: ignore[union-attr]
+    if not args.json:
+        print(f"model: {source.label}")
+        print(f"compiling capacity {capacity} on {options.device} ...", flush=True)
+    result = generate(source, config)
+    report = generation_report(result, source.describe(), config)
+    if args.prompt is not None:
+        report["text"] = load_tokenizer(source.model_dir, source.name).decode(result.tokens)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_generation(report, result)
+    return 0
+
+
+def generation_report(result: Generation, model: dict, config: RunConfig) -> dict:
+    """What `generate` prints (or gives as one JSON object)."""
+    run, options = result.report, config.options
+    return {
+        **model,
+        "device": options.device,
+        "inference_precision": options.inference_precision,
+        "kv_precision": options.kv_precision,
+        "ov_config": options.extra_config,
+        "decode_defaults": run.decode_defaults,
+        "capacity": run.ladder[-1],
+        "prompt_tokens": run.prompt_len,
+        "tokens": result.tokens,
+        "stop_reason": result.stop_reason,
+        "compile_s": round(run.first_token_compile_s, 3),
+        "generate_s": round(run.critical_path_s - run.first_token_compile_s, 3),
+        "compile_cache_dir": run.compile_cache_dir,
+        "compile_cache": {k: o.describe() for k, o in result.cache.items()},
+        # The command's start to the first generated token, and its parts: startup (model
+        # resolved), compile_s (or import: what compiled before prefill), prefill_s.
+        "first_token_s": round(run.first_token_s or 0.0, 3),
+        "startup_s": round(run.startup_s, 3),
+        "prefill_s": round(run.prefill_s, 3),
+        "prefill": run.prefill,
+        "decode_graph_wait_s": round(run.decode_graph_wait_s, 3),
+    }
+
+
+def print_generation(report: dict, result: Generation) -> None:
+    print(f"tokens: {report['tokens']}")
+    if "text" in report:
+        print(f"text: {report['text']}")
+    print(
+        f"stop: {report['stop_reason']}; compile {report['compile_s']} s, "
+        f"generate {report['generate_s']} s"
+    )
+    graphs = "; ".join(f"{k} {o.summary()}" for k, o in result.cache.items())
+    where = f" {report['compile_cache_dir']}" if report["compile_cache_dir"] else ""
+    print(f"compile cache{where}: {graphs}")
+    prefill = report["prefill"]
+    print(
+        f"first token {report['first_token_s']} s from the command's start (startup "
+        f"{report['startup_s']} s, compile/import {report['compile_s']} s, prefill "
+        f"{report['prefill_s']} s: {prefill['path']}, chunk {prefill['chunk']})"
+    )

@@ -1,0 +1,50 @@
+"""`compile-ahead`: one command, a subcommand per capability.
+
+Each command module of this package has ``register(subparsers)``, which adds its parser and
+sets ``func`` on it; the function returns the process exit code. The modules are imported when
+the parser is built, and each imports what its command runs only when it runs, so `--help`
+stays fast. How a command runs (signals, streams, one-line errors, the exit) is running.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from compile_ahead.commands.running import exit_process, run_command
+from compile_ahead.outputs import invocation
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from compile_ahead.commands import ab, campaign, compare, generate, patches, run, trace
+
+    parser = argparse.ArgumentParser(
+        prog="compile-ahead",
+        description="Long-context decode on static-shape devices: compile ahead, not up front.",
+    )
+    parser.set_defaults(invocation=None)  # main() records how the command was started
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in (generate, run, ab, campaign, compare, trace, patches):
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def parse() -> argparse.Namespace:
+        args = build_parser().parse_args(argv)
+        args.invocation = invocation("compile-ahead", argv)
+        return args
+
+    return run_command("compile-ahead", parse)
+
+
+def entry() -> None:
+    """The `compile-ahead` console script."""
+    exit_process(main())
+
+
+if __name__ == "__main__":
+    entry()
