@@ -142,7 +142,11 @@ def test_npuw_as_shipped_runs_both_baselines(tiny_qwen2_dir):
         result = runner.run(PROMPT, 6)
         assert len(result.tokens) == 7 and len(result.step_times_s) == 6
         assert all(np.isfinite(row).all() for row in result.logits)
-        assert result.compile_s > 0 and result.peak_rss_bytes >= result.rss_after_compile_bytes
+        # The kernel's RSS counters are summed from per-thread (per-CPU) deltas, so two reads
+        # can disagree by a few dozen pages whatever happened in between.
+        slack = 4 << 20
+        assert result.compile_s > 0
+        assert result.peak_rss_bytes + slack >= result.rss_after_compile_bytes
 
 
 def test_run_npuw_refuses_what_does_not_fit(tiny_qwen2_dir):
