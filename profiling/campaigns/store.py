@@ -213,6 +213,21 @@ class Store:
         rows = self.conn.execute("SELECT cell, block FROM blocks WHERE status = 'done'")
         return {(r[0], r[1]) for r in rows}
 
+    def failed_blocks(self) -> list[sqlite3.Row]:
+        """Failed or refused attempts of blocks not done since: cell, label, block, host,
+        status, error, in the order they were submitted."""
+        return self.conn.execute(
+            "SELECT b.cell, c.label, b.block, b.host, b.status, b.error FROM blocks b JOIN cells c "
+            "ON c.idx = b.cell WHERE b.status IN ('failed', 'refused') AND NOT EXISTS (SELECT 1 "
+            "FROM blocks d WHERE d.cell = b.cell AND d.block = b.block AND d.status = 'done') "
+            "ORDER BY b.id"
+        ).fetchall()
+
+    def fingerprints(self) -> dict[str, dict]:
+        """Machine fingerprint digest -> its data, for every machine a block ran on."""
+        rows = self.conn.execute("SELECT digest, data FROM fingerprints ORDER BY digest")
+        return {r["digest"]: json.loads(r["data"]) for r in rows}
+
     def submit(self, cell: int, block: int) -> int:
         coordinator = f"pid {os.getpid()} on {socket.gethostname()}"
         try:
