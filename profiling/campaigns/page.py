@@ -46,8 +46,8 @@ def campaign_sources(stratify: bool = False) -> tuple[Source, ...]:
     report` directory; ``stratify``: a store's cells per machine, as `campaign report
     --stratify`."""
     return (
-        Source("a campaign store", "a campaign store file",
-               lambda path: store_page(path, stratify), Path.is_file),
+        Source("a campaign", "the store file", lambda path: store_page(path, stratify),
+               Path.is_file),
         Source("`campaign report` output", REPORT_JSON, lambda path: render(from_report(path))),
     )  # fmt: skip
 

@@ -207,7 +207,8 @@ def history(
                     f'y2="{num(y(p.high))}"/>'
                 )
             group.append(
-                f'<circle class="{cls}" cx="{num(xs[p.release])}" cy="{num(y(p.value))}" r="3"/>'
+                f'<circle class="{cls}" cx="{num(xs[p.release])}" cy="{num(y(p.value))}" r="3">'
+                f"<title>{escape(point_title(s.label, p, unit))}</title></circle>"
             )
         legend = plot_h + line_h * (k + 0.5)
         group.append(
@@ -218,6 +219,14 @@ def history(
         joined = "".join(group)
         body.append(f'<a href="{escape(s.href)}">{joined}</a>' if s.href else f"<g>{joined}</g>")
     return svg(width, height, body, "history")
+
+
+def point_title(label: str, p: HistoryPoint, unit: str) -> str:
+    """What hovering a point says: the series, the release, the value and its interval."""
+    interval = ""
+    if p.low is not None and p.high is not None:
+        interval = f" (95% CI {tick_label(p.low)} to {tick_label(p.high)})"
+    return f"{label}, {p.release}: {tick_label(p.value)}{interval} {unit}".rstrip()
 
 
 def _y_axis(y: Scale, lo: float, hi: float, left: float, right: float, unit: str) -> list[str]:
