@@ -270,11 +270,7 @@ def test_an_empty_store_says_so_and_a_file_that_is_no_store_is_one_line(tmp_path
         assert not path.with_name(f"{path.stem}.compare.html").exists()
 
 
-# --- release history: stand-in data --------------------------------------------------------
-# Building environments of real OpenVINO releases takes the package index and minutes per
-# release, so this test writes made-up blocks through the store's own API (submit, commit),
-# as the coordinator records real ones, and checks the page's lines and per-pass moves against
-# the values put in (means and t intervals recomputed with scipy).
+# --- release history: stand-in blocks written through the store's API -----------------------
 
 RELEASES = ("2025.2.0", "2025.4.1", "2026.0.0")
 ARMS = tuple(f"ov{v}" for v in RELEASES)
@@ -357,6 +353,12 @@ def _number(text: str) -> float:
 
 @needs_chromium
 def test_release_history_lines_and_pass_moves_on_stand_in_data(tmp_path):
+    """Stand-in data: building environments of real OpenVINO releases takes the package index
+    and minutes per release, too slow for CI, so made-up blocks of three versioned arms are
+    written through the store's own API (submit, commit) as the coordinator records real ones.
+    The page's lines (a point per release with its interval) and the passes that moved most
+    between consecutive releases are checked against the values put in: means and t intervals
+    recomputed with scipy, the flags by the rule recomputed (compare_fixtures.flagged_rows)."""
     page = compare(release_store(tmp_path))
     with open_browser(tmp_path / "browser") as tab:
         load(tab, page)

@@ -42,6 +42,7 @@ from compile_ahead.profiling.trials.power import NOT_TESTED, Judgement
 from compile_ahead.profiling.trials.report import display_unit, fmt_number
 from compile_ahead.profiling.trials.runner import load_records
 from compile_ahead.profiling.trials.stats import PairedSummary
+from compile_ahead.runtime.model.architecture import read_json_object
 
 SEED_ENDPOINTS = ("foreground_compile", "critical_path", "decode", "boundary_wait")
 # Besides the compile wall per rung and in all: compile CPU time, instructions, pass self time.
@@ -343,11 +344,8 @@ def _run_from_report(directory: Path, cell: dict) -> CellRun:
 def from_report(directory: Path) -> CampaignAnalysis:
     """The campaign of a `campaign report` directory, analysed again from its cells' files."""
     path = directory / REPORT_JSON
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CompileAheadError(f"{path}: unreadable ({err})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("design"), dict):
+    data = read_json_object(path)
+    if not isinstance(data.get("design"), dict):
         raise CompileAheadError(
             f"{path}: names no campaign design (an older `campaign report`?); run `campaign "
             "report` again, or give `compare` the campaign store"

@@ -291,13 +291,14 @@ def cell_sections(cells: Sequence[CampaignCell]) -> str:
     )
 
 
-def campaign_body(
+def campaign_page(
     head: CampaignHeader,
     cells: Sequence[CampaignCell],
     histories: Sequence[ReleaseHistory] = (),
     moves: Sequence[PassMoves] = (),
     history_title: str = "Release history",
 ) -> str:
+    """The whole page: header, cross-cell table, forest plots, history, moves, the cells."""
     parts = [header(head, cells), '<h2 id="cells">Across cells</h2>', cross_cell_table(cells)]
     if any(e.effect is not None for c in cells for e in c.effects):
         parts += ['<h2 id="forest">Forest plots</h2>', forest_plots(cells)]
@@ -311,14 +312,4 @@ def campaign_body(
                   *(pass_moves(m) for m in moves)]  # fmt: skip
     parts += ['<h2 id="each-cell">Each cell</h2>', '<p class="note">Click a cell to open it.</p>',
               cell_sections(cells)]  # fmt: skip
-    return "\n".join(parts)
-
-
-def campaign_page(
-    head: CampaignHeader,
-    cells: Sequence[CampaignCell],
-    histories: Sequence[ReleaseHistory] = (),
-    moves: Sequence[PassMoves] = (),
-    history_title: str = "Release history",
-) -> str:
-    return h.document(head.title, campaign_body(head, cells, histories, moves, history_title))
+    return h.document(head.title, "\n".join(parts))
