@@ -123,8 +123,14 @@ def test_cross_cell_rows_and_verdicts_equal_the_report_json(campaign, tmp_path):
         for page in (compare(campaign["store"]), report / "compare.html"):
             load(tab, page)
             assert_rows_equal(tab.evaluate(ROWS_JS), expected_rows(data))
+    assert_verdicts_follow_the_rule(report, data)
+
+
+def assert_verdicts_follow_the_rule(report: Path, data: dict) -> None:
+    """Each row's verdict is the judgement in its cell's own `ab` JSON, and it is flagged
+    exactly when the rule, recomputed from that JSON's values, flags it."""
     for row in data["rows"]:
-        cell = json.loads((report / row["dir"] / "compile_ab.json").read_text())
+        cell = json.loads(next((report / row["dir"]).glob("compile_ab*.json")).read_text())
         endpoint = next(e for e in cell["endpoints"] if e["key"] == row["endpoint"])
         treatment = row["versus"].split(" vs ")[0]
         assert row["verdict"] == endpoint["judgements"][treatment]["status"]
@@ -359,9 +365,17 @@ def test_release_history_lines_and_pass_moves_on_stand_in_data(tmp_path):
     The page's lines (a point per release with its interval) and the passes that moved most
     between consecutive releases are checked against the values put in: means and t intervals
     recomputed with scipy, the flags by the rule recomputed (compare_fixtures.flagged_rows)."""
-    page = compare(release_store(tmp_path))
+    store = release_store(tmp_path)
+    page = compare(store)
+    report = tmp_path / "report"
+    proc = run(campaign_command("report", str(store), "--out", str(report)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((report / "campaign.json").read_text())
+    assert_verdicts_follow_the_rule(report, data)
     with open_browser(tmp_path / "browser") as tab:
         load(tab, page)
+        assert_rows_equal(tab.evaluate(ROWS_JS), expected_rows(data))
+        counted = tab.evaluate("document.getElementById('flagged-count').textContent")
         title = tab.evaluate("document.getElementById('history').textContent")
         charts = tab.evaluate(
             "[...document.querySelectorAll('svg.history')].map(s => [s.previousElementSibling"
@@ -374,6 +388,8 @@ def test_release_history_lines_and_pass_moves_on_stand_in_data(tmp_path):
             " +r.cells[4].dataset.v, r.cells[7].textContent])])"
         )
     assert title == "Release history"
+    flags = [r["verdict"] for r in data["rows"] if r["flagged"]]
+    assert flags and counted.startswith(f"{len(flags)} of {len(data['rows'])} comparisons flagged")
     point = re.compile(r"^(.*), (ov[\d.]+): (\S+) \(95% CI (\S+) to (\S+)\) s$")
     seen = {}
     for chart, circles in charts:

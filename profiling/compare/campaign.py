@@ -188,6 +188,12 @@ def cross_cell_table(cells: Sequence[CampaignCell], table_id: str = "cells-table
     rows = [_effect_row(cell, e) for cell in cells for e in cell.effects]
     if not rows:
         return '<p class="note">No cell has a comparison yet: nothing to tabulate.</p>'
+    flagged = [e.status for c in cells for e in c.effects if e.flagged]
+    counts = ", ".join(f"{flagged.count(s)} {s}" for s in dict.fromkeys(flagged))
+    summary = (
+        f'<p class="note" id="flagged-count">{len(flagged)} of {len(rows)} comparisons flagged'
+        f"{': ' + escape(counts) if counts else ''}.</p>"
+    )
     cols = [Column("Cell"), Column("Machine"), Column("Endpoint"), Column("Comparison"),
             Column("Effect", True, "mean of the paired differences, treatment − control"),
             Column("Δ %", True, "of the control's mean"),
@@ -195,7 +201,11 @@ def cross_cell_table(cells: Sequence[CampaignCell], table_id: str = "cells-table
             Column("Pairs", True),
             Column("MDE", True, "the smallest change these pairs detect with 80% power"),
             Column("Verdict", False, "the trials' judgement: interval, Holm, floor")]  # fmt: skip
-    return h.filters(table_id, len(rows), flagged=True, what="rows") + h.table(cols, rows, table_id)
+    return (
+        summary
+        + h.filters(table_id, len(rows), flagged=True, what="rows")
+        + h.table(cols, rows, table_id)
+    )
 
 
 def _forest_row(cell: CampaignCell, e: CellEffect, percent: bool, div: float) -> ForestRow:
