@@ -2,13 +2,14 @@
 
     python benchmarks/compare_page_load.py ab-results/compile-releases [MORE_DIRS...] --loads 5
 
-For each results directory (or an already written page): builds the page as `compile-ahead
-compare DIR` does (into a temporary file; the directory is not touched), then opens it from
-file:// with networking off, ``--loads`` times in one headless Chromium (the first load is
-the browser's first look at the file, later ones may be served from its caches), and reads
-the page's PerformanceNavigationTiming: ``duration`` (navigation start to the end of the load
-event) and ``domContentLoadedEventEnd``. Also counts what the page logged as errors and any
-request besides itself. Checks against the targets of the page: under 3 MB, under 2 s.
+For each results directory or campaign store (or an already written page, PAGE.html): builds
+the page as `compile-ahead compare DIR` does (into a temporary file; the directory is not
+touched), then opens it from file:// with networking off, ``--loads`` times in one headless
+Chromium (the first load is the browser's first look at the file, later ones may be served
+from its caches), and reads the page's PerformanceNavigationTiming: ``duration`` (navigation
+start to the end of the load event) and ``domContentLoadedEventEnd``. Also counts what the
+page logged as errors and any request besides itself. Checks against the targets of the
+page: under 3 MB, under 2 s.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from compile_ahead.profiling.campaigns.page import campaign_sources
 from compile_ahead.profiling.compare.headless import find_chromium, open_browser
 from compile_ahead.profiling.compare.sources import build_page
 
@@ -28,12 +30,12 @@ MAX_LOAD_MS = 2000.0
 
 
 def page_file(target: Path, scratch: Path) -> tuple[Path, float]:
-    """The page to load (built from a results directory into ``scratch``) and the seconds the
-    build took (0 for a page given as a file)."""
-    if target.is_file():
+    """The page to load (built from a results directory or campaign store into ``scratch``)
+    and the seconds the build took (0 for a page given as an .html file)."""
+    if target.is_file() and target.suffix == ".html":
         return target, 0.0
     t0 = time.perf_counter()
-    page = build_page(target)
+    page = build_page(target, campaign_sources())
     built = time.perf_counter() - t0
     path = scratch / f"{target.resolve().name}.html"
     path.write_text(page.html)
@@ -55,7 +57,9 @@ def measure(page: Path, loads: int, scratch: Path) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("targets", type=Path, nargs="+", help="results directories or pages")
+    p.add_argument(
+        "targets", type=Path, nargs="+", help="results directories, campaign stores or pages"
+    )
     p.add_argument("--loads", type=int, default=5, help="loads per page (default 5)")
     args = p.parse_args()
     if find_chromium() is None:

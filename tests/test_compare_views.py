@@ -15,7 +15,10 @@ from compile_ahead.profiling.compare.headless import find_chromium, open_browser
 
 def _effect(endpoint: str, effect: float, low: float, high: float, status: str):
     flagged = status in ("regression", "improvement")
-    return campaign.CellEffect(endpoint, "s", effect, effect * 10, low, high, 5, status, flagged)
+    key = endpoint.lower().replace(" ", "_")
+    return campaign.CellEffect(
+        key, endpoint, "B vs A", "s", effect, effect * 10, low, high, 5, status, flagged
+    )
 
 
 CELLS = [
@@ -38,7 +41,7 @@ def _svgs(page: str) -> list[ET.Element]:
 
 
 def test_forest_plot_places_each_cell_on_one_scale():
-    (plot,) = _svgs(campaign.forest_plots(CELLS).split("<h3>Peak RSS</h3>")[0])
+    (plot,) = _svgs(campaign.forest_plots(CELLS).split('<h3 data-key="peak_rss">')[0])
     dots = plot.findall(".//circle")
     bars = [b for b in plot.findall(".//line") if "ci" in b.get("class", "")]
     zero = next(b for b in plot.findall("line") if b.get("class") == "zero")
@@ -80,9 +83,13 @@ def test_release_history_draws_a_line_per_series_with_intervals():
     assert list(releases) == [t for t in ticks if t in releases]
 
 
+HEAD = campaign.CampaignHeader("campaign", "store", {"spec": "made up"}, "[campaign]")
+
+
 def test_cross_cell_table_links_every_row_to_its_cell():
-    page = campaign.campaign_page("campaign", CELLS)
-    rows = re.findall(r'<tr [^>]*data-cell="([^"]+)"[^>]*>(.*?)</tr>', page)
+    page = campaign.campaign_page(HEAD, CELLS)
+    table = page.split('id="cells-table"')[1].split("</table>")[0]
+    rows = re.findall(r'<tr [^>]*data-cell="([^"]+)"[^>]*>(.*?)</tr>', table)
     assert [cell for cell, _ in rows] == ["cell-qwen-0-5b-bf16"] * 2 + ["cell-qwen-1-5b-f16"]
     for cell, row in rows:
         assert f'href="#{cell}"' in row and f'<details id="{cell}"' in page
@@ -91,7 +98,7 @@ def test_cross_cell_table_links_every_row_to_its_cell():
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")
 def test_clicking_a_cell_opens_its_section(tmp_path):
     page = tmp_path / "campaign.html"
-    page.write_text(campaign.campaign_page("campaign", CELLS))
+    page.write_text(campaign.campaign_page(HEAD, CELLS))
     with open_browser(tmp_path / "browser") as tab:
         load = tab.navigate(page.as_uri())
         assert load.errors == [] and load.failed == []

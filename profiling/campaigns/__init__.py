@@ -13,7 +13,10 @@ coordinator    run what is not done yet, commit each block as it ends, progress 
 local          executor: one block at a time on this machine
 ray_executor   executor: one block per Ray task, each task a whole node (optional extra [cluster])
 cells          a cell's experiment and trial log rebuilt from the store, as `ab report` reads them
-report         per cell the files `ab report` writes; across cells one table and forest plots
+analyses       the campaign analysed once (cells, cross-cell rows, compile walls, pass moves):
+               what the report and the page are both made of
+report         per cell the files `ab report` writes; across cells one table, forest plots, page
+page           the campaign's compare page (`compile-ahead compare STORE`, compare.html)
 history        compile campaigns over releases: compile wall per arm, passes that moved
 plots          the forest and history PNGs
 status         `campaign status`: done/total, failures, ETA

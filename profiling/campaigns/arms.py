@@ -92,6 +92,14 @@ def _split_name(text: str) -> tuple[str | None, str]:
     return name.strip(), spec
 
 
+def release_of(text: str) -> str | None:
+    """The X.Y.Z of an arm written with an openvino==X.Y.Z item, else None (not checked: the
+    spec was when its store was made)."""
+    _, spec = _split_name(text.strip())
+    items = [i.strip() for i in spec.split(",")]
+    return next((i[len(VERSION_PREFIX) :] for i in items if i.startswith(VERSION_PREFIX)), None)
+
+
 def parse_campaign_arm(text: str, where: str) -> CampaignArm:
     """One arm of the spec, checked as `ab compile --arm` checks it (versions aside)."""
     what = f"{where}: arm {text!r}"

@@ -34,6 +34,7 @@ class CellRun:
     blocks: int = 0
     status: str | None = None  # PARTIAL text for `ab report`, None when every block is done
     refused: str | None = None  # why the cell is not analysed
+    workdirs: list[str] = field(default_factory=list)  # where its blocks ran (on their node)
 
 
 def _records(store: Store, block_id: int, block: int, start: int) -> list[TrialRecord]:
@@ -56,6 +57,7 @@ def _pooled(run: CellRun, store: Store, blocks: list, pairs: int) -> CellRun:
     for b in blocks:
         run.records += _records(store, b["id"], b["block"], len(run.records))
     run.blocks = len(blocks)
+    run.workdirs = [b["workdir"] for b in blocks]
     run.machine = blocks[0]["fingerprint"]
     if run.blocks < pairs:
         run.status = f"PARTIAL: {run.blocks} of {pairs} blocks done"

@@ -13,7 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from compile_ahead.atomic import writing
+from compile_ahead.profiling.campaigns.history import WallPanel
 from compile_ahead.profiling.trials.report import display_unit
+from compile_ahead.profiling.trials.stats import PairedSummary
 
 
 def _save(fig, path: Path) -> Path:
@@ -24,20 +26,18 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def forest(rows: list[dict], title: str, unit: str, path: Path) -> Path | None:
-    """``rows``: {"label", "comparison" (a PairedSummary dict)}; None when nothing to draw."""
-    rows = [r for r in rows if r["comparison"] is not None]
+def forest(rows: list[tuple[str, PairedSummary]], title: str, unit: str, path: Path) -> Path | None:
+    """``rows``: (label, paired summary) per comparison; None when nothing to draw."""
     if not rows:
         return None
-    percent = all(r["comparison"]["percent"] is not None for r in rows)
+    percent = all(s.percent is not None for _, s in rows)
     shown, div = display_unit(unit)
     fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.38 * len(rows)))
-    for y, row in enumerate(reversed(rows)):
-        s = row["comparison"]
-        scale = 100.0 / s["control_mean"] if percent else 1.0 / div
-        mean = s["mean_diff"] * scale
-        if s["ci_low"] is not None and s["ci_high"] is not None:
-            low, high = s["ci_low"] * scale, s["ci_high"] * scale
+    for y, (_, s) in enumerate(reversed(rows)):
+        scale = 100.0 / s.control_mean if percent else 1.0 / div
+        mean = s.mean_diff * scale
+        if s.ci_low is not None and s.ci_high is not None:
+            low, high = s.ci_low * scale, s.ci_high * scale
             ax.errorbar(
                 [mean], [y], xerr=[[mean - low], [high - mean]], fmt="o", color="C3", capsize=3
             )
@@ -45,20 +45,20 @@ def forest(rows: list[dict], title: str, unit: str, path: Path) -> Path | None:
             ax.plot([mean], [y], "o", color="0.4")
     ax.axvline(0.0, color="k", linewidth=0.8)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r["label"] for r in reversed(rows)], fontsize=7)
+    ax.set_yticklabels([label for label, _ in reversed(rows)], fontsize=7)
     ax.set_xlabel("paired effect, % of control mean" if percent else f"paired effect ({shown})")
     ax.set_title(f"{title}\n(mean treatment − control with its paired-t 95% CI)", fontsize=9)
     return _save(fig, path)
 
 
-def history(panels: list[dict], arms: list[str], title: str, path: Path) -> Path:
-    """``panels``: {"label", "unit", "points": [(mean, low, high) or None per arm]}."""
+def history(panels: list[WallPanel], arms: list[str], title: str, path: Path) -> Path:
+    """One panel per compile-wall endpoint: each arm's mean with its interval."""
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.2 * rows), squeeze=False)
     for ax, panel in zip(axes.flat, panels, strict=False):
-        shown, div = display_unit(panel["unit"])
-        for x, point in enumerate(panel["points"]):
+        shown, div = display_unit(panel.unit)
+        for x, point in enumerate(panel.points):
             if point is None:
                 continue
             mean, low, high = (v / div if v is not None else None for v in point)
@@ -70,7 +70,7 @@ def history(panels: list[dict], arms: list[str], title: str, path: Path) -> Path
                 ax.plot([x], [mean], "o", color="C0")
         ax.set_xticks(range(len(arms)))
         ax.set_xticklabels(arms, rotation=30, ha="right", fontsize=7)
-        ax.set_title(panel["label"], fontsize=9)
+        ax.set_title(panel.label, fontsize=9)
         ax.set_ylabel(shown, fontsize=8)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")

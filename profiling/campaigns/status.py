@@ -30,12 +30,7 @@ def _lines(store: Store, store_path: Path) -> list[str]:
         "HAVING COUNT(*) = ?)",
         (int(store.meta("pairs") or 0),),
     ).fetchone()[0]
-    failed = conn.execute(
-        "SELECT b.cell, c.label, b.block, b.host, b.error FROM blocks b JOIN cells c "
-        "ON c.idx = b.cell WHERE b.status IN ('failed', 'refused') AND NOT EXISTS (SELECT 1 "
-        "FROM blocks d WHERE d.cell = b.cell AND d.block = b.block AND d.status = 'done') "
-        "ORDER BY b.id"
-    ).fetchall()
+    failed = store.failed_blocks()
     counts = dict(conn.execute("SELECT status, COUNT(*) FROM blocks GROUP BY status").fetchall())
     holder = coordinator_running(store_path)
     lines = [

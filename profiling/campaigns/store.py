@@ -54,6 +54,7 @@ CREATE TABLE trials (
   UNIQUE (block_id, idx));
 """
 ENDED = ("done", "failed", "refused")
+SQLITE_HEADER = b"SQLite format 3\x00"  # how every SQLite database file starts
 
 
 def lock_path(store: Path) -> Path:
@@ -113,6 +114,14 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
 def _store_error(path: Path, err: sqlite3.Error) -> CompileAheadError:
     return CompileAheadError(f"{path}: the campaign store cannot be written ({err})")
 
@@ -157,17 +166,25 @@ class Store:
 
     @classmethod
     def open(cls, path: Path) -> Store:
+        """The store at ``path``; any other file is refused untouched (it is checked to be a
+        store before the store's settings, WAL, are applied)."""
         if not path.is_file():
             raise CompileAheadError(f"{path}: no campaign store")
+        if not _is_sqlite(path):
+            raise CompileAheadError(f"{path}: not a campaign store (not an SQLite database)")
+        conn = None
         try:
             conn = _connect(path)
-            conn.execute("PRAGMA journal_mode = WAL")
             schema = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if schema is not None and schema[0] == str(SCHEMA_VERSION):
+                conn.execute("PRAGMA journal_mode = WAL")
+                return cls(path, conn)
+            problem = f"of schema {SCHEMA_VERSION}"
         except sqlite3.Error as err:
-            raise CompileAheadError(f"{path}: not a campaign store ({err})") from None
-        if schema is None or int(schema[0]) != SCHEMA_VERSION:
-            raise CompileAheadError(f"{path}: not a campaign store of schema {SCHEMA_VERSION}")
-        return cls(path, conn)
+            problem = f"({err})"
+        if conn is not None:
+            conn.close()
+        raise CompileAheadError(f"{path}: not a campaign store {problem}")
 
     def close(self) -> None:
         self.conn.close()
@@ -212,6 +229,21 @@ class Store:
     def done(self) -> set[tuple[int, int]]:
         rows = self.conn.execute("SELECT cell, block FROM blocks WHERE status = 'done'")
         return {(r[0], r[1]) for r in rows}
+
+    def failed_blocks(self) -> list[sqlite3.Row]:
+        """Failed or refused attempts of blocks not done since: cell, label, block, host,
+        status, error, in the order they were submitted."""
+        return self.conn.execute(
+            "SELECT b.cell, c.label, b.block, b.host, b.status, b.error FROM blocks b JOIN cells c "
+            "ON c.idx = b.cell WHERE b.status IN ('failed', 'refused') AND NOT EXISTS (SELECT 1 "
+            "FROM blocks d WHERE d.cell = b.cell AND d.block = b.block AND d.status = 'done') "
+            "ORDER BY b.id"
+        ).fetchall()
+
+    def fingerprints(self) -> dict[str, dict]:
+        """Machine fingerprint digest -> its data, for every machine a block ran on."""
+        rows = self.conn.execute("SELECT digest, data FROM fingerprints ORDER BY digest")
+        return {r["digest"]: json.loads(r["data"]) for r in rows}
 
     def submit(self, cell: int, block: int) -> int:
         coordinator = f"pid {os.getpid()} on {socket.gethostname()}"

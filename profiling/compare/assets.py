@@ -35,7 +35,7 @@ tr.changed td.status, span.changed { color: var(--changed); font-weight: 600; }
 .filters input[type=search] { width: 260px; padding: 3px 6px; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 4px 0; }
 dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
-details > summary { cursor: pointer; }
+details > summary, tr[data-cell] { cursor: pointer; }
 svg text { font: 11px system-ui, sans-serif; fill: var(--fg); }
 svg .tick { fill: var(--muted); font-size: 10px; }
 svg .zero { stroke: #888; stroke-width: 1; } svg .axis { stroke: #999; }
@@ -132,5 +132,25 @@ JS = """
   }
   window.addEventListener("hashchange", openAnchor);
   openAnchor();
+  // a campaign's row opens its cell's section; a link to the section already in the address
+  // opens it again (no hashchange then)
+  function go(id) {
+    if (location.hash !== "#" + id) { location.hash = id; return; }
+    openAnchor();
+    var node = document.getElementById(id);
+    if (node) node.scrollIntoView();
+  }
+  document.querySelectorAll("tr[data-cell]").forEach(function (row) {
+    row.addEventListener("click", function (e) {
+      if (!e.target.closest("a")) go(row.getAttribute("data-cell"));
+    });
+  });
+  document.querySelectorAll('a[href^="#"]').forEach(function (a) {
+    a.addEventListener("click", function (e) {
+      if (a.getAttribute("href") !== location.hash) return;
+      e.preventDefault();
+      go(location.hash.slice(1));
+    });
+  });
 })();
 """

@@ -183,13 +183,28 @@ def load(directory: Path) -> ExperimentPage:
     records = load_records(directory, warn=skipped.append)
     status = completion_status(exp, records)
     done = analyse_experiment(exp, records, status)
+    return from_analysis(exp, records, done, directory, run_dirs(exp, directory), skipped)
+
+
+def from_analysis(
+    exp: dict,
+    records: list[TrialRecord],
+    done: ExperimentAnalysis,
+    directory: Path,
+    dirs: Sequence[Path],
+    notes: Sequence[str] = (),
+    link_prefix: str = "",
+) -> ExperimentPage:
+    """The page's data from an experiment's analysis: ``directory`` is what the page is of,
+    ``dirs`` where its trials' files may be, ``notes`` shown first, ``link_prefix`` before
+    every trace link id (a page of many experiments keeps them apart)."""
     comparisons = [compare_arm(done, records, t) for t in done.analysis.treatments]
-    trials, traces = trial_views(records, run_dirs(exp, directory))
+    trials, traces = trial_views(records, dirs, link_prefix)
     return ExperimentPage(
         title=done.title,
         directory=directory,
-        status=status,
-        notices=skipped + notices(done, records),
+        status=done.context.get("status"),
+        notices=[*notes, *notices(done, records)],
         design=design(exp, done),
         arms=arm_views(exp, done, records),
         comparisons=comparisons,
@@ -202,7 +217,7 @@ def load(directory: Path) -> ExperimentPage:
 
 
 def trial_views(
-    records: Sequence[TrialRecord], dirs: Sequence[Path]
+    records: Sequence[TrialRecord], dirs: Sequence[Path], link_prefix: str = ""
 ) -> tuple[list[TrialView], dict[str, Path]]:
     """The trials, each linked to its trace where one is found; link id -> trace file."""
     traces: dict[str, Path] = {}
@@ -211,8 +226,8 @@ def trial_views(
         trace = trial_trace(r, dirs)
         link = None
         if trace is not None:  # pooled runs may hold traces of one name: then numbered
-            known = traces.get(trace.name, trace) == trace
-            link = trace.name if known else f"{r.index}-{trace.name}"
+            known = traces.get(link_prefix + trace.name, trace) == trace
+            link = link_prefix + (trace.name if known else f"{r.index}-{trace.name}")
             traces[link] = trace
         trials.append(TrialView(r.index, r.block, r.arm, r.warmup, r.wall_s, r.error, link))
     return trials, traces

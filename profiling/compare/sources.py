@@ -1,18 +1,22 @@
-"""Which results directories the compare page reads, and the page of each.
+"""Which results the compare page reads, and the page of each.
 
-A kind of results is one entry: the file that marks a directory as its kind and the function
-that builds its page (a campaign store adds one more entry).
+A kind of results is one entry: what marks a path as its kind and the function that builds
+its page. `ab` and `profile-compile` directories are entries here; campaigns (a store, or a
+`campaign report` directory) add theirs (profiling/campaigns/page.py), given to ``build_page``
+by the command.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.compile_profiler import REPORT_NAME
 from compile_ahead.profiling.trials.experiment import EXPERIMENT
+
+PAGE_NAME = "compare.html"  # the page's name in a results directory
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,14 @@ class Page:
 @dataclass(frozen=True)
 class Source:
     kind: str  # what the user calls it
-    marker: str  # the file that makes a directory this kind
+    marker: str  # the file that makes a directory this kind (or what makes a path this kind)
     build: Callable[[Path], Page]
+    matches: Callable[[Path], bool] | None = None  # default: a directory holding ``marker``
+
+    def holds(self, path: Path) -> bool:
+        if self.matches is not None:
+            return self.matches(path)
+        return path.is_dir() and (path / self.marker).is_file()
 
 
 def _experiment(directory: Path) -> Page:
@@ -49,14 +59,16 @@ SOURCES: tuple[Source, ...] = (
 )
 
 
-def build_page(directory: Path) -> Page:
-    """The page of ``directory``, or one line saying why there is none."""
-    if not directory.exists():
-        raise CompileAheadError(f"{directory}: no such directory")
-    if not directory.is_dir():
-        raise CompileAheadError(f"{directory}: not a directory")
-    for source in SOURCES:
-        if (directory / source.marker).is_file():
-            return source.build(directory)
-    known = "; ".join(f"{s.marker} of {s.kind}" for s in SOURCES)
-    raise CompileAheadError(f"{directory}: no results to compare (found none of: {known})")
+def build_page(path: Path, more: Sequence[Source] = ()) -> Page:
+    """The page of ``path`` (a results directory, or what ``more`` reads), or one line saying
+    why there is none."""
+    if not path.exists():
+        raise CompileAheadError(f"{path}: no such file or directory")
+    sources = (*SOURCES, *more)
+    for source in sources:
+        if source.holds(path):
+            return source.build(path)
+    if not path.is_dir():
+        raise CompileAheadError(f"{path}: not a directory")
+    known = "; ".join(f"{s.marker} of {s.kind}" for s in sources)
+    raise CompileAheadError(f"{path}: no results to compare (found none of: {known})")

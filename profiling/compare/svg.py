@@ -106,8 +106,10 @@ class ForestRow:
 
 def forest(rows: Sequence[ForestRow], unit: str, width: float = 560) -> str:
     """One row per comparison: its effect as a dot, its interval as a bar, 0 marked; the
-    labels link to their sections."""
-    label_w, row_h, top, bottom = 200.0, 18.0, 6.0, 24.0
+    labels link to their sections (the label column widens to the longest label)."""
+    longest = max((len(r.label) for r in rows), default=0)
+    label_w, row_h, top, bottom = min(max(200.0, 6.2 * longest), 480.0), 18.0, 6.0, 24.0
+    width = max(width, label_w + 360.0)
     values = [0.0] + [v for r in rows for v in (r.effect, r.low, r.high) if v is not None]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.05 or 1.0
@@ -172,20 +174,21 @@ def history(
     series: Sequence[HistorySeries], releases: Sequence[str], unit: str, width: float = 620
 ) -> str:
     """A line per series across ``releases`` (in that order), each point with its interval;
-    a series' label at its last point."""
-    left, right, top, bottom, height = 56.0, 150.0, 8.0, 34.0, 240.0
+    the series' labels in a legend under the plot (lines close together keep apart)."""
+    left, right, top, bottom, plot_h, line_h = 56.0, 40.0, 8.0, 34.0, 240.0, 16.0
+    height = plot_h + line_h * len(series) + 4
     values = [
         v for s in series for p in s.points for v in (p.value, p.low, p.high) if v is not None
     ]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     pad = (hi - lo) * 0.08 or abs(hi) * 0.1 or 1.0
-    y = Scale(lo - pad, hi + pad, height - bottom, top)
+    y = Scale(lo - pad, hi + pad, plot_h - bottom, top)
     step = (width - left - right) / max(len(releases) - 1, 1)
     xs = {r: left + i * step for i, r in enumerate(releases)}
     body = _y_axis(y, lo - pad, hi + pad, left, width - right, unit)
     for r in releases:
         body.append(
-            f'<text class="tick" x="{num(xs[r])}" y="{num(height - bottom + 14)}" '
+            f'<text class="tick" x="{num(xs[r])}" y="{num(plot_h - bottom + 14)}" '
             f'text-anchor="middle">{escape(r)}</text>'
         )
     for k, s in enumerate(series):
@@ -204,17 +207,26 @@ def history(
                     f'y2="{num(y(p.high))}"/>'
                 )
             group.append(
-                f'<circle class="{cls}" cx="{num(xs[p.release])}" cy="{num(y(p.value))}" r="3"/>'
+                f'<circle class="{cls}" cx="{num(xs[p.release])}" cy="{num(y(p.value))}" r="3">'
+                f"<title>{escape(point_title(s.label, p, unit))}</title></circle>"
             )
-        if points:
-            last = points[-1]
-            group.append(
-                f'<text x="{num(xs[last.release] + 8)}" y="{num(y(last.value) + 4)}">'
-                f"{escape(s.label)}</text>"
-            )
+        legend = plot_h + line_h * (k + 0.5)
+        group.append(
+            f'<line class="{cls}" x1="{num(left)}" y1="{num(legend)}" x2="{num(left + 24)}" '
+            f'y2="{num(legend)}"/><text x="{num(left + 30)}" y="{num(legend + 4)}">'
+            f"{escape(s.label)}</text>"
+        )
         joined = "".join(group)
         body.append(f'<a href="{escape(s.href)}">{joined}</a>' if s.href else f"<g>{joined}</g>")
     return svg(width, height, body, "history")
+
+
+def point_title(label: str, p: HistoryPoint, unit: str) -> str:
+    """What hovering a point says: the series, the release, the value and its interval."""
+    interval = ""
+    if p.low is not None and p.high is not None:
+        interval = f" (95% CI {tick_label(p.low)} to {tick_label(p.high)})"
+    return f"{label}, {p.release}: {tick_label(p.value)}{interval} {unit}".rstrip()
 
 
 def _y_axis(y: Scale, lo: float, hi: float, left: float, right: float, unit: str) -> list[str]:

@@ -212,9 +212,16 @@ def report_experiment(
     """Tables, JSON and plot of an experiment from its saved description and trial records;
     ``status`` marks a partial analysis (written as *_partial, never as the final report)."""
     a = analyse_experiment(exp, records, status)
+    return write_analysis(out, a, records, no_plot=no_plot, echo=status is None)
+
+
+def write_analysis(
+    out: Path, a: ExperimentAnalysis, records: list[TrialRecord], *, no_plot: bool, echo: bool
+) -> Path:
+    """The table, JSON and plot of an analysis already made (``echo``: print the table)."""
     return _finish(
         no_plot, out, a.stem, a.analysis, a.title, a.context, a.arms, records, a.labels,
-        status is None, a.passes, a.calibration,
+        echo, a.passes, a.calibration,
     )  # fmt: skip
 
 

@@ -53,9 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = actions.add_parser(
         "report",
-        help="per-cell `ab` reports, the cross-cell table and plots",
-        description="Write each cell's `ab report` files and the campaign's table, forest plots "
-        "and (compile campaigns) history plots into --out.",
+        help="per-cell `ab` reports, the cross-cell table, plots and the compare page",
+        description="Write each cell's `ab report` files and the campaign's table, forest plots, "
+        "(compile campaigns) history plots and its compare page (compare.html) into --out.",
     )
     p.add_argument("store", type=Path)
     p.add_argument("--out", type=Path, required=True)
