@@ -21,7 +21,8 @@ import scipy.stats
 from campaign_helpers import TINY_COMPILE, campaign_command, connect, run
 from compare_fixtures import failing_interpreter, flagged_rows
 
-from compile_ahead.cli import main
+from compile_ahead.commands.ab import check_cell
+from compile_ahead.commands.main import main
 from compile_ahead.profiling.campaigns.spec import load_spec
 from compile_ahead.profiling.campaigns.store import Store
 from compile_ahead.profiling.compare.headless import find_chromium, open_browser
@@ -178,7 +179,7 @@ def test_clicking_a_cell_opens_its_section_whose_rerun_command_runs(campaign, tm
     argv = shlex.split(rerun)
     assert argv[:3] == ["compile-ahead", "ab", "compile"] and "--first-block" not in argv
     out = tmp_path / "rerun"
-    proc = run([sys.executable, "-m", "compile_ahead.cli", *argv[1:], "--out", str(out),
+    proc = run([sys.executable, "-m", "compile_ahead.commands", *argv[1:], "--out", str(out),
                 "--no-plot", "--quiet"], tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     ran = json.loads((out / "experiment.json").read_text())
@@ -265,7 +266,7 @@ def test_failed_blocks_and_a_cell_without_blocks_are_said_on_the_page(tmp_path):
 def test_an_empty_store_says_so_and_a_file_that_is_no_store_is_one_line(tmp_path, capsys):
     spec_path = tmp_path / "tiny.toml"
     spec_path.write_text(TINY_COMPILE)
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, check_cell)
     store = tmp_path / "empty.sqlite"
     Store.create(store, spec, {c.index: {"model": c.model} for c in spec.cells}).close()
     text = page_text(compare(store))
@@ -344,7 +345,7 @@ def release_store(tmp_path: Path) -> Path:
         '[axes]\nmodel = ["tiny"]\nladder = ["32,64", "64,128"]\n\n'
         "[options]\npass-profile = true\n"
     )
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, check_cell)
     store = Store.create(tmp_path / "r.sqlite", spec, {c.index: {} for c in spec.cells})
     for block in range(RELEASE_PAIRS):
         for cell in spec.cells:
