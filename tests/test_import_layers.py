@@ -4,7 +4,7 @@ and every import follows the layers.
 The layers, lowest first: the package root (src/compile_ahead: errors, atomic writes, outputs,
 interrupts, standard streams, the ITT collector's reader), then runtime/'s packages in the
 order of RUNTIME_LAYERS, then profiling/ (its subpackages included), then the commands
-(src/compile_ahead/commands), which may import anything and which nothing imports.
+(commands/), which may import anything and which nothing imports.
 
 Imports are read from the source, at module top and inside functions alike (``TYPE_CHECKING``
 blocks aside), and so are imports by name string: ``importlib.import_module("...")``,
@@ -26,6 +26,7 @@ PACKAGES = {
     "compile_ahead": ROOT / "src" / "compile_ahead",
     "compile_ahead.runtime": ROOT / "runtime",
     "compile_ahead.profiling": ROOT / "profiling",
+    "compile_ahead.commands": ROOT / "commands",
 }
 # runtime/'s packages, lowest first: a package imports only packages before it.
 RUNTIME_LAYERS = ("base", "model", "graphs", "sources", "compile", "ladder", "baselines")
