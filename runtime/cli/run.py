@@ -8,7 +8,7 @@ from pathlib import Path
 
 from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
+from compile_ahead.interrupts import INTERRUPTED_EXIT, interrupted, release
 from compile_ahead.outputs import check_distinct, check_output_file, destination
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.cli.options import (
@@ -167,8 +167,9 @@ def execute(
         print(f"model: {source.label}", file=sys.stderr)
     bar = ProgressBar(settings.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
     try:
-        result = run_ladder(source, options, settings, FanOut(bar, events) if events else bar)
-        hold()  # the run is over: its outputs are written whole (run() releases)
+        # Held from the run's end through its outputs, written whole (run() releases).
+        observers = FanOut(bar, events) if events else bar
+        result = run_ladder(source, options, settings, observers, keep_held=True)
     finally:
         bar.close()
     return result, source, settings
@@ -200,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         with traced(args.trace, args.device, args.steps_per_slice) as events:
             result = execute(args, args.schedule, options, events)[0]
             events.failed = not result.completed
-        trace_error = events.write_error
+        trace_error = events.trace_error
     # The summary first: a failed write must not hide what ran.
     print(result.report.summary())
     try:

@@ -172,28 +172,16 @@ class LadderRunner:
         self._store_wait_ns = 0  # after the protocol, waiting for cache entries to be written
 
     # -- the run -----------------------------------------------------------------------
-    def run(self) -> RunResult:
-        """Compile what must exist, prefill, decode; the report covers a failed run too."""
+    def run(self, keep_held: bool = False) -> RunResult:
+        """Compile what must exist, prefill, decode; the report covers a failed or interrupted
+        run too. The run's end is held (interrupts.hold): a signal then is only noted. With
+        ``keep_held`` it returns still holding, so that no signal comes between the run and
+        its outputs: the caller writes them whole, then ends the hold (release)."""
         proto = self.settings.protocol
         start = self._start = now_ns()
-        if self.options.cache is not None:
-            self.options.cache.begin_writes(self.settings.faults.store_delay_s)
-        reset_peak_rss()
-        self.accounting.restart(start)
         stop, error = "completed", None
-        self.events.run_started(
-            {
-                "model_label": self.source.label,
-                **self.source.describe(),
-                "schedule": self.schedule.name,
-                "ladder": str(self.settings.ladder),
-                "graph": self.settings.graph,
-                "device": self.options.device,
-                "ov_config": self.options.extra_config,
-                "decode_defaults": self.decode_defaults,
-            }
-        )
         try:
+            self._begin(start)
             active, logits = self._prefill(self._before_decoding())
             self.policy.rung_taken(self.first, self.store.length)
             last = int(np.argmax(logits))
@@ -226,11 +214,30 @@ class LadderRunner:
                 self._store_wait_ns = now_ns() - end
                 report = self._report(start, end, stop, error)
             finally:
-                unhold()
+                if not keep_held:
+                    unhold()
         acct = self.accounting
         return RunResult(report, self.predicted, self.kept, error, acct.step_ns, acct.step_context)
 
     # -- pieces of the run ---------------------------------------------------------------
+    def _begin(self, start: int) -> None:
+        if self.options.cache is not None:
+            self.options.cache.begin_writes(self.settings.faults.store_delay_s)
+        reset_peak_rss()
+        self.accounting.restart(start)
+        self.events.run_started(
+            {
+                "model_label": self.source.label,
+                **self.source.describe(),
+                "schedule": self.schedule.name,
+                "ladder": str(self.settings.ladder),
+                "graph": self.settings.graph,
+                "device": self.options.device,
+                "ov_config": self.options.extra_config,
+                "decode_defaults": self.decode_defaults,
+            }
+        )
+
     def _before_decoding(self) -> CompiledRung | None:
         """Reserve the KV and compile what has to exist before the first token (foreground).
 
@@ -485,5 +492,6 @@ def run_ladder(
     options: CompileOptions,
     settings: RunSettings,
     events: RunEvents | None = None,
+    keep_held: bool = False,
 ) -> RunResult:
-    return LadderRunner(source, options, settings, events).run()
+    return LadderRunner(source, options, settings, events).run(keep_held)

@@ -12,6 +12,7 @@ import errno
 import importlib
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+BUG_EXIT = 1  # an error no command step turned into a message: its traceback is printed
 # The system's refusals of a file operation that are the environment's, not a bug.
 REFUSED_WRITES = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
@@ -184,23 +186,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command("compile-ahead", parse)
 
 
-def exit_process(code: int) -> None:
+def exit_process(code: int, at_once: bool = False) -> None:
     """End the process with ``code``, everything already written. A helper thread still
     running (a compile the command abandoned cannot be stopped, and tearing the interpreter
     and OpenVINO's libraries down under it crashes) makes it exit at once, and so does an
-    interrupt: after an interrupted `generate --decode-compile during-prefill` the teardown
-    aborted ("terminate called without an active exception") also with no compile running."""
+    interrupt (or ``at_once``: work cut short by a bug): after an interrupted `generate
+    --decode-compile during-prefill` the teardown aborted ("terminate called without an active
+    exception") also with no compile running."""
     ignore_interrupts()
     run_exit_hooks()  # e.g. temporary files of cache entries that threads still write
     flush_standard_streams()
-    if helpers_running() or interrupted():
+    if at_once or helpers_running() or interrupted():
         os._exit(code)
     sys.exit(code)
 
 
+def console_script(main: Callable[[], int]) -> None:
+    """A console script: end the process (exit_process) with ``main()``'s exit code, also
+    after a bug, whose traceback is printed (exit 1) before the process ends at once."""
+    try:
+        code, bug = main(), False
+    except Exception:
+        traceback.print_exc()
+        code, bug = BUG_EXIT, True
+    exit_process(code, at_once=bug)
+
+
 def entry() -> None:
     """The `compile-ahead` console script."""
-    exit_process(main())
+    console_script(main)
 
 
 if __name__ == "__main__":
