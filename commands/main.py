@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from compile_ahead.commands.running import exit_process, run_command
+from compile_ahead.commands.running import console_script, run_command
 from compile_ahead.outputs import invocation
 
 
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     """The `compile-ahead` console script."""
-    exit_process(main())
+    console_script(main)
 
 
 if __name__ == "__main__":

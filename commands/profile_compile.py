@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_ahead.atomic import write_json_atomic
-from compile_ahead.commands.running import exit_process, run_command
+from compile_ahead.commands.running import console_script, run_command
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import hold, release
 from compile_ahead.output_dirs import seal_output_dir
@@ -365,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     """The `profile-compile` console script."""
-    exit_process(main())
+    console_script(main)
 
 
 if __name__ == "__main__":

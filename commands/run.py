@@ -21,7 +21,7 @@ from compile_ahead.commands.options import (
     run_config_from_args,
 )
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import INTERRUPTED_EXIT, hold, interrupted, release
+from compile_ahead.interrupts import INTERRUPTED_EXIT, interrupted, release
 from compile_ahead.outputs import check_distinct, check_output_file, destination
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.ladder.config import Prompt, RunConfig
@@ -96,8 +96,9 @@ def execute(
     assert not isinstance(config.protocol, Prompt)
     bar = ProgressBar(config.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
     try:
-        result = run_ladder(source, config, FanOut(bar, events) if events else bar)
-        hold()  # the run is over: its outputs are written whole (run() releases)
+        # Held from the run's end through its outputs, written whole (run() releases).
+        observers = FanOut(bar, events) if events else bar
+        result = run_ladder(source, config, observers, keep_held=True)
     finally:
         bar.close()
     return result, source, config
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         with traced(args.trace, args.device, args.steps_per_slice) as events:
             result = execute(args, config, events)[0]
             events.failed = not result.completed
-        trace_error = events.write_error
+        trace_error = events.trace_error
     # The summary first: a failed write must not hide what ran.
     print(result.report.summary())
     try:

@@ -11,6 +11,7 @@ import argparse
 import errno
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import TextIO
@@ -27,6 +28,7 @@ from compile_ahead.interrupts import (
 )
 from compile_ahead.streams import flush_standard_streams, guarded_streams
 
+BUG_EXIT = 1  # an error no command step turned into a message: its traceback is printed
 # The system's refusals of a file operation that are the environment's, not a bug.
 REFUSED_WRITES = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
@@ -104,15 +106,27 @@ def _unexpected(prog: str, err: Exception) -> int:
     raise err
 
 
-def exit_process(code: int) -> None:
+def exit_process(code: int, at_once: bool = False) -> None:
     """End the process with ``code``, everything already written. A helper thread still
     running (a compile the command abandoned cannot be stopped, and tearing the interpreter
     and OpenVINO's libraries down under it crashes) makes it exit at once, and so does an
-    interrupt: after an interrupted `generate --decode-compile during-prefill` the teardown
-    aborted ("terminate called without an active exception") also with no compile running."""
+    interrupt (or ``at_once``: work cut short by a bug): after an interrupted `generate
+    --decode-compile during-prefill` the teardown aborted ("terminate called without an active
+    exception") also with no compile running."""
     ignore_interrupts()
     run_exit_hooks()  # e.g. temporary files of cache entries that threads still write
     flush_standard_streams()
-    if helpers_running() or interrupted():
+    if at_once or helpers_running() or interrupted():
         os._exit(code)
     sys.exit(code)
+
+
+def console_script(main: Callable[[], int]) -> None:
+    """A console script: end the process (exit_process) with ``main()``'s exit code, also
+    after a bug, whose traceback is printed (exit 1) before the process ends at once."""
+    try:
+        code, bug = main(), False
+    except Exception:
+        traceback.print_exc()
+        code, bug = BUG_EXIT, True
+    exit_process(code, at_once=bug)

@@ -15,6 +15,7 @@ from typing import Any
 
 from compile_ahead import itt_collector
 from compile_ahead.errors import CompileAheadError, OutputWriteError
+from compile_ahead.interrupts import deferred
 from compile_ahead.outputs import destination
 from compile_ahead.profiling.trace_compile import Span, emit_nested
 from compile_ahead.profiling.trace_decode import StepSlicer
@@ -25,6 +26,7 @@ from compile_ahead.profiling.trace_writer import (
     KV_RESERVED_BYTES,
     PROCESS_RSS_BYTES,
     TOKENS_PER_S,
+    TraceWriteError,
     TraceWriter,
 )
 from compile_ahead.profiling.worker_trace import write_worker_phases
@@ -54,7 +56,9 @@ class TraceRunEvents(RunEvents):
     ):
         self.writer = writer
         self.failed = False  # set by the caller when the traced run failed
-        self.write_error: OutputWriteError | None = None  # set by traced(): disk full, ...
+        # Set by traced(): the trace could not be written (disk full, ...), completed or
+        # validated; the caller raises it after its other outputs.
+        self.trace_error: CompileAheadError | None = None
         self.device = writer.device_track(device)
         self.slicer = StepSlicer(writer, self.device, steps_per_slice)
         self.compile_phases = compile_phases and itt_collector.collector_status().observing
@@ -188,10 +192,11 @@ class TraceRunEvents(RunEvents):
     def close(self) -> None:
         """Flush steps; a compile no switch consumed (the run ended first) still gets its
         flow's end, on a marker slice, so every flow has both ends."""
-        self.slicer.flush()
-        self._write_phases()
-        if self._unmuted:
-            itt_collector.set_domains_enabled(self._unmuted, True)
+        try:
+            self.slicer.flush()
+            self._write_phases()
+        finally:
+            self.unmute()
         with self._lock:
             left = list(self._flows.values())
             self._flows.clear()
@@ -201,34 +206,56 @@ class TraceRunEvents(RunEvents):
                 self.device, f"C={capacity} never used", ts, ts, {"rung": capacity}, flows_in=[flow]
             )
 
+    def unmute(self) -> None:
+        """Give the collector back the inference domains muted while the run was traced."""
+        if self._unmuted:
+            itt_collector.set_domains_enabled(self._unmuted, True)
+            self._unmuted = ()
+
 
 @contextmanager
 def traced(
     path: Path, device: str, steps_per_slice: int = 1, process_name: str = "compile-ahead"
 ) -> Iterator[TraceRunEvents]:
-    """A trace of whatever runs inside, closed and validated even when it fails. A run that
-    raises, or sets ``events.failed`` (failed or interrupted), keeps what it traced at
-    ``<stem>.failed<suffix>`` and leaves a good trace at ``path`` alone. A trace that fails
-    validation is an error. A trace the system refused to write (disk full, read-only) is
-    left in ``events.write_error`` for the caller to raise after its summary and other
-    outputs."""
-    writer = TraceWriter(path, process_name)
-    events = TraceRunEvents(writer, device, steps_per_slice)
-    raised = True
+    """A trace of the run inside, closed and validated once the block ends. A run that failed
+    or was interrupted (``events.failed``, set by the caller) keeps what it traced at
+    ``<stem>.failed<suffix>`` and leaves a good trace at ``path`` alone. A block that raises
+    has no run to show (an argument error, an interrupt before the run began): its trace is
+    removed, nothing published. A trace that could not be written (disk full, read-only),
+    completed or validated is left in ``events.trace_error`` for the caller to raise after its
+    summary and report, which are written all the same."""
+    writer: TraceWriter | None = None
+    events: TraceRunEvents | None = None
     try:
+        with deferred():  # made whole: a signal meanwhile acts once ``writer`` is in hand
+            writer = TraceWriter(path, process_name)
+            events = TraceRunEvents(writer, device, steps_per_slice)
         yield events
-        raised = False
-    finally:
+        _publish(events, path)
+    except BaseException:
+        if events is not None:
+            events.unmute()
+        if writer is not None:
+            writer.discard()
+        raise
+
+
+def _publish(events: TraceRunEvents, path: Path) -> None:
+    """Close the run's events and publish its trace (beside ``path`` unless it completed)."""
+    try:
         events.close()
-        where: Path | None
-        try:
-            where = writer.close(destination(path, not (raised or events.failed)))
-        except OutputWriteError as err:
-            events.write_error = err
-            where = None
-        if where is not None:
-            report = validate_trace(where)
-            print(report.summary(), file=sys.stderr)
-            print(f"trace: {where}; {OPEN_TRACE_HINT}", file=sys.stderr)
-            if not report.ok and not raised:
-                raise CompileAheadError(f"the trace {where} failed validation: {report.errors[0]}")
+    except TraceWriteError as err:  # an event the writer refused: what came before is kept
+        events.trace_error = CompileAheadError(f"the trace {path} is incomplete: {err}")
+    complete = not events.failed and events.trace_error is None
+    try:
+        where = events.writer.close(destination(path, complete))
+    except OutputWriteError as err:
+        events.trace_error = events.trace_error or err
+        return
+    report = validate_trace(where)
+    print(report.summary(), file=sys.stderr)
+    print(f"trace: {where}; {OPEN_TRACE_HINT}", file=sys.stderr)
+    if not report.ok and events.trace_error is None:
+        events.trace_error = CompileAheadError(
+            f"the trace {where} failed validation: {report.errors[0]}"
+        )

@@ -43,11 +43,13 @@ class StepSlicer:
     def flush(self) -> None:
         if not self._group:
             return
-        first, begin, _ = self._group[0]
-        end = self._group[-1][2]
-        n = len(self._group)
+        # Taken before it is written: a flush cut short (an exception, an interrupt) never
+        # writes its steps a second time, back in time on the track.
+        group, self._group = self._group, []
+        first, begin, _ = group[0]
+        end = group[-1][2]
+        n = len(group)
         args = {"rung": self._rung or 0, "token": first, "steps": n, **(self._extra or {})}
         with self.writer.batch():
             self.writer.slice(self.track, "decode" if n == 1 else f"decode x{n}", begin, end, args)
             self.writer.counter(self.tokens_track, end, n / max(1e-9, (end - begin) / 1e9))
-        self._group = []

@@ -120,6 +120,13 @@ class TraceWriter:
             raise write_error(self.path, err) from None
         self.partial_path = self._staged.path
         self._file = self._staged.file  # closed when published or discarded
+        try:
+            self._start(process_name, append, pid)
+        except BaseException:  # e.g. an interrupt: no .partial file is left behind
+            self._staged.discard()
+            raise
+
+    def _start(self, process_name: str, append: bool, pid: int | None) -> None:
         # The first write the system refused; from then on nothing is written.
         self.error: OutputWriteError | None = None
         self._batch_depth = 0

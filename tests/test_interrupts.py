@@ -8,15 +8,22 @@ Every test signals a child process at a phase it finds by polling (child_process
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from child_process import CLI, PROFILE, SIGNAL_IDS, SIGNALS, Child, no_crash, sibling_or_self
+from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.profiling.trace_validate import validate_trace
 from compile_ahead.profiling.trials.runner import load_records
@@ -62,6 +69,113 @@ def test_each_signal_ends_a_decoding_run_with_its_report_and_its_trace(sig, tmp_
     assert json.loads(sibling_or_self(report).read_text())["stop_reason"] == "interrupted"
     assert validate_trace(sibling_or_self(trace)).ok
     assert not list(tmp_path.glob("*.partial")) and not list(tmp_path.glob(".*"))
+
+
+# A run over a good earlier report and trace, signalled at random moments (seeded, so each
+# CI run tries the same ones): a phase of the run, found by polling, then a random delay within
+# the time that phase took in an uninterrupted run (what the moment hits varies with the load).
+RANDOM_POINTS_SEED = 29
+RANDOM_POINTS = 12
+GOOD_PAIR, FAILED_PAIR = ["r.json", "t.pftrace"], ["r.failed.json", "t.failed.pftrace"]
+
+
+def _random_run(where: Path) -> list[str]:
+    argv = [*CLI, "run", "--model", "tiny", "--ladder", "tiny", "--step-delay", "0.02"]
+    return [
+        *argv,
+        "--no-cache",
+        "--report",
+        str(where / GOOD_PAIR[0]),
+        "--trace",
+        str(where / GOOD_PAIR[1]),
+    ]
+
+
+def _phases(child: Child, where: Path) -> list[Callable[[], None]]:
+    """Waits for each phase of the run to begin: the command's start, its trace opened (the
+    model not resolved yet), the model resolved (the run about to begin), decoding."""
+    return [
+        lambda: None,
+        lambda: child.wait_until(lambda: any(where.glob("*.partial")), "the trace opened"),
+        lambda: child.wait_for_line(lambda line: line.startswith("model:"), "the model"),
+        lambda: child.wait_for_line(lambda line: line.startswith("progress:"), "decoding"),
+    ]
+
+
+def _phase_seconds(where: Path) -> list[float]:
+    """How long each phase took in the run, uninterrupted, in ``where`` (the last: to its exit)."""
+    with Child(_random_run(where)) as child:
+        times = []
+        for wait in _phases(child, where):
+            wait()
+            times.append(time.monotonic())
+        assert child.finish() == 0, child.err[-3000:]
+        times.append(time.monotonic())
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def _check_pair(where: Path, names: list[str], tp_reason: str | None) -> dict:
+    """A report and its trace: the trace valid for our validator and, where it runs, for
+    Perfetto's trace processor, with a decode slice per token the report counts."""
+    report = json.loads((where / names[0]).read_text())
+    checked = validate_trace(where / names[1])
+    assert checked.ok, checked.summary()
+    if tp_reason is None:
+        with NodeTraceProcessor.open(where / names[1]) as tp:
+            assert tp.error_stats() == []
+            decoded = tp.scalar("select count(*) from slice where name = 'decode'")
+        assert decoded == report["tokens_decoded"]
+    return report
+
+
+def _outcome(where: Path, good: Path, code: int, tp_reason: str | None) -> str:
+    """What a signalled run left in ``where`` (a copy of ``good``), checked."""
+    names = sorted(p.name for p in where.iterdir())  # no .partial, no temporary file
+    kept = [(where / p).read_bytes() == (good / p).read_bytes() for p in GOOD_PAIR]
+    if FAILED_PAIR[0] in names or FAILED_PAIR[1] in names:
+        assert code == 130 and names == sorted(GOOD_PAIR + FAILED_PAIR) and all(kept), names
+        assert _check_pair(where, FAILED_PAIR, tp_reason)["stop_reason"] == "interrupted"
+        return "interrupted"
+    assert names == GOOD_PAIR, names
+    if all(kept):  # no run began: nothing written
+        assert code == 130
+        return "not begun"
+    assert not any(kept)  # the run completed first: its outputs replace the earlier ones
+    assert _check_pair(where, GOOD_PAIR, tp_reason)["stop_reason"] == "completed"
+    return "completed"
+
+
+@pytest.mark.slow
+def test_a_signal_at_any_moment_leaves_a_good_report_and_trace_and_no_crash(tmp_path):
+    """Signalled anywhere from its start to its exit, `run --report --trace` exits 130 (0 when
+    it finished first) without a crash or a temporary file left, never touches the good
+    outputs of an earlier run, and either began no run and wrote nothing, or wrote the report
+    of what ran and its trace together: both beside the good ones when it was interrupted, both
+    over them when it had completed; the trace valid, with a slice per token decoded."""
+    good = tmp_path / "good"
+    good.mkdir()
+    spans = _phase_seconds(good)
+    tp_reason = unavailable_reason()
+    _check_pair(good, GOOD_PAIR, tp_reason)
+    rng = random.Random(RANDOM_POINTS_SEED)
+    outcomes = []
+    for point in range(RANDOM_POINTS):
+        where = tmp_path / f"point-{point}"
+        shutil.copytree(good, where)
+        sig, phase = rng.choice(SIGNALS), point % len(spans)
+        delay = rng.uniform(0, spans[phase])
+        with Child(_random_run(where)) as child:
+            _phases(child, where)[phase]()
+            time.sleep(delay)  # the moment to signal: the point of this test
+            child.signal(sig)
+            code = child.finish()
+        what = f"{sig.name} {delay:.2f} s into phase {phase}"
+        assert code in (0, 130) and no_crash(child.err), f"{what}: {child.err[-3000:]}"
+        try:
+            outcomes.append(_outcome(where, good, code, tp_reason))
+        except AssertionError as err:
+            raise AssertionError(f"{what}: {err}; stderr:\n{child.err[-3000:]}") from err
+    assert "interrupted" in outcomes, outcomes  # the moments reached runs, not only their ends
 
 
 # -- 15 and 13: what an interrupted run waits for, and what its report says -----------------
@@ -134,6 +248,40 @@ def test_helper_threads_are_known_while_they_run():
     release.set()
     thread.join(60)
     assert "probe-helper" not in helpers_running()
+
+
+# `compile-ahead run` whose accounting raises at the fifth step: a bug mid-run, while the
+# successor rung compiles in the background.
+BUGGY_RUN = """
+import sys
+from compile_ahead.commands import main
+from compile_ahead.runtime.ladder.accounting import RunAccounting
+
+step = RunAccounting.step
+def buggy_step(self, token_index, *args):
+    if token_index == 5:
+        raise ValueError("a bug in an observer")
+    step(self, token_index, *args)
+RunAccounting.step = buggy_step
+sys.argv = ["compile-ahead", *sys.argv[1:]]
+main.entry()
+"""
+
+
+def test_a_bug_during_a_run_ends_with_its_traceback_and_report_never_an_abort(tmp_path):
+    """An error no command step turned into a message is a bug: its traceback is printed and
+    the process exits 1 at once (exit_process), with the failed run's report written, never
+    tearing OpenVINO down under the work the bug cut short ("terminate called ...")."""
+    report = tmp_path / "r.json"
+    argv = ["run", "--model", "tiny", "--ladder", "tiny", "--no-cache", "--report", str(report)]
+    done = subprocess.run(
+        [sys.executable, "-c", BUGGY_RUN, *argv], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.rstrip().endswith("ValueError: a bug in an observer"), done.stderr[-3000:]
+    assert "terminate called" not in done.stderr
+    failed = json.loads((tmp_path / "r.failed.json").read_text())
+    assert failed["error"] == "ValueError: a bug in an observer"
 
 
 PROMPT = ",".join(str(i) for i in range(1, 41))

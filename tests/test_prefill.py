@@ -5,12 +5,14 @@ graph compiles while the prompt is prefilled; first_token_s is reported with its
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pytest
 
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.interrupts import helpers_running
 from compile_ahead.profiling.compile_profiler import prefill_plan
 from compile_ahead.runtime.compile.device_defaults import (
     PREFILL_CHUNKS,
@@ -23,7 +25,7 @@ from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.events import RunEvents
-from compile_ahead.runtime.ladder.faults import Faults
+from compile_ahead.runtime.ladder.faults import FaultInjector
 from compile_ahead.runtime.ladder.prefill import check_prefill_flags, choose_prefill
 from compile_ahead.runtime.ladder.report import DECODE_COMPILE_WORDS
 from compile_ahead.runtime.ladder.run_protocol import greedy
@@ -162,49 +164,81 @@ def test_prefill_choice_per_device_and_prompt():
 
 
 class _Events(RunEvents):
+    """The run's events in order; each compile's start with the thread it ran on; the helper
+    threads running (interrupts.helpers_running) when the prefill graph's compile started and
+    when the prompt had been prefilled."""
+
     def __init__(self):
         self.log: list[tuple] = []
+        self.starts: list[tuple[str, int, str]] = []  # (kind, capacity, thread)
+        self.helpers_at: dict[str, list[str]] = {}
+        self.prefilled = threading.Event()
 
     def compile_started(self, job, capacity, kind, background, ts):
         self.log.append(("compile_started", kind, capacity, background))
+        self.starts.append((kind, capacity, threading.current_thread().name))
+        if kind == "prefill":
+            self.helpers_at["prefill graph compile"] = helpers_running()
 
     def compile_finished(self, job, capacity, kind, ok, ts, info):
         self.log.append(("compile_finished", kind, capacity, ok))
 
     def prefill(self, capacity, tokens, begin, end):
         self.log.append(("prefill", tokens))
+        self.helpers_at["prompt prefilled"] = helpers_running()
+        self.prefilled.set()
 
     def step(self, token_index, capacity, begin, end):
         if token_index == 0:
             self.log.append(("first_step",))
+
+    def started_on(self, kind: str, thread: str) -> list[int]:
+        """The graphs of ``kind`` compiled on ``thread``, in the order they started."""
+        return [c for k, c, t in self.starts if k == kind and t == thread]
 
 
 def test_every_decode_compile_timing_has_summary_words():
     assert set(DECODE_COMPILE_WORDS) == set(DecodeCompile)
 
 
-def _run_with_held_compiles(model_dir, schedule: str, timing: str):
-    """A greedy run with ``--decode-compile timing`` whose background compiles are held 0.5 s,
-    so the decode graph is still compiling when the prompt's prefill (milliseconds on this
-    model) ends; returns the result and the run's event log."""
+FIRST_RUNGS = "compile-first-rungs"  # the helper thread compiling the rungs needed first
+HELD_S = 300.0  # reached only if the prompt waits for the compiles held until it is prefilled
+
+
+def _hold_until_prefilled(events: _Events, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Background compiles wait until the prompt is prefilled: a decode graph compiled beside
+    the prefill is still compiling when the prefill ends, however fast or loaded the machine
+    (a prompt that waited for it would fail the compile after HELD_S)."""
+    injected = FaultInjector.before_compile
+
+    def before_compile(self: FaultInjector, capacity: int, background: bool) -> None:
+        if background and not events.prefilled.wait(HELD_S):
+            raise CompileAheadError(f"C={capacity}: the prompt was not prefilled in {HELD_S} s")
+        injected(self, capacity, background)
+
+    monkeypatch.setattr(FaultInjector, "before_compile", before_compile)
+
+
+def _run_with_held_compiles(model_dir, schedule: str, timing: str, monkeypatch):
+    """A greedy run with ``--decode-compile timing`` whose background compiles are held until
+    the prompt has been prefilled; returns the result and the run's events."""
     events = _Events()
+    _hold_until_prefilled(events, monkeypatch)
     settings = RunConfig(
-        SCHEDULES[schedule],
-        LADDER,
-        greedy(PROMPT, 4, ()),
-        faults=Faults(compile_delay_s=0.5),
-        decode_compile=timing,
-        options=F32,
+        SCHEDULES[schedule], LADDER, greedy(PROMPT, 4, ()), decode_compile=timing, options=F32
     )
     result = run_ladder(resolve_model(str(model_dir)), settings, events)
     assert result.error is None
-    return result, events.log
+    return result, events
 
 
 @pytest.mark.parametrize("schedule", ["i2", "b1"])
-def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
+def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule, monkeypatch):
     # the NPU's default (the CPU's prefill shares cores)
-    result, log = _run_with_held_compiles(tiny_qwen2_dir, schedule, "during-prefill")
+    result, events = _run_with_held_compiles(
+        tiny_qwen2_dir, schedule, "during-prefill", monkeypatch
+    )
+    log = events.log
     assert result.report.prefill["path"] == default_prefill("CPU").shape
     assert result.report.prefill["decode_compile"] == "during-prefill"
     first = 64  # the smallest rung holding the prompt and one more token
@@ -213,7 +247,12 @@ def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
     decode_done = log.index(("compile_finished", "decode", first, True))
     prefilled = log.index(("prefill", len(PROMPT)))
     assert log[0] == ("compile_started", "prefill", first, False)
-    assert prefill_done < decode_start < prefilled < decode_done < log.index(("first_step",))
+    # The decode graph's compile was asked for after the prefill graph's, on a helper thread
+    # that was still compiling it when the prompt had been prefilled.
+    assert prefill_done < decode_start
+    assert events.started_on("decode", FIRST_RUNGS)[0] == first
+    assert FIRST_RUNGS in events.helpers_at["prompt prefilled"]
+    assert prefilled < decode_done < log.index(("first_step",))
     # The first token comes from prefill, before the decode graph is there.
     rep = result.report
     assert rep.decode_graph_wait_s > 0
@@ -222,24 +261,32 @@ def test_first_rung_compiles_during_prefill(tiny_qwen2_dir, schedule):
 
 
 @pytest.mark.parametrize("schedule", ["i2", "i1"])
-def test_first_rungs_compile_beside_the_prefill_graph(tiny_qwen2_dir, schedule):
+def test_first_rungs_compile_beside_the_prefill_graph(tiny_qwen2_dir, schedule, monkeypatch):
     """with-prefill-graph: the decode graphs the schedule compiles before decoding start with
     the prefill graph's compile, in the background, and may run on into the prefill."""
-    result, log = _run_with_held_compiles(tiny_qwen2_dir, schedule, "with-prefill-graph")
+    result, events = _run_with_held_compiles(
+        tiny_qwen2_dir, schedule, "with-prefill-graph", monkeypatch
+    )
+    log = events.log
     assert result.report.prefill["decode_compile"] == "with-prefill-graph"
     first = 64
-    decode_start = log.index(("compile_started", "decode", first, True))
+    # Asked for before the prefill graph's compile started, on a helper thread that was still
+    # compiling when the prompt had been prefilled (they ran beside the prefill graph's).
+    assert FIRST_RUNGS in events.helpers_at["prefill graph compile"]
+    assert FIRST_RUNGS in events.helpers_at["prompt prefilled"]
+    assert events.started_on("prefill", threading.main_thread().name) == [first]
     prefill_done = log.index(("compile_finished", "prefill", first, True))
     prefilled = log.index(("prefill", len(PROMPT)))
     decode_done = log.index(("compile_finished", "decode", first, True))
-    assert decode_start < prefill_done < prefilled < decode_done < log.index(("first_step",))
-    # The first rung starts first; i1 has every other rung compiled before decoding too.
-    early = [e[2] for e in log[:prefilled] if e[:2] == ("compile_started", "decode")]
-    assert early == [first]
     steps = log.index(("first_step",))
+    assert prefill_done < prefilled < decode_done < steps
+    # The first rung starts first; i1 has every other rung compiled before decoding too, all
+    # before the first decode step.
+    before = events.started_on("decode", FIRST_RUNGS)
+    assert before[0] == first
+    assert sorted(before) == ([first] if schedule == "i2" else sorted(LADDER.rungs))
     done = [e[2] for e in log[:steps] if e[:2] == ("compile_finished", "decode")]
-    assert done[0] == first
-    assert sorted(done) == ([first] if schedule == "i2" else sorted(LADDER.rungs))
+    assert set(before) <= set(done)
     rep = result.report
     assert rep.decode_graph_wait_s > 0
     assert "beside the prefill graph's compile" in rep.summary()

@@ -65,3 +65,31 @@ def test_trace_processor_sees_the_overlay(tmp_path):
         } <= tracks
         jobs = tp.scalar("select count(*) from track where name like 'compile job%'")
         assert jobs == 5
+
+
+def test_a_step_cut_short_is_never_written_again(tmp_path, monkeypatch):
+    """A signal between a decode step's slice and its tokens/s sample (the run's events are
+    cut there only if something raises) must not leave the step to be written again when the
+    trace closes, back in time on the device track: the trace stays valid."""
+    from compile_ahead.profiling.run_trace import TraceRunEvents
+    from compile_ahead.profiling.trace_writer import TraceWriter
+
+    writer = TraceWriter(tmp_path / "t.pftrace")
+    events = TraceRunEvents(writer, "CPU")
+    events.step(0, 16, 1_000, 51_000)
+    counter = TraceWriter.counter
+
+    def cut(*args, **kwargs):
+        monkeypatch.setattr(TraceWriter, "counter", counter)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TraceWriter, "counter", cut)
+    with pytest.raises(KeyboardInterrupt):
+        events.step(1, 16, 52_000, 103_000)
+    events.close()
+    published = writer.close()
+    assert validate_trace(published).ok
+    if unavailable_reason() is None:
+        with NodeTraceProcessor.open(published) as tp:
+            assert tp.error_stats() == []
+            assert tp.scalar("select count(*) from slice where name = 'decode'") == 2

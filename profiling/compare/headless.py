@@ -25,7 +25,9 @@ from pathlib import Path
 # No name but 127.0.0.1 resolves: a page that reaches for the network fails visibly.
 NO_NETWORK_RULES = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
 NO_NETWORK = f"--host-resolver-rules={NO_NETWORK_RULES}"
-REPLY_TIMEOUT_S = 60.0
+# Reached only when the browser hangs: a page that loads a large UI build on a busy machine can
+# keep it from answering for a minute or more.
+REPLY_TIMEOUT_S = 180.0
 
 
 def find_chromium() -> str | None:

@@ -122,28 +122,16 @@ class LadderRunner:
         self._store_wait_ns = 0  # after the protocol, waiting for cache entries to be written
 
     # -- the run -----------------------------------------------------------------------
-    def run(self) -> RunResult:
-        """Compile what must exist, prefill, decode; the report covers a failed run too."""
+    def run(self, keep_held: bool = False) -> RunResult:
+        """Compile what must exist, prefill, decode; the report covers a failed or interrupted
+        run too. The run's end is held (interrupts.hold): a signal then is only noted. With
+        ``keep_held`` it returns still holding, so that no signal comes between the run and
+        its outputs: the caller writes them whole, then ends the hold (release)."""
         proto = self.protocol
         start = self._start = now_ns()
-        if self.options.cache is not None:
-            self.options.cache.begin_writes(self.config.faults.store_delay_s)
-        reset_peak_rss()
-        self.accounting.restart(start)
         stop, error = "completed", None
-        self.events.run_started(
-            {
-                "model_label": self.source.label,
-                **self.source.describe(),
-                "schedule": self.schedule.name,
-                "ladder": str(self.ladder),
-                "graph": self.config.graph,
-                "device": self.options.device,
-                "ov_config": self.options.extra_config,
-                "decode_defaults": self.decode_defaults,
-            }
-        )
         try:
+            self._begin(start)
             active = self._before_decoding()
             logits = self._prefill(active)
             last = self.first_token = int(np.argmax(logits))
@@ -169,7 +157,8 @@ class LadderRunner:
                 self._store_wait_ns = now_ns() - end
                 report = self._report(start, end, stop, error)
             finally:
-                unhold()
+                if not keep_held:
+                    unhold()
         acct = self.accounting
         return RunResult(
             report,
@@ -201,6 +190,24 @@ class LadderRunner:
         return "completed"
 
     # -- pieces of the run ---------------------------------------------------------------
+    def _begin(self, start: int) -> None:
+        if self.options.cache is not None:
+            self.options.cache.begin_writes(self.config.faults.store_delay_s)
+        reset_peak_rss()
+        self.accounting.restart(start)
+        self.events.run_started(
+            {
+                "model_label": self.source.label,
+                **self.source.describe(),
+                "schedule": self.schedule.name,
+                "ladder": str(self.ladder),
+                "graph": self.config.graph,
+                "device": self.options.device,
+                "ov_config": self.options.extra_config,
+                "decode_defaults": self.decode_defaults,
+            }
+        )
+
     def _before_decoding(self) -> CompiledRung | None:
         """Reserve the KV and compile what has to exist before the first token (foreground).
 
@@ -459,7 +466,11 @@ class LadderRunner:
 
 
 def run_ladder(
-    source: ModelSource, config: RunConfig, events: RunEvents | None = None
+    source: ModelSource,
+    config: RunConfig,
+    events: RunEvents | None = None,
+    keep_held: bool = False,
 ) -> RunResult:
     """One run of ``config`` (settled for ``source`` here unless it already is)."""
-    return LadderRunner(source, config if config.ready else config.for_model(source), events).run()
+    settled = config if config.ready else config.for_model(source)
+    return LadderRunner(source, settled, events).run(keep_held)
