@@ -116,3 +116,17 @@ def test_one_block_of_a_design_runs_in_the_designs_order(arms: tuple[str, ...]) 
     assert make_plan(arms, 5, 1, first_block=3).blocks == whole.blocks[3:8]
     with pytest.raises(CompileAheadError, match="--first-block must be 0 or more"):
         make_plan(arms, 1, 0, first_block=-1)
+
+
+@pytest.mark.parametrize(
+    "spec_path", sorted((Path(__file__).parents[1] / "campaigns").glob("*.toml")), ids=str
+)
+def test_shipped_campaigns_load_as_a_cell_per_combination_of_their_axes(spec_path):
+    """The campaigns the repo ships pass the same checks `campaign run` makes before it
+    writes anything, with one cell for every combination of their axes."""
+    import math
+    import tomllib
+
+    axes = tomllib.loads(spec_path.read_text())["axes"]
+    spec = load_spec(spec_path, check_cell)
+    assert len(spec.cells) == math.prod(len(values) for values in axes.values())
