@@ -72,11 +72,18 @@ def prepare_models(preset: str, formats: list[str], work: Path) -> dict[str, Pat
     return models
 
 
+def command_of(python: str) -> list[str]:
+    """The `compile-ahead` command of the installation ``python`` belongs to: its console
+    script (the one entry point every version has), else the commands package."""
+    script = Path(python).parent / "compile-ahead"
+    return [str(script)] if script.exists() else [python, "-m", "compile_ahead.commands"]
+
+
 def run_ours(python: str, model: Path, capacity: int, cache_dir: Path) -> dict[str, float]:
     """One `run` with the compile cache in ``cache_dir``: its foreground compile seconds and
     the rung's cache state, import and check seconds."""
     report = cache_dir.with_suffix(".report.json")
-    cmd = [python, "-m", "compile_ahead.commands", "run", "--model", str(model), "--schedule", "b0"]
+    cmd = [*command_of(python), "run", "--model", str(model), "--schedule", "b0"]
     cmd += ["--ladder", str(capacity), *PROMPT, "--cache-dir", str(cache_dir)]
     cmd += ["--report", str(report), "--no-progress"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
