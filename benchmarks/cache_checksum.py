@@ -2,7 +2,8 @@
 
 Every candidate reads all of each subject: files memory-mapped as the cache maps an entry, and
 with --buffer-gb an in-memory buffer of random bytes (a ~1 GB rung entry's size). Candidates:
-xxhash's xxh3_64, xxh3_128 and xxh64, google-crc32c's hardware CRC-32C (it takes only bytes,
+the cache's own (xxh3_128 per 64 MiB chunk, chunks on parallel threads), xxhash's xxh3_64,
+xxh3_128 and xxh64, google-crc32c's hardware CRC-32C (it takes only bytes,
 so a mapped file is copied into bytes first, and that copy is counted), zlib's crc32 and
 adler32, hashlib's blake2b, sha1, sha256 and md5. Candidates are interleaved over the rounds
 (timings on a shared machine drift) and the best and median of each are printed with their
@@ -55,7 +56,15 @@ def _xxhash(name: str) -> Callable[[Subject], object]:
     return digest
 
 
+def _cache_checksum(subject: Subject) -> object:
+    from compile_ahead.runtime.compile.cache import checksum
+
+    return checksum(np.frombuffer(subject, np.uint8) if isinstance(subject, bytes) else subject)
+
+
 CANDIDATES: dict[str, tuple[str | None, Callable[[Subject], object]]] = {
+    # the cache's own: xxh3_128 per 64 MiB chunk, the chunks on parallel threads
+    "xxh3_128 chunked (cache)": ("xxhash", _cache_checksum),
     "xxh3_128": ("xxhash", _xxhash("xxh3_128_intdigest")),
     "xxh3_64": ("xxhash", _xxhash("xxh3_64_intdigest")),
     "xxh64": ("xxhash", _xxhash("xxh64_intdigest")),

@@ -212,6 +212,18 @@ def test_page_shows_the_reports_judgements_and_mde(results):
         assert passes == {f"{r['pass']} {r['manager']}".lower(): r["judgement"]["status"]
                           for r in ranked}  # fmt: skip
     assert "would have been seen" in page_text(results["ab"])
+    # The default endpoint, named as the JSON names it, with its verdict in each comparison.
+    lead = data["default_endpoint"]
+    label = next(e["label"] for e in data["endpoints"] if e["key"] == lead["key"])
+    statuses = {
+        t: next(e for e in data["endpoints"] if e["key"] == lead["key"])["judgements"][t]["status"]
+        for t in ("B", "A-aa")
+    }
+    (headline,) = re.findall(r'<p class="headline">(.*?)</p>', raw)
+    text = html.unescape(re.sub(r"<[^>]+>", "", headline))
+    assert text.startswith(f"Default endpoint: {label} ({lead['rule']}). ")
+    verdicts = text.split(f"({lead['rule']}). ", 1)[1].split("; ")
+    assert [v.rsplit(", ", 1)[-1] for v in verdicts] == [statuses["B"], statuses["A-aa"]]
 
 
 def test_older_directory_without_the_aa_marker(tmp_path):

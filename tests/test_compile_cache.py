@@ -3,6 +3,7 @@ an unusable entry is recompiled with a warning."""
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import replace
@@ -143,16 +144,19 @@ def test_corrupt_entry_is_recompiled_with_a_warning(tiny, cache, damage):
     assert np.array_equal(logits(hit.step, tiny.config), reference)
 
 
-def _as_format_2(entry: Path, key: str) -> bytes:
-    """An entry's blob written as format 2 wrote it: the blob, a JSON trailer with the blob's
-    CRC-32 (zlib) and the same magic footer."""
+def _as_format_3(entry: Path, key: str) -> bytes:
+    """An entry's blob written as format 3 wrote it: the blob, a JSON trailer with one XXH3-128
+    of the whole blob and the same magic footer."""
     import json
-    import zlib
+
+    import xxhash
 
     data = entry.read_bytes()
     trailer_len, _ = cc._FOOTER.unpack(data[-cc._FOOTER.size :])
     blob = data[: len(data) - cc._FOOTER.size - trailer_len]
-    trailer = json.dumps({"key": key, "blob_bytes": len(blob), "crc32": zlib.crc32(blob)})
+    trailer = json.dumps(
+        {"key": key, "blob_bytes": len(blob), "xxh3_128": xxhash.xxh3_128_hexdigest(blob)}
+    )
     return blob + trailer.encode() + cc._FOOTER.pack(len(trailer), b"CAHEAD01")
 
 
@@ -160,13 +164,13 @@ def test_an_entry_of_the_previous_format_is_a_plain_miss(tiny, cache, monkeypatc
     reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
     compile_step(tiny, SPEC, f32(cache))
     (entry,) = entries(cache)
-    with monkeypatch.context() as m:  # where format 2 kept this graph
-        m.setattr(cc, "FORMAT_VERSION", 2)
+    with monkeypatch.context() as m:  # where format 3 kept this graph
+        m.setattr(cc, "FORMAT_VERSION", 3)
         options = f32(cache).for_graph(SPEC.kind)  # as compile_step looks it up
         _, old = cache.lookup(tiny, cc.step_graph_identity(SPEC), options)
     assert old.entry is not None
     old.entry.parent.mkdir(parents=True, exist_ok=True)
-    old.entry.write_bytes(_as_format_2(entry, old.entry.name.removesuffix(cc.SUFFIX)))
+    old.entry.write_bytes(_as_format_3(entry, old.entry.name.removesuffix(cc.SUFFIX)))
     if old.entry != entry:
         entry.unlink()
     written = old.entry.read_bytes()
@@ -176,6 +180,37 @@ def test_an_entry_of_the_previous_format_is_a_plain_miss(tiny, cache, monkeypatc
     assert again.cache.state == "miss"
     assert np.array_equal(logits(again.step, tiny.config), reference)
     assert old.entry.read_bytes() == written  # never read as this format's entry
+
+
+def test_damage_in_any_chunk_of_an_entry_is_found(tiny, cache, monkeypatch):
+    """Each chunk of an entry has its own hash, computed on parallel threads: a byte flipped in
+    the first, a middle or the last chunk is found, and an undamaged entry hits."""
+    import xxhash
+
+    monkeypatch.setattr(cc, "CHUNK_BYTES", 4096)  # a tiny entry in many chunks
+    reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
+    compile_step(tiny, SPEC, f32(cache))
+    (entry,) = entries(cache)
+    good = entry.read_bytes()
+    trailer_len, _ = cc._FOOTER.unpack(good[-cc._FOOTER.size :])
+    blob_len = len(good) - cc._FOOTER.size - trailer_len
+    digests = json.loads(good[blob_len : blob_len + trailer_len])[cc.CHECKSUM]
+    assert digests == [
+        xxhash.xxh3_128_hexdigest(good[i : min(i + 4096, blob_len)])
+        for i in range(0, blob_len, 4096)
+    ]
+    for where in (0, (len(digests) // 2) * 4096 + 7, blob_len - 1):
+        damaged = bytearray(good)
+        damaged[where] ^= 0x01
+        entry.write_bytes(damaged)
+        fresh = cc.CompileCache(cache.directory)  # a cache warns once per kind of problem
+        with pytest.warns(cc.CompileCacheWarning, match="checksum"):
+            again = compile_step(tiny, SPEC, f32(fresh))
+        assert again.cache.state == "miss"
+        assert np.array_equal(logits(again.step, tiny.config), reference)
+    hit = compile_step(tiny, SPEC, f32(cache))
+    assert hit.cache.state == "hit"
+    assert np.array_equal(logits(hit.step, tiny.config), reference)
 
 
 def test_unwritable_cache_compiles_with_a_warning(tiny, tmp_path):

@@ -22,10 +22,12 @@ from compile_ahead.commands.main import build_parser
 from compile_ahead.profiling.trials import power, stats
 from compile_ahead.profiling.trials.analysis import analyse
 from compile_ahead.profiling.trials.compile_ab import (
+    NO_COUNTERS_DEFAULT,
     WORKER,
     MeasureOptions,
     compile_endpoints,
     counter_module,
+    default_endpoint,
     export_rungs,
 )
 from compile_ahead.profiling.trials.design import make_plan
@@ -217,6 +219,38 @@ def test_unmeasurable_endpoint_is_unavailable_with_its_reason_never_zero() -> No
     text = markdown(analysis, "t", {})
     assert "| Instructions (user), all rungs | unavailable | unavailable |" in text
     assert "- Instructions (user), all rungs: A, B: perf_event_open: ENOENT (test)" in text
+
+
+def _counted(result: dict, instructions: float) -> dict:
+    """``result`` as a machine with a PMU reports it: every compile's instructions counted."""
+    for rung in result["rungs"]:
+        for c in rung["compiles"]:
+            c["instructions"] = instructions
+    result["measures"]["instructions"] = {"available": True}
+    return result
+
+
+@pytest.mark.parametrize("counted_by", [(), ("A",), ("A", "B")])
+def test_default_endpoint_is_instructions_where_every_arm_counts_them(counted_by) -> None:
+    plan = make_plan(["A", "B"], 4, warmup_per_arm=0)
+
+    def result_of(arm: str, block: int) -> dict:
+        result = _compile_result([2.0 + block / 10], [1.0 + block / 10])
+        return _counted(result, 1e9 + block) if arm in counted_by else result
+
+    endpoints = compile_endpoints((16,), False, measure=MeasureOptions())
+    analysis = analyse(_records(plan, result_of), plan, endpoints)
+    key, rule = default_endpoint(analysis)
+    expected = "instructions_total" if counted_by == ("A", "B") else NO_COUNTERS_DEFAULT
+    assert key == expected
+    analysis.headline, analysis.headline_rule = key, rule
+    label = next(ep.label for ep in endpoints if ep.key == key)
+    text = markdown(analysis, "t", {})
+    assert f"- default endpoint: {label} ({rule})" in text
+    verdicts = text.split("Verdicts (what the test supports):\n", 1)[1].splitlines()
+    assert verdicts[0].startswith(f"- **default endpoint** {label}, B vs A: ")
+    assert sum(line.startswith("- **default endpoint**") for line in verdicts) == 1
+    assert to_json(analysis, "t", {}, [], [])["default_endpoint"] == {"key": key, "rule": rule}
 
 
 def _run_worker(tmp_path: Path, **manifest_keys) -> dict:

@@ -109,11 +109,35 @@ def summary(page: m.ExperimentPage, anchor: str) -> str:
     ]
     return (
         f'<h2 id="{anchor}summary">Summary</h2>'
+        + _headline(page, names)
         + h.table(cols, rows, f"{anchor}summary-table", sortable=False)
         + (f"<ul>{''.join(flagged)}</ul>" if flagged
            else '<p class="note">No endpoint flagged.</p>')
         + "".join(f'<p class="note seen">{escape(n)}</p>' for n in _seen_notes(page))
     )  # fmt: skip
+
+
+def _headline(page: m.ExperimentPage, names: dict[str, str]) -> str:
+    """The default endpoint, why it is that one, and its verdict in each comparison."""
+    if page.headline is None:
+        return ""
+    key, rule = page.headline
+    verdicts = []
+    for c in page.comparisons:
+        row = next((e for e in c.endpoints if e.key == key), None)
+        if row is None:
+            continue
+        s = row.judged.summary
+        change = "" if s is None else f"{h.percent(s.effect_pct)}, "
+        verdicts.append(
+            f'{escape(names[c.treatment])}: {escape(change)}<span class="{row.judged.css}">'
+            f"{escape(row.judged.status)}</span>"
+        )
+    label = next((e.label for c in page.comparisons for e in c.endpoints if e.key == key), key)
+    return (
+        f'<p class="headline">Default endpoint: <strong>{escape(label)}</strong> '
+        f"({escape(rule)}). {'; '.join(verdicts)}</p>"
+    )
 
 
 def _seen_notes(page: m.ExperimentPage) -> list[str]:

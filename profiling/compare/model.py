@@ -174,6 +174,7 @@ class ExperimentPage:
     counts: list[Tally]  # count-style rows (boundaries ready, top-1 agreement): no test
     aa_arms: tuple[str, ...]  # the arms `ab compile --aa` marked as the control run again
     calibration: CalibrationView | None = None
+    headline: tuple[str, str] | None = None  # the default endpoint's key and why it is that one
 
 
 def load(directory: Path) -> ExperimentPage:
@@ -213,6 +214,11 @@ def from_analysis(
         counts=list(done.analysis.tallies),
         aa_arms=done.analysis.aa_arms,
         calibration=calibration_view(done),
+        headline=(
+            None
+            if done.analysis.headline is None
+            else (done.analysis.headline, done.analysis.headline_rule)
+        ),
     )
 
 

@@ -76,6 +76,9 @@ class Analysis:
     # endpoint key -> arm -> why none of its trials has a value (never reported as 0)
     unavailable: dict[str, dict[str, str]] = field(default_factory=dict)
     aa_arms: tuple[str, ...] = ()  # arms that run the control again (the noise reference)
+    # The endpoint a reader looks at first (ab compile's default endpoint) and why it is that one
+    headline: str | None = None
+    headline_rule: str = ""
 
     @property
     def control(self) -> str:

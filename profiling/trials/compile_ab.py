@@ -22,7 +22,7 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.trials import compile_values as cv
-from compile_ahead.profiling.trials.analysis import Endpoint, Reason, result_field
+from compile_ahead.profiling.trials.analysis import Analysis, Endpoint, Reason, result_field
 from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
 from compile_ahead.profiling.trials.runner import Arm
 from compile_ahead.runtime.graphs import decompression, fold_guard
@@ -318,6 +318,30 @@ _PER_COMPILE = (
      "instructions"),
     ("cycles_total", "Cycles (user), all rungs", "cycles", "cycles", "cycles"),
 )  # fmt: skip
+
+
+# The endpoint a compile A/B leads with: named in the report's header and first among its
+# verdicts, marked on the compare page (release histories draw the compile wall). Where every
+# arm counted instructions:u (a machine with a PMU the kernel exposes), instructions: they vary
+# least between runs, as frequency and other tenants do not move them (rustc-perf's and LLVM's
+# compile-time tracker's default). Without counters, the compile wall, chosen with
+# benchmarks/measurement_power.py on a 2-vCPU VM (README, "Measurement power").
+COUNTERS_DEFAULT = "instructions_total"
+NO_COUNTERS_DEFAULT = "compile_total"
+NO_COUNTERS_WHY = (
+    "the compile wall, which saw calibrated changes at least as often as CPU time; a serial "
+    "pass's saving is a larger share of the wall than of a multi-threaded compile's CPU time"
+)
+
+
+def default_endpoint(analysis: Analysis) -> tuple[str, str]:
+    """The key of ``analysis``'s default endpoint and the rule that chose it."""
+    keys = {ep.key for ep in analysis.endpoints}
+    if COUNTERS_DEFAULT in keys and COUNTERS_DEFAULT not in analysis.unavailable:
+        counted = analysis.values[COUNTERS_DEFAULT]
+        if all(any(v is not None for v in per_arm) for per_arm in counted.values()):
+            return COUNTERS_DEFAULT, "instructions:u, counted by every arm"
+    return NO_COUNTERS_DEFAULT, f"no instruction counts: {NO_COUNTERS_WHY}"
 
 
 def compile_endpoints(

@@ -163,6 +163,7 @@ def analyse_experiment(
             ladder, exp["pass_profile"], exp["counters"], measure
         )
         analysis = analyse(records, plan, endpoints, aa)
+        analysis.headline, analysis.headline_rule = compile_ab.default_endpoint(analysis)
         if exp["pass_profile"]:
             passes = pass_ab.analyse_passes(records, plan, measure.statistic, aa)
         context = dict(exp["context"])

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from compile_ahead.atomic import write_bytes_atomic
-from compile_ahead.profiling.trials.analysis import Analysis
+from compile_ahead.profiling.trials.analysis import Analysis, Endpoint
 from compile_ahead.profiling.trials.power import FLAG_RULE, Judgement
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
 from compile_ahead.profiling.trials.stats import MDE_POWER, PairedSummary
@@ -95,6 +95,9 @@ def markdown(
     lines = [f"### {title}", ""]
     for key, value in context.items():
         lines.append(f"- {key}: {value}")
+    headline = _headline(analysis)
+    if headline is not None:
+        lines.append(f"- default endpoint: {headline.label} ({analysis.headline_rule})")
     design = plan.describe()
     n_blocks = len(plan.blocks)
     orders = ", ".join("/".join(b) for b in design["blocks"])
@@ -135,13 +138,19 @@ def markdown(
         lines.append(table_row(cells))
     lines.append("")
     lines.append("Verdicts (what the test supports):")
-    for ep in analysis.endpoints:
+    ordered = [headline] if headline is not None else []
+    for ep in ordered + [ep for ep in analysis.endpoints if ep is not headline]:
         for t in analysis.treatments:
             s = analysis.comparisons[ep.key][t]
             if s is not None:
-                lines.append(f"- {ep.label}, {t} vs {control}: {s.verdict()}")
+                lead = "**default endpoint** " if ep is headline else ""
+                lines.append(f"- {lead}{ep.label}, {t} vs {control}: {s.verdict()}")
     lines += power_lines(analysis)
     return "\n".join(lines) + "\n"
+
+
+def _headline(analysis: Analysis) -> Endpoint | None:
+    return next((ep for ep in analysis.endpoints if ep.key == analysis.headline), None)
 
 
 def power_lines(analysis: Analysis) -> list[str]:
@@ -190,6 +199,11 @@ def to_json(
         "design": analysis.plan.describe(),
         "arms": [a.describe() for a in arms],
         "control": analysis.control,
+        "default_endpoint": (
+            None
+            if analysis.headline is None
+            else {"key": analysis.headline, "rule": analysis.headline_rule}
+        ),
         "endpoints": [
             {
                 **ep.describe(),

@@ -20,18 +20,19 @@ measures both), and it is keyed by everything a compiled graph depends on:
   and a digest of every module of the packages that shape a compiled graph (base, model,
   graphs, sources, compile).
 
-An entry is one file: the exported blob followed by a JSON trailer (key, blob size, the blob's
-XXH3-128 hash) and a magic footer. It is written under a temporary name and renamed into place,
-so a reader sees a whole entry or none. Only this user's own entries in its own directories are
-read or written, never through a symbolic link, and a root that other users could change is not
-used at all (cache_dirs.py says how; a shared root gets one directory per user). A hit hashes
-the whole blob before importing it (its seconds are reported as verify_s beside import_s): a
-truncated, damaged, foreign or unimportable entry is deleted and the graph recompiled, with a
-warning. XXH3 was the fastest candidate measured side by side (benchmarks/cache_checksum.py:
-several times zlib's CRC-32, ahead of a hardware CRC-32C, which moreover takes only bytes, so a
-mapped entry would be copied first); it reads the mapping in place and releases the GIL, so a
-background import does not hold up decoding. The check runs before the import rather than beside
-it: OpenVINO's deserializer is no guard against damaged input, and a crash inside import_model
+An entry is one file: the exported blob followed by a JSON trailer (key, blob size, an XXH3-128
+hash of each 64 MiB of the blob) and a magic footer. It is written under a temporary name and
+renamed into place, so a reader sees a whole entry or none. Only this user's own entries in its
+own directories are read or written, never through a symbolic link, and a root that other users
+could change is not used at all (cache_dirs.py says how; a shared root gets one directory per
+user). A hit hashes the whole blob before importing it (its seconds are reported as verify_s
+beside import_s): a truncated, damaged, foreign or unimportable entry is deleted and the graph
+recompiled, with a warning. XXH3 was the fastest candidate measured side by side
+(benchmarks/cache_checksum.py: several times zlib's CRC-32, ahead of a hardware CRC-32C, which
+moreover takes only bytes, so a mapped entry would be copied first); it reads the mapping in
+place and releases the GIL, so a background import does not hold up decoding, and the chunks
+are hashed on parallel threads. The check runs before the import rather than beside it:
+OpenVINO's deserializer is no guard against damaged input, and a crash inside import_model
 could not be discarded. A hit imports the blob from a memory map, as OpenVINO's own cache does
 (no copy of the file into memory); the compiled model aliases the mapping, which is kept alive
 with it.
@@ -61,6 +62,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -83,9 +85,10 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.sources.base import ModelSource
 
 # Part of every key: entries of another format are never looked up (misses, pruned in time).
-FORMAT_VERSION = 3  # the whole blob's XXH3-128 in the trailer (2: its CRC-32)
+FORMAT_VERSION = 4  # an XXH3-128 per chunk of the blob in the trailer (3: one for the whole)
 MAGIC = b"CAHEAD01"
-CHECKSUM = "xxh3_128"  # the trailer's field holding the blob's checksum
+CHECKSUM = "xxh3_128_chunks"  # the trailer's field holding the blob's checksums
+CHUNK_BYTES = 64 << 20  # chunks hashed in parallel; ~16 for a 1 GB rung entry
 SUFFIX = ".ovblob"
 _FOOTER = struct.Struct("<Q8s")  # trailer length, magic
 # Packages whose modules shape a compiled graph (how weights are read, how graphs are built
@@ -177,11 +180,19 @@ def _config_repr(config: Mapping[str, object]) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(config.items()) if k != "MODEL_PTR"}
 
 
-def checksum(blob: memoryview | np.ndarray) -> str:
-    """XXH3-128 of every byte (hex): a damaged entry anywhere is found before it is imported.
-    Not a defence against forgery (the cache directory is the user's own). xxhash reads the
-    buffer in place and releases the GIL while it does."""
-    return xxhash.xxh3_128_hexdigest(memoryview(blob).cast("B"))
+def checksum(blob: memoryview | np.ndarray) -> list[str]:
+    """XXH3-128 (hex) of each CHUNK_BYTES of the blob: a damaged entry anywhere is found before
+    it is imported. Not a defence against forgery (the cache directory is the user's own).
+    xxhash reads each chunk in place with the GIL released, so the chunks are hashed on as
+    many threads as the process may run on: a warm hit's check is over in a fraction of the
+    time one thread takes (benchmarks/cache_checksum.py)."""
+    view = memoryview(blob).cast("B")
+    chunks = [view[i : i + CHUNK_BYTES] for i in range(0, len(view), CHUNK_BYTES)] or [view]
+    threads = min(len(chunks), len(os.sched_getaffinity(0)))
+    if threads < 2:
+        return [xxhash.xxh3_128_hexdigest(chunk) for chunk in chunks]
+    with ThreadPoolExecutor(threads, thread_name_prefix="compile-ahead-checksum") as pool:
+        return list(pool.map(xxhash.xxh3_128_hexdigest, chunks))
 
 
 class CorruptEntry(Exception):
