@@ -137,16 +137,22 @@ def markdown(
         cells += [tally.effect] * len(analysis.treatments)
         lines.append(table_row(cells))
     lines.append("")
-    lines.append("Verdicts (what the test supports):")
+    lines += _verdict_lines(analysis, headline)
+    lines += power_lines(analysis)
+    return "\n".join(lines) + "\n"
+
+
+def _verdict_lines(analysis: Analysis, headline: Endpoint | None) -> list[str]:
+    """What the test supports, per endpoint and comparison; the default endpoint first."""
+    lines = ["Verdicts (what the test supports):"]
     ordered = [headline] if headline is not None else []
     for ep in ordered + [ep for ep in analysis.endpoints if ep is not headline]:
         for t in analysis.treatments:
             s = analysis.comparisons[ep.key][t]
             if s is not None:
                 lead = "**default endpoint** " if ep is headline else ""
-                lines.append(f"- {lead}{ep.label}, {t} vs {control}: {s.verdict()}")
-    lines += power_lines(analysis)
-    return "\n".join(lines) + "\n"
+                lines.append(f"- {lead}{ep.label}, {t} vs {analysis.control}: {s.verdict()}")
+    return lines
 
 
 def _headline(analysis: Analysis) -> Endpoint | None:
