@@ -17,6 +17,10 @@ import pytest
 # With a handler here, a child starts with the default disposition, as from a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise SIGHUP under nohup: a command that starts with it ignored rightly keeps it ignored,
+# so the SIGHUP tests' children must start with the default disposition.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _hide_broken_torchvision() -> None:

@@ -220,8 +220,11 @@ def test_ab_compile_pass_profile_per_pass_endpoints(tmp_path: Path) -> None:
     code = run_ab(
         ["ab", "compile", "--arm", "A=current,INFERENCE_PRECISION_HINT=f32",
          "--arm", "B=current,INFERENCE_PRECISION_HINT=bf16", "--model", "tiny", "--ladder", "16",
-         "--pairs", "2", "--warmup", "0", "--pass-profile", "--out", str(out), "--quiet"]
+         "--pairs", "2", "--warmup", "0", "--pass-profile", "--repeat", "1",
+         "--out", str(out), "--quiet"]
     )  # fmt: skip
+    # One compile per trial: each pass's value is then the trial's own self time of that pass
+    # (with repeats, the --statistic of its self times over the repeats).
     assert code == 0
     data = json.loads((out / "compile_ab.json").read_text())
     keys = [e["key"] for e in data["endpoints"]]
