@@ -122,18 +122,17 @@ def _headline(page: m.ExperimentPage, names: dict[str, str]) -> str:
     if page.headline is None:
         return ""
     key, rule = page.headline
-    verdicts = []
+    label, verdicts = key, []
     for c in page.comparisons:
         row = next((e for e in c.endpoints if e.key == key), None)
         if row is None:
             continue
-        s = row.judged.summary
+        label, s = row.label, row.judged.summary
         change = "" if s is None else f"{h.percent(s.effect_pct)}, "
         verdicts.append(
             f'{escape(names[c.treatment])}: {escape(change)}<span class="{row.judged.css}">'
             f"{escape(row.judged.status)}</span>"
         )
-    label = next((e.label for c in page.comparisons for e in c.endpoints if e.key == key), key)
     return (
         f'<p class="headline">Default endpoint: <strong>{escape(label)}</strong> '
         f"({escape(rule)}). {'; '.join(verdicts)}</p>"
