@@ -18,7 +18,7 @@ save_pretrained in bf16, and its optimum-intel exports (--formats, FP16/INT8/INT
 benchmarks/ir_exports.py), all written to --work once and reused.
 
     python benchmarks/warm_import_vs_ov_cache.py [--preset qwen2.5-0.5b] [--capacity 1024]
-        [--formats fp16,int8,int4] [--rounds 5] [--baseline-python PY] [--work DIR]
+        [--formats fp16,int8,int4] [--rounds 5] [--warmup 1] [--baseline-python PY] [--work DIR]
         [--json out.json]
     python benchmarks/warm_import_vs_ov_cache.py --preset tiny --capacity 64 --rounds 1 \
         --formats fp16,int8
@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import fresh_json, median, orders, ratio
+from _common import fresh_json, median, orders, ratio, round_order
 from _models import export, hf_checkpoint
 
 PROMPT = ["--prompt-len", "8", "--decode-tokens", "2", "--prefill-chunk", "1"]
@@ -139,7 +139,16 @@ def cold_then_warm(arm: str, python: str, model: Path, capacity: int, work: Path
     return {"cold": cold, "warm": warm}
 
 
-def measure(model: Path, capacity: int, rounds: int, arms: dict[str, str], work: Path) -> dict:
+def measure(
+    model: Path, capacity: int, rounds: int, warmup: int, arms: dict[str, str], work: Path
+) -> dict:
+    """``rounds`` timed rounds after ``warmup`` untimed ones. The first process to read a model
+    in a while may read its weights from disk rather than the page cache, and its cold compile
+    pays for that read; without a warm-up it always fell on the arm that opens round 1."""
+    for w in range(warmup):
+        for arm in round_order(list(arms), w):
+            res = cold_then_warm(arm, arms[arm], model, capacity, work)
+            print(f"  warm-up {arm:9s} {summary(res)} (not counted)", flush=True)
     results: dict[str, list[dict]] = {arm: [] for arm in arms}
     for r, order in orders(list(arms), rounds):
         for arm in order:
@@ -202,6 +211,7 @@ def main() -> int:
     p.add_argument("--capacity", type=int, default=1024, help="the rung (its decode graph)")
     p.add_argument("--formats", default="fp16,int8,int4", help="IR exports; 'none' for none")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1, help="untimed rounds per model first")
     p.add_argument("--baseline-python", default=None, help="ours under another installation")
     p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ca-warm-import")
     p.add_argument("--json", type=Path, default=None)
@@ -216,7 +226,7 @@ def main() -> int:
     report = {}
     for label, model in models.items():
         print(f"\n== {label}: {model} ==", flush=True)
-        report[label] = measure(model, args.capacity, args.rounds, arms, args.work)
+        report[label] = measure(model, args.capacity, args.rounds, args.warmup, arms, args.work)
     print()
     for label, res in report.items():
         print_model(label, res)
