@@ -10,8 +10,11 @@ Per model and round, each arm in fresh processes, cold (empty cache) then warm:
     foreground includes);
   - with --baseline-python, ours again under another installation (e.g. a venv of main): the
     cold runs then compare this code against it ("cold runs no slower than before").
-Arms are interleaved, their order rotating per round. Printed per model: medians, the per-round
-ratio ours warm / openvino warm, the check's share of the warm import, and cold against cold.
+Arms are interleaved, their order rotating per round, after an untimed warm-up round (--warmup).
+Printed per model: medians, the per-round ratio ours warm / openvino warm, the check's share of
+the warm import, and cold against cold (geometric mean of the paired ratios, its 95% interval).
+--no-openvino leaves OpenVINO's arm out and --cold-only the warm runs: ours against the
+baseline cold, with more pairs in the same time.
 
 Models: a transformers random init of --preset's shapes (Qwen2.5-0.5B by default) saved with
 save_pretrained in bf16, and its optimum-intel exports (--formats, FP16/INT8/INT4 by default;
@@ -19,7 +22,7 @@ benchmarks/ir_exports.py), all written to --work once and reused.
 
     python benchmarks/warm_import_vs_ov_cache.py [--preset qwen2.5-0.5b] [--capacity 1024]
         [--formats fp16,int8,int4] [--rounds 5] [--warmup 1] [--baseline-python PY] [--work DIR]
-        [--json out.json]
+        [--no-openvino] [--cold-only] [--json out.json]
     python benchmarks/warm_import_vs_ov_cache.py --preset tiny --capacity 64 --rounds 1 \
         --formats fp16,int8
         (a quick end-to-end check, not a measurement; optimum's INT4 groups of 128 need a
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -38,8 +42,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from _common import fresh_json, median, orders, ratio, round_order
 from _models import export, hf_checkpoint
+
+from compile_ahead.profiling.trials.stats import paired_t_ci
 
 PROMPT = ["--prompt-len", "8", "--decode-tokens", "2", "--prefill-chunk", "1"]
 TIMEOUT_S = 3600
@@ -126,44 +133,52 @@ def run_openvino(model: Path, capacity: int, cache_dir: Path) -> dict[str, float
     return fresh_json(cmd, timeout=TIMEOUT_S)
 
 
-def cold_then_warm(arm: str, python: str, model: Path, capacity: int, work: Path) -> dict:
+def cold_then_warm(
+    arm: str, python: str, model: Path, capacity: int, work: Path, cold_only: bool
+) -> dict:
+    """One cold run (empty cache) of ``arm`` and, unless ``cold_only``, a warm one after it."""
     cache_dir = work / f"cache-{arm}"
     shutil.rmtree(cache_dir, ignore_errors=True)
+    runs = 1 if cold_only else 2
     if arm == "openvino":
-        cold, warm = (run_openvino(model, capacity, cache_dir) for _ in range(2))
-        assert not cold["hit"] and warm["hit"], (cold, warm)
+        res = [run_openvino(model, capacity, cache_dir) for _ in range(runs)]
+        assert not res[0]["hit"] and all(r["hit"] for r in res[1:]), res
     else:
-        cold, warm = (run_ours(python, model, capacity, cache_dir) for _ in range(2))
-        assert cold["cache"] == "miss" and warm["cache"] == "hit", (cold, warm)
+        res = [run_ours(python, model, capacity, cache_dir) for _ in range(runs)]
+        assert res[0]["cache"] == "miss" and all(r["cache"] == "hit" for r in res[1:]), res
     shutil.rmtree(cache_dir, ignore_errors=True)
-    return {"cold": cold, "warm": warm}
+    return {"cold": res[0], "warm": res[-1] if runs == 2 else None}
 
 
-def measure(
-    model: Path, capacity: int, rounds: int, warmup: int, arms: dict[str, str], work: Path
-) -> dict:
+def measure(model: Path, arms: dict[str, str], args: argparse.Namespace) -> dict:
     """``rounds`` timed rounds after ``warmup`` untimed ones. The first process to read a model
     in a while may read its weights from disk rather than the page cache, and its cold compile
     pays for that read; without a warm-up it always fell on the arm that opens round 1."""
-    for w in range(warmup):
+
+    def once(arm: str) -> dict:
+        return cold_then_warm(arm, arms[arm], model, args.capacity, args.work, args.cold_only)
+
+    for w in range(args.warmup):
         for arm in round_order(list(arms), w):
-            res = cold_then_warm(arm, arms[arm], model, capacity, work)
-            print(f"  warm-up {arm:9s} {summary(res)} (not counted)", flush=True)
+            print(f"  warm-up {arm:9s} {summary(once(arm))} (not counted)", flush=True)
     results: dict[str, list[dict]] = {arm: [] for arm in arms}
-    for r, order in orders(list(arms), rounds):
+    for r, order in orders(list(arms), args.rounds):
         for arm in order:
-            results[arm].append(cold_then_warm(arm, arms[arm], model, capacity, work))
+            results[arm].append(once(arm))
             print(f"  round {r + 1} {arm:9s} {summary(results[arm][-1])}", flush=True)
     return results
 
 
 def summary(res: dict) -> str:
     cold, warm = res["cold"], res["warm"]
-    if "compile_model_s" in warm:
-        cold_s, warm_s = cold["compile_model_s"], warm["compile_model_s"]
-        return f"compile_model cold {cold_s:.3f} s, warm {warm_s:.3f} s"
+    if "compile_model_s" in cold:
+        text = f"compile_model cold {cold['compile_model_s']:.3f} s"
+        return text if warm is None else f"{text}, warm {warm['compile_model_s']:.3f} s"
+    text = f"foreground cold {cold['foreground_s']:.3f} s"
+    if warm is None:
+        return text
     return (
-        f"foreground cold {cold['foreground_s']:.3f} s, warm {warm['foreground_s']:.3f} s "
+        f"{text}, warm {warm['foreground_s']:.3f} s "
         f"(import {warm['import_s']:.3f} s, check {warm['verify_s']:.3f} s)"
     )
 
@@ -173,23 +188,35 @@ def med(xs: list[float]) -> str:
 
 
 def ratios(a: list[float], b: list[float]) -> str:
-    """a / b: the paired ratios' geometric mean and their range."""
+    """a / b: the paired ratios' geometric mean, its 95% interval (paired t on the logs) and
+    the rounds' range."""
     rs = [x / y for x, y in zip(a, b, strict=True)]
-    return f"{ratio(b, a):.3f} (rounds {min(rs):.3f}-{max(rs):.3f})"
+    ci = paired_t_ci(np.log(b), np.log(a))
+    interval = "" if ci is None else f"95% CI {math.exp(ci[0]):.3f}-{math.exp(ci[1]):.3f}, "
+    return f"{ratio(b, a):.3f} ({interval}rounds {min(rs):.3f}-{max(rs):.3f})"
 
 
 def print_model(label: str, res: dict[str, list[dict]]) -> None:
     def of(arm: str, phase: str, key: str) -> list[float]:
         return [r[phase][key] for r in res[arm]]
 
-    warm, cold = of("ours", "warm", "foreground_s"), of("ours", "cold", "foreground_s")
+    print(f"{label}:")
+    cold = of("ours", "cold", "foreground_s")
+    if "baseline" in res:
+        print(f"  cold ours / baseline: {ratios(cold, of('baseline', 'cold', 'foreground_s'))}")
+    if res["ours"][0]["warm"] is None:
+        return
+    warm = of("ours", "warm", "foreground_s")
+    if "baseline" in res:
+        print(f"  warm ours / baseline: {ratios(warm, of('baseline', 'warm', 'foreground_s'))}")
+    if "openvino" not in res:
+        return
     ov_warm, ov_cold = (
         of("openvino", "warm", "compile_model_s"),
         of("openvino", "cold", "compile_model_s"),
     )
     checks = zip(of("ours", "warm", "verify_s"), of("ours", "warm", "import_s"), strict=True)
     share = median([v / i for v, i in checks])
-    print(f"{label}:")
     print(f"  warm: ours foreground {med(warm)}, OpenVINO CACHE_DIR compile_model {med(ov_warm)}")
     build, request = of("openvino", "warm", "build_s"), of("openvino", "warm", "request_s")
     print(f"    (OpenVINO's also needs the graph built: {med(build)};")
@@ -197,9 +224,6 @@ def print_model(label: str, res: dict[str, list[dict]]) -> None:
     print(f"  warm ours / OpenVINO: {ratios(warm, ov_warm)}  (target <= 1.1)")
     print(f"  the check's share of the warm import: {100 * share:.1f}%  (target < 10%)")
     print(f"  cold: ours foreground {med(cold)}, OpenVINO compile_model {med(ov_cold)}")
-    if "baseline" in res:
-        print(f"  cold ours / baseline: {ratios(cold, of('baseline', 'cold', 'foreground_s'))}")
-        print(f"  warm ours / baseline: {ratios(warm, of('baseline', 'warm', 'foreground_s'))}")
 
 
 def main() -> int:
@@ -212,6 +236,12 @@ def main() -> int:
     p.add_argument("--formats", default="fp16,int8,int4", help="IR exports; 'none' for none")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1, help="untimed rounds per model first")
+    p.add_argument(
+        "--no-openvino",
+        action="store_true",
+        help="leave OpenVINO's CACHE_DIR arm out (its cache writes load the disk between runs)",
+    )
+    p.add_argument("--cold-only", action="store_true", help="one cold run per arm and round")
     p.add_argument("--baseline-python", default=None, help="ours under another installation")
     p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ca-warm-import")
     p.add_argument("--json", type=Path, default=None)
@@ -220,13 +250,15 @@ def main() -> int:
     hide_broken_torchvision(args.work)
     formats = [] if args.formats == "none" else args.formats.split(",")
     models = prepare_models(args.preset, formats, args.work)
-    arms = {"ours": sys.executable, "openvino": sys.executable}
+    arms = {"ours": sys.executable}
+    if not args.no_openvino:
+        arms["openvino"] = sys.executable
     if args.baseline_python:
         arms["baseline"] = args.baseline_python
     report = {}
     for label, model in models.items():
         print(f"\n== {label}: {model} ==", flush=True)
-        report[label] = measure(model, args.capacity, args.rounds, args.warmup, arms, args.work)
+        report[label] = measure(model, arms, args)
     print()
     for label, res in report.items():
         print_model(label, res)
