@@ -44,9 +44,10 @@ not, and why) or off. The size cap is enforced when a command opens the cache (`
 after every store.
 
 Weightless entries (CACHE_MODE=OPTIMIZE_SIZE, weights restored from the graph at import) are
-optional: the CPU plugin leaves weights out only for graphs read from IR files, so for our
-in-memory graphs its entries are as large as full ones; a device that supports weightless
-blobs for in-memory graphs can turn them on.
+optional and off: the CPU plugin leaves the weights out of our graphs (their constants hold
+OpenVINO's mapping of the weights file), but OpenVINO 2026.4.1's CPU plugin cannot import such
+an entry ("Attribute and shape size are inconsistent for Const op"), with MODEL_PTR or
+WEIGHTS_PATH alike; a device or release whose weightless import works can turn them on.
 """
 
 from __future__ import annotations
