@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -42,11 +41,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-from _common import fresh_json, median, orders, ratio, round_order
+from _common import fresh_json, median, orders, round_order
 from _models import export, hf_checkpoint
 
-from compile_ahead.profiling.trials.stats import paired_t_ci
+from compile_ahead.profiling.trials.stats import paired_summary
 
 PROMPT = ["--prompt-len", "8", "--decode-tokens", "2", "--prefill-chunk", "1"]
 TIMEOUT_S = 3600
@@ -147,7 +145,7 @@ def cold_then_warm(
         res = [run_ours(python, model, capacity, cache_dir) for _ in range(runs)]
         assert res[0]["cache"] == "miss" and all(r["cache"] == "hit" for r in res[1:]), res
     shutil.rmtree(cache_dir, ignore_errors=True)
-    return {"cold": res[0], "warm": res[-1] if runs == 2 else None}
+    return {"cold": res[0], "warm": res[1] if len(res) > 1 else None}
 
 
 def measure(model: Path, arms: dict[str, str], args: argparse.Namespace) -> dict:
@@ -188,12 +186,14 @@ def med(xs: list[float]) -> str:
 
 
 def ratios(a: list[float], b: list[float]) -> str:
-    """a / b: the paired ratios' geometric mean, its 95% interval (paired t on the logs) and
-    the rounds' range."""
+    """a / b as the trial statistics give it (paired_summary): the paired ratios' geometric
+    mean and its 95% interval, then the rounds' range."""
     rs = [x / y for x, y in zip(a, b, strict=True)]
-    ci = paired_t_ci(np.log(b), np.log(a))
-    interval = "" if ci is None else f"95% CI {math.exp(ci[0]):.3f}-{math.exp(ci[1]):.3f}, "
-    return f"{ratio(b, a):.3f} ({interval}rounds {min(rs):.3f}-{max(rs):.3f})"
+    s = paired_summary(b, a)
+    interval = (
+        "" if s.ratio_ci_low is None else f"95% CI {s.ratio_ci_low:.3f}-{s.ratio_ci_high:.3f}, "
+    )
+    return f"{s.geomean_ratio:.3f} ({interval}rounds {min(rs):.3f}-{max(rs):.3f})"
 
 
 def print_model(label: str, res: dict[str, list[dict]]) -> None:
