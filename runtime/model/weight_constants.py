@@ -9,13 +9,16 @@ as the caller drops it, and the next inference reads unmapped memory.
 What OpenVINO 2026.4's Python API offers for that, checked by experiment:
 - ``ov.op.Constant(array, shared_memory=True)`` holds the numpy array in C++ for as long as
   the constant, or anything compiled from it, lives. numpy has no bfloat16, so this serves
-  f16 and f32 only;
+  f16 and f32 only (an array of ml_dtypes' bfloat16 is refused: "Unsupported data type");
 - ``ov.op.Constant(ov.Tensor(...))`` holds the C++ tensor, which owns its memory only when
-  OpenVINO allocated it (a tensor over a numpy array does not keep the array);
+  OpenVINO allocated it (a tensor over a numpy array does not keep the array), and
+  ``ov.tensor_from_file`` reads a file into such memory as u8 (a copy, one element type);
 - ``Core.read_model`` of an IR maps its weights file itself, and every constant read from it
   holds that mapping. A checkpoint's tensors are therefore read as an IR whose weights file
   is the safetensors file: a few hundred Const layers at the tensors' byte offsets, mapped
-  once per file by OpenVINO, any element type.
+  once per file by OpenVINO, any element type. The read (OpenVINO's IR reader) costs in
+  proportion to the tensor count, once per file and process: the one thing a graph's
+  ownership of its weights adds to a cold start.
 """
 
 from __future__ import annotations
