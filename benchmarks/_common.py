@@ -37,16 +37,28 @@ def orders(arms: Sequence[T], rounds: int) -> Iterator[tuple[int, list[T]]]:
         yield r, round_order(arms, r)
 
 
-def fresh_json(cmd: Sequence[str], timeout: float | None = None, **kwargs) -> Any:
-    """Run ``cmd`` in a fresh process; the JSON object its last line of output prints. A
-    failed child ends the benchmark with its exit status and the end of its stderr."""
+def run_checked(
+    cmd: Sequence[str], timeout: float | None = None, **kwargs
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` in a fresh process, its output captured. A failed child ends the benchmark
+    with its exit status and the end of its stderr."""
     done = subprocess.run(
         list(cmd), capture_output=True, text=True, timeout=timeout, check=False, **kwargs
     )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
+    if done.returncode != 0:
         sys.stderr.write(done.stderr[-3000:])
         raise SystemExit(f"{cmd[0]} ... exited {done.returncode}")
+    return done
+
+
+def fresh_json(cmd: Sequence[str], timeout: float | None = None, **kwargs) -> Any:
+    """Run ``cmd`` in a fresh process (``run_checked``); the JSON object its last line of
+    output prints."""
+    done = run_checked(cmd, timeout, **kwargs)
+    lines = done.stdout.strip().splitlines()
+    if not lines:
+        sys.stderr.write(done.stderr[-3000:])
+        raise SystemExit(f"{cmd[0]} ... printed nothing")
     return json.loads(lines[-1])
 
 

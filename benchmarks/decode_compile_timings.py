@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from _common import run_checked
 
 from compile_ahead.runtime.compile.modes import DecodeCompile, choices
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -38,10 +38,7 @@ def one_run(args: argparse.Namespace, prompt: list[int], timing: str, out: Path)
     cmd += ["--schedule", args.schedule, "--ladder", args.ladder, "--no-cache"]
     cmd += ["--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", "4"]
     cmd += ["--decode-compile", timing, "--report", str(out)]
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr[-3000:])
-        raise SystemExit(f"compile-ahead run exited {done.returncode}")
+    run_checked(cmd)
     report = json.loads(out.read_text())
     return {k: float(report[k]) for k in FIELDS}
 

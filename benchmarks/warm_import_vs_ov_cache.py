@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import fresh_json, median, orders, round_order
+from _common import fresh_json, median, orders, round_order, run_checked
 from _models import export, hf_checkpoint
 
 from compile_ahead.profiling.trials.stats import paired_summary
@@ -91,9 +91,7 @@ def run_ours(python: str, model: Path, capacity: int, cache_dir: Path) -> dict[s
     cmd = [*command_of(python), "run", "--model", str(model), "--schedule", "b0"]
     cmd += ["--ladder", str(capacity), *PROMPT, "--cache-dir", str(cache_dir)]
     cmd += ["--report", str(report), "--no-progress"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+    run_checked(cmd, timeout=TIMEOUT_S)
     data = json.loads(report.read_text())
     (job,) = [j for j in data["compile_jobs"] if j["capacity"] == capacity and j["chunk"] == 1]
     return {
