@@ -221,6 +221,41 @@ def test_i2_counts_both_graphs_resident_at_a_boundary(tmp_path, capsys):
     assert top == 2
 
 
+@pytest.mark.parametrize("prefill_chunk", [1, 4], ids=["prefill-on-first-rung", "prefill-graph"])
+def test_a_retired_rung_graph_is_freed_at_its_boundary(source, monkeypatch, prefill_chunk):
+    """i2 releases a rung's compiled graph once the context has left it; by the next boundary
+    nothing refers to it any more (the run's own frames included), so its memory is back
+    while the run goes on, whether the prompt was prefilled on the first rung or not."""
+    import gc
+    import weakref
+
+    from compile_ahead.runtime.ladder.compile_jobs import CompileJobs
+
+    released: list[weakref.ref] = []
+    alive_at_each_release: list[list[int]] = []
+    release = CompileJobs.release
+
+    def watched(self, capacity: int, chunk: int = 1) -> None:
+        rung = self.resident.get((capacity, chunk))
+        release(self, capacity, chunk)
+        gc.collect()
+        alive_at_each_release.append([i for i, ref in enumerate(released) if ref() is not None])
+        if rung is not None:
+            released.append(weakref.ref(rung.step))
+
+    monkeypatch.setattr(CompileJobs, "release", watched)
+    proto = teacher_forced(source.config.vocab_size, 8, 120)  # boundaries at 16, 32 and 64
+    config = RunConfig(
+        SCHEDULES["i2"], Ladder.parse("tiny"), proto, options=F32, prefill_chunk=prefill_chunk
+    )
+    result = run_ladder(source, config)
+    assert result.error is None, result.error
+    # Released: the prefill graph once the first rung takes over (when there is one), then
+    # the rung left at each boundary.
+    assert len(released) == (3 if prefill_chunk == 1 else 4)
+    assert alive_at_each_release == [[]] * len(released)
+
+
 def test_rss_samples_from_many_threads_reach_the_trace_in_time_order(tmp_path):
     path = tmp_path / "rss.pftrace"
     writer = TraceWriter(path)

@@ -132,15 +132,16 @@ class LadderRunner:
         stop, error = "completed", None
         try:
             self._begin(start)
-            active = self._before_decoding()
-            logits = self._prefill(active)
+            # No name here holds a rung, so a schedule that releases retired rungs frees the
+            # first one's graph at its boundary, not when the run ends.
+            logits = self._prefill(self._before_decoding())
             last = self.first_token = int(np.argmax(logits))
             if self.config.keep_logits:
                 self.first_logits = logits
             if proto.ends(last):  # the prompt's own token ends greedy generation
                 stop = "eos"
             elif proto.decode_tokens > 0:
-                stop = self._decode(self._take_first_rung(active), last)
+                stop = self._decode(self._take_first_rung(), last)
         except KeyboardInterrupt:
             stop = "interrupted"
         except Exception as err:  # reported in the run report, then re-raised by the caller
@@ -268,11 +269,12 @@ class LadderRunner:
             self._memory(now_ns())
         return logits
 
-    def _take_first_rung(self, active: CompiledRung | None) -> CompiledRung:
-        """The first rung, taken into use: after a prefill graph, waiting for its compile
-        (started beside or during the prefill) or compiling it now (after the first token)."""
-        if active is not None:
-            return active
+    def _take_first_rung(self) -> CompiledRung:
+        """The first rung, taken into use: the one prefill ran on, or after a prefill graph,
+        waiting for its compile (started beside or during the prefill) or compiling it now
+        (after the first token)."""
+        if not self.prefill_plan.uses_graph:  # prefilled on it: in use already
+            return self.jobs.get(self.first)
         assert self.store is not None and self._first_token_ns is not None
         try:
             if self._first_rungs is not None:  # the rungs compiled during prefill
