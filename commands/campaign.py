@@ -82,9 +82,10 @@ def run_command(args: argparse.Namespace) -> int:
             from compile_ahead.profiling.campaigns.ray_executor import RayExecutor
 
             return RayExecutor(args.address, args.retries)
+        from compile_ahead.profiling.campaigns.block_dirs import blocks_folder
         from compile_ahead.profiling.campaigns.local import LocalExecutor
 
-        return LocalExecutor(args.store.with_name(args.store.name + ".blocks"))
+        return LocalExecutor(blocks_folder(args.store))
 
     spec = load_spec(args.spec, check_cell)  # every cell checked before anything is written
     return run_campaign(spec, args.store, make_executor, quiet=args.quiet)
