@@ -7,18 +7,20 @@ import statistics
 from pathlib import Path
 
 from compile_ahead.profiling.campaigns.coordinator import duration
-from compile_ahead.profiling.campaigns.store import Store, coordinator_running
+from compile_ahead.profiling.campaigns.store import Store
+from compile_ahead.profiling.campaigns.store_lock import HOLDER_KEY, coordinator_running
 
 
 def status_text(store_path: Path) -> str:
+    running = coordinator_running(store_path)  # before the store is open (store_lock.py)
     store = Store.open(store_path)
     try:
-        return "\n".join(_lines(store, store_path))
+        return "\n".join(_lines(store, store_path, running))
     finally:
         store.close()
 
 
-def _lines(store: Store, store_path: Path) -> list[str]:
+def _lines(store: Store, store_path: Path, running: bool) -> list[str]:
     conn = store.conn
     cells = conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
     total = cells * int(store.meta("pairs") or 0)
@@ -32,7 +34,7 @@ def _lines(store: Store, store_path: Path) -> list[str]:
     ).fetchone()[0]
     failed = store.failed_blocks()
     counts = dict(conn.execute("SELECT status, COUNT(*) FROM blocks GROUP BY status").fetchall())
-    holder = coordinator_running(store_path)
+    holder = (store.meta(HOLDER_KEY) or "another process") if running else None
     lines = [
         f"campaign {store.meta('name')} ({store.meta('kind')}), store {store_path}",
         f"blocks: {len(done)} done of {total} ({100 * len(done) / max(total, 1):.0f}%); cells "
