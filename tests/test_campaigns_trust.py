@@ -111,8 +111,8 @@ def test_a_trial_runs_no_code_its_manifest_names(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OV_ENABLE_PROFILE_PASS"}
     done = subprocess.run([sys.executable, "-s", str(WORKER), str(path), str(out)], env=env,
                           capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
-    assert done.returncode == 0, done.stderr
     assert not marker.exists()
+    assert done.returncode == 0, done.stderr
     (rung,) = json.loads(out.read_text())["rungs"]
     assert rung["decompression_marked"] > 0 and rung["lookups_marked"] == 1
     assert rung["passes"]["pass_records"] > 0

@@ -102,11 +102,23 @@ class Store:
     # -- creating and opening -------------------------------------------------------------
     @classmethod
     def create(
-        cls, path: Path, spec: CampaignSpec, identities: dict[int, dict], lock: CoordinatorLock
+        cls,
+        path: Path,
+        spec: CampaignSpec,
+        identities: dict[int, dict],
+        lock: CoordinatorLock | None = None,
     ) -> Store:
         """A new store for ``spec`` (cells with their models' identities), complete or absent,
-        locked by ``lock`` before it has its name. Made meanwhile by another coordinator: that
-        one's store is locked and opened instead (refused while that coordinator runs)."""
+        locked by ``lock`` before it has its name (None: locked only while it is made). Made
+        meanwhile by another coordinator: that one's store is locked and opened instead
+        (refused while that coordinator runs)."""
+        if lock is None:
+            lock = CoordinatorLock(path)
+            try:
+                store = cls.create(path, spec, identities, lock)
+            finally:
+                lock.release()
+            return store
         tmp = path.with_name(f".{path.name}.creating-{secrets.token_hex(4)}")
         try:  # a new file of ours (never a name another user put there), locked from the start
             lock.hold(os.open(tmp, _NEW_FLAGS, 0o666), path)
