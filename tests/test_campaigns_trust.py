@@ -61,9 +61,14 @@ def test_a_blocks_folder_compile_ahead_did_not_make_is_refused(tmp_path: Path, p
 
 
 def test_blocks_folders_are_private_at_every_level(tmp_path: Path) -> None:
+    """Whatever the umask (002 here: files a group may write), and the store made under it is
+    used again."""
     spec = sleep_spec(tmp_path / "sleep.toml", seconds=0.1)
-    proc = _run(spec, tmp_path / "s.sqlite", tmp_path)
+    command = campaign_command("run", str(spec), "--store", str(tmp_path / "s.sqlite"))
+    proc = run(["sh", "-c", 'umask 002 && exec "$@"', "sh", *command], tmp_path)
     assert proc.returncode == 0, proc.stderr
+    again = _run(spec, tmp_path / "s.sqlite", tmp_path)
+    assert again.returncode == 0, again.stderr
     folders = [tmp_path / "s.sqlite.blocks", *(tmp_path / "s.sqlite.blocks").rglob("*")]
     folders = [p for p in folders if p.is_dir() and p.name != "ab"]  # ab/ is `ab`'s output
     assert len(folders) == 1 + 2 + 4  # the folder, 2 cells, 2 blocks each

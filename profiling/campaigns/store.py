@@ -121,7 +121,7 @@ class Store:
             return store
         tmp = path.with_name(f".{path.name}.creating-{secrets.token_hex(4)}")
         try:  # a new file of ours (never a name another user put there), locked from the start
-            lock.hold(os.open(tmp, _NEW_FLAGS, 0o666), path)
+            lock.hold(os.open(tmp, _NEW_FLAGS, 0o644), path)  # SQLite's own mode
         except OSError as err:
             raise CompileAheadError(f"{path}: cannot create the campaign store ({err})") from None
         try:
