@@ -56,18 +56,21 @@ def check_blocks_folder(root: Path, create: bool = False) -> None:
         fd = _open_beside_store(root, create)
     except (UntrustedPath, OSError) as err:
         why = str(err) if isinstance(err, UntrustedPath) else f"{root}: {err.strerror or err}"
-        raise CompileAheadError(
-            f"the blocks' folder cannot be used: {why}; it must be a folder compile-ahead made "
-            "for this user (0700): remove it or use another store"
-        ) from None
+        advice = (
+            "it must be a folder compile-ahead made for this user (0700): remove it or use "
+            "another store"
+        )
+        if isinstance(err, UntrustedPath) and err.path == root.parent:
+            advice = "put the store in a directory where no other user can rename its files"
+        raise CompileAheadError(f"the blocks' folder cannot be used: {why}; {advice}") from None
     if fd is not None:
         os.close(fd)
 
 
 def private_folder(root: Path | None, names: Sequence[str]) -> Path:
-    """``root/names...`` (``root`` None: the user cache's campaigns folder), every folder
-    created 0700 when absent and checked as the module docstring says. UntrustedPath or
-    OSError when one cannot be used."""
+    """``root/names...`` as an absolute path (``root`` None: the user cache's campaigns
+    folder), every folder created 0700 when absent and checked as the module docstring says.
+    UntrustedPath or OSError when one cannot be used."""
     if root is None:
         base = open_base(cache_root() / "campaigns", create=True, own_root=True)
         root, fd = base.path, base.fd
@@ -77,4 +80,4 @@ def private_folder(root: Path | None, names: Sequence[str]) -> Path:
     if fd is None:  # created, so never absent
         raise FileNotFoundError(f"{root.joinpath(*names)} vanished while it was created")
     os.close(fd)
-    return root.joinpath(*names)
+    return root.absolute().joinpath(*names)  # a block's processes run inside it
