@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from campaign_helpers import campaign_command, connect, integrity, run, sleep_spec
 
+from compile_ahead.profiling.campaigns.block import BlockTask, run_block
+from compile_ahead.profiling.campaigns.models import model_identity
 from compile_ahead.profiling.trials.compile_ab import WORKER, export_rungs
 
 TIMEOUT_S = 600.0
@@ -97,6 +99,23 @@ def test_another_users_blocks_folder_in_a_shared_directory_is_refused(
     assert why in line
     assert sorted(p.name for p in shared.iterdir()) == ["camp.sqlite.blocks", "theirs"]
     assert list(theirs.iterdir()) == [] and (plant == "link" or list(planted.iterdir()) == [])
+
+
+def test_a_nodes_campaigns_folder_another_user_made_is_refused(
+    other_user, reachable_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a Ray node a block's folder is in the user cache's campaigns/: in a shared cache
+    root, one another user made there is refused and nothing is written into it."""
+    shared = _shared_dir(reachable_tmp)
+    planted = shared / "campaigns"
+    other_user.sh(f"mkdir -m 777 {planted}")
+    monkeypatch.setenv("COMPILE_AHEAD_CACHE_DIR", str(shared))
+    task = BlockTask("c1", 0, "cell00-tiny", 0, "schedule", ("ab", "schedule"), (), (), 0, None,
+                     "tiny", None, model_identity("tiny"))  # fmt: skip
+    result = run_block(task, "node")
+    assert result["status"] == "failed", result
+    assert f"{planted} is owned by another user (uid {other_user.uid})" in result["error"]
+    assert list(planted.iterdir()) == []
 
 
 # -- the trial's code ---------------------------------------------------------------------------
