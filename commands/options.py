@@ -243,7 +243,7 @@ def add_graph_option(p: argparse.ArgumentParser) -> None:
         default=None,
         help="whole: one graph per rung, each with its own compiled weights; split: weight "
         "parts compiled once, a rung is only its attention core (default: chosen per device "
-        "from measurement, whole on CPU; see README)",
+        "from measurement, whole on CPU; see docs/usage/running.md)",
     )
 
 
@@ -255,7 +255,7 @@ def add_placement_options(p: argparse.ArgumentParser) -> None:
         help="where one-ahead compiles run: in-process (a background thread) or worker (a "
         "compile process at idle priority whose result is imported here; a crash or hang there "
         "is a failed compile, retried in the foreground) (default: chosen per device from "
-        "measurement, in-process on CPU; see README)",
+        "measurement, in-process on CPU; see docs/usage/running.md)",
     )
     p.add_argument(
         "--compile-timeout",

@@ -1,7 +1,8 @@
 """What a ladder run reports: typed records, their JSON form, and one summary formatter.
 
-The JSON keys are the report's public format (README "The run report"); `ab schedule` reads
-the boundaries of reports written by other processes back with BoundaryRecord.from_json.
+The JSON keys are the report's public format (docs/usage/running.md, "The run report");
+`ab schedule` reads the boundaries of reports written by other processes back with
+BoundaryRecord.from_json.
 """
 
 from __future__ import annotations
