@@ -171,7 +171,9 @@ def test_serves_the_trace_with_cors_and_exits_after_the_fetch(tmp_path, trace):
         assert (target.scheme, target.hostname) == ("http", "127.0.0.1")
         if default_free:
             assert target.port == DEFAULT_PORT
-        assert target.path == "/run_1.pftrace"  # escaped-free name, still recognisable
+        token, name = target.path[1:].split("/")  # the server's secret, then the trace
+        assert len(token) >= 22  # 128 bits or more, URL-safe base64
+        assert name == "run_1.pftrace"  # escaped-free name, still recognisable
 
         # Neither a preflight, a HEAD nor a wrong path counts as the UI's fetch.
         status, headers, _ = fetch(
@@ -395,13 +397,14 @@ def test_offline_ui_loads_the_trace_through_the_link(tmp_path, trace):
         link = p.link()
         url = trace_url_in(link)
         port = urlsplit(url).port
-        assert link.startswith(f"http://127.0.0.1:{port}/ui/index.html#!/?url=")
+        token = urlsplit(url).path.split("/")[1]
+        assert link.startswith(f"http://127.0.0.1:{port}/{token}/ui/index.html#!/?url=")
         titles = ui_track_titles(link, tmp_path / "profile", NO_NETWORK)
         assert p.wait(timeout=OFFLINE_MAX_WAIT_S + 60) == 0, p.stderr
     assert_shows_the_tracks(titles, trace)
     # The browser loaded the UI from us, then the UI fetched the trace (whole) from us.
     log = p.stderr.splitlines()
-    ui_page = next(i for i, line in enumerate(log) if "GET /ui/index.html " in line)
+    ui_page = next(i for i, line in enumerate(log) if f"GET /{token}/ui/index.html " in line)
     trace_get = next(i for i, line in enumerate(log) if f"GET {urlsplit(url).path} " in line)
     assert ui_page < trace_get, log
     assert log[trace_get].endswith("-> 200"), log
@@ -651,12 +654,13 @@ def test_a_client_that_keeps_asking_never_holds_the_offline_server(tmp_path, tra
         port, path = started(p)
         assert http(port, "GET", path, {"Host": f"127.0.0.1:{port}"})[0] == 200
         fetched = time.monotonic()
+        ui_page = path.rsplit("/", 1)[0] + "/ui/index.html"  # under the server's token
         stop = threading.Event()
 
         def keep_asking() -> None:
             while not stop.wait(1.0):
                 with contextlib.suppress(OSError):
-                    http(port, "GET", "/ui/index.html", {"Host": f"127.0.0.1:{port}"})
+                    http(port, "GET", ui_page, {"Host": f"127.0.0.1:{port}"})
 
         asker = threading.Thread(target=keep_asking, daemon=True)
         asker.start()
