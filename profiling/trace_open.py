@@ -30,6 +30,7 @@ stops reading, for CONNECTION_TIMEOUT_S is closed, so no client holds the server
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.util
 import os
@@ -38,7 +39,6 @@ import stat
 import sys
 import threading
 import time
-import webbrowser
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -48,6 +48,7 @@ from typing import IO, Any
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.file_kind import file_kind
+from compile_ahead.profiling.browser_open import opened_in_browser
 from compile_ahead.profiling.loopback_server import (
     CONNECTION_TIMEOUT_S,
     HOST,
@@ -430,16 +431,22 @@ def _serve_until_fetched(
         link = server.ui_url()
         print(f"serving {trace.path} at {server.trace_url()} until the UI has fetched it", file=out)
         print(link, file=out, flush=True)
-        if browser and not webbrowser.open_new_tab(link):
-            print("no browser could be started: open the link above", file=out, flush=True)
-        # A timed wait keeps Ctrl-C deliverable on every platform.
-        while not server.fetched.wait(0.2):
-            pass
-        if ui is not None:
-            deadline = time.monotonic() + OFFLINE_MAX_WAIT_S
-            while server.idle_s() < OFFLINE_IDLE_S and time.monotonic() < deadline:
-                time.sleep(0.2)
+        with contextlib.ExitStack() as opened:  # the browser's redirect page lives this long
+            if browser and not opened.enter_context(opened_in_browser(link)):
+                print("no browser could be started: open the link above", file=out, flush=True)
+            _wait_until_fetched(server)
         print(f"the UI fetched the trace ({trace.size} bytes); server closed", file=out, flush=True)
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _wait_until_fetched(server: TraceServer) -> None:
+    """Until the UI has fetched the trace and, offline, stopped asking for its own files."""
+    # A timed wait keeps Ctrl-C deliverable on every platform.
+    while not server.fetched.wait(0.2):
+        pass
+    if server.ui is not None:
+        deadline = time.monotonic() + OFFLINE_MAX_WAIT_S
+        while server.idle_s() < OFFLINE_IDLE_S and time.monotonic() < deadline:
+            time.sleep(0.2)

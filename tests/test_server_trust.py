@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -244,3 +246,43 @@ def test_another_user_cannot_fetch_a_trace_being_opened(tmp_path, trace, other_u
     finally:
         proc.kill()
         proc.communicate(timeout=60)
+
+
+BROWSER = """#!/bin/sh
+# Stands in for a browser: note what it was given and the page behind it.
+echo "$1" > {out}.argv
+page=$(printf '%s' "${{1#file://}}")
+stat -c %a "$page" "$(dirname "$page")" > {out}.modes
+cat "$page" > {out}.page
+"""
+
+
+def test_the_browser_is_given_no_token_on_its_command_line(tmp_path):
+    """`compare --open` opens the page through a private file that redirects to the token's
+    address, so the browser's command line (readable by any local user) does not carry it."""
+    results = synthetic_experiment(tmp_path / "results")
+    out = tmp_path / "browser"
+    script = tmp_path / "fake-browser"
+    script.write_text(BROWSER.format(out=out))
+    script.chmod(0o755)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compile_ahead.commands", "compare", str(results), "--open"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "BROWSER": str(script)},
+    )  # fmt: skip
+    try:
+        page = server_address(proc, "serving the page at ")
+        deadline = time.monotonic() + 60
+        while not Path(f"{out}.page").is_file() or not Path(f"{out}.page").read_text():
+            assert time.monotonic() < deadline, "the browser was never started"
+            time.sleep(0.1)
+        argv = Path(f"{out}.argv").read_text().strip()
+        token = urlsplit(page).path.strip("/")
+        assert argv.startswith("file:///") and token not in argv
+        assert Path(f"{out}.modes").read_text().split() == ["600", "700"]
+        redirect = Path(f"{out}.page").read_text()
+        assert f'content="0;url={page}"' in redirect
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert not Path(urlsplit(argv).path).exists()  # removed when the server closed

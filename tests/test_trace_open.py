@@ -258,16 +258,21 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path, trace):
 
 
 FAKE_UI = """#!{python}
-# Stands in for a browser running the UI: fetch the link's `url` as the UI page would.
-import sys, urllib.request
-from urllib.parse import parse_qs, urlsplit
-(url,) = parse_qs(urlsplit(sys.argv[1]).fragment[3:])["url"]
+# Stands in for a browser running the UI: follow the page it is given (a file that redirects)
+# to the link, then fetch the link's `url` as the UI page would.
+import html, os, re, stat, sys, urllib.request
+from urllib.parse import parse_qs, unquote, urlsplit
+page = unquote(urlsplit(sys.argv[1]).path)
+(link,) = re.findall('http-equiv="refresh" content="0;url=([^"]*)"', open(page).read())
+link = html.unescape(link)
+modes = [oct(stat.S_IMODE(os.stat(p).st_mode)) for p in (page, os.path.dirname(page))]
+(url,) = parse_qs(urlsplit(link).fragment[3:])["url"]
 request = urllib.request.Request(url, headers={{"Origin": "{origin}"}})
 with urllib.request.urlopen(request, timeout=30) as response:
     body = response.read()
     cors = response.headers["Access-Control-Allow-Origin"]
 open("{out}", "wb").write(body)
-open("{out}.link", "w").write(sys.argv[1] + "\\n" + cors)
+open("{out}.link", "w").write("\\n".join([sys.argv[1], link, *modes, cors]))
 """
 
 
@@ -286,8 +291,14 @@ def test_opens_the_link_in_the_browser(tmp_path, trace):
         link = p.link()
         assert p.wait() == 0, p.stderr
     assert fetched.read_bytes() == trace.read_bytes()
-    opened, cors = fetched.with_name(fetched.name + ".link").read_text().splitlines()
-    assert (opened, cors) == (link, UI_ORIGIN)
+    opened, followed, *modes, cors = fetched.with_name(fetched.name + ".link").read_text().split()
+    assert (followed, cors) == (link, UI_ORIGIN)
+    # the browser's command line (readable by any local user) never carries the token: it
+    # gets a private page that redirects, removed once the server closed
+    token = urlsplit(trace_url_in(link)).path.split("/")[1]
+    assert opened.startswith("file:///") and token not in opened
+    assert modes == ["0o600", "0o700"]
+    assert not Path(urlsplit(opened).path).exists()
 
 
 def one_line_error(capsys) -> str:

@@ -15,11 +15,11 @@ rebound DNS name.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
-import webbrowser
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -29,6 +29,7 @@ from urllib.parse import unquote
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling import trace_open
+from compile_ahead.profiling.browser_open import opened_in_browser
 from compile_ahead.profiling.loopback_server import (
     CONNECTION_TIMEOUT_S,
     HOST,
@@ -225,11 +226,12 @@ def serve_page(
     server = bind_page(page, traces, port, ui, log if verbose else None)
     threading.Thread(target=server.serve_forever, name="compare-page", daemon=True).start()
     try:
-        print(f"serving the page at {server.url} until Ctrl-C", file=out, flush=True)
-        if browser and not webbrowser.open_new_tab(server.url):
-            print("no browser could be started: open the address above", file=out, flush=True)
-        while True:
-            time.sleep(0.2)
+        with contextlib.ExitStack() as opened:
+            print(f"serving the page at {server.url} until Ctrl-C", file=out, flush=True)
+            if browser and not opened.enter_context(opened_in_browser(server.url)):
+                print("no browser could be started: open the address above", file=out, flush=True)
+            while True:
+                time.sleep(0.2)
     except KeyboardInterrupt:
         print("server closed", file=out, flush=True)
     finally:
