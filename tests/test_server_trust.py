@@ -88,6 +88,7 @@ def wrong_tokens(token: str) -> list[str]:
 def test_the_page_server_answers_only_with_its_token(trace):
     with running_page({"run.pftrace": trace}) as server:
         port, token = server.server_address[1], server.token
+        assert server.server_address[0] == "127.0.0.1"  # loopback only
         assert len(token) >= 22  # at least 128 bits, URL-safe base64
         assert urlsplit(server.url).path == f"/{token}/"
         for path in ("/", "/index.html", "/trace/run.pftrace", "/?token=", f"/?token={token}"):
@@ -106,6 +107,7 @@ def test_the_page_server_answers_only_with_its_token(trace):
 def test_the_trace_server_answers_only_with_its_token(trace):
     with running_trace(trace) as server:
         port, token = server.port, server.token
+        assert server.server_address[0] == "127.0.0.1"
         assert len(token) >= 22
         assert urlsplit(server.trace_url()).path == f"/{token}/run.pftrace"
         assert server.ui_url().endswith(f"url={server.trace_url()}")
