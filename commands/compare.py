@@ -42,8 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--open",
         action="store_true",
-        help="then serve the page on 127.0.0.1 and open it: its trace links open in the "
-        "Perfetto UI (as `trace open`); serves until Ctrl-C",
+        help="then serve the page on 127.0.0.1 and open it (the address carries a secret "
+        "token: a request without it is refused); its trace links open in the Perfetto UI "
+        "(as `trace open`); serves until Ctrl-C",
     )
     p.add_argument(
         "--port", type=int, default=None, help="with --open: the page's port (default: a free one)"
