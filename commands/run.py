@@ -24,7 +24,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import INTERRUPTED_EXIT, interrupted, release
 from compile_ahead.outputs import check_distinct, check_output_file, destination
 from compile_ahead.runtime.base.measure import now_ns
-from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.events import FanOut, RunEvents
 from compile_ahead.runtime.ladder.progress import ProgressBar
 from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
@@ -87,21 +87,20 @@ def execute(
     config: RunConfig,
     events: RunEvents | None = None,
     quiet: bool = False,
-) -> tuple[RunResult, ModelSource, RunConfig]:
+) -> tuple[RunResult, ModelSource, SettledRun]:
     """Resolve the model and run; the caller reports (also when the run fails)."""
     source = resolve_from_args(args)
-    config = config.for_model(source)
+    settled = config.for_model(source)
     if not quiet:
         print(f"model: {source.label}", file=sys.stderr)
-    assert not isinstance(config.protocol, Prompt)
-    bar = ProgressBar(config.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
+    bar = ProgressBar(settled.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
     try:
         # Held from the run's end through its outputs, written whole (run() releases).
         observers = FanOut(bar, events) if events else bar
-        result = run_ladder(source, config, observers, keep_held=True)
+        result = run_ladder(source, settled, observers, keep_held=True)
     finally:
         bar.close()
-    return result, source, config
+    return result, source, settled
 
 
 def write_report(path: Path | None, result: RunResult) -> Path | None:

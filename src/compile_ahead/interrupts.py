@@ -155,7 +155,7 @@ def hurried() -> bool:
 def wait_out(
     unfinished: Callable[[], list[str]],
     wait: Callable[[float], object],
-    give_up: Callable[[], None],
+    give_up: Callable[[], object],
 ) -> None:
     """Wait until ``unfinished()`` (what still runs, a few words each) is empty; ``wait(s)``
     blocks for at most ``s`` seconds or until something finishes. Once the command is
