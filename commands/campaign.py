@@ -7,6 +7,7 @@ from pathlib import Path
 
 from compile_ahead.commands.options import count
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.campaigns.limits import MAX_BLOCKS, MAX_CELLS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run (or resume) a campaign",
         description="Validate the campaign, then run every block not yet done in the store. "
-        "Run it again after an interruption: finished blocks are kept, interrupted ones rerun.",
+        "Run it again after an interruption: finished blocks are kept, interrupted ones rerun. "
+        f"A campaign has at most {MAX_CELLS:,} cells and {MAX_BLOCKS:,} blocks (cells x pairs); "
+        "a larger one is refused before anything is written.",
     )
     r.add_argument("spec", type=Path, help="the campaign file (TOML)")
     r.add_argument("--store", type=Path, required=True, help="the campaign's SQLite store")
@@ -72,6 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.commands.ab import check_cell
     from compile_ahead.profiling.campaigns.coordinator import run_campaign
+    from compile_ahead.profiling.campaigns.limits import CheckProgress
     from compile_ahead.profiling.campaigns.spec import load_spec
 
     if args.executor == "local" and args.address is not None:
@@ -86,7 +90,8 @@ def run_command(args: argparse.Namespace) -> int:
 
         return LocalExecutor(args.store.with_name(args.store.name + ".blocks"))
 
-    spec = load_spec(args.spec, check_cell)  # every cell checked before anything is written
+    progress = None if args.quiet else CheckProgress()
+    spec = load_spec(args.spec, check_cell, progress)  # every cell checked before any write
     return run_campaign(spec, args.store, make_executor, quiet=args.quiet)
 
 

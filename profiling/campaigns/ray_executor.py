@@ -9,6 +9,8 @@ is recorded twice. Before anything is written, each node is asked for its machin
 identity of every model of the campaign: a node that cannot see one as the coordinator does is
 refused with one line. A node that joins later and lacks a model refuses its block; the blocks
 of that model are then sent to the other nodes only (a ``ray.io/node-id`` label selector).
+
+Blocks are taken from the coordinator's (lazy) task iterator only as nodes free up.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import WAIT_SLICE_S
@@ -143,25 +145,30 @@ class RayExecutor:
             options["label_selector"] = {"ray.io/node-id": f"!in({','.join(sorted(avoid))})"}
         return self._remote.options(**options).remote(task.to_json())
 
-    def run(self, tasks: Sequence[BlockTask], hooks: Hooks) -> None:
-        queue = deque(tasks)
+    def run(self, tasks: Iterable[BlockTask], hooks: Hooks) -> None:
+        fresh = iter(tasks)  # taken one by one as nodes free up, never listed whole
+        resent: deque[BlockTask] = deque()  # refused blocks, sent before any new one
         in_flight: dict = {}
         avoid: dict[tuple, set[str]] = {}  # model -> nodes that refused it
         try:
-            while queue or in_flight:
-                while queue and len(in_flight) < self.parallelism:
-                    task = queue.popleft()
+            while True:
+                while len(in_flight) < self.parallelism:
+                    task = resent.popleft() if resent else next(fresh, None)
+                    if task is None:
+                        break
                     if hooks.skip(task):
                         continue
                     row = hooks.submitted(task)
                     in_flight[self._submit(task, avoid.get(_model(task), set()))] = (task, row)
+                if not in_flight:
+                    return
                 done, _ = self.ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SLICE_S)
                 for ref in done:
                     task, row = in_flight.pop(ref)
                     result = self._result(ref, task)
                     again = result["status"] == "refused" and self._elsewhere(task, result, avoid)
                     if again:
-                        queue.appendleft(task)
+                        resent.append(task)
                     hooks.finished(task, row, result, again)
         except BaseException:
             for ref in in_flight:
