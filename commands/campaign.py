@@ -47,6 +47,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=3,
         help="with --executor ray: reruns of a block whose node died (default 3)",
     )
+    r.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --executor ray --address: how long to wait for the cluster to answer before "
+        "giving up with an error (default 30)",
+    )
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.set_defaults(func=run_command)
 
@@ -72,6 +80,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=report_command)
 
 
+def _seconds(text: str) -> float:
+    from compile_ahead.profiling.trials.runner import trial_timeout
+
+    return trial_timeout(text)
+
+
 def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.commands.ab import check_cell
     from compile_ahead.profiling.campaigns.coordinator import run_campaign
@@ -85,7 +99,7 @@ def run_command(args: argparse.Namespace) -> int:
         if args.executor == "ray":
             from compile_ahead.profiling.campaigns.ray_executor import RayExecutor
 
-            return RayExecutor(args.address, args.retries)
+            return RayExecutor(args.address, args.retries, args.connect_timeout)
         from compile_ahead.profiling.campaigns.local import LocalExecutor
 
         return LocalExecutor(args.store.with_name(args.store.name + ".blocks"))
