@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -325,13 +326,20 @@ def ab_parser() -> argparse.ArgumentParser:
     return top
 
 
+@functools.cache
+def _cell_parser() -> argparse.ArgumentParser:
+    """One `ab` parser for every cell checked in this process: building it is most of what a
+    cell's check costs, and parsing leaves it unchanged."""
+    return ab_parser()
+
+
 def check_cell(argv: list[str]) -> None:
     """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model,
     trial or device is touched; CompileAheadError (one line) otherwise."""
     from compile_ahead.profiling.trials.compile_ab import parse_ladder
     from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 
-    args = ab_parser().parse_args(argv)
+    args = _cell_parser().parse_args(argv)
     if args.ab_kind == "compile":
         for text in args.arm:
             parse_arm(text, args.device)
