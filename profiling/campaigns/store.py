@@ -318,7 +318,7 @@ class Store:
                     t["error"],
                     _json(t["result"]),
                     json.dumps(t["artifacts"]),
-                    json.dumps(record | {"result": None}),
+                    json.dumps(record | {"result": None}, allow_nan=False),
                 ),
             )
 
@@ -333,7 +333,7 @@ class Store:
 
 
 def _json(value: object) -> str | None:
-    return None if value is None else json.dumps(value)
+    return None if value is None else json.dumps(value, allow_nan=False)
 
 
 def _meta(spec: CampaignSpec) -> dict[str, str]:
