@@ -109,6 +109,7 @@ def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
 def _add_trace_options(p: argparse.ArgumentParser) -> None:
     """What is recorded and where the profile goes."""
     from pathlib import Path
+
     p.add_argument(
         "--steps-per-slice",
         type=int,
@@ -154,8 +155,12 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
 def check_args(args: argparse.Namespace) -> RunConfig:
     """Every flag checked before any work; the run configuration they give (its ladder the
     rungs to profile, its schedule the overlay's)."""
-    from compile_ahead.commands.options import compile_options, run_config_from_args
-    from compile_ahead.outputs import check_replaceable_dir
+    from compile_ahead.commands.options import (
+        compile_options,
+        model_inputs,
+        run_config_from_args,
+    )
+    from compile_ahead.outputs import check_not_inputs, check_replaceable_dir
     from compile_ahead.profiling.compile_profiler import graph_kinds
 
     if args.decode_tokens is None and args.schedule is None:
@@ -164,6 +169,7 @@ def check_args(args: argparse.Namespace) -> RunConfig:
     # Replaced whole when the profile is published: only an earlier profile may be there (and
     # at the failed profile's place beside it).
     check_replaceable_dir(args.out, "--out")
+    check_not_inputs({"--out": args.out}, model_inputs(args))
     config = run_config_from_args(
         args,
         args.schedule,

@@ -57,6 +57,12 @@ ENDED = ("done", "failed", "refused")
 SQLITE_HEADER = b"SQLite format 3\x00"  # how every SQLite database file starts
 
 
+def store_files(store: Path) -> list[Path]:
+    """The store and the files SQLite keeps beside it (its write-ahead log, shared memory and
+    rollback journal): what a command reading the store reads."""
+    return [store, *(store.with_name(store.name + s) for s in ("-wal", "-shm", "-journal"))]
+
+
 def lock_path(store: Path) -> Path:
     return store.with_name(store.name + ".lock")
 
