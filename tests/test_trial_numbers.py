@@ -140,3 +140,22 @@ def test_a_store_row_that_is_not_a_finite_number_is_named_and_left_out(
             assert s["sign_flip_p"] >= s["min_possible_p"], (path, s)
     page = _cli("compare", str(store))
     assert page.returncode == 0 and "Traceback" not in page.stderr, page.stderr
+
+
+@pytest.mark.parametrize(
+    ("control", "treatment"),
+    [
+        ([1e308, 1.0, 2.0], [1.0, 1e308, 2.5]),
+        ([1e308, 1e308], [-1e308, 1e308]),
+        ([1e-300] * 3, [1e300] * 3),
+    ],
+)
+def test_paired_statistics_of_huge_values_are_finite_or_left_out(control, treatment):
+    from compile_ahead.profiling.trials.stats import NonFiniteStatistic, paired_summary
+
+    try:
+        summary = paired_summary(control, treatment).to_dict()
+    except NonFiniteStatistic:
+        return  # left out of the report as past the float range, never a crash
+    json.dumps(summary, allow_nan=False)
+    assert summary["sign_flip_p"] >= summary["min_possible_p"]
