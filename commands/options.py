@@ -86,7 +86,12 @@ def model_inputs(args: argparse.Namespace) -> list[Path]:
     directory or a file; a preset or hub id names none), the properties file, the compile
     cache and the kept IR. An output never replaces any of them (outputs.check_not_inputs)."""
     names = ("model", "ov_config_file", "cache_dir", "ir_dir")
-    return [Path(value) for value in (getattr(args, n, None) for n in names) if value]
+    found = [Path(value) for value in (getattr(args, n, None) for n in names) if value]
+    if getattr(args, "cache_dir", None) is None and getattr(args, "no_cache", True) is False:
+        from compile_ahead.runtime.compile.cache import default_cache_dir
+
+        found.append(default_cache_dir())
+    return found
 
 
 def add_cache_options(p: argparse.ArgumentParser) -> None:

@@ -130,3 +130,9 @@ def test_run_never_writes_its_report_or_trace_over_the_model(tiny_qwen2_dir, tmp
     _refused(_cli(*argv, cwd=tmp_path), "props.json")
     assert _digests(model) == before
     assert config.read_text() == '{"CPU": {"INFERENCE_NUM_THREADS": "1"}}'
+    entry = tmp_path / "cache" / "ab" / "entry.ovblob"  # a compile cache entry
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(b"compiled")
+    cached = ["run", "--model", "model", "--ladder", "tiny", "--no-progress", "--cache-dir"]
+    _refused(_cli(*cached, "cache", "--trace", str(entry), cwd=tmp_path), str(entry))
+    assert entry.read_bytes() == b"compiled"
