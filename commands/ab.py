@@ -21,11 +21,12 @@ from compile_ahead.commands.options import (
     compile_options,
     count,
     ladder_choice,
+    model_inputs,
     ov_config_from_args,
     run_config_from_args,
 )
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.outputs import check_new_dir, mark_output_dir
+from compile_ahead.outputs import check_new_dir, check_not_inputs, mark_output_dir
 from compile_ahead.profiling.trials import compile_run, schedule_ab
 from compile_ahead.profiling.trials.arms import parse_arm
 from compile_ahead.profiling.trials.design import make_plan
@@ -207,6 +208,7 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
     if out is None:
         out = Path("ab-results") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_new_dir(out, "--out")
+    check_not_inputs({"--out": out}, model_inputs(args))
     return out
 
 
@@ -378,6 +380,7 @@ def run_report(args: argparse.Namespace) -> int:
             raise CompileAheadError("ab report: pooling several directories needs --out DIR")
         out = args.out
         check_new_dir(out, "--out")
+        check_not_inputs({"--out": out}, dirs)
         exp, records = pool_experiments(
             dirs, [load_experiment(d) for d in dirs], [load_records(d) for d in dirs]
         )

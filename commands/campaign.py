@@ -88,6 +88,7 @@ def _seconds(text: str) -> float:
 
 def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.commands.ab import check_cell
+    from compile_ahead.outputs import check_not_inputs
     from compile_ahead.profiling.campaigns.coordinator import run_campaign
     from compile_ahead.profiling.campaigns.limits import CheckProgress
     from compile_ahead.profiling.campaigns.spec import load_spec
@@ -102,8 +103,10 @@ def run_command(args: argparse.Namespace) -> int:
             return RayExecutor(args.address, args.retries, args.connect_timeout)
         from compile_ahead.profiling.campaigns.local import LocalExecutor
 
-        return LocalExecutor(args.store.with_name(args.store.name + ".blocks"))
+        return LocalExecutor(blocks)
 
+    blocks = args.store.with_name(args.store.name + ".blocks")
+    check_not_inputs({"--store": args.store, "--store's blocks folder": blocks}, [args.spec])
     progress = None if args.quiet else CheckProgress()
     spec = load_spec(args.spec, check_cell, progress)  # every cell checked before any write
     return run_campaign(spec, args.store, make_executor, quiet=args.quiet)
@@ -117,7 +120,10 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 def report_command(args: argparse.Namespace) -> int:
+    from compile_ahead.outputs import check_not_inputs
     from compile_ahead.profiling.campaigns.report import write_report
+    from compile_ahead.profiling.campaigns.store import store_files
 
+    check_not_inputs({"--out": args.out}, store_files(args.store))
     write_report(args.store, args.out, args.stratify, args.no_plot)
     return 0
