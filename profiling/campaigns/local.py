@@ -4,7 +4,7 @@ dependency beyond compile-ahead)."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,7 +28,7 @@ class LocalExecutor:
     def prepare(self, task: BlockTask) -> BlockTask:
         return replace(task, work_root=str(self.work_root))
 
-    def run(self, tasks: Sequence[BlockTask], hooks: Hooks) -> None:
+    def run(self, tasks: Iterable[BlockTask], hooks: Hooks) -> None:
         check_blocks_folder(self.work_root, create=True)  # made now: the store is used
         node = f"local:{socket.gethostname()}"
         for task in tasks:
