@@ -89,6 +89,7 @@ def _seconds(text: str) -> float:
 def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.commands.ab import check_cell
     from compile_ahead.outputs import check_not_inputs
+    from compile_ahead.profiling.campaigns.block_dirs import blocks_folder
     from compile_ahead.profiling.campaigns.coordinator import run_campaign
     from compile_ahead.profiling.campaigns.limits import CheckProgress
     from compile_ahead.profiling.campaigns.spec import load_spec
@@ -105,7 +106,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         return LocalExecutor(blocks)
 
-    blocks = args.store.with_name(args.store.name + ".blocks")
+    blocks = blocks_folder(args.store)
     check_not_inputs({"--store": args.store, "--store's blocks folder": blocks}, [args.spec])
     progress = None if args.quiet else CheckProgress()
     spec = load_spec(args.spec, check_cell, progress)  # every cell checked before any write

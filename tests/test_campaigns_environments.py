@@ -119,3 +119,27 @@ def test_a_release_that_cannot_be_installed_leaves_nothing(offline_index: Path) 
         ensure_environment("0.2.0")
     envs = environment_dir("0.2.0").parent
     assert [p.name for p in envs.iterdir()] == [environment_dir("0.2.0").name + ".lock"]
+
+
+def test_an_environment_another_user_put_in_a_shared_cache_is_never_run(
+    tmp_path: Path, other_user, reachable_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a shared cache root (sticky, as /tmp), another user's envs/ folder holding what looks
+    like a built environment is refused in one line: its interpreter is never run."""
+    shared = reachable_tmp / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setenv("COMPILE_AHEAD_CACHE_DIR", str(shared))
+    major, minor = sys.version_info[:2]
+    planted = shared / "envs" / f"openvino-{VERSION}-py{major}{minor}"
+    ran = shared / "ran"
+    other_user.sh(
+        f"mkdir -m 777 -p {planted}/bin && echo '{{}}' > {planted}/{MARKER} && "
+        f"printf '#!/bin/sh\\ntouch {ran}\\n' > {planted}/bin/python && "
+        f"chmod 755 {planted}/bin/python"
+    )
+    with pytest.raises(CompileAheadError, match="owned by another user") as refused:
+        python = ensure_environment(VERSION)
+        subprocess.run([str(python), "-c", "pass"], check=False)  # what a trial would do
+    assert "\n" not in str(refused.value)
+    assert not ran.exists()

@@ -253,19 +253,20 @@ def test_default_endpoint_is_instructions_where_every_arm_counts_them(counted_by
     assert to_json(analysis, "t", {}, [], [])["default_endpoint"] == {"key": key, "rule": rule}
 
 
-def _run_worker(tmp_path: Path, **manifest_keys) -> dict:
+def _run_worker(tmp_path: Path, counters: str | None = None, **manifest_keys) -> dict:
     exported = export_rungs("tiny", (16,), "f32", tmp_path / "ir")
     manifest = exported.manifest("CPU", {}, pass_profile=False) | manifest_keys
     path = tmp_path / "m.json"
     path.write_text(json.dumps(manifest))
     out = tmp_path / "out.json"
     env = {k: v for k, v in os.environ.items() if k != "OV_ENABLE_PROFILE_PASS"}
-    subprocess.run([sys.executable, "-s", str(WORKER), str(path), str(out)], check=True, env=env)
+    argv = [sys.executable, "-s", str(WORKER), str(path), str(out)]
+    subprocess.run(argv + ([counters] if counters else []), check=True, env=env)
     return json.loads(out.read_text())
 
 
 def test_worker_keeps_every_compile_and_names_what_it_cannot_measure(tmp_path: Path) -> None:
-    result = _run_worker(tmp_path, repeat=3, compile_warmup=1, perfcounters=str(tmp_path / "x.so"))
+    result = _run_worker(tmp_path, str(tmp_path / "x.so"), repeat=3, compile_warmup=1)
     (rung,) = result["rungs"]
     compiles = rung["compiles"]
     assert [c["warmup"] for c in compiles] == [True, False, False, False]
@@ -282,7 +283,7 @@ def test_worker_keeps_every_compile_and_names_what_it_cannot_measure(tmp_path: P
 def test_worker_counts_what_the_kernel_exposes(tmp_path: Path) -> None:
     module = counter_module()
     assert module is not None, "compile_ahead._perfcounters is built with the package"
-    result = _run_worker(tmp_path, perfcounters=module)
+    result = _run_worker(tmp_path, module)
     (c,) = result["rungs"][0]["compiles"]
     for measure in ("instructions", "cycles"):
         status = result["measures"][measure]

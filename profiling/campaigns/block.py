@@ -23,10 +23,11 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns import child, fingerprint
 from compile_ahead.profiling.campaigns.arms import parse_campaign_arm
+from compile_ahead.profiling.campaigns.block_dirs import private_folder
 from compile_ahead.profiling.campaigns.environments import ensure_environment
 from compile_ahead.profiling.campaigns.models import identity_difference, model_identity
 from compile_ahead.profiling.campaigns.spec import block_flags, compile_arm_flags
-from compile_ahead.runtime.base.user_cache import cache_root
+from compile_ahead.runtime.compile.cache_dirs import UntrustedPath
 
 AB_DIR = "ab"
 NODE_FILE = "node.json"
@@ -47,7 +48,7 @@ class BlockTask:
     model: str
     synthetic_dtype: str | None
     model_identity: dict
-    work_root: str | None = None  # default: the user cache's campaigns/CAMPAIGN_ID
+    work_root: str | None = None  # default: the user cache's campaigns/CAMPAIGN_ID (block_dirs)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -57,16 +58,16 @@ class BlockTask:
         tupled = {k: tuple(v) for k, v in data.items() if k in ("argv", "arms", "arm_items")}
         return cls(**(data | tupled))
 
-    def root(self) -> Path:
-        if self.work_root is not None:
-            return Path(self.work_root)
-        return cache_root() / "campaigns" / self.campaign_id
-
 
 def _workdir(task: BlockTask, node: str) -> Path:
-    """A new directory per attempt: an interrupted attempt's files never mix with a rerun's."""
-    path = task.root().resolve() / task.cell_dir / f"b{task.block:03d}-{uuid.uuid4().hex[:8]}"
-    path.mkdir(parents=True)
+    """A new directory per attempt (an interrupted attempt's files never mix with a rerun's),
+    in the campaign's private folder (block_dirs.py); UntrustedPath or OSError if it cannot be
+    made there."""
+    attempt = f"b{task.block:03d}-{uuid.uuid4().hex[:8]}"
+    if task.work_root is not None:
+        path = private_folder(Path(task.work_root), (task.cell_dir, attempt))
+    else:
+        path = private_folder(None, (task.campaign_id, task.cell_dir, attempt))
     info = {"node": node, "host": socket.gethostname(), "cell": task.cell, "block": task.block}
     (path / NODE_FILE).write_text(json.dumps(info | {"started": time.time()}))
     return path
@@ -80,7 +81,7 @@ def ab_argv(task: BlockTask, out: Path) -> list[str]:
         python = lambda version: str(ensure_environment(version))  # noqa: E731
         argv += compile_arm_flags(arms, task.arm_items, python)
         ir_key = json.dumps([task.model, task.synthetic_dtype])
-        ir_dir = cache_root() / "campaigns" / "ir" / uuid.uuid5(uuid.NAMESPACE_URL, ir_key).hex
+        ir_dir = private_folder(None, ("ir", uuid.uuid5(uuid.NAMESPACE_URL, ir_key).hex))
         argv += ["--ir-dir", str(ir_dir)]  # exported once per machine and model, reused
     argv += block_flags(1, task.warmup, task.block, task.timeout)
     return [*argv, "--out", str(out)]
@@ -173,12 +174,15 @@ def run_block(task: BlockTask, node: str) -> dict:
         return base | {"status": "refused", "error": refused, "ended": time.time()}
     try:
         workdir = _workdir(task, node)
-    except OSError as err:  # e.g. a full disk: this block fails, the store says why
+    except (OSError, UntrustedPath) as err:  # a full disk, a folder another user made
         return base | {"status": "failed", "error": f"cannot write the block's files: {err}",
                        "ended": time.time()}  # fmt: skip
     base["workdir"] = str(workdir)
     try:
         command = child.compile_ahead_command(ab_argv(task, workdir / AB_DIR))
+    except (OSError, UntrustedPath) as err:  # the IR folder
+        return base | {"status": "failed", "error": f"cannot write the model's IR: {err}",
+                       "ended": time.time()}  # fmt: skip
     except CompileAheadError as err:  # an environment that cannot be built, a missing path
         return base | {"status": "failed", "error": str(err), "ended": time.time()}
     code = child.run_guarded(command, workdir)

@@ -34,8 +34,9 @@ GUARD = (
 
 
 def compile_ahead_command(argv: Sequence[str]) -> list[str]:
-    """``compile-ahead ARGV`` under this interpreter."""
-    return [sys.executable, "-m", "compile_ahead.commands", *argv]
+    """``compile-ahead ARGV`` under this interpreter (-P: the block's working directory is
+    never on its import path)."""
+    return [sys.executable, "-P", "-m", "compile_ahead.commands", *argv]
 
 
 def _signal_group(proc: subprocess.Popen, signum: int) -> None:
@@ -55,7 +56,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def run_guarded(command: Sequence[str], workdir: Path, stem: str = "ab") -> int:
     """Run ``command`` in ``workdir`` (stdout and stderr to STEM.out and STEM.err there) and
     return its exit code; interrupted, it is stopped first and the interrupt goes on."""
-    argv = [sys.executable, "-c", GUARD, str(os.getpid()), *command]
+    argv = [sys.executable, "-P", "-c", GUARD, str(os.getpid()), *command]
     with (workdir / f"{stem}.out").open("wb") as out, (workdir / f"{stem}.err").open("wb") as err:
         proc = subprocess.Popen(
             argv,

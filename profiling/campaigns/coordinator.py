@@ -2,8 +2,9 @@
 executor, commit each block as it ends, and print a progress line with an ETA.
 
 Order of work, so that a refusal writes nothing: the spec and every cell (spec.py), each model's
-identity here, the lock, the executor's own checks (a Ray node's models), and only then the
-store. A block whose `ab` failed before any trial (a setting `ab` refused, an environment that
+identity here, the lock of a store that exists (store_lock.py), the executor's own checks (a
+Ray node's models, the local blocks' folder), and only then the store, created locked.
+A block whose `ab` failed before any trial (a setting `ab` refused, an environment that
 cannot be built) would fail alike in every block of its cell: the cell's other blocks are left
 for the next run instead.
 """
@@ -11,6 +12,8 @@ for the next run instead.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +26,8 @@ from compile_ahead.outputs import check_output_file
 from compile_ahead.profiling.campaigns.block import BlockTask
 from compile_ahead.profiling.campaigns.models import model_identity
 from compile_ahead.profiling.campaigns.spec import CampaignSpec
-from compile_ahead.profiling.campaigns.store import CoordinatorLock, Store
+from compile_ahead.profiling.campaigns.store import Store
+from compile_ahead.profiling.campaigns.store_lock import HOLDER_KEY, CoordinatorLock
 
 
 class Hooks(Protocol):
@@ -162,13 +166,25 @@ def identities_of(spec: CampaignSpec) -> dict[tuple[str, str | None], dict]:
     return out
 
 
-def _open_store(path: Path, spec: CampaignSpec, cells: dict[int, dict]) -> Store:
-    if path.exists():
+def _open_store(
+    path: Path, spec: CampaignSpec, cells: dict[int, dict], lock: CoordinatorLock
+) -> Store:
+    """The store, locked by ``lock`` (taken already for a store that existed) and holding
+    this campaign; the coordinator's name written in it."""
+    if lock.held:
         store = Store.open(path)
+    else:
+        check_output_file(path, "--store")
+        store = Store.create(path, spec, cells, lock)
+    try:
+        lock.check_same(path)
         store.check_spec(spec, cells)
-        return store
-    check_output_file(path, "--store")
-    return Store.create(path, spec, cells)
+        holder = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%c')}"
+        store.set_meta({HOLDER_KEY: holder})
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def run_campaign(
@@ -185,16 +201,19 @@ def run_campaign(
     if not store_path.parent.is_dir():
         raise CompileAheadError(f"--store {store_path}: {store_path.parent} is not a directory")
     lock = CoordinatorLock(store_path)
-    lock.acquire()
-    executor = None
+    if os.path.lexists(store_path):
+        lock.acquire()  # an existing store: refused now if it is not one, or is in use
+    executor = store = None
     try:
         executor = make_executor()
         executor.preflight(by_model)
-        store = _open_store(store_path, spec, cells)
+        store = _open_store(store_path, spec, cells, lock)
         return _run(store, spec, cells, executor, quiet, stream)
     finally:
         if executor is not None:
             executor.close()
+        if store is not None:
+            store.close()  # before the lock: see CoordinatorLock
         lock.release()
 
 

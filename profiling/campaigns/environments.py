@@ -2,7 +2,8 @@
 
 ``openvino==X.Y.Z`` becomes ``CACHE/envs/openvino-X.Y.Z-pyMN`` (the user cache of
 runtime/base/user_cache.py; MN is this interpreter's version, which the environment uses): a
-relocatable venv with that release and its dependencies. A compile trial needs nothing else
+relocatable venv with that release and its dependencies. CACHE/envs is private to this user
+(``_envs_dir``), since its interpreters are run. A compile trial needs nothing else
 (profiling/trials/compile_trial.py runs on the standard library, openvino and numpy).
 
 It is built under a temporary name and renamed into place only once its interpreter imports
@@ -24,6 +25,7 @@ from typing import TextIO
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.user_cache import cache_lock, cache_root
+from compile_ahead.runtime.compile.cache_dirs import UntrustedPath, open_base
 
 MARKER = "compile-ahead-env.json"
 _BUILDING = ".building-"
@@ -32,7 +34,21 @@ _VERIFY = "import openvino, sys; print(openvino.get_version())"
 
 def environment_dir(version: str) -> Path:
     major, minor = sys.version_info[:2]
-    return cache_root() / "envs" / f"openvino-{version}-py{major}{minor}"
+    return _envs_dir() / f"openvino-{version}-py{major}{minor}"
+
+
+def _envs_dir() -> Path:
+    """CACHE/envs (this user's uid-N folder in it in a shared cache root), made 0700 and
+    checked as the compile cache checks its own directories (cache_dirs.py): the interpreters
+    kept there are run, so no other user may be able to put one there."""
+    envs = cache_root() / "envs"
+    try:
+        base = open_base(envs, create=True, own_root=True)
+    except (UntrustedPath, OSError) as err:
+        raise CompileAheadError(f"release environments cannot be kept in {envs}: {err}") from None
+    if base.fd is not None:
+        os.close(base.fd)
+    return base.path
 
 
 def _python(directory: Path) -> Path:

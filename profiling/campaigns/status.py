@@ -15,18 +15,20 @@ from collections import Counter
 from pathlib import Path
 
 from compile_ahead.profiling.campaigns.coordinator import duration
-from compile_ahead.profiling.campaigns.store import Store, coordinator_running
+from compile_ahead.profiling.campaigns.store import Store
+from compile_ahead.profiling.campaigns.store_lock import HOLDER_KEY, coordinator_running
 
 
 def status_text(store_path: Path) -> str:
+    running = coordinator_running(store_path)  # before the store is open (store_lock.py)
     store = Store.open(store_path)
     try:
-        return "\n".join(_lines(store, store_path))
+        return "\n".join(_lines(store, store_path, running))
     finally:
         store.close()
 
 
-def _lines(store: Store, store_path: Path) -> list[str]:
+def _lines(store: Store, store_path: Path, running: bool) -> list[str]:
     conn = store.conn
     cells = conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
     total = cells * int(store.meta("pairs") or 0)
@@ -39,7 +41,7 @@ def _lines(store: Store, store_path: Path) -> list[str]:
         (int(store.meta("pairs") or 0),),
     ).fetchone()[0]
     failed = store.failed_blocks()
-    holder = coordinator_running(store_path)
+    holder = (store.meta(HOLDER_KEY) or "another process") if running else None
     counts = _block_counts(store, holder)
     lines = [
         f"campaign {store.meta('name')} ({store.meta('kind')}), store {store_path}",
@@ -76,7 +78,8 @@ def _block_counts(store: Store, holder: str | None) -> Counter[str]:
         latest[(cell, block)] = (status, coordinator)
         if status == "done":
             done.add((cell, block))
-    # the lock names its holder "pid N on HOST since ...", a row its coordinator "pid N on HOST"
+    # the store names its lock's holder "pid N on HOST since ...", a row its coordinator
+    # "pid N on HOST"
     running = re.match(r"pid \d+ on \S+", holder or "")
     counts: Counter[str] = Counter({"in flight": 0, "interrupted": 0})
     for key, (status, coordinator) in latest.items():

@@ -6,26 +6,26 @@ killed coordinator, a lost node or a full disk loses at most the blocks in fligh
 stay 'submitted' and the next run marks them 'interrupted' and runs the block again, whole. A
 unique index allows one 'done' row per (cell, block), so no block's trials are recorded twice.
 
-The store is created under a temporary name and renamed into place, so it exists complete or not
-at all. One coordinator at a time: it holds an flock on STORE.lock (the kernel drops it when the
-process dies, however it dies, so a SIGKILLed coordinator leaves no stale lock). Keep the store
-on a local disk: flock on a network file system is not reliable.
+The store is created under a temporary name, locked, and linked into place, so it exists
+complete or not at all, and two coordinators creating it at once find one store, locked by one
+of them. One coordinator at a time holds the store file's flock (store_lock.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import errno
 import json
 import os
+import secrets
 import socket
 import sqlite3
 import time
 from pathlib import Path
-from typing import TextIO
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.spec import CampaignSpec
+from compile_ahead.profiling.campaigns.store_lock import CoordinatorLock
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -63,53 +63,21 @@ def store_files(store: Path) -> list[Path]:
     return [store, *(store.with_name(store.name + s) for s in ("-wal", "-shm", "-journal"))]
 
 
-def lock_path(store: Path) -> Path:
-    return store.with_name(store.name + ".lock")
+_NEW_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class CoordinatorLock:
-    """The flock that makes one coordinator per store; its file names the holder."""
-
-    def __init__(self, store: Path):
-        self.path = lock_path(store)
-        self._fh: TextIO | None = None
-
-    def acquire(self) -> None:
-        fh = self.path.open("a+")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            fh.close()
-            raise CompileAheadError(
-                f"{self.path.with_suffix('')}: another coordinator runs this campaign "
-                f"({holder}); one coordinator per store"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%c')}")
-        fh.flush()
-        self._fh = fh
-
-    def release(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-
-def coordinator_running(store: Path) -> str | None:
-    """Who holds the store's lock now, or None (nothing is written to find out)."""
-    path = lock_path(store)
-    if not path.exists():
-        return None
-    with path.open() as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return fh.read().strip() or "another process"
-        fcntl.flock(fh, fcntl.LOCK_UN)
-    return None
+def _link_into_place(tmp: Path, path: Path) -> None:
+    """``tmp`` given the name ``path``, never replacing a file there (FileExistsError)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as err:  # a file system without hard links: a rename (may replace)
+        if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise
+        if os.path.lexists(path):
+            raise FileExistsError(path) from None
+        os.rename(tmp, path)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -139,12 +107,48 @@ class Store:
 
     # -- creating and opening -------------------------------------------------------------
     @classmethod
-    def create(cls, path: Path, spec: CampaignSpec, identities: dict[int, dict]) -> Store:
-        """A new store for ``spec`` (cells with their models' identities), complete or absent."""
-        tmp = path.with_name(f".{path.name}.creating-{os.getpid()}")
-        tmp.unlink(missing_ok=True)
+    def create(
+        cls,
+        path: Path,
+        spec: CampaignSpec,
+        identities: dict[int, dict],
+        lock: CoordinatorLock | None = None,
+    ) -> Store:
+        """A new store for ``spec`` (cells with their models' identities), complete or absent,
+        locked by ``lock`` before it has its name (None: locked only while it is made). Made
+        meanwhile by another coordinator: that one's store is locked and opened instead
+        (refused while that coordinator runs)."""
+        if lock is None:
+            lock = CoordinatorLock(path)
+            try:
+                store = cls.create(path, spec, identities, lock)
+            finally:
+                lock.release()
+            return store
+        tmp = path.with_name(f".{path.name}.creating-{secrets.token_hex(4)}")
+        try:  # a new file of ours (never a name another user put there), locked from the start
+            lock.hold(os.open(tmp, _NEW_FLAGS, 0o644), path)  # SQLite's own mode
+        except OSError as err:
+            raise CompileAheadError(f"{path}: cannot create the campaign store ({err})") from None
         try:
-            conn = _connect(tmp)
+            cls._fill(tmp, spec, identities)
+            _link_into_place(tmp, path)
+        except FileExistsError:
+            lock.release()
+            lock.acquire()
+            return cls.open(path)
+        except (sqlite3.Error, OSError) as err:
+            lock.release()
+            raise CompileAheadError(f"{path}: cannot create the campaign store ({err})") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        return cls.open(path)
+
+    @staticmethod
+    def _fill(tmp: Path, spec: CampaignSpec, identities: dict[int, dict]) -> None:
+        """The schema, the campaign's meta and its cells, written into the new file ``tmp``."""
+        conn = _connect(tmp)
+        try:
             with conn:
                 conn.executescript(SCHEMA)
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", _meta(spec).items())
@@ -163,12 +167,8 @@ class Store:
                         for c in spec.cells
                     ],
                 )
+        finally:
             conn.close()
-            os.replace(tmp, path)
-        except (sqlite3.Error, OSError) as err:
-            tmp.unlink(missing_ok=True)
-            raise CompileAheadError(f"{path}: cannot create the campaign store ({err})") from None
-        return cls.open(path)
 
     @classmethod
     def open(cls, path: Path) -> Store:

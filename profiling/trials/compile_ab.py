@@ -20,18 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.trials import compile_values as cv
 from compile_ahead.profiling.trials.analysis import Analysis, Endpoint, Reason, result_field
 from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
 from compile_ahead.profiling.trials.runner import Arm
-from compile_ahead.runtime.graphs import decompression, fold_guard
 
 WORKER = Path(__file__).with_name("compile_trial.py")
 
 
 def counter_module() -> str | None:
-    """Path of compile_ahead._perfcounters (trials load it by path), None when not built."""
+    """Path of compile_ahead._perfcounters (a trial's command line names it: it may not be
+    beside the package in an editable install), None when not built."""
     import importlib.util
 
     spec = importlib.util.find_spec("compile_ahead._perfcounters")
@@ -54,7 +53,6 @@ class MeasureOptions:
             "compile_warmup": self.compile_warmup,
             "cpus": list(self.cpus) or None,
             "prefetch": self.prefetch,
-            "perfcounters": counter_module(),
         }
 
     def describe(self) -> dict:
@@ -105,10 +103,6 @@ class ExportedRungs:
             "device": device,
             "config": config,
             "pass_profile": pass_profile,
-            # the trial loads these by path (see compile_trial.load_module)
-            "passprofile": str(Path(passprofile.__file__).resolve()),
-            "decompression": str(Path(decompression.__file__).resolve()),
-            "fold_guard": str(Path(fold_guard.__file__).resolve()),
             "extension_counters": counters,
             "rungs": [
                 {"capacity": c, "xml": str(self.directory / f"rung-{c}.xml")} for c in self.rungs
@@ -212,7 +206,7 @@ def make_arms(
         arms.append(
             Arm(
                 spec.name,
-                (spec.python, "-s", str(WORKER), str(manifest), "{out}"),
+                worker_command(spec.python, manifest),
                 env=env,
                 unset_env=unset,
                 info={
@@ -230,6 +224,13 @@ def make_arms(
         labels[spec.name] = f"{spec.name}: OV {release}" + (f", {props}" if props else "")
         labels[spec.name] += extra.label
     return arms, labels
+
+
+def worker_command(python: str, manifest: Path) -> tuple[str, ...]:
+    """A trial: compile_trial.py by path under the arm's ``python``; the manifest is data only,
+    and the counter module, when built, is named here, never in a file a trial reads."""
+    counters = counter_module()
+    return (python, "-s", str(WORKER), str(manifest), "{out}", *([counters] if counters else []))
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,16 @@
 Runs under any arm's interpreter (another venv with another OpenVINO release), so it uses only
 the standard library, openvino and numpy, and is executed by path:
 
-    python compile_trial.py MANIFEST.json OUT.json
+    python compile_trial.py MANIFEST.json OUT.json [PERFCOUNTERS.so]
 
 MANIFEST: {"device": "CPU", "config": {"KEY": "VALUE"}, "pass_profile": false,
-           "passprofile": "/.../profiling/passprofile.py",
-           "decompression": "/.../runtime/graphs/decompression.py",
-           "fold_guard": "/.../runtime/graphs/fold_guard.py", "extension_counters": false,
-           "perfcounters": "/.../compile_ahead/_perfcounters....so", "repeat": 1,
-           "compile_warmup": 0, "cpus": null, "prefetch": false,
-           "rungs": [{"capacity": 1024, "xml": "/tmp/.../rung-1024.xml"}, ...]}
+           "extension_counters": false, "repeat": 1, "compile_warmup": 0, "cpus": null,
+           "prefetch": false, "rungs": [{"capacity": 1024, "xml": "/tmp/.../rung-1024.xml"}]}
+
+The manifest is data only: it names no code. The compile_ahead modules the trial loads are
+found beside this file, in the package it belongs to (PACKAGE_FILES), and the compiled counter
+module (compile_ahead._perfcounters, installed beside the package or elsewhere by an editable
+install) is named on the command line by the `ab` process that starts the trial.
 
 Each rung is read once and compiled compile_warmup + repeat times in a row (caching off: no
 CACHE_DIR); every compile is one record in the rung's "compiles" with what compile_measure.py
@@ -22,10 +23,9 @@ compiling thread inside each measured window; labelled calibration in every outp
 
 The f16/bf16 weight Converts are re-marked as decompression after reading (rt_info
 "decompression_0"; the mark is not stored in IR, and without it the CPU plugin folds the weights
-to f32), and the embedding lookup is marked not to be folded (graphs/fold_guard.py); both
-modules are loaded by path from the manifest. With "pass_profile", OpenVINO's per-transformation
-timing (OV_ENABLE_PROFILE_PASS) is switched on, parsed by compile_ahead's passprofile.py (loaded
-from the manifest's "passprofile" path), summarised per rung, and each pass's self time (nested
+to f32), and the embedding lookup is marked not to be folded (graphs/fold_guard.py). With
+"pass_profile", OpenVINO's per-transformation timing (OV_ENABLE_PROFILE_PASS) is switched on,
+parsed by compile_ahead's passprofile.py, summarised per rung, and each pass's self time (nested
 managers left out) summed over the rungs per manager and pass ("pass_self_s"). With
 "extension_counters", the compile_ahead package is imported before openvino (so its ITT
 collector is announced) and its counters are read per rung: ITT phase totals and, when a patched
@@ -42,17 +42,28 @@ import sys
 import time
 from pathlib import Path
 
+# The package this file belongs to: compile_ahead/ when installed, the source checkout's root
+# (which has the same layout) in an editable install.
+PACKAGE = Path(__file__).resolve().parents[2]
+PACKAGE_FILES = {
+    "passprofile": "profiling/passprofile.py",
+    "decompression": "runtime/graphs/decompression.py",
+    "fold_guard": "runtime/graphs/fold_guard.py",
+    "compile_measure": "profiling/trials/compile_measure.py",
+}
+
 
 def _max_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def load_module(path: str, name: str):
-    """A compile_ahead module loaded from its file (the pass-profile parser needs only the
-    standard library, the decompression marks only OpenVINO): this arm's interpreter may have
-    no compile_ahead installed."""
+def load_module(name: str):
+    """A compile_ahead module (PACKAGE_FILES) loaded from its file beside this one (the
+    pass-profile parser needs only the standard library, the decompression marks only
+    OpenVINO): this arm's interpreter may have no compile_ahead installed."""
     import importlib.util
 
+    path = PACKAGE / PACKAGE_FILES[name]
     spec = importlib.util.spec_from_file_location(f"_compile_ahead_{name}", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load compile_ahead's {name} from {path}")
@@ -150,7 +161,7 @@ def _pass_recorder(manifest: dict, pass_file: str) -> PassRecorder | None:
     into ``pass_file``, and its reader."""
     if not manifest.get("pass_profile"):
         return None
-    passprofile = load_module(manifest["passprofile"], "passprofile")
+    passprofile = load_module("passprofile")
     if os.path.exists(pass_file):
         os.remove(pass_file)
     os.environ["OV_ENABLE_PROFILE_PASS"] = pass_file
@@ -262,14 +273,14 @@ def _check(manifest: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: compile_trial.py MANIFEST.json OUT.json", file=sys.stderr)
+    if len(argv) not in (3, 4):
+        print("usage: compile_trial.py MANIFEST.json OUT.json [PERFCOUNTERS.so]", file=sys.stderr)
         return 2
     t_start = time.perf_counter()
     with open(argv[1]) as fh:
         manifest = json.load(fh)
     _check(manifest)
-    measure = load_module(str(Path(__file__).with_name("compile_measure.py")), "compile_measure")
+    measure = load_module("compile_measure")
     setup = _setup(manifest, measure)
     out_path = argv[2]
     passes = _pass_recorder(manifest, out_path + ".passes")
@@ -277,12 +288,13 @@ def main(argv: list[str]) -> int:
     ext, reason = _extension_counters(bool(manifest.get("extension_counters")))
     import openvino as ov
 
-    decompression = load_module(manifest["decompression"], "decompression")
-    fold_guard = load_module(manifest["fold_guard"], "fold_guard")
+    decompression = load_module("decompression")
+    fold_guard = load_module("fold_guard")
 
     t_import = time.perf_counter()
     core = ov.Core()
-    tools = {"meter": measure.CompileMeter(manifest.get("perfcounters")), "ext": ext,
+    counters = argv[3] if len(argv) == 4 else None
+    tools = {"meter": measure.CompileMeter(counters), "ext": ext,
              "passes": passes}  # fmt: skip
     rungs, read_transformations_s = read_and_compile(
         core, (decompression, fold_guard), manifest, tools

@@ -28,7 +28,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -85,8 +85,9 @@ def _made_private(fd: int, st: os.stat_result, mode: int) -> str | None:
     return None
 
 
-def _root_problem(st: os.stat_result) -> str | None:
-    """Why the root cannot hold this user's entries, or None (see the module docstring)."""
+def root_problem(st: os.stat_result) -> str | None:
+    """Why the root cannot hold this user's entries, or None (see the module docstring): a
+    directory whose entries only this user or root can rename or replace."""
     if st.st_uid not in (os.geteuid(), 0):
         return f"is owned by another user (uid {st.st_uid})"
     if st.st_mode & _OTHERS_WRITE and not st.st_mode & stat.S_ISVTX:
@@ -94,11 +95,16 @@ def _root_problem(st: os.stat_result) -> str | None:
     return None
 
 
-def _checked(fd: int, shown: Path, want_dir: bool) -> int:
-    """``fd`` if it is this user's own directory (or regular file); closed and refused if not."""
+def _checked(fd: int, shown: Path, want_dir: bool, strict: bool = False) -> int:
+    """``fd`` if it is this user's own directory (or regular file); closed and refused if not.
+    ``strict``: one that others can write is refused too, not narrowed (what they may have
+    put in it is unknown)."""
     try:
         st = os.fstat(fd)
-        problem = _own_problem(st, want_dir) or _made_private(
+        problem = _own_problem(st, want_dir)
+        if problem is None and strict and st.st_mode & _OTHERS_WRITE:
+            problem = "can be written by other users"
+        problem = problem or _made_private(
             fd, st, PRIVATE_DIR_MODE if want_dir else PRIVATE_FILE_MODE
         )
     except OSError:
@@ -110,12 +116,16 @@ def _checked(fd: int, shown: Path, want_dir: bool) -> int:
     return fd
 
 
-def open_private_dir(parent_fd: int, name: str, shown: Path, create: bool) -> int | None:
+def open_private_dir(
+    parent_fd: int, name: str, shown: Path, create: bool, strict: bool = False
+) -> int | None:
     """This user's own directory ``name`` in ``parent_fd`` (created 0700 with ``create``),
-    never through a symbolic link; None when it is absent and not created."""
+    never through a symbolic link; None when it is absent and not created. ``strict``: one
+    that others can write is refused (``_checked``)."""
     for attempt in range(2):
         try:
-            return _checked(os.open(name, _DIR_FLAGS, dir_fd=parent_fd), shown, want_dir=True)
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            return _checked(fd, shown, want_dir=True, strict=strict)
         except FileNotFoundError:
             if not create or attempt:
                 return None
@@ -127,6 +137,24 @@ def open_private_dir(parent_fd: int, name: str, shown: Path, create: bool) -> in
             mode = os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode
             raise UntrustedPath(shown, f"is {file_kind(mode)}, not a directory") from None
     return None
+
+
+def open_private_subdirs(
+    fd: int | None, shown: Path, names: Sequence[str], create: bool, strict: bool = False
+) -> int | None:
+    """From the open directory ``fd`` (at ``shown``; this call owns and closes it) down through
+    ``names``, each step this user's own directory (``open_private_dir``): the last one's
+    descriptor, or None when ``fd`` is None or a step is absent and not created."""
+    for name in names:
+        if fd is None:
+            break
+        shown = shown / name
+        parent, fd = fd, None
+        try:
+            fd = open_private_dir(parent, name, shown, create, strict)
+        finally:
+            os.close(parent)
+    return fd
 
 
 def make_private_dirs(path: Path) -> None:
@@ -173,7 +201,7 @@ def open_base(root: Path, create: bool, own_root: bool = False) -> Base:
         if own_root and st.st_uid == os.geteuid() and st.st_mode & _OTHERS_ANY:
             _made_private(fd, st, PRIVATE_DIR_MODE)
             st = os.fstat(fd)
-        if (problem := _root_problem(st)) is not None:
+        if (problem := root_problem(st)) is not None:
             raise UntrustedPath(root, problem)
         if not st.st_mode & _OTHERS_WRITE:
             base, fd = Base(root, fd), -1  # kept open: owned by the Base now
@@ -247,20 +275,12 @@ class CacheTree:
         """A descriptor of the directory ``path`` (the base or below it, every step this
         user's own), or None when it does not exist (and is not created)."""
         base = open_base(self.root, create, self.own_root)
-        fd = base.fd
+        if not path.is_relative_to(base.path):  # named before the root changed
+            if base.fd is not None:
+                os.close(base.fd)
+            raise UntrustedPath(path, f"is not inside the cache's own directory {base.path}")
+        fd = open_private_subdirs(base.fd, base.path, path.relative_to(base.path).parts, create)
         try:
-            if not path.is_relative_to(base.path):  # named before the root changed
-                raise UntrustedPath(path, f"is not inside the cache's own directory {base.path}")
-            shown = base.path
-            for name in path.relative_to(base.path).parts:
-                if fd is None:
-                    break
-                shown = shown / name
-                parent, fd = fd, None
-                try:
-                    fd = open_private_dir(parent, name, shown, create)
-                finally:
-                    os.close(parent)
             yield fd
         finally:
             if fd is not None:
