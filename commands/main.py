@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.commands.running import console_script, run_command
 from compile_ahead.outputs import invocation
 
@@ -19,7 +20,7 @@ from compile_ahead.outputs import invocation
 def build_parser() -> argparse.ArgumentParser:
     from compile_ahead.commands import ab, campaign, compare, generate, patches, run, trace
 
-    parser = argparse.ArgumentParser(
+    parser = ExactParser(
         prog="compile-ahead",
         description="Long-context decode on static-shape devices: compile ahead, not up front.",
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_ahead.atomic import write_json_atomic
+from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.commands.running import console_script, run_command
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import hold, release
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from compile_ahead.runtime.ladder.schedules import SCHEDULES
 
-    p = argparse.ArgumentParser(
+    p = ExactParser(
         prog="profile-compile",
         description=(
             "Compile each rung of a KV-capacity ladder with OpenVINO's compile-phase counters on; "
