@@ -8,12 +8,13 @@ from pathlib import Path
 
 from compile_ahead.profiling.campaigns.coordinator import duration
 from compile_ahead.profiling.campaigns.store import Store, coordinator_running
+from compile_ahead.shown_text import shown
 
 
 def status_text(store_path: Path) -> str:
     store = Store.open(store_path)
     try:
-        return "\n".join(_lines(store, store_path))
+        return "\n".join(map(shown, _lines(store, store_path)))  # a line each, as written
     finally:
         store.close()
 

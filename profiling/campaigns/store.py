@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.campaigns.identity import identity_change, refusal
 from compile_ahead.profiling.campaigns.spec import CampaignSpec
 
 SCHEMA_VERSION = 1
@@ -201,7 +202,12 @@ class Store:
             raise _store_error(self.path, err) from None
 
     def check_spec(self, spec: CampaignSpec, identities: dict[int, dict]) -> None:
-        """A run on an existing store must be the campaign it holds, on the same models."""
+        """A run on an existing store must be the campaign it holds (its identity: what
+        defines its arms too, identity.py), on the same models."""
+        stored = self.meta("identity")
+        change = None if stored is None else identity_change(json.loads(stored), spec.identity)
+        if change is not None:
+            raise refusal(self.path, change)
         if self.meta("spec_digest") != spec.digest:
             raise CompileAheadError(
                 f"{self.path}: holds another campaign ({self.meta('name')}, from "
@@ -349,6 +355,7 @@ def _meta(spec: CampaignSpec) -> dict[str, str]:
         "spec_path": str(spec.path.resolve()),
         "spec_text": spec.text,
         "spec_digest": spec.digest,
+        "identity": json.dumps(spec.identity, sort_keys=True),
         "report_endpoints": json.dumps(spec.report_endpoints and list(spec.report_endpoints)),
         "created": str(time.time()),
     }
