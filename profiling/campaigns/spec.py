@@ -14,15 +14,18 @@
     ladder = ["1024,2048,4096", "2048,4096,8192"]
     ov_config = [[], ["INFERENCE_PRECISION_HINT=f32"]]   # compile properties per cell
 
-    [options]                         # any other `ab KIND` flag, the same in every cell
-    prompt-len = 128
+    [options]                         # any other `ab KIND` flag, the same in every cell,
+    prompt-len = 128                  # by its exact name (spec_checks.py)
 
     [report]
-    endpoints = ["critical_path"]     # optional: the endpoint keys of the cross-cell table
+    endpoints = ["critical_path"]     # optional: keys of endpoints the cells measure, for the
+                                      # cross-cell table (nothing else in this table)
 
 Each cell is the `ab KIND` command line these give, checked by the `ab` command's own parser
 and checks (given to load_spec by the `campaign` command), so a flag `ab` refuses is refused
-before the campaign starts.
+before the campaign starts, as is a compile property a cell's device does not take. No key or
+string of the file may hold a control or format character (spec_checks.py). The store keeps
+the campaign's identity (identity.py), which a resumed campaign must match.
 """
 
 from __future__ import annotations
