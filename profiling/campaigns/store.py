@@ -204,8 +204,8 @@ class Store:
     def check_spec(self, spec: CampaignSpec, identities: dict[int, dict]) -> None:
         """A run on an existing store must be the campaign it holds (its identity: what
         defines its arms too, identity.py), on the same models."""
-        stored = self.meta("identity")
-        change = None if stored is None else identity_change(json.loads(stored), spec.identity)
+        stored = json.loads(self.meta("identity") or "{}")  # none in a store made before
+        change = identity_change(stored, spec.identity) if stored else None
         if change is not None:
             raise refusal(self.path, change)
         if self.meta("spec_digest") != spec.digest:
