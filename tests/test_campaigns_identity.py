@@ -20,7 +20,7 @@ name = "identity"
 kind = "compile"
 pairs = 1
 warmup = 0
-arms = ["A=current", "B=current,config=cfg.json,env.CA_CAMPAIGN_TEST=1"]
+arms = ["A=current", "B=current,config=CONFIG,env.CA_CAMPAIGN_TEST=1"]
 
 [axes]
 model = ["tiny"]
@@ -34,10 +34,14 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished campaign (one block) whose arm B reads cfg.json; its directory."""
     work = tmp_path_factory.mktemp("identity")
     (work / "cfg.json").write_text(json.dumps(CONFIG))
-    (work / "c.toml").write_text(SPEC)
+    (work / "c.toml").write_text(_spec(work))
     proc = run(campaign_command("run", "c.toml", "--store", "s.sqlite"), work)
     assert proc.returncode == 0, proc.stderr
     return work
+
+
+def _spec(work: Path) -> str:
+    return SPEC.replace("CONFIG", str(work / "cfg.json"))
 
 
 def _dump(store: Path) -> list[str]:
@@ -73,11 +77,11 @@ def test_a_resume_refuses_a_config_file_whose_content_changed(made: Path) -> Non
 @pytest.mark.slow
 def test_a_resume_refuses_an_arm_whose_env_value_changed(made: Path) -> None:
     spec = made / "c.toml"
-    spec.write_text(SPEC.replace("CA_CAMPAIGN_TEST=1", "CA_CAMPAIGN_TEST=2"))
+    spec.write_text(_spec(made).replace("CA_CAMPAIGN_TEST=1", "CA_CAMPAIGN_TEST=2"))
     try:
         line = _refused_resume(made)
     finally:
-        spec.write_text(SPEC)
+        spec.write_text(_spec(made))
     assert "arm B: env changed since the store was made (CA_CAMPAIGN_TEST 1 -> 2)" in line
 
 

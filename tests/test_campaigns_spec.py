@@ -176,6 +176,14 @@ def test_arms_by_version_interpreter_or_current(tmp_path: Path) -> None:
         parse_campaign_arm("x=openvino==2025.4.1,current", "spec")
 
 
+def test_an_arms_relative_paths_are_where_the_campaign_runs(tmp_path: Path, monkeypatch) -> None:
+    """A block runs in its own directory: an arm's relative paths reach it made absolute."""
+    (tmp_path / "cfg.json").write_text('{"CPU": {"NUM_STREAMS": "1"}}')
+    monkeypatch.chdir(tmp_path)
+    arm = parse_campaign_arm("B=current,config=cfg.json,NUM_STREAMS=1", "spec")
+    assert arm.ab_spec(str) == f"B=current,config={tmp_path / 'cfg.json'},NUM_STREAMS=1"
+
+
 @pytest.mark.parametrize("arms", [("A", "B"), ("A", "B", "C"), ("A", "B", "C", "D")])
 def test_one_block_of_a_design_runs_in_the_designs_order(arms: tuple[str, ...]) -> None:
     """`ab --first-block B --pairs 1` (a campaign's block B) runs what block B of the whole
