@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,12 +21,13 @@ from compile_ahead.commands.options import (
     compile_options,
     count,
     ladder_choice,
+    model_inputs,
     ov_config_from_args,
     run_config_from_args,
 )
 from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.outputs import check_new_dir, mark_output_dir
+from compile_ahead.outputs import check_new_dir, check_not_inputs, mark_output_dir
 from compile_ahead.profiling.trials import compile_run, schedule_ab
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
 from compile_ahead.profiling.trials.design import make_plan
@@ -207,6 +209,7 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
     if out is None:
         out = Path("ab-results") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_new_dir(out, "--out")
+    check_not_inputs({"--out": out}, model_inputs(args))
     return out
 
 
@@ -341,6 +344,13 @@ def _check_arm_properties(text: str, device: str) -> None:
         _CHECKED_PROPERTIES.add(key)
 
 
+@functools.cache
+def _cell_parser() -> argparse.ArgumentParser:
+    """One `ab` parser for every cell checked in this process: building it is most of what a
+    cell's check costs, and parsing leaves it unchanged."""
+    return ab_parser()
+
+
 def check_cell(argv: list[str]) -> None:
     """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model or
     trial: its flags, arms and ladder, and its compile properties against the device (as
@@ -348,7 +358,7 @@ def check_cell(argv: list[str]) -> None:
     from compile_ahead.profiling.trials.compile_ab import parse_ladder
     from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 
-    args = ab_parser().parse_args(argv)
+    args = _cell_parser().parse_args(argv)
     if args.ab_kind == "compile":
         for text in args.arm:
             parse_arm(text, args.device)
@@ -360,7 +370,10 @@ def check_cell(argv: list[str]) -> None:
     ladder = ladder_choice(args)
     assert isinstance(ladder, Ladder)
     _lengths(RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens), ladder)
-    ov_config_from_args(args, check=True)
+    key = ("run", args.device, tuple(sorted(ov_config_from_args(args).items())))
+    if key not in _CHECKED_PROPERTIES:  # the properties of `compile-ahead run`, this OpenVINO
+        ov_config_from_args(args, check=True)
+        _CHECKED_PROPERTIES.add(key)
 
 
 def check_run_available() -> None:
@@ -389,6 +402,7 @@ def run_report(args: argparse.Namespace) -> int:
             raise CompileAheadError("ab report: pooling several directories needs --out DIR")
         out = args.out
         check_new_dir(out, "--out")
+        check_not_inputs({"--out": out}, dirs)
         exp, records = pool_experiments(
             dirs, [load_experiment(d) for d in dirs], [load_records(d) for d in dirs]
         )

@@ -15,7 +15,7 @@ from compile_ahead.commands.options import (
 )
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.compile.modes import GraphMode
-from compile_ahead.runtime.ladder.config import FittedRung, Prompt, RunConfig
+from compile_ahead.runtime.ladder.config import FittedRung, Prompt, RunConfig, SettledRun
 from compile_ahead.runtime.ladder.greedy import Generation, generate
 from compile_ahead.runtime.ladder.schedules import get_schedule
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer
@@ -63,14 +63,14 @@ def run(args: argparse.Namespace) -> int:
     started = now_ns()  # first_token_s counts from the command's start
     config = generate_config(args, started)
     source = resolve_from_args(args)
-    config = config.for_model(source)
-    options = config.options
-    capacity = config.ladder.top  # type: ignore[union-attr]
+    settled = config.for_model(source)
+    options = settled.options
+    capacity = settled.ladder.top
     if not args.json:
         print(f"model: {source.label}")
         print(f"compiling capacity {capacity} on {options.device} ...", flush=True)
-    result = generate(source, config)
-    report = generation_report(result, source.describe(), config)
+    result = generate(source, settled)
+    report = generation_report(result, source.describe(), settled)
     if args.prompt is not None:
         report["text"] = load_tokenizer(source.model_dir, source.name).decode(result.tokens)
     if args.json:
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def generation_report(result: Generation, model: dict, config: RunConfig) -> dict:
+def generation_report(result: Generation, model: dict, config: SettledRun) -> dict:
     """What `generate` prints (or gives as one JSON object)."""
     run, options = result.report, config.options
     return {

@@ -81,6 +81,19 @@ def add_model_options(
         add_cache_options(p)
 
 
+def model_inputs(args: argparse.Namespace) -> list[Path]:
+    """The files and directories a command reads for its model and compile: the model (a
+    directory or a file; a preset or hub id names none), the properties file, the compile
+    cache and the kept IR. An output never replaces any of them (outputs.check_not_inputs)."""
+    names = ("model", "ov_config_file", "cache_dir", "ir_dir")
+    found = [Path(value) for value in (getattr(args, n, None) for n in names) if value]
+    if getattr(args, "cache_dir", None) is None and getattr(args, "no_cache", True) is False:
+        from compile_ahead.runtime.compile.cache import default_cache_dir
+
+        found.append(default_cache_dir())
+    return found
+
+
 def add_cache_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-dir",
@@ -243,7 +256,7 @@ def add_graph_option(p: argparse.ArgumentParser) -> None:
         default=None,
         help="whole: one graph per rung, each with its own compiled weights; split: weight "
         "parts compiled once, a rung is only its attention core (default: chosen per device "
-        "from measurement, whole on CPU; see README)",
+        "from measurement, whole on CPU; see docs/usage/running.md)",
     )
 
 
@@ -255,7 +268,7 @@ def add_placement_options(p: argparse.ArgumentParser) -> None:
         help="where one-ahead compiles run: in-process (a background thread) or worker (a "
         "compile process at idle priority whose result is imported here; a crash or hang there "
         "is a failed compile, retried in the foreground) (default: chosen per device from "
-        "measurement, in-process on CPU; see README)",
+        "measurement, in-process on CPU; see docs/usage/running.md)",
     )
     p.add_argument(
         "--compile-timeout",

@@ -17,14 +17,20 @@ from compile_ahead.commands.options import (
     add_run_options,
     add_synthetic_dtype_option,
     compile_options,
+    model_inputs,
     resolve_from_args,
     run_config_from_args,
 )
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import INTERRUPTED_EXIT, interrupted, release
-from compile_ahead.outputs import check_distinct, check_output_file, destination
+from compile_ahead.outputs import (
+    check_distinct,
+    check_not_inputs,
+    check_output_file,
+    destination,
+)
 from compile_ahead.runtime.base.measure import now_ns
-from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.events import FanOut, RunEvents
 from compile_ahead.runtime.ladder.progress import ProgressBar
 from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
@@ -79,7 +85,9 @@ def check_run_outputs(args: argparse.Namespace) -> None:
         raise CompileAheadError(f"--steps-per-slice must be >= 1, got {args.steps_per_slice}")
     if getattr(args, "trace", None) is not None:
         check_output_file(args.trace, "--trace")
-    check_distinct({"--report": args.report, "--trace": getattr(args, "trace", None)})
+    outputs = {"--report": args.report, "--trace": getattr(args, "trace", None)}
+    check_distinct(outputs)
+    check_not_inputs(outputs, model_inputs(args))
 
 
 def execute(
@@ -87,21 +95,20 @@ def execute(
     config: RunConfig,
     events: RunEvents | None = None,
     quiet: bool = False,
-) -> tuple[RunResult, ModelSource, RunConfig]:
+) -> tuple[RunResult, ModelSource, SettledRun]:
     """Resolve the model and run; the caller reports (also when the run fails)."""
     source = resolve_from_args(args)
-    config = config.for_model(source)
+    settled = config.for_model(source)
     if not quiet:
         print(f"model: {source.label}", file=sys.stderr)
-    assert not isinstance(config.protocol, Prompt)
-    bar = ProgressBar(config.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
+    bar = ProgressBar(settled.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
     try:
         # Held from the run's end through its outputs, written whole (run() releases).
         observers = FanOut(bar, events) if events else bar
-        result = run_ladder(source, config, observers, keep_held=True)
+        result = run_ladder(source, settled, observers, keep_held=True)
     finally:
         bar.close()
-    return result, source, config
+    return result, source, settled
 
 
 def write_report(path: Path | None, result: RunResult) -> Path | None:

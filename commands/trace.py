@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "open",
         help="open a trace in the Perfetto UI",
         description="Serve FILE on 127.0.0.1 with CORS for https://ui.perfetto.dev, print and "
-        "open the UI's link to it, and exit once the UI has fetched it (or on Ctrl-C).",
+        "open the UI's link to it, and exit once the UI has fetched it (or on Ctrl-C). The "
+        "link carries a secret token: a request without it is refused.",
     )
     p.add_argument("file", type=Path, metavar="FILE", help="a Perfetto trace (.pftrace)")
     p.add_argument(

@@ -19,15 +19,18 @@ after the trace), and at the latest OFFLINE_MAX_WAIT_S after the trace went out.
 Any local user can connect to 127.0.0.1, so the server trusts no request: the trace is opened
 once, at the start (a symbolic link another user owns is not followed, anything but a regular
 file is refused), and every request gets that open file's bytes, whatever the path names later.
-A request must name this server (Host 127.0.0.1:PORT or localhost:PORT: a page on another name
-resolving here, DNS rebinding, gets 421) and, when it says where it comes from (Origin), come
-from the UI (ui.perfetto.dev, or offline this server itself; anything else gets 403). A refused
-request never counts as the UI's fetch. A connection that sends nothing, or stops reading, for
-CONNECTION_TIMEOUT_S is closed, so no client holds the server open.
+A request must carry the server's secret token as its path's first segment (every URL printed
+starts with it, profiling/loopback_server.py; else 403 and nothing else), name this server (Host
+127.0.0.1:PORT or localhost:PORT: a page on another name resolving here, DNS rebinding, gets
+421) and, when it says where it comes from (Origin), come from the UI (ui.perfetto.dev, or
+offline this server itself; anything else gets 403). A refused request never counts as the UI's
+fetch. At most MAX_CONNECTIONS connections are served at once, and one that sends nothing, or
+stops reading, for CONNECTION_TIMEOUT_S is closed, so no client holds the server open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.util
 import os
@@ -36,18 +39,24 @@ import stat
 import sys
 import threading
 import time
-import webbrowser
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import IO, Any
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.file_kind import file_kind
+from compile_ahead.profiling.browser_open import opened_in_browser
+from compile_ahead.profiling.loopback_server import (
+    CONNECTION_TIMEOUT_S,
+    HOST,
+    LoopbackServer,
+    path_after_token,
+    refuse,
+)
 
-HOST = "127.0.0.1"
 DEFAULT_PORT = 9001
 # Busy default port: try the next few (predictable links), then let the OS pick one.
 FALLBACK_PORTS = 9
@@ -57,8 +66,6 @@ UI_PREFIX = "/ui/"  # offline UI files live here, so no UI file name can shadow 
 # at the latest after the longer wait (a client that keeps asking never holds the server open).
 OFFLINE_IDLE_S = 3.0
 OFFLINE_MAX_WAIT_S = 30.0
-# A connection idle this long (no request, or not reading what is sent) is closed.
-CONNECTION_TIMEOUT_S = 5.0
 SEND_CHUNK = 1 << 16  # bytes per write: a slow reader only needs this much per timeout
 MAX_LINKS = 40  # a chain of symbolic links longer than this is refused (as the kernel's ELOOP)
 
@@ -177,11 +184,9 @@ def url_name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", path.name).lstrip(".") or "trace.pftrace"
 
 
-class TraceServer(ThreadingHTTPServer):
-    """Serves one trace file (and, offline, the UI's files); ``fetched`` is set once the
-    trace has been sent whole and its connection closed."""
-
-    daemon_threads = True
+class TraceServer(LoopbackServer):
+    """Serves one trace file (and, offline, the UI's files) under its token; ``fetched`` is
+    set once the trace has been sent whole and its connection closed."""
 
     def __init__(
         self,
@@ -199,7 +204,7 @@ class TraceServer(ThreadingHTTPServer):
         self._active = 0  # connections being served
         self._sent_whole: set[Any] = set()  # sockets that carried the whole trace
         self._lock = threading.Lock()
-        super().__init__((HOST, port), TraceRequestHandler)
+        super().__init__(port, TraceRequestHandler)
 
     @property
     def port(self) -> int:
@@ -215,15 +220,19 @@ class TraceServer(ThreadingHTTPServer):
             return {UI_ORIGIN}
         return {f"http://{host}" for host in self.hosts()}
 
+    def base_url(self) -> str:
+        """Where every URL of this server starts: its address and its token."""
+        return f"http://{HOST}:{self.port}/{self.token}"
+
     def trace_url(self) -> str:
-        return f"http://{HOST}:{self.port}{self.trace_path}"
+        return f"{self.base_url()}{self.trace_path}"
 
     def ui_url(self) -> str:
         """The deep link: the UI with the trace's URL as its `url` route argument."""
         route = f"#!/?url={self.trace_url()}"
         if self.ui is None:
             return f"{UI_ORIGIN}/{route}"
-        return f"http://{HOST}:{self.port}{UI_PREFIX}{self.ui.index}{route}"
+        return f"{self.base_url()}{UI_PREFIX}{self.ui.index}{route}"
 
     def idle_s(self) -> float:
         """Seconds since the last connection closed; 0 while one is open."""
@@ -277,22 +286,27 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # http.server's own access log would bury the link on stderr
 
-    def refused(self) -> bool:
-        """Answer a request that does not name this server (Host) or comes from a page other
-        than the UI (Origin, when sent) with an error; True when it was refused."""
+    def admitted(self) -> str | None:
+        """The request's path after the server's token; None once a request that lacks the
+        token, does not name this server (Host) or comes from a page other than the UI
+        (Origin, when sent) has been answered with an error."""
+        path = path_after_token(self.path, self.server.token)
+        if path is None:
+            refuse(self)
+            return None
         if self.headers.get("Host", "").lower() not in self.server.hosts():
             self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "not a name of this server")
-            return True
+            return None
         origin = self.headers.get("Origin")
         if origin is not None and origin not in self.server.origins():
             self.send_error(HTTPStatus.FORBIDDEN, "only the Perfetto UI may ask")
-            return True
-        return False
+            return None
+        return path
 
     def do_OPTIONS(self) -> None:
         """CORS preflight, including Chrome's private-network one (a public page asking a
         loopback server)."""
-        if self.refused():
+        if self.admitted() is None:
             return
         self.send_response(HTTPStatus.NO_CONTENT)
         self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
@@ -305,7 +319,7 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
 
     def do_POST(self) -> None:
         # The UI probes 127.0.0.1:9001/status for a trace_processor RPC server: there is none.
-        if self.refused():
+        if self.admitted() is None:
             return
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_error(HTTPStatus.NOT_FOUND)
@@ -317,13 +331,14 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
         self._serve(body=False)
 
     def _serve(self, body: bool) -> None:
-        if self.refused():
+        admitted = self.admitted()
+        if admitted is None:
             return
-        path = self.path.split("?", 1)[0]
+        path = admitted.split("?", 1)[0]
         if path == self.server.trace_path:
             self._send_trace(body)
         elif self.server.ui is not None and path.startswith(UI_PREFIX):
-            self.path = "/" + self.path[len(UI_PREFIX) :]
+            self.path = "/" + admitted[len(UI_PREFIX) :]
             if body:
                 super().do_GET()
             else:
@@ -416,16 +431,22 @@ def _serve_until_fetched(
         link = server.ui_url()
         print(f"serving {trace.path} at {server.trace_url()} until the UI has fetched it", file=out)
         print(link, file=out, flush=True)
-        if browser and not webbrowser.open_new_tab(link):
-            print("no browser could be started: open the link above", file=out, flush=True)
-        # A timed wait keeps Ctrl-C deliverable on every platform.
-        while not server.fetched.wait(0.2):
-            pass
-        if ui is not None:
-            deadline = time.monotonic() + OFFLINE_MAX_WAIT_S
-            while server.idle_s() < OFFLINE_IDLE_S and time.monotonic() < deadline:
-                time.sleep(0.2)
+        with contextlib.ExitStack() as opened:  # the browser's redirect page lives this long
+            if browser and not opened.enter_context(opened_in_browser(link)):
+                print("no browser could be started: open the link above", file=out, flush=True)
+            _wait_until_fetched(server)
         print(f"the UI fetched the trace ({trace.size} bytes); server closed", file=out, flush=True)
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _wait_until_fetched(server: TraceServer) -> None:
+    """Until the UI has fetched the trace and, offline, stopped asking for its own files."""
+    # A timed wait keeps Ctrl-C deliverable on every platform.
+    while not server.fetched.wait(0.2):
+        pass
+    if server.ui is not None:
+        deadline = time.monotonic() + OFFLINE_MAX_WAIT_S
+        while server.idle_s() < OFFLINE_IDLE_S and time.monotonic() < deadline:
+            time.sleep(0.2)

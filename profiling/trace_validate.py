@@ -191,5 +191,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-# How to look at a trace (profiling/trace_open.py; the README's "Traces" section).
+# How to look at a trace (profiling/trace_open.py; docs/usage/profiling.md, "Traces").
 OPEN_TRACE_HINT = "open it in the Perfetto UI: compile-ahead trace open FILE [--offline]"

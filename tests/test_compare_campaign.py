@@ -192,6 +192,30 @@ def test_clicking_a_cell_opens_its_section_whose_rerun_command_runs(campaign, tm
     assert len((out / "trials.jsonl").read_text().splitlines()) == 2 * planned["pairs"]
 
 
+@needs_chromium
+@pytest.mark.parametrize("bad", ["%", "%E0%A4%A", "cell-%ZZ"])
+def test_a_malformed_anchor_is_ignored_and_rows_still_open_their_cells(campaign, tmp_path, bad):
+    """The page opened at an address whose #anchor does not decode: no script error, no
+    section opened by it, and a click on a row still opens its cell."""
+    page = compare(campaign["store"])
+    opened = "[...document.querySelectorAll('details.cell')].filter(d => d.open).map(d => d.id)"
+    with open_browser(tmp_path / "browser") as tab:
+        done = tab.navigate(f"{page.resolve().as_uri()}#{bad}")
+        assert done.errors == [], done.errors
+        assert tab.evaluate("location.hash") == f"#{bad}"
+        assert tab.evaluate(opened) == []
+        anchor = tab.evaluate("document.querySelector('#cells-table tr[data-cell]').dataset.cell")
+        row = f"document.querySelector('#cells-table tr[data-cell=\"{anchor}\"]')"
+        tab.evaluate(f"{row}.cells[9].click()")
+        deadline = time.monotonic() + OPEN_WAIT_S
+        while tab.evaluate(opened) != [anchor]:
+            assert time.monotonic() < deadline, "a click on the row did not open its cell"
+            time.sleep(0.05)
+        assert tab.evaluate("location.hash") == f"#{anchor}"
+        tab.collect(done)
+        assert done.errors == [], done.errors
+
+
 def _copy_store(store: Path, to: Path) -> Path:
     with sqlite3.connect(store) as src, sqlite3.connect(to) as dst:
         src.backup(dst)

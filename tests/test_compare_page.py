@@ -369,12 +369,13 @@ def test_trace_link_fetches_the_trace_through_the_local_server(results):
     try:
         line = proc.stdout.readline()
         assert line.startswith("serving the page at http://127.0.0.1:"), line
-        port = urlsplit(line.split()[4]).port
-        page = _get(port, "/")
+        address = urlsplit(line.split()[4])
+        port, base = address.port, address.path  # the path carries the server's token
+        page = _get(port, base)
         assert page.status == 200 and b'href="trace/trace.pftrace"' in page.body
-        assert _get(port, "/", host="evil.example:80").status == 403
-        assert _get(port, "/trace/other.pftrace").status == 404
-        redirect = _get(port, "/trace/trace.pftrace")
+        assert _get(port, base, host="evil.example:80").status == 403
+        assert _get(port, base + "trace/other.pftrace").status == 404
+        redirect = _get(port, base + "trace/trace.pftrace")
         assert redirect.status == 302
         link = redirect.getheader("Location")
         assert link.startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:")

@@ -171,7 +171,9 @@ def test_serves_the_trace_with_cors_and_exits_after_the_fetch(tmp_path, trace):
         assert (target.scheme, target.hostname) == ("http", "127.0.0.1")
         if default_free:
             assert target.port == DEFAULT_PORT
-        assert target.path == "/run_1.pftrace"  # escaped-free name, still recognisable
+        token, name = target.path[1:].split("/")  # the server's secret, then the trace
+        assert len(token) >= 22  # 128 bits or more, URL-safe base64
+        assert name == "run_1.pftrace"  # escaped-free name, still recognisable
 
         # Neither a preflight, a HEAD nor a wrong path counts as the UI's fetch.
         status, headers, _ = fetch(
@@ -256,16 +258,21 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path, trace):
 
 
 FAKE_UI = """#!{python}
-# Stands in for a browser running the UI: fetch the link's `url` as the UI page would.
-import sys, urllib.request
-from urllib.parse import parse_qs, urlsplit
-(url,) = parse_qs(urlsplit(sys.argv[1]).fragment[3:])["url"]
+# Stands in for a browser running the UI: follow the page it is given (a file that redirects)
+# to the link, then fetch the link's `url` as the UI page would.
+import html, os, re, stat, sys, urllib.request
+from urllib.parse import parse_qs, unquote, urlsplit
+page = unquote(urlsplit(sys.argv[1]).path)
+(link,) = re.findall('http-equiv="refresh" content="0;url=([^"]*)"', open(page).read())
+link = html.unescape(link)
+modes = [oct(stat.S_IMODE(os.stat(p).st_mode)) for p in (page, os.path.dirname(page))]
+(url,) = parse_qs(urlsplit(link).fragment[3:])["url"]
 request = urllib.request.Request(url, headers={{"Origin": "{origin}"}})
 with urllib.request.urlopen(request, timeout=30) as response:
     body = response.read()
     cors = response.headers["Access-Control-Allow-Origin"]
 open("{out}", "wb").write(body)
-open("{out}.link", "w").write(sys.argv[1] + "\\n" + cors)
+open("{out}.link", "w").write("\\n".join([sys.argv[1], link, *modes, cors]))
 """
 
 
@@ -284,8 +291,14 @@ def test_opens_the_link_in_the_browser(tmp_path, trace):
         link = p.link()
         assert p.wait() == 0, p.stderr
     assert fetched.read_bytes() == trace.read_bytes()
-    opened, cors = fetched.with_name(fetched.name + ".link").read_text().splitlines()
-    assert (opened, cors) == (link, UI_ORIGIN)
+    opened, followed, *modes, cors = fetched.with_name(fetched.name + ".link").read_text().split()
+    assert (followed, cors) == (link, UI_ORIGIN)
+    # the browser's command line (readable by any local user) never carries the token: it
+    # gets a private page that redirects, removed once the server closed
+    token = urlsplit(trace_url_in(link)).path.split("/")[1]
+    assert opened.startswith("file:///") and token not in opened
+    assert modes == ["0o600", "0o700"]
+    assert not Path(urlsplit(opened).path).exists()
 
 
 def one_line_error(capsys) -> str:
@@ -395,13 +408,14 @@ def test_offline_ui_loads_the_trace_through_the_link(tmp_path, trace):
         link = p.link()
         url = trace_url_in(link)
         port = urlsplit(url).port
-        assert link.startswith(f"http://127.0.0.1:{port}/ui/index.html#!/?url=")
+        token = urlsplit(url).path.split("/")[1]
+        assert link.startswith(f"http://127.0.0.1:{port}/{token}/ui/index.html#!/?url=")
         titles = ui_track_titles(link, tmp_path / "profile", NO_NETWORK)
         assert p.wait(timeout=OFFLINE_MAX_WAIT_S + 60) == 0, p.stderr
     assert_shows_the_tracks(titles, trace)
     # The browser loaded the UI from us, then the UI fetched the trace (whole) from us.
     log = p.stderr.splitlines()
-    ui_page = next(i for i, line in enumerate(log) if "GET /ui/index.html " in line)
+    ui_page = next(i for i, line in enumerate(log) if f"GET /{token}/ui/index.html " in line)
     trace_get = next(i for i, line in enumerate(log) if f"GET {urlsplit(url).path} " in line)
     assert ui_page < trace_get, log
     assert log[trace_get].endswith("-> 200"), log
@@ -651,12 +665,13 @@ def test_a_client_that_keeps_asking_never_holds_the_offline_server(tmp_path, tra
         port, path = started(p)
         assert http(port, "GET", path, {"Host": f"127.0.0.1:{port}"})[0] == 200
         fetched = time.monotonic()
+        ui_page = path.rsplit("/", 1)[0] + "/ui/index.html"  # under the server's token
         stop = threading.Event()
 
         def keep_asking() -> None:
             while not stop.wait(1.0):
                 with contextlib.suppress(OSError):
-                    http(port, "GET", "/ui/index.html", {"Host": f"127.0.0.1:{port}"})
+                    http(port, "GET", ui_page, {"Host": f"127.0.0.1:{port}"})
 
         asker = threading.Thread(target=keep_asking, daemon=True)
         asker.start()

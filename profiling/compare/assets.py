@@ -122,8 +122,12 @@ JS = """
       });
     });
   }
+  // the section the address's #anchor names; a malformed one (e.g. "#%") names none
+  function anchorId() {
+    try { return decodeURIComponent(location.hash.slice(1)); } catch (e) { return ""; }
+  }
   function openAnchor() {
-    var id = decodeURIComponent(location.hash.slice(1));
+    var id = anchorId();
     var node = id && document.getElementById(id);
     while (node) {
       if (node.tagName === "DETAILS") node.open = true;

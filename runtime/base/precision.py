@@ -33,7 +33,7 @@ def __getattr__(name: str) -> Any:
 
 
 # numpy has no bfloat16: bf16 buffers hold raw uint16 bits.
-STORAGE_DTYPES = {
+STORAGE_DTYPES: dict[str, np.dtype[Any]] = {
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
     "bf16": np.dtype(np.uint16),

@@ -187,7 +187,8 @@ def checksum(blob: memoryview | np.ndarray) -> list[str]:
     xxhash reads each chunk in place with the GIL released, so the chunks are hashed on as
     many threads as the process may run on: a warm hit's check is over in a fraction of the
     time one thread takes (benchmarks/cache_checksum.py)."""
-    view = memoryview(blob).cast("B")
+    # An array's bytes through .data: numpy's stubs make ndarray a Buffer only from Python 3.12.
+    view = (blob if isinstance(blob, memoryview) else blob.data).cast("B")
     chunks = [view[i : i + CHUNK_BYTES] for i in range(0, len(view), CHUNK_BYTES)] or [view]
     threads = min(len(chunks), len(os.sched_getaffinity(0)))
     if threads < 2:
@@ -461,7 +462,7 @@ class CompileCache:
 
             raise CorruptEntry(f"import failed: {openvino_error_summary(err)}") from None
         # The compiled model may alias the mapped blob: keep the mapping as long as it lives.
-        compiled._compile_ahead_blob = mapped  # type: ignore[attr-defined]
+        compiled._compile_ahead_blob = mapped
         return compiled, verify_s
 
     def store(self, outcome: CacheOutcome, compiled: Compiled) -> CacheOutcome:
@@ -482,7 +483,7 @@ class CompileCache:
                 compiled.model.export_model(buffer)
             except RuntimeError as err:
                 return self._not_stored(outcome, err)
-            return self._write(outcome, buffer.getbuffer(), t0)
+            return self._write(outcome, outcome.entry, buffer.getbuffer(), t0)
         finally:
             self.writes.release()
 
@@ -510,15 +511,14 @@ class CompileCache:
         if refused is not None:
             return replace(outcome, entry=None, note=refused)
         try:
-            return self._write(outcome, blob, t0)
+            return self._write(outcome, outcome.entry, blob, t0)
         finally:
             self.writes.release()
 
     def _write(
-        self, outcome: CacheOutcome, blob: bytes | memoryview, t0: float | None
+        self, outcome: CacheOutcome, path: Path, blob: bytes | memoryview, t0: float | None
     ) -> CacheOutcome:
         t0 = time.perf_counter() if t0 is None else t0
-        path = outcome.entry
         key = path.name.removesuffix(SUFFIX)
         view = memoryview(blob).cast("B")
         if self.max_bytes is not None and len(view) > self.max_bytes:

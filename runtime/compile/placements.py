@@ -96,8 +96,13 @@ class WorkerProcessPlacement(Placement):
 
     kind = PlacementKind.WORKER
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        source: ModelSource,
+        options: CompileOptions,
+        timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
+    ):
+        super().__init__(source, options, timeout_s)
         self._worker: CompileWorker | None = None
 
     def compile(self, spec: GraphSpec, fault: Fault | None = None) -> CompileResult:

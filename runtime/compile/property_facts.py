@@ -65,7 +65,7 @@ def compile_error(device: str, core: Any = None) -> str | None:
     try:
         from openvino import opset8 as ops
     except ImportError:  # older releases keep the opsets under openvino.runtime only
-        from openvino.runtime import opset8 as ops  # type: ignore[no-redef]
+        from openvino.runtime import opset8 as ops
 
     param = ops.parameter([1], ov.Type.f32, name="x")
     model = ov.Model([ops.relu(param)], [param], "compile_probe")

@@ -8,6 +8,7 @@ layer's KV buffers.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -75,7 +76,7 @@ class WeightParts:
         compiled = [
             _compile(
                 source,
-                lambda i=i: split_graphs.build_weight_part(cfg, source.weights, i, kv),
+                functools.partial(split_graphs.build_weight_part, cfg, source.weights, i, kv),
                 options,
                 f"weight part {i}",
                 weight_part_identity(i, kv),

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import openvino as ov
 
@@ -245,7 +245,7 @@ class CompileWorker:
         timeout_s: float,
         fault: Fault | None = None,
         blob_sink: Callable[[bytes], object] | None = None,
-        weights: object = None,
+        weights: dict[str, Any] | None = None,
     ) -> WorkerResult:
         """Compile ``spec`` of the model ``source`` opens in the worker and import it here.
         ``timeout_s`` bounds the worker's part (its start when needed, the compile and the

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import TYPE_CHECKING
 
 from compile_ahead.interrupts import unblock_interrupts
 from compile_ahead.runtime.compile.worker_protocol import (
@@ -32,6 +33,9 @@ from compile_ahead.runtime.compile.worker_protocol import (
     receive,
     send,
 )
+
+if TYPE_CHECKING:  # imported when the first request comes (after the worker is set up)
+    from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 
 PR_SET_PDEATHSIG = 1
 PHASE_DEPTH = 2  # as the in-process trace: deeper spans are per-node noise
@@ -73,7 +77,7 @@ class Worker:
     def __init__(self, observing: bool, blob_fd: int):
         self.observing = observing
         self.blob_fd = blob_fd  # unnamed file shared with the parent: each blob overwrites it
-        self.sources: dict[object, object] = {}  # ReopenSpec -> ModelSource, kept between compiles
+        self.sources: dict[ReopenSpec, ModelSource] = {}  # kept between compiles
         self.pid = os.getpid()
 
     def _phases(self, own: list[PhaseSpan], begin_ns: int, end_ns: int) -> list[PhaseSpan]:
@@ -135,8 +139,8 @@ class Worker:
         t2 = time.monotonic_ns()
         step("export", t1, t2)
         return CompileReply(
-            origin=source.origin,  # type: ignore[attr-defined]
-            config=source.config,  # type: ignore[attr-defined]
+            origin=source.origin,
+            config=source.config,
             blob_bytes=size,
             resolve_s=resolve_s,
             build_s=build_s,

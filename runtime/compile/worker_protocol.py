@@ -17,9 +17,14 @@ import select
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from compile_ahead.interrupts import WAIT_SLICE_S
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.graphs.spec import GraphSpec
+    from compile_ahead.runtime.sources.base import ReopenSpec
 
 # Injected on purpose by tests and benchmarks: the worker raises, aborts (SIGABRT), segfaults
 # or sleeps forever instead of compiling.
@@ -52,12 +57,12 @@ WORKER_DOMAIN = "compile_ahead.worker"
 
 @dataclass(frozen=True)
 class CompileRequest:
-    source: Any  # sources.base.ReopenSpec: how the worker opens the run's model
-    spec: Any  # graphs.GraphSpec (pickled; unpickling it in the worker loads openvino)
-    options: Any  # compiler.CompileOptions, resolved by the parent
+    source: ReopenSpec  # how the worker opens the run's model
+    spec: GraphSpec  # pickled; unpickling it in the worker loads openvino
+    options: CompileOptions  # resolved by the parent
     fault: Fault | None = None
     # The parent's ModelSource.weights_identity(): the worker refuses to compile other weights.
-    weights: Any = None
+    weights: dict[str, Any] | None = None
 
 
 @dataclass

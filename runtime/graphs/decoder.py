@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import openvino as ov
+from numpy.typing import ArrayLike, DTypeLike
 from openvino import opset13 as ops
 
 from compile_ahead.runtime.base.precision import OV_TYPES
@@ -52,7 +53,7 @@ def rope_inv_freq(head_dim: int, rope: RopeConfig) -> np.ndarray:
     return inv.astype(np.float32)
 
 
-def const(value, dtype=np.float32) -> ov.Node:
+def const(value: ArrayLike, dtype: DTypeLike = np.float32) -> ov.Node:
     return ops.constant(np.asarray(value, dtype=dtype))
 
 
@@ -133,7 +134,7 @@ def layer_qkv(
     layer: int,
     rope: tuple[ov.Output, ov.Output],
     chunk: int,
-):
+) -> tuple[ov.Output, ov.Output, ov.Output]:
     """Input norm, q/k/v projections and RoPE: q [1, H, L, hd], k and v [1, kv, L, hd]
     (``chunk`` -1: L is dynamic)."""
     p = f"model.layers.{layer}."
@@ -160,7 +161,9 @@ def as_stored(t: ov.Output, kv_type: ov.Type) -> tuple[ov.Output, ov.Output]:
     return stored, ops.convert(stored, ov.Type.f32).output(0)
 
 
-def past_kv_inputs(cfg: ModelConfig, spec: GraphSpec, layer: int, filled: ov.Output | None = None):
+def past_kv_inputs(
+    cfg: ModelConfig, spec: GraphSpec, layer: int, filled: ov.Output | None = None
+) -> tuple[list[ov.Node], ov.Output, ov.Output]:
     """Parameters past_key.i / past_value.i and their first C slots in f32 (a dynamic graph:
     their first ``filled`` slots, ``filled`` a [1] i64 output)."""
     kv_type = OV_TYPES[spec.kv_precision]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import openvino as ov
+from numpy.typing import ArrayLike, DTypeLike
 from openvino import opset13 as ops
 
 from compile_ahead.runtime.model.ir_reader import KVInputs
@@ -22,7 +23,7 @@ from compile_ahead.runtime.model.ir_reader import KVInputs
 _GQA_REPEAT = {"Unsqueeze", "Broadcast", "Reshape"}
 
 
-def _const(value, dtype=np.int64) -> ov.Output:
+def _const(value: ArrayLike, dtype: DTypeLike = np.int64) -> ov.Output:
     return ops.constant(np.asarray(value, dtype=dtype)).output(0)
 
 

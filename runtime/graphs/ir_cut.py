@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import openvino as ov
+from numpy.typing import ArrayLike, DTypeLike
 from openvino import opset13 as ops
 
 from compile_ahead.errors import CompileAheadError
@@ -45,7 +46,7 @@ from compile_ahead.runtime.model.ir_reader import (
 )
 
 
-def _const(value, dtype=np.int64) -> ov.Output:
+def _const(value: ArrayLike, dtype: DTypeLike = np.int64) -> ov.Output:
     return ops.constant(np.asarray(value, dtype=dtype)).output(0)
 
 

@@ -31,7 +31,14 @@ NEW_KEY = "new_key"
 NEW_VALUE = "new_value"
 
 
-def _qkv_results(cfg, w, x, layer, past_len, kv_type):
+def _qkv_results(
+    cfg: ModelConfig,
+    w: decoder.WeightConstants,
+    x: ov.Output,
+    layer: int,
+    past_len: ov.Output,
+    kv_type: ov.Type,
+) -> list[ov.Node]:
     q, k, v = decoder.layer_qkv(cfg, w, x, layer, decoder.rope_tables(cfg, past_len, 1), 1)
     new_k, _ = decoder.as_stored(k, kv_type)
     new_v, _ = decoder.as_stored(v, kv_type)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import openvino as ov
+from numpy.typing import ArrayLike
 from openvino import opset13 as ops
 
 from compile_ahead.runtime.base.precision import OV_TYPES
@@ -54,11 +55,11 @@ def variable_id(layer: int, kind: str) -> str:
     return past_name(layer, kind) + present_name(layer, kind)
 
 
-def _i64(values) -> ov.Node:
+def _i64(values: ArrayLike) -> ov.Node:
     return ops.constant(np.asarray(values, dtype=np.int64))
 
 
-def _f32(value) -> ov.Node:
+def _f32(value: ArrayLike) -> ov.Node:
     return ops.constant(np.asarray(value, dtype=np.float32))
 
 

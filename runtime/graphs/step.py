@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import openvino as ov
@@ -26,6 +28,16 @@ class StepOutput:
     logits: np.ndarray  # [vocab] f32
     new_keys: list[np.ndarray]  # per layer [1, kv, L, hd], views valid until the next call
     new_values: list[np.ndarray]
+
+
+class Step(Protocol):
+    """What drives a compiled step graph (CompiledStep here, graphs/ir_step.py's, the paged
+    prefill step, compile/split_step.py's): a chunk of ids run after ``past_length`` slots."""
+
+    @property
+    def spec(self) -> GraphSpec: ...
+
+    def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput: ...
 
 
 def bind_past_kv(request: ov.InferRequest, num_layers: int, arena: KVArena) -> None:
@@ -59,7 +71,7 @@ class StepOutputs:
                 views.update(dict.fromkeys(port.get_names(), tensor.data))
             self._views = self._read(views.__getitem__)
 
-    def _read(self, get) -> StepOutput:
+    def _read(self, get: Callable[[str], np.ndarray]) -> StepOutput:
         layers = range(self.num_layers)
         return StepOutput(
             get(LOGITS)[self.logits_row],

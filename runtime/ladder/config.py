@@ -5,17 +5,18 @@ a campaign cell from its `ab` arguments, a test with the constructor. ``validate
 what needs no model (each setting on its own and against the device: graph mode, placement,
 prefill, compile timeout, faults, lengths against a given ladder) and applies the device's
 measured defaults (compile/device_defaults.py), naming the ones it applied; ``for_model()``
-settles what needs the model (an auto ladder, a text prompt, the prompt's default length) and
-checks the rest against it. The runner, the compile layer, `generate` and `profile-compile`
-take the result and check nothing of the user's again: a wrong setting fails here, in one line,
-and the flag-only ones before any model is opened.
+settles what needs the model (an auto ladder, a text prompt, the prompt's default length),
+checks the rest against it and gives a ``SettledRun``: a concrete ladder, protocol and prefill
+plan, every mode chosen. The runner, the compile layer, `generate` and `profile-compile` take
+that and check nothing of the user's again: a wrong setting fails here, in one line, and the
+flag-only ones before any model is opened.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.device_defaults import (
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 PROMPT_FRACTION_OF_FIRST_RUNG = 8
 DEFAULT_PROMPT_LEN = 128  # the seed's prompt, also for an auto ladder
 FITTED_ALIGNMENT = 64  # generate's one rung: a multiple of this
+Mode = TypeVar("Mode", bound=StrEnum)
 
 
 @dataclass(frozen=True)
@@ -139,12 +141,13 @@ def check_prompt_fits(prompt_len: int, ladder: Ladder) -> None:
         )
 
 
-def _mode(kind: type[StrEnum], value: object, flag: str) -> StrEnum | None:
-    """``value`` as the mode ``kind`` (None stays None: the device's default)."""
+def _mode(kind: type[Mode], value: object, flag: str) -> Mode | None:
+    """``value`` (a mode or its name) as the mode ``kind``; None stays None: the device's
+    default."""
     if value is None:
         return None
     try:
-        return kind(value)
+        return kind(str(value))
     except ValueError:
         raise CompileAheadError(
             f"{flag} must be one of {', '.join(choices(kind))}, got {value!r}"
@@ -176,20 +179,9 @@ class RunConfig:
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
     # When the command started (now_ns()): first_token_s counts from there; None: the run's.
     started_ns: int | None = None
-    # Settled by validate() and for_model():
+    # Set by validate():
     device_defaults: tuple[str, ...] = ()  # the settings the device's measured defaults chose
-    prefill: PrefillPlan | None = None  # how the prompt is prefilled (for_model)
     validated: bool = False
-
-    @property
-    def ready(self) -> bool:
-        """Validated and settled against a model: what a run takes."""
-        return (
-            self.validated
-            and isinstance(self.ladder, Ladder)
-            and isinstance(self.protocol, RunProtocol)
-            and self.prefill is not None
-        )
 
     # -- before the model ------------------------------------------------------------------
     def validate(self) -> RunConfig:
@@ -198,25 +190,21 @@ class RunConfig:
             return self
         options = self.options.resolved()
         device = options.device
-        given = {
-            "graph": _mode(GraphMode, self.graph, "--graph"),
-            "placement": _mode(PlacementKind, self.placement, "--compile-placement"),
-            "decode_compile": _mode(DecodeCompile, self.decode_compile, "--decode-compile"),
-        }
-        shape = _mode(PrefillShape, self.prefill_shape, "--prefill-shape")
-        defaults = {
-            "graph": default_graph(device),
-            "placement": default_placement(device),
-            "decode_compile": default_decode_compile(device),
-        }
-        chosen = {k: v if v is not None else defaults[k] for k, v in given.items()}
+        graph = _mode(GraphMode, self.graph, "--graph")
+        placement = _mode(PlacementKind, self.placement, "--compile-placement")
+        decode_compile = _mode(DecodeCompile, self.decode_compile, "--decode-compile")
+        given = {"graph": graph, "placement": placement, "decode_compile": decode_compile}
         config = replace(
             self,
             options=options,
-            prefill_shape=shape,
+            prefill_shape=_mode(PrefillShape, self.prefill_shape, "--prefill-shape"),
             device_defaults=tuple(k for k, v in given.items() if v is None),
             validated=True,
-            **chosen,
+            graph=graph if graph is not None else default_graph(device),
+            placement=placement if placement is not None else default_placement(device),
+            decode_compile=(
+                decode_compile if decode_compile is not None else default_decode_compile(device)
+            ),
         )
         config._check_flags()
         return config
@@ -281,10 +269,12 @@ class RunConfig:
         return prompt_len, tokens
 
     # -- against the model -------------------------------------------------------------------
-    def for_model(self, source: ModelSource) -> RunConfig:
+    def for_model(self, source: ModelSource) -> SettledRun:
         """The ladder and protocol this model makes of the settings, checked against it, and
-        the prefill the prompt gets: what a run takes (``ready``)."""
+        the prefill the prompt gets: what a run takes."""
         config = self.validate()
+        if config.schedule is None:
+            raise TypeError("only a configuration with a schedule settles into a run")
         ladder, protocol = config._ladder_and_protocol(source)
         prompt_len = len(protocol.prompt)
         if prompt_len + 1 > ladder.top:
@@ -310,7 +300,7 @@ class RunConfig:
             config.prefill_shape,
             graph_available=config.graph != GraphMode.SPLIT,
         )
-        return replace(config, ladder=ladder, protocol=protocol, prefill=prefill)
+        return SettledRun.settle(config, config.schedule, ladder, protocol, prefill)
 
     def check_graph_mode(self, source: ModelSource) -> None:
         """The graph mode against how the source makes its graphs."""
@@ -354,3 +344,58 @@ class RunConfig:
                 f"max_position_embeddings ({max_positions})"
             )
         return ladder
+
+
+@dataclass(frozen=True)
+class SettledRun:
+    """A RunConfig settled for one model (RunConfig.for_model): what a run takes. Every choice
+    is made: the ladder, the protocol and the prefill plan are concrete, the device's defaults
+    are applied, and everything was checked; nothing is left for the runner to narrow."""
+
+    schedule: Schedule
+    ladder: Ladder
+    protocol: RunProtocol
+    prefill: PrefillPlan
+    options: CompileOptions  # resolved
+    graph: GraphMode
+    placement: PlacementKind
+    decode_compile: DecodeCompile
+    compile_timeout_s: float
+    faults: Faults
+    boundary_window: int
+    keep_logits: bool
+    counter_every: int
+    started_ns: int | None  # None: the run's own start
+    device_defaults: tuple[str, ...]  # the settings the device's measured defaults chose
+
+    ready = True  # what a run takes (a RunConfig is not)
+
+    @classmethod
+    def settle(
+        cls,
+        config: RunConfig,
+        schedule: Schedule,
+        ladder: Ladder,
+        protocol: RunProtocol,
+        prefill: PrefillPlan,
+    ) -> SettledRun:
+        """``config`` (validated: its modes are chosen) with what the model made of it."""
+        assert config.validated and config.graph is not None and config.placement is not None
+        assert config.decode_compile is not None
+        return cls(
+            schedule,
+            ladder,
+            protocol,
+            prefill,
+            config.options,
+            config.graph,
+            config.placement,
+            config.decode_compile,
+            config.compile_timeout_s,
+            config.faults,
+            config.boundary_window,
+            config.keep_logits,
+            config.counter_every,
+            config.started_ns,
+            config.device_defaults,
+        )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compile_ahead.runtime.compile.cache import CacheOutcome
-from compile_ahead.runtime.ladder.config import RunConfig
+from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.events import RunEvents
 from compile_ahead.runtime.ladder.report import RunReport
 from compile_ahead.runtime.ladder.runner import run_ladder
@@ -30,7 +30,9 @@ class Generation:
     stop_reason: str = "max_new_tokens"  # or eos, or capacity
 
 
-def generate(source: ModelSource, config: RunConfig, events: RunEvents | None = None) -> Generation:
+def generate(
+    source: ModelSource, config: RunConfig | SettledRun, events: RunEvents | None = None
+) -> Generation:
     """Run ``config`` (greedy, one rung) and return what it generated. An interrupted run
     raises KeyboardInterrupt, a failed one its error: a generation is whole or not at all."""
     result = run_ladder(source, config, events)
@@ -41,7 +43,9 @@ def generate(source: ModelSource, config: RunConfig, events: RunEvents | None = 
     assert result.first_token is not None
     stop = STOP_REASONS.get(result.report.stop_reason, "capacity")
     by_graph = {("prefill" if j.chunk > 1 else "decode"): j.cache for j in result.jobs if j.ok}
-    cache = {name: by_graph[name] for name in ("decode", "prefill") if name in by_graph}
+    cache: dict[str, CacheOutcome] = {
+        name: by_graph[name] for name in ("decode", "prefill") if name in by_graph
+    }
     logits = [result.first_logits, *result.logits] if result.first_logits is not None else []
     tokens = [result.first_token, *result.predicted]
     return Generation(tokens, result.report, cache, logits, stop)

@@ -11,6 +11,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.device_defaults import PREFILL_CHUNKS, default_prefill
 from compile_ahead.runtime.compile.modes import PrefillShape
 from compile_ahead.runtime.graphs.spec import GraphSpec
+from compile_ahead.runtime.graphs.step import Step
 from compile_ahead.runtime.ladder.kv_store import KVStore
 
 DYNAMIC_SHAPES = (PrefillShape.DYNAMIC, PrefillShape.PAGED)  # CPU paths: data-dependent shapes
@@ -102,7 +103,7 @@ def choose_prefill(
     return PrefillPlan(min(PREFILL_CHUNKS[kind], first_rung), kind, by)
 
 
-def prefill_chunks(step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
+def prefill_chunks(step: Step, prompt: Sequence[int], store: KVStore) -> np.ndarray:
     """Run a prompt through a step graph chunk by chunk (a static graph's last chunk padded)
     after the store's filled slots, appending its K/V; returns a copy of the last token's
     logits."""

@@ -1,7 +1,8 @@
 """What a ladder run reports: typed records, their JSON form, and one summary formatter.
 
-The JSON keys are the report's public format (README "The run report"); `ab schedule` reads
-the boundaries of reports written by other processes back with BoundaryRecord.from_json.
+The JSON keys are the report's public format (docs/usage/running.md, "The run report");
+`ab schedule` reads the boundaries of reports written by other processes back with
+BoundaryRecord.from_json.
 """
 
 from __future__ import annotations
@@ -176,7 +177,8 @@ class RunReport:
 
     def summary(self) -> str:
         """The console summary of a run (a failed or interrupted one too)."""
-        kind = {True: "SYNTHETIC weights", False: "real weights"}.get(self.synthetic, "weights ?")
+        kinds = {True: "SYNTHETIC weights", False: "real weights", None: "weights ?"}
+        kind = kinds.get(self.synthetic, "weights ?")
         weights = self.model.get("weight_format", "as in the checkpoint")
         lines = [
             f"model {self.model.get('model')} [{kind}] on {self.device}, weights {weights}, "
@@ -261,8 +263,8 @@ def _cache_lines(directory: str, jobs: list[dict[str, Any]]) -> list[str]:
             seconds = f"import {j.get('import_s', 0.0):.2f} s"
             state = f"hit ({seconds}, checksum {j.get('verify_s', 0.0):.2f} s)"
         elif j.get("cache") == "miss":
-            stored = "miss, stored" + (f" ({note})" if note else "")
-            state = stored if j.get("cache_stored") else f"miss, {note or 'not stored'}"
+            kept = "miss, stored" + (f" ({note})" if note else "")
+            state = kept if j.get("cache_stored") else f"miss, {note or 'not stored'}"
         else:
             state = f"off ({note})" if note else "off"
         lines.append(f"  {what}: {state}")

@@ -32,8 +32,8 @@ def teacher_forced(
     """A fixed token sequence from a seed: P prompt tokens, then T forced decode inputs."""
     if prompt_len <= 0 or decode_tokens <= 0:
         raise CompileAheadError("--prompt-len and --decode-tokens must be positive")
-    ids = np.random.default_rng(seed).integers(0, vocab_size, size=prompt_len + decode_tokens)
-    ids = tuple(int(i) for i in ids)
+    draws = np.random.default_rng(seed).integers(0, vocab_size, size=prompt_len + decode_tokens)
+    ids = tuple(int(i) for i in draws)
     return RunProtocol("teacher-forced", ids[:prompt_len], decode_tokens, ids[prompt_len:])
 
 

@@ -20,21 +20,20 @@ import numpy as np
 
 from compile_ahead.interrupts import deferred, future_result, hold, unhold
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
-from compile_ahead.runtime.compile.modes import DecodeCompile
+from compile_ahead.runtime.compile.modes import DecodeCompile, GraphMode
 from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder.accounting import RunAccounting
-from compile_ahead.runtime.ladder.capacities import Ladder, near_boundary, rung_holding
+from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJob, CompileJobs
-from compile_ahead.runtime.ladder.config import RunConfig
+from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.events import BoundaryTiming, FanOut, RunEvents
 from compile_ahead.runtime.ladder.faults import FaultInjector
 from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
 from compile_ahead.runtime.ladder.report import BoundaryRecord, RunReport
-from compile_ahead.runtime.ladder.run_protocol import RunProtocol
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
 from compile_ahead.runtime.ladder.schedules import CompileTiming
 from compile_ahead.runtime.sources.base import ModelSource
@@ -64,13 +63,9 @@ def logits_digest(logits: np.ndarray) -> str:
 
 
 class LadderRunner:
-    def __init__(self, source: ModelSource, config: RunConfig, events: RunEvents | None = None):
-        if not config.ready or config.schedule is None:
-            raise TypeError(
-                "a run takes a RunConfig with a schedule, settled for its model: for_model()"
-            )
-        assert isinstance(config.ladder, Ladder) and isinstance(config.protocol, RunProtocol)
-        assert config.prefill is not None and config.graph is not None
+    def __init__(self, source: ModelSource, config: SettledRun, events: RunEvents | None = None):
+        if not isinstance(config, SettledRun):
+            raise TypeError("a run takes a RunConfig settled for its model: for_model()")
         self.source = source
         self.config = config
         self.options = config.options
@@ -176,9 +171,9 @@ class LadderRunner:
     def _decode(self, active: CompiledRung, last: int) -> str:
         """The protocol's decode steps from the first rung on; why they ended."""
         proto = self.protocol
-        self.policy.rung_taken(self.first, self.store.length)
+        self.policy.rung_taken(self.first, self._kv.length)
         for i in range(proto.decode_tokens):
-            need = self._rung_for(self.store.length + 1)
+            need = self._rung_for(self._kv.length + 1)
             if need < 0:
                 return self._top_reached()
             if need != active.capacity:
@@ -191,6 +186,12 @@ class LadderRunner:
         return "completed"
 
     # -- pieces of the run ---------------------------------------------------------------
+    @property
+    def _kv(self) -> KVStore:
+        """The run's KV store, which _before_decoding makes before anything runs on it."""
+        assert self.store is not None, "the KV store is made before any compile"
+        return self.store
+
     def _begin(self, start: int) -> None:
         if self.options.cache is not None:
             self.options.cache.begin_writes(self.config.faults.store_delay_s)
@@ -292,11 +293,11 @@ class LadderRunner:
         return active
 
     def _step(self, active: CompiledRung, i: int, token: int) -> StepOutput:
-        t = self.store.length
+        t = self._kv.length
         a = now_ns()
         out = active.step.run(np.asarray([token], np.int64), t)
         self.faults.after_step()
-        self.store.append(out, 1)
+        self._kv.append(out, 1)
         b = now_ns()
         self.predicted.append(int(np.argmax(out.logits)))
         if self.config.keep_logits:
@@ -312,7 +313,7 @@ class LadderRunner:
     def _switch(self, active: CompiledRung, capacity: int, step_index: int) -> CompiledRung:
         """Cross a boundary; its record is kept also when it fails."""
         b0 = now_ns()
-        t = self.store.length
+        t = self._kv.length
         record = BoundaryRecord(active.capacity, capacity, step_index, t)
         self.boundaries.append(record)
         taken = None
@@ -338,8 +339,8 @@ class LadderRunner:
         record.compile_started_at_context = rung.started_at_length
         record.cache, record.import_s = rung.cache.state, rung.cache.import_s
         m0 = now_ns()
-        migration = self.store.grow_to(capacity)
-        self.store.take_into_use(rung.step)
+        migration = self._kv.grow_to(capacity)
+        self._kv.take_into_use(rung.step)
         m1 = now_ns()
         record.migration_s = (m1 - m0) / 1e9
         record.bytes_copied = migration.bytes_copied
@@ -457,7 +458,7 @@ class LadderRunner:
             kv_committed_peak_bytes=int(acct.committed.peak),
             graphs_resident_max=self.jobs.resident_max,
             # Whole graphs each hold a compiled copy of the weights; split rungs share one.
-            weight_copies_resident_max=1 if s.graph == "split" else self.jobs.resident_max,
+            weight_copies_resident_max=1 if s.graph is GraphMode.SPLIT else self.jobs.resident_max,
             compiles_in_flight_max=self.jobs.in_flight_max,
             compile_jobs=[j.to_json() for j in jobs],
             compile_cache_dir=str(cache.directory) if cache is not None else None,
@@ -469,10 +470,10 @@ class LadderRunner:
 
 def run_ladder(
     source: ModelSource,
-    config: RunConfig,
+    config: RunConfig | SettledRun,
     events: RunEvents | None = None,
     keep_held: bool = False,
 ) -> RunResult:
     """One run of ``config`` (settled for ``source`` here unless it already is)."""
-    settled = config if config.ready else config.for_model(source)
+    settled = config if isinstance(config, SettledRun) else config.for_model(source)
     return LadderRunner(source, settled, events).run(keep_held)

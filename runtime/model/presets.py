@@ -17,7 +17,9 @@ class Preset:
     dtype: str = "bf16"
 
 
-def _qwen2(vocab: int, hidden: int, inter: int, layers: int, heads: int, kv: int, tied: bool):
+def _qwen2(
+    vocab: int, hidden: int, inter: int, layers: int, heads: int, kv: int, tied: bool
+) -> ModelConfig:
     return ModelConfig(
         architecture="qwen2",
         vocab_size=vocab,

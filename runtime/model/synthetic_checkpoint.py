@@ -179,7 +179,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write(directory: Path, preset: str, store: SyntheticStore, marker: dict, stream: TextIO):
+def _write(
+    directory: Path, preset: str, store: SyntheticStore, marker: dict[str, Any], stream: TextIO
+) -> None:
     cfg = PRESETS[preset].config
     prefix, total = _safetensors_header(store, marker)
     progress = _Progress(total, f"writing synthetic {preset} weights (seed {store.seed})", stream)
@@ -189,7 +191,7 @@ def _write(directory: Path, preset: str, store: SyntheticStore, marker: dict, st
             progress.add(len(prefix))
             for name in store.names():
                 data = store.draw(name).array
-                f.write(memoryview(data).cast("B"))
+                f.write(data.data.cast("B"))  # the array's bytes in place
                 progress.add(data.nbytes)
             f.flush()
             os.fsync(f.fileno())

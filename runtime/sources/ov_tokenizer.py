@@ -6,11 +6,15 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.ir_files import DETOKENIZER_XML, TOKENIZER_XML
+
+if TYPE_CHECKING:
+    import openvino as ov
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,9 @@ def _check_ir_file(path: Path) -> None:
         raise CompileAheadError(f"{path}: not an OpenVINO IR (its root element is <{root.tag}>)")
 
 
-def _check_interface(compiled, path: Path, output: str | None, takes: type) -> None:
+def _check_interface(
+    compiled: ov.CompiledModel, path: Path, output: str | None, takes: type
+) -> None:
     """A tokenizer takes one batch of strings (a detokenizer one of token ids) and gives its
     named output: another model in its place is refused before it runs."""
     inputs = compiled.inputs

@@ -3,13 +3,28 @@ export's openvino-tokenizers IRs, or a tokenizer.json."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.ir_files import TOKENIZER_XML
 
 
-def load_tokenizer(model_dir: Path | None, model_name: str):
+class Encoded(Protocol):
+    @property
+    def ids(self) -> Sequence[int]: ...
+
+
+class TextTokenizer(Protocol):
+    """A tokenizers.Tokenizer or an OpenVINOTokenizer: all the commands use of one."""
+
+    def encode(self, text: str) -> Encoded: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+def load_tokenizer(model_dir: Path | None, model_name: str) -> TextTokenizer:
     """The export's openvino-tokenizers IRs when present, else tokenizer.json; both give
     ``encode(text).ids`` and ``decode(ids)``."""
     from tokenizers import Tokenizer
@@ -46,7 +61,9 @@ def parse_token_ids(text: str, vocab_size: int | None) -> list[int]:
     return ids
 
 
-def encode_prompt(tokenizer, text: str, vocab_size: int, model_name: str) -> list[int]:
+def encode_prompt(
+    tokenizer: TextTokenizer, text: str, vocab_size: int, model_name: str
+) -> list[int]:
     """--prompt through the model's tokenizer (load_tokenizer), refused like --prompt-ids when
     it encodes to nothing or to ids the model has no embedding for (another model's)."""
     ids = [int(i) for i in tokenizer.encode(text).ids]
