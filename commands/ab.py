@@ -25,10 +25,11 @@ from compile_ahead.commands.options import (
     ov_config_from_args,
     run_config_from_args,
 )
+from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.outputs import check_new_dir, check_not_inputs, mark_output_dir
 from compile_ahead.profiling.trials import compile_run, schedule_ab
-from compile_ahead.profiling.trials.arms import parse_arm
+from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     completion_status,
@@ -311,7 +312,7 @@ def _lengths(config: RunConfig, ladder: Ladder) -> tuple[int, int]:
     return prompt_len, decode_tokens
 
 
-class _Refusing(argparse.ArgumentParser):
+class _Refusing(ExactParser):
     """`ab`'s parser with its errors raised instead of printed and exited on."""
 
     def error(self, message: str):  # type: ignore[override]
@@ -328,6 +329,21 @@ def ab_parser() -> argparse.ArgumentParser:
     return top
 
 
+# Compile properties already checked against a device: (interpreter, library, env, properties,
+# device). A campaign's cells repeat their arms, and asking another interpreter takes seconds.
+_CHECKED_PROPERTIES: set[tuple] = set()
+
+
+def _check_arm_properties(text: str, device: str) -> None:
+    """The arm's compile properties against the device of the OpenVINO the arm runs."""
+    spec = parse_arm(text, device)
+    key = (spec.python, spec.library_path, tuple(sorted(spec.env.items())),
+           tuple(sorted(spec.config.items())), device)  # fmt: skip
+    if key not in _CHECKED_PROPERTIES:
+        check_arm_properties(spec, device)
+        _CHECKED_PROPERTIES.add(key)
+
+
 @functools.cache
 def _cell_parser() -> argparse.ArgumentParser:
     """One `ab` parser for every cell checked in this process: building it is most of what a
@@ -336,8 +352,9 @@ def _cell_parser() -> argparse.ArgumentParser:
 
 
 def check_cell(argv: list[str]) -> None:
-    """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model,
-    trial or device is touched; CompileAheadError (one line) otherwise."""
+    """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model or
+    trial: its flags, arms and ladder, and its compile properties against the device (as
+    `ab` checks them before it writes anything); CompileAheadError (one line) otherwise."""
     from compile_ahead.profiling.trials.compile_ab import parse_ladder
     from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 
@@ -346,12 +363,17 @@ def check_cell(argv: list[str]) -> None:
         for text in args.arm:
             parse_arm(text, args.device)
         parse_ladder(args.ladder)
+        for text in args.arm:
+            _check_arm_properties(text, args.device)
         return
     schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
     ladder = ladder_choice(args)
     assert isinstance(ladder, Ladder)
     _lengths(RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens), ladder)
-    ov_config_from_args(args)
+    key = ("run", args.device, tuple(sorted(ov_config_from_args(args).items())))
+    if key not in _CHECKED_PROPERTIES:  # the properties of `compile-ahead run`, this OpenVINO
+        ov_config_from_args(args, check=True)
+        _CHECKED_PROPERTIES.add(key)
 
 
 def check_run_available() -> None:
@@ -359,7 +381,7 @@ def check_run_available() -> None:
     try:
         from compile_ahead.commands import run
 
-        run.register(argparse.ArgumentParser().add_subparsers())
+        run.register(ExactParser().add_subparsers())
     except ImportError as err:
         raise CompileAheadError(f"the compile-ahead CLI cannot load: {err}") from err
 

@@ -17,11 +17,10 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import argparse
-
     from compile_ahead.commands import ab, campaign, compare, generate, patches, run, trace
+    from compile_ahead.commands.parsers import ExactParser
 
-    parser = argparse.ArgumentParser(
+    parser = ExactParser(
         prog="compile-ahead",
         description="Long-context decode on static-shape devices: compile ahead, not up front.",
     )

@@ -27,8 +27,6 @@ PYSPY_NAME = "pyspy.json"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import argparse
-
     from compile_ahead.commands.options import (
         add_graph_option,
         add_ladder_option,
@@ -37,9 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
         add_protocol_options,
         add_synthetic_dtype_option,
     )
+    from compile_ahead.commands.parsers import ExactParser
     from compile_ahead.runtime.ladder.schedules import SCHEDULES
 
-    p = argparse.ArgumentParser(
+    p = ExactParser(
         prog="profile-compile",
         description=(
             "Compile each rung of a KV-capacity ladder with OpenVINO's compile-phase counters on; "

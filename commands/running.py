@@ -26,6 +26,7 @@ from compile_ahead.interrupts import (
     interrupted,
     run_exit_hooks,
 )
+from compile_ahead.shown_text import shown
 from compile_ahead.streams import flush_standard_streams, guarded_streams
 
 BUG_EXIT = 1  # an error no command step turned into a message: its traceback is printed
@@ -50,7 +51,7 @@ def _one_line_warnings(prog: str) -> None:
         if not issubclass(category, CompileAheadWarning):
             python_format(message, category, filename, lineno, file, line)
             return
-        text = " ".join(str(message).split())  # one line, whatever the message holds
+        text = shown(" ".join(str(message).split()))  # one line, whatever the message holds
         print(f"{prog}: warning: {text}", file=file or sys.stderr, flush=True)
 
     warnings.showwarning = show
@@ -73,7 +74,7 @@ def run_command(prog: str, parse: Callable[[], argparse.Namespace]) -> int:
             if code == 0 and interrupted():  # a signal noted while it finished its work
                 code = _interrupted(prog)
         except CompileAheadError as err:
-            print(f"{prog}: error: {err}", file=sys.stderr)
+            print(f"{prog}: error: {shown(str(err))}", file=sys.stderr)  # one line, as said
             code = 2
         except KeyboardInterrupt:
             code = _interrupted(prog)

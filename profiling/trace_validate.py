@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m compile_ahead.profiling.trace_validate",
         description="Structural checks of a Perfetto protobuf trace.",
+        allow_abbrev=False,
     )
     parser.add_argument("trace", type=Path)
     args = parser.parse_args(argv)

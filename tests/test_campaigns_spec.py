@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from campaign_helpers import TINY_COMPILE
+from campaign_helpers import TINY_COMPILE, sleep_spec
 
 from compile_ahead.commands.ab import check_cell
 from compile_ahead.errors import CompileAheadError
@@ -49,6 +49,41 @@ def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
          "ab compile: unrecognized arguments: --no-such-flag"),
         (lambda s: s.replace('kind = "compile"', 'kind = "schedule"'),
          "ab schedule: --arms: a=current, b=current"),
+        # an option is one of `ab`'s flags exactly: no abbreviation, no "=VALUE" in its name
+        (lambda s: s + '\n[options]\nladde = "16,48"\n',
+         "ab compile: unrecognized arguments: --ladde=16,48"),
+        (lambda s: s + '\n[options]\nar = "C=current,NUM_STREAMS=1"\n',
+         "ab compile: unrecognized arguments: --ar=C=current,NUM_STREAMS=1"),
+        (lambda s: s + '\n[options]\n"ladder=16,64" = true\n',
+         "options.'ladder=16,64' is not the name of an `ab` flag"),
+        (lambda s: s + '\n[options]\n"--repeat" = 2\n',
+         "options.'--repeat' is not the name of an `ab` flag"),
+        (lambda s: s + '\n[options]\nrepeat = 2\nREPEAT = 3\n',
+         "unrecognized arguments: --REPEAT=3"),
+        (lambda s: s + '\n[options]\nir_dir = "x"\n', "options.ir_dir is set by the campaign"),
+        # [report] is checked as [campaign] is
+        (lambda s: s + '\n[report]\nfoo = 1\n', "unknown key report.foo; keys: endpoints"),
+        (lambda s: s + '\n[report]\nendpoints = ["nope"]\n',
+         "report.endpoints: 'nope' is not an endpoint of this compile campaign's cells; they "
+         "measure: compile_32, compile_64, compile_total,"),
+        (lambda s: s + '\n[report]\nendpoints = ["compile_128", "compile_1024"]\n',
+         "report.endpoints: 'compile_1024' is not an endpoint"),
+        (lambda s: s + '\n[report]\nendpoints = ["pass_self_total"]\n',
+         "'pass_self_total' is not an endpoint"),  # measured with pass-profile only
+        # names with control or bidi characters never reach the terminal or a heading
+        (lambda s: s.replace("[campaign]", '[campaign]\nname = "evil\\nname"'),
+         "campaign.name holds a control or format character (U+000A) in 'evil\\\\nname'"),
+        (lambda s: s.replace('model = ["tiny"]', 'model = ["tiny\\u202e"]'),
+         "axes.model[0] holds a control or format character (U+202E)"),
+        (lambda s: s.replace('"A=current"', '"A\\u2066=current"'),
+         "campaign.arms[0] holds a control or format character (U+2066)"),
+        (lambda s: s + '\n[options]\n"x\\u001b[31m" = true\n',
+         "options.x\\x1b[31m holds a control or format character (U+001B)"),
+        # compile properties are checked against the device before anything is written
+        (lambda s: s.replace("[axes]", '[axes]\nov_config = [["FOO=bar"]]'),
+         "ab compile: --arm A: FOO is not a property CPU supports"),
+        (lambda s: s.replace('"B=current,INFERENCE_PRECISION_HINT=f32"', '"B=current,FOO=bar"'),
+         "ab compile: --arm B: FOO is not a property CPU supports"),
     ],
 )  # fmt: skip
 def test_bad_campaign_one_line_nothing_written(tmp_path: Path, edit, message: str) -> None:
@@ -60,6 +95,41 @@ def test_bad_campaign_one_line_nothing_written(tmp_path: Path, edit, message: st
     assert len(lines) == 1 and lines[0].startswith("compile-ahead: error: "), proc.stderr
     assert message in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]  # no store, no lock
+
+
+def _one_line_refusal(spec: Path, cwd: Path) -> str:
+    """The campaign's refusal: one line, exit 2, nothing but the spec in ``cwd``."""
+    proc = campaign(["run", str(spec), "--store", str(cwd / "s.sqlite")], cwd)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert [p.name for p in cwd.iterdir()] == [spec.name]  # no store, no lock
+    return lines[0]
+
+
+def test_a_schedule_cells_properties_are_checked_before_anything_is_written(tmp_path: Path):
+    spec = sleep_spec(tmp_path / "sched.toml", 0.1)
+    spec.write_text(spec.read_text().replace("[axes]", '[axes]\nov_config = [[], ["FOO=bar"]]'))
+    line = _one_line_refusal(spec, tmp_path)
+    assert "ab schedule: --ov-config: FOO is not a property CPU supports" in line
+
+
+def test_a_name_from_the_files_name_is_checked_and_shown_escaped(tmp_path: Path) -> None:
+    spec = tmp_path / "odd\x1b[2J\u202ename.toml"
+    spec.write_text(TINY_COMPILE)
+    line = _one_line_refusal(spec, tmp_path)
+    assert "the campaign's name 'odd\\x1b[2J\\u202ename' holds a control or format" in line
+    assert "\x1b" not in line and "\u202e" not in line and "odd\\x1b[2J\\u202ename.toml" in line
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "known"),
+    [('["critical_path", "tok_s_128", "nope"]', "'nope' is not an endpoint of this schedule"),
+     ('["compile_64"]', "'compile_64' is not an endpoint of this schedule")],
+)  # fmt: skip
+def test_report_endpoints_of_a_schedule_campaign(tmp_path: Path, endpoints: str, known: str):
+    spec = sleep_spec(tmp_path / "sched.toml", 0.1)
+    spec.write_text(spec.read_text() + f"\n[report]\nendpoints = {endpoints}\n")
+    assert known in _one_line_refusal(spec, tmp_path)
 
 
 def test_a_good_campaign_expands_to_its_cells(tmp_path: Path) -> None:
@@ -104,6 +174,14 @@ def test_arms_by_version_interpreter_or_current(tmp_path: Path) -> None:
         parse_campaign_arm(sys.executable, "spec")
     with pytest.raises(CompileAheadError, match="names 2 installations"):
         parse_campaign_arm("x=openvino==2025.4.1,current", "spec")
+
+
+def test_an_arms_relative_paths_are_where_the_campaign_runs(tmp_path: Path, monkeypatch) -> None:
+    """A block runs in its own directory: an arm's relative paths reach it made absolute."""
+    (tmp_path / "cfg.json").write_text('{"CPU": {"NUM_STREAMS": "1"}}')
+    monkeypatch.chdir(tmp_path)
+    arm = parse_campaign_arm("B=current,config=cfg.json,NUM_STREAMS=1", "spec")
+    assert arm.ab_spec(str) == f"B=current,config={tmp_path / 'cfg.json'},NUM_STREAMS=1"
 
 
 @pytest.mark.parametrize("arms", [("A", "B"), ("A", "B", "C"), ("A", "B", "C", "D")])

@@ -2,6 +2,8 @@
 
 spec           the campaign file (TOML): kind, axes, arms, pairs; validated whole before anything
                is written; expands to cells, each an `ab KIND` command line
+spec_checks    the file's text (no control characters), its [options] and [report] tables
+identity       what defines the arms beyond the text (config contents, env, OpenVINO builds)
 limits         how large a campaign may be (cells, blocks); progress while its cells are checked
 arms           a compile campaign's arms: releases by version (openvino==V), interpreters, current
 environments   a release's own environment, built once per machine with uv in the user cache

@@ -100,6 +100,17 @@ def release_of(text: str) -> str | None:
     return next((i[len(VERSION_PREFIX) :] for i in items if i.startswith(VERSION_PREFIX)), None)
 
 
+def _absolute(item: str, kind: str | None) -> str:
+    """A path item made absolute here, so a block, which runs in its own directory, finds
+    what the spec was checked with (a relative path is relative to where the campaign runs)."""
+    key, sep, value = item.partition("=")
+    if kind == "path" and not sep:
+        return str(Path(item).expanduser().absolute())
+    if (kind == "path" or key == "config") and sep:
+        return f"{key}={Path(value).expanduser().absolute()}"
+    return item
+
+
 def parse_campaign_arm(text: str, where: str) -> CampaignArm:
     """One arm of the spec, checked as `ab compile --arm` checks it (versions aside)."""
     what = f"{where}: arm {text!r}"
@@ -114,6 +125,7 @@ def parse_campaign_arm(text: str, where: str) -> CampaignArm:
             f"{what}: names {len(installs)} installations ({', '.join(i for i, _ in installs)})"
         )
     version = next((_version(i, what) for i, kind in installs if kind == "version"), None)
+    items = tuple(_absolute(item, kind) for item, kind in kinds)
     if name is None:
         name = f"ov{version}" if version is not None else installs[0][0] if installs else ""
         if not installs or installs[0][1] == "path":

@@ -28,6 +28,7 @@ from compile_ahead.profiling.campaigns.models import model_identity
 from compile_ahead.profiling.campaigns.spec import CampaignSpec
 from compile_ahead.profiling.campaigns.store import Store
 from compile_ahead.profiling.campaigns.store_lock import HOLDER_KEY, CoordinatorLock
+from compile_ahead.shown_text import shown
 
 
 class Hooks(Protocol):
@@ -76,7 +77,7 @@ class Recorder:
 
     def say(self, text: str) -> None:
         if not self.quiet:
-            print(f"campaign: {text}", file=self.stream, flush=True)
+            print(f"campaign: {shown(text)}", file=self.stream, flush=True)
 
     def skip(self, task: BlockTask) -> bool:
         return task.cell in self.skipped

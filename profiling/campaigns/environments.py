@@ -95,6 +95,12 @@ def _build(tmp: Path, version: str, what: str) -> str:
     return build
 
 
+def built_environment(version: str) -> Path | None:
+    """The interpreter of ``openvino==version``'s environment if this machine has built it."""
+    final = environment_dir(version)
+    return _python(final) if (final / MARKER).is_file() else None
+
+
 def ensure_environment(version: str, stream: TextIO | None = None) -> Path:
     """The interpreter of ``openvino==version``'s environment, built now if this machine has
     none. One line if it cannot be built (no uv, no such release, no network)."""

@@ -39,6 +39,7 @@ from compile_ahead.profiling.campaigns.store import Store
 from compile_ahead.profiling.compare.sources import PAGE_NAME
 from compile_ahead.profiling.trials.experiment import save_experiment, write_analysis
 from compile_ahead.profiling.trials.report import fmt_number, table_row
+from compile_ahead.shown_text import shown
 
 SUMMARY = REPORT_JSON.removesuffix(".json")
 
@@ -89,8 +90,9 @@ def _markdown(campaign: CampaignAnalysis) -> str:
         cells = [r.cell, (r.machine or "")[:8], r.label, r.versus, effect, ci, str(r.pairs),
                  _mde(r), r.verdict]  # fmt: skip
         lines.append(table_row(cells))
+    lines = [shown(line) for line in lines]  # names from the store print as one line each
     moves = [
-        history.moves_markdown(c.run.label, c.moves, c.done.labels)
+        history.moves_markdown(shown(c.run.label), c.moves, c.done.labels)
         for c in campaign.cells
         if c.moves and c.done is not None
     ]

@@ -14,15 +14,18 @@
     ladder = ["1024,2048,4096", "2048,4096,8192"]
     ov_config = [[], ["INFERENCE_PRECISION_HINT=f32"]]   # compile properties per cell
 
-    [options]                         # any other `ab KIND` flag, the same in every cell
-    prompt-len = 128
+    [options]                         # any other `ab KIND` flag, the same in every cell,
+    prompt-len = 128                  # by its exact name (spec_checks.py)
 
     [report]
-    endpoints = ["critical_path"]     # optional: the endpoint keys of the cross-cell table
+    endpoints = ["critical_path"]     # optional: keys of endpoints the cells measure, for the
+                                      # cross-cell table (nothing else in this table)
 
 Each cell is the `ab KIND` command line these give, checked by the `ab` command's own parser
 and checks (given to load_spec by the `campaign` command), so a flag `ab` refuses is refused
-before the campaign starts.
+before the campaign starts, as is a compile property a cell's device does not take. No key or
+string of the file may hold a control or format character (spec_checks.py). The store keeps
+the campaign's identity (identity.py), which a resumed campaign must match.
 """
 
 from __future__ import annotations
@@ -35,12 +38,21 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.arms import CampaignArm, parse_campaign_arm
+from compile_ahead.profiling.campaigns.environments import built_environment
+from compile_ahead.profiling.campaigns.identity import campaign_identity
 from compile_ahead.profiling.campaigns.limits import check_grid_size
+from compile_ahead.profiling.campaigns.spec_checks import (
+    check_endpoints,
+    check_text,
+    option_flags,
+    report_table,
+)
+from compile_ahead.shown_text import hidden_character
 
 # Checks one cell's `ab KIND ...` command line as `ab` does before any work (one line if not).
 CheckCell = Callable[[list[str]], None]
@@ -52,9 +64,6 @@ AXES = ("model", "synthetic_dtype", "ladder", "ov_config")
 _AXIS_FLAGS = {"model": "--model", "synthetic_dtype": "--synthetic-dtype", "ladder": "--ladder"}
 _TABLES = {"campaign", "axes", "options", "report"}
 _CAMPAIGN_KEYS = {"name", "kind", "pairs", "warmup", "arms", "timeout"}
-# Flags the campaign sets for each block itself, and flags that are axes or arms.
-_RESERVED = {"out", "pairs", "warmup", "first-block", "quiet", "no-plot", "ir-dir", "timeout"}
-_RESERVED |= {"arm", "arms", "model", "synthetic-dtype", "ladder", "ov-config"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,7 @@ class CampaignSpec:
     compile_arms: tuple[CampaignArm, ...] = ()
     report_endpoints: tuple[str, ...] | None = None
     canonical: dict = field(default_factory=dict)
+    identity: dict = field(default_factory=dict)  # identity.py: what its store must match
 
     @property
     def digest(self) -> str:
@@ -167,6 +177,11 @@ def _campaign(table: dict, path: Path) -> dict:
     name = table.get("name", path.stem)
     if not isinstance(name, str) or not name.strip():
         raise CompileAheadError(f"{path}: campaign.name must be a non-empty string")
+    if hidden_character(name) is not None:  # a name from the file's own name
+        raise CompileAheadError(
+            f"{path}: the campaign's name {name!r} holds a control or format character "
+            f'({hidden_character(name)}); give it a name = "..."'
+        )
     return {
         "name": name,
         "kind": kind,
@@ -201,26 +216,6 @@ def _axes(table: dict, path: Path) -> dict[str, list]:
             raise CompileAheadError(f"{path}: axis {axis} names a value twice")
         axes[axis] = values
     return axes
-
-
-def _option_flags(options: dict, path: Path) -> list[str]:
-    flags: list[str] = []
-    for key, value in options.items():
-        flag = key.replace("_", "-")
-        if flag in _RESERVED:
-            raise CompileAheadError(
-                f"{path}: options.{key} is set by the campaign (axes, arms, pairs, warmup, "
-                "timeout) or per block; remove it"
-            )
-        values = value if isinstance(value, list) else [value]
-        for v in values:
-            if v is True:
-                flags.append(f"--{flag}")
-            elif isinstance(v, str | int | float) and v is not False:
-                flags += [f"--{flag}", str(v)]
-            elif v is not False:
-                raise CompileAheadError(f"{path}: options.{key} must be a string, number or true")
-    return flags
 
 
 def _cell_argv(kind: str, axes: dict[str, object], arms: tuple[str, ...], options: list[str]):
@@ -274,10 +269,12 @@ def compile_arm_flags(arms: tuple[CampaignArm, ...], props: tuple[str, ...], pyt
 
 
 def _check_cell(spec: CampaignSpec, cell: Cell, check: CheckCell) -> None:
-    """The cell's `ab` command line as `ab` checks it before any model or trial."""
+    """The cell's `ab` command line as `ab` checks it before any model or trial (an arm named
+    by release as its environment here, or as this interpreter where none is built yet)."""
     argv = list(cell.argv)
     if spec.kind == "compile":
-        argv += compile_arm_flags(spec.compile_arms, cell.arm_items, lambda _v: sys.executable)
+        python = lambda v: str(built_environment(v) or sys.executable)  # noqa: E731
+        argv += compile_arm_flags(spec.compile_arms, cell.arm_items, python)
     argv += block_flags(spec.pairs, spec.warmup, 0, spec.timeout)
     try:
         check(argv)
@@ -290,12 +287,13 @@ def load_spec(path: Path, check: CheckCell, progress: Progress | None = None) ->
     checks of a command line, ``progress`` told as they go); one line naming the first
     problem, a grid beyond limits.py's bounds refused before any cell is made."""
     text, data = _load_toml(path)
+    check_text(data, path)
     _check_keys(data, path)
     camp = _campaign(_table(data, "campaign", path), path)
     axes = _axes(_table(data, "axes", path), path)
     check_grid_size(path, math.prod(len(v) for v in axes.values()), camp["pairs"])
     options = _table(data, "options", path)
-    flags = _option_flags(options, path)
+    flags = option_flags(options, path)
     compile_arms: tuple[CampaignArm, ...] = ()
     if camp["kind"] == "compile":
         compile_arms = tuple(parse_campaign_arm(a, str(path)) for a in camp["arms"])
@@ -307,12 +305,7 @@ def load_spec(path: Path, check: CheckCell, progress: Progress | None = None) ->
             f"{path}: installations by version are arms of compile campaigns; {camp['kind']} "
             "arms are schedules run by this installation's compile-ahead"
         )
-    report = _table(data, "report", path)
-    endpoints = report.get("endpoints")
-    if endpoints is not None and not (
-        isinstance(endpoints, list) and all(isinstance(e, str) for e in endpoints)
-    ):
-        raise CompileAheadError(f"{path}: report.endpoints must be a list of endpoint keys")
+    endpoints = report_table(_table(data, "report", path), path)
     canonical = {k: camp[k] for k in ("kind", "pairs", "warmup", "timeout", "arms")}
     canonical |= {"axes": axes, "options": options}
     spec = CampaignSpec(
@@ -328,11 +321,18 @@ def load_spec(path: Path, check: CheckCell, progress: Progress | None = None) ->
         dict(options),
         _make_cells(camp["kind"], axes, camp["arms"], flags),
         compile_arms,
-        None if endpoints is None else tuple(endpoints),
+        endpoints,
         canonical,
     )
     for checked, cell in enumerate(spec.cells, 1):
         _check_cell(spec, cell, check)
         if progress is not None:
             progress(checked, len(spec.cells))
-    return spec
+    if endpoints is not None:
+        ladders = axes.get("ladder", ["default"])
+        check_endpoints(endpoints, camp["kind"], map(str, ladders), options, path)
+    try:
+        identity = campaign_identity(canonical, spec.kind, spec.arms, compile_arms, options)
+    except CompileAheadError as err:
+        raise CompileAheadError(f"{path}: {err}") from None
+    return replace(spec, identity=identity)

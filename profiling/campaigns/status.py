@@ -17,13 +17,14 @@ from pathlib import Path
 from compile_ahead.profiling.campaigns.coordinator import duration
 from compile_ahead.profiling.campaigns.store import Store
 from compile_ahead.profiling.campaigns.store_lock import HOLDER_KEY, coordinator_running
+from compile_ahead.shown_text import shown
 
 
 def status_text(store_path: Path) -> str:
     running = coordinator_running(store_path)  # before the store is open (store_lock.py)
     store = Store.open(store_path)
     try:
-        return "\n".join(_lines(store, store_path, running))
+        return "\n".join(map(shown, _lines(store, store_path, running)))  # a line each
     finally:
         store.close()
 

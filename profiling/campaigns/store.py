@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.campaigns.identity import identity_change, refusal
 from compile_ahead.profiling.campaigns.spec import CampaignSpec
 from compile_ahead.profiling.campaigns.store_lock import CoordinatorLock
 
@@ -207,7 +208,12 @@ class Store:
             raise _store_error(self.path, err) from None
 
     def check_spec(self, spec: CampaignSpec, identities: dict[int, dict]) -> None:
-        """A run on an existing store must be the campaign it holds, on the same models."""
+        """A run on an existing store must be the campaign it holds (its identity: what
+        defines its arms too, identity.py), on the same models."""
+        stored = json.loads(self.meta("identity") or "{}")  # none in a store made before
+        change = identity_change(stored, spec.identity) if stored else None
+        if change is not None:
+            raise refusal(self.path, change)
         if self.meta("spec_digest") != spec.digest:
             raise CompileAheadError(
                 f"{self.path}: holds another campaign ({self.meta('name')}, from "
@@ -355,6 +361,7 @@ def _meta(spec: CampaignSpec) -> dict[str, str]:
         "spec_path": str(spec.path.resolve()),
         "spec_text": spec.text,
         "spec_digest": spec.digest,
+        "identity": json.dumps(spec.identity, sort_keys=True),
         "report_endpoints": json.dumps(spec.report_endpoints and list(spec.report_endpoints)),
         "created": str(time.time()),
     }

@@ -55,7 +55,9 @@ def model_directory(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="genai_trial", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="genai_trial", description=__doc__.split("\n\n")[0], allow_abbrev=False
+    )
     p.add_argument("--model", required=True)
     p.add_argument("--ladder", required=True)
     p.add_argument("--prompt-len", type=int, default=128)

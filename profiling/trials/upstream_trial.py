@@ -70,7 +70,9 @@ def boundary_tokens(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="upstream_trial", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="upstream_trial", description=__doc__.split("\n\n")[0], allow_abbrev=False
+    )
     p.add_argument("--model", required=True)
     p.add_argument("--pyramid", choices=("on", "off"), required=True)
     p.add_argument("--ladder", required=True)
