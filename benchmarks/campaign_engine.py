@@ -1,5 +1,5 @@
 """The campaign engine itself: Ray's overhead against the local executor, scaling over simulated
-nodes, and resume after a SIGKILL. Trials only sleep (profiling/campaigns/sleep_trial.py), so
+nodes, and resume after a SIGKILL. Trials only sleep (tests/sleep_trial.py), so
 the CPU does not limit what is measured; run it on a quiet machine.
 
     python benchmarks/campaign_engine.py overhead [--repeats 3]   # local vs Ray, one node
@@ -25,12 +25,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.sleep_trial import campaign_toml
-from compile_ahead.profiling.campaigns.testbed import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test-only helpers
+from ray_testbed import (
     in_loopback_namespace,
     loopback_unavailable,
     start_cluster,
 )
+from sleep_trial import campaign_toml
 
 IN_NAMESPACE = "CAMPAIGN_ENGINE_IN_NAMESPACE"
 

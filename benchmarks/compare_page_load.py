@@ -21,8 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.page import campaign_sources
-from compile_ahead.profiling.compare.headless import find_chromium, open_browser
+from compile_ahead.profiling.campaigns.results.page import campaign_sources
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test-only helpers
+from headless_chromium import find_chromium, open_browser
+
 from compile_ahead.profiling.compare.sources import build_page
 
 MAX_BYTES = 3 * 2**20

@@ -37,7 +37,7 @@ from _models import hf_checkpoint
 
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.compile.cache import CompileCache
-from compile_ahead.runtime.compile.options import CompileOptions, device_config
+from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.decoder import build_step_model

@@ -26,7 +26,7 @@ import openvino as ov
 from _common import orders
 
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.compile.worker_client import CompileWorker
 from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name

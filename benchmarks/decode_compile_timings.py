@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from _common import run_checked
 
-from compile_ahead.runtime.compile.modes import DecodeCompile, choices
+from compile_ahead.runtime.compile.settings.modes import DecodeCompile, choices
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 FIELDS = ("first_token_s", "decode_graph_wait_s", "foreground_compile_s")

@@ -25,7 +25,7 @@ import time
 from _common import fresh_json, median, orders
 from _genai_arms import decode_step, fill_random
 
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.prefill import choose_prefill

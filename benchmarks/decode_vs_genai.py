@@ -33,7 +33,7 @@ from _common import fresh_json, median, orders, ratio
 from _genai_arms import Genai, Ours, build_arms, fill_random, prompt_ids
 from _models import FORMATS, prepare
 
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 
 STEPS = 24  # tokens per round and arm
 ORDERS = ("ours", "genai")  # which arm a worker process builds first

@@ -36,8 +36,8 @@ from _common import fresh_json, median, ratio_line, round_order
 from _genai_arms import build_arms, prompt_ids
 from _models import FORMATS, prepare
 
-from compile_ahead.runtime.compile.modes import DecodeCompile, choices
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.modes import DecodeCompile, choices
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.ladder.kv_store import make_store
 from compile_ahead.runtime.ladder.prefill import choose_prefill, prefill_chunks

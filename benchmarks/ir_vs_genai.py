@@ -44,7 +44,7 @@ from _genai_arms import (
 from _models import FORMATS, prepare
 
 from compile_ahead.runtime.base.ov_core import core
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.sources.resolve import resolve_model
 

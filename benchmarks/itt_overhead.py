@@ -32,7 +32,7 @@ import compile_ahead
 from compile_ahead.runtime.graphs import decoder
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.base.ov_core import core
-from compile_ahead.runtime.compile.options import CompileOptions, device_config
+from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 model, capacity, compiles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

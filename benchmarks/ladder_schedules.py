@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from _common import median
 
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced

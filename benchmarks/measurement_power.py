@@ -29,8 +29,8 @@ from pathlib import Path
 from _models import save_random_checkpoint
 
 from compile_ahead.commands.main import main as cli_main
-from compile_ahead.profiling.trials import compile_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
+from compile_ahead.profiling.trials.compile_kind import experiment as compile_ab
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import load_experiment
 from compile_ahead.profiling.trials.runner import load_records

@@ -23,7 +23,7 @@ import numpy as np
 from _common import fresh_json, median, orders
 
 from compile_ahead.runtime.base.measure import rss_bytes
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec

@@ -105,7 +105,7 @@ def run_ours(python: str, model: Path, capacity: int, cache_dir: Path) -> dict[s
 def ov_child(model: str, capacity: int, cache_dir: str) -> None:
     """(In a child process.) The run's rung graph compiled with OpenVINO's CACHE_DIR."""
     from compile_ahead.runtime.base.ov_core import core
-    from compile_ahead.runtime.compile.options import CompileOptions, device_config
+    from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
 

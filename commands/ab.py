@@ -27,9 +27,9 @@ from compile_ahead.commands.options import (
 )
 from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.outputs import check_new_dir, check_not_inputs, mark_output_dir
-from compile_ahead.profiling.trials import compile_run, schedule_ab
+from compile_ahead.output.checks import check_new_dir, check_not_inputs, mark_output_dir
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
+from compile_ahead.profiling.trials.compile_kind import run as compile_run
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     completion_status,
@@ -44,6 +44,7 @@ from compile_ahead.profiling.trials.runner import (
     load_records,
     trial_timeout,
 )
+from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
 from compile_ahead.runtime.ladder.capacities import Ladder
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 def run_schedule_ab(args: argparse.Namespace) -> int:
     schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
     out = _out_dir(args, "schedule")
-    from compile_ahead.profiling.trials import baselines
+    from compile_ahead.profiling.trials.schedule_kind import baselines
 
     upstream = [a for a in schedules if a in baselines.BASELINES]
     if upstream and (args.ov_config or args.ov_config_file):
@@ -355,7 +356,7 @@ def check_cell(argv: list[str]) -> None:
     """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model or
     trial: its flags, arms and ladder, and its compile properties against the device (as
     `ab` checks them before it writes anything); CompileAheadError (one line) otherwise."""
-    from compile_ahead.profiling.trials.compile_ab import parse_ladder
+    from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
     from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 
     args = _cell_parser().parse_args(argv)

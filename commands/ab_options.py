@@ -1,5 +1,5 @@
 """The flags of `ab compile` and `ab calibrate`: what they compile and how each trial measures
-it (profiling/trials/compile_run.py runs them)."""
+it (profiling/trials/compile_kind/run.py runs them)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from compile_ahead.commands.options import add_ladder_option, add_synthetic_dtype_option, count
-from compile_ahead.profiling.trials.compile_values import (
+from compile_ahead.profiling.trials.compile_kind.trial_values import (
     DEFAULT_REPEAT,
     STATISTICS,
     TIME_STATISTIC_DEFAULT,

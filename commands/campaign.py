@@ -88,7 +88,7 @@ def _seconds(text: str) -> float:
 
 def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.commands.ab import check_cell
-    from compile_ahead.outputs import check_not_inputs
+    from compile_ahead.output.checks import check_not_inputs
     from compile_ahead.profiling.campaigns.block_dirs import blocks_folder
     from compile_ahead.profiling.campaigns.coordinator import run_campaign
     from compile_ahead.profiling.campaigns.limits import CheckProgress
@@ -99,10 +99,10 @@ def run_command(args: argparse.Namespace) -> int:
 
     def make_executor():
         if args.executor == "ray":
-            from compile_ahead.profiling.campaigns.ray_executor import RayExecutor
+            from compile_ahead.profiling.campaigns.executors.ray_cluster import RayExecutor
 
             return RayExecutor(args.address, args.retries, args.connect_timeout)
-        from compile_ahead.profiling.campaigns.local import LocalExecutor
+        from compile_ahead.profiling.campaigns.executors.local import LocalExecutor
 
         return LocalExecutor(blocks)
 
@@ -121,8 +121,8 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 def report_command(args: argparse.Namespace) -> int:
-    from compile_ahead.outputs import check_not_inputs
-    from compile_ahead.profiling.campaigns.report import write_report
+    from compile_ahead.output.checks import check_not_inputs
+    from compile_ahead.profiling.campaigns.results.report import write_report
     from compile_ahead.profiling.campaigns.store import store_files
 
     check_not_inputs({"--out": args.out}, store_files(args.store))

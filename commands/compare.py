@@ -62,10 +62,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from compile_ahead.atomic import write_bytes_atomic
-    from compile_ahead.output_dirs import list_in_marker
-    from compile_ahead.outputs import check_not_inputs, check_output_file
-    from compile_ahead.profiling.campaigns.page import campaign_sources
+    from compile_ahead.output.atomic import write_bytes_atomic
+    from compile_ahead.output.checks import check_not_inputs, check_output_file
+    from compile_ahead.output.dirs import list_in_marker
+    from compile_ahead.profiling.campaigns.results.page import campaign_sources
     from compile_ahead.profiling.campaigns.store import store_files
     from compile_ahead.profiling.compare.sources import build_page
 

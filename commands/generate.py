@@ -14,7 +14,7 @@ from compile_ahead.commands.options import (
     resolve_from_args,
 )
 from compile_ahead.runtime.base.measure import now_ns
-from compile_ahead.runtime.compile.modes import GraphMode
+from compile_ahead.runtime.compile.settings.modes import GraphMode
 from compile_ahead.runtime.ladder.config import FittedRung, Prompt, RunConfig, SettledRun
 from compile_ahead.runtime.ladder.greedy import Generation, generate
 from compile_ahead.runtime.ladder.schedules import get_schedule

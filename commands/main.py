@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
     from compile_ahead.commands.running import run_command
-    from compile_ahead.outputs import invocation
+    from compile_ahead.output.checks import invocation
 
     argv = list(sys.argv[1:] if argv is None else argv)
 

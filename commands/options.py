@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import PRECISIONS
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB
-from compile_ahead.runtime.compile.modes import (
+from compile_ahead.runtime.compile.settings.modes import (
     DEFAULT_COMPILE_TIMEOUT_S,
     DecodeCompile,
     GraphMode,
@@ -27,7 +27,7 @@ from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.schedules import get_schedule
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.ladder.config import AutoLadder, RunConfig
     from compile_ahead.runtime.sources.base import ModelSource
 
@@ -122,7 +122,7 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
     """The compile options of a command; the compile cache is on unless --no-cache (or the
     command has no cache flags, e.g. profile-compile, which profiles real compiles)."""
     from compile_ahead.runtime.compile.cache import cache_from_flags
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
 
     check_device(args.device)
     properties = ov_config_from_args(args, check=True)  # refused before the cache is touched
@@ -159,7 +159,7 @@ def ov_config_from_args(args: argparse.Namespace, check: bool = False) -> dict[s
     """--ov-config-file's entry for the device, then --ov-config over it; with ``check``, each
     key and value checked against the device (this loads OpenVINO). A command without the
     flags has none."""
-    from compile_ahead.runtime.compile.properties import (
+    from compile_ahead.runtime.compile.settings.properties import (
         checked_properties,
         load_properties_file,
         parse_properties,
@@ -220,7 +220,7 @@ def check_device(device: str) -> None:
             f"--device {device}: not a device of this OpenVINO (available here: "
             f"{', '.join(core().available_devices)})"
         )
-    from compile_ahead.runtime.compile.properties import check_device_compiles
+    from compile_ahead.runtime.compile.settings.properties import check_device_compiles
 
     check_device_compiles(device)
 

@@ -1,11 +1,11 @@
-"""`compile-ahead patches check --npu-compiler PATH` (the check: profiling/patches_check.py)."""
+"""`compile-ahead patches check --npu-compiler PATH` (the check: profiling/npu_patches/check.py)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from compile_ahead.profiling import patches_check
+from compile_ahead.profiling.npu_patches import check as patches_check
 
 
 def run_check(args: argparse.Namespace) -> int:

@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
     """Which graphs of each rung are profiled, and a model compiled as it is."""
-    from compile_ahead.profiling.compile_profiler import GRAPH_KINDS
-    from compile_ahead.runtime.compile.modes import PrefillShape, choices
+    from compile_ahead.profiling.session.compile_profiler import GRAPH_KINDS
+    from compile_ahead.runtime.compile.settings.modes import PrefillShape, choices
 
     p.add_argument(
         "--shape",
@@ -159,8 +159,8 @@ def check_args(args: argparse.Namespace) -> RunConfig:
         model_inputs,
         run_config_from_args,
     )
-    from compile_ahead.outputs import check_not_inputs, check_replaceable_dir
-    from compile_ahead.profiling.compile_profiler import graph_kinds
+    from compile_ahead.output.checks import check_not_inputs, check_replaceable_dir
+    from compile_ahead.profiling.session.compile_profiler import graph_kinds
 
     if args.decode_tokens is None and args.schedule is None:
         args.decode_tokens = 0
@@ -188,7 +188,7 @@ def check_args(args: argparse.Namespace) -> RunConfig:
 
 def _check_profile_flags(args: argparse.Namespace) -> None:
     """The flags only profile-compile has."""
-    from compile_ahead.profiling.compile_profiler import graph_kinds
+    from compile_ahead.profiling.session.compile_profiler import graph_kinds
 
     if args.decode_tokens is not None and args.decode_tokens < 0:
         raise CompileAheadError(f"--decode-tokens must be >= 0, got {args.decode_tokens}")
@@ -213,8 +213,12 @@ def _check_profile_flags(args: argparse.Namespace) -> None:
 def run_profile(args: argparse.Namespace, config: RunConfig) -> int:
     """Setup, a step per rung, the optional schedule overlay, then finish (publish whole)."""
     from compile_ahead.interrupts import hold, release
-    from compile_ahead.profiling.compile_profiler import CompileProfiler, graph_kinds, prefill_plan
-    from compile_ahead.profiling.trace_writer import TraceWriteError
+    from compile_ahead.profiling.perfetto.writer import TraceWriteError
+    from compile_ahead.profiling.session.compile_profiler import (
+        CompileProfiler,
+        graph_kinds,
+        prefill_plan,
+    )
 
     profiler = CompileProfiler(args, config)
     try:
@@ -260,8 +264,8 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import subprocess
     import sys
 
-    from compile_ahead.output_paths import temporary_name
-    from compile_ahead.profiling.pyspy import PYSPY_ENV, find_pyspy
+    from compile_ahead.output.paths import temporary_name
+    from compile_ahead.profiling.traces.pyspy import PYSPY_ENV, find_pyspy
 
     pyspy = find_pyspy()
     if pyspy is None:
@@ -303,12 +307,12 @@ def merge_pyspy(args: argparse.Namespace, out: Path, code: int) -> int:
     """Put the py-spy samples the child's profile left in ``out`` on its trace and report."""
     import json
 
-    from compile_ahead.atomic import write_json_atomic
-    from compile_ahead.output_dirs import seal_output_dir
-    from compile_ahead.profiling.compile_profiler import REPORT_NAME, TRACE_NAME
-    from compile_ahead.profiling.pyspy import emit_samples, load_samples
-    from compile_ahead.profiling.trace_validate import validate_trace
-    from compile_ahead.profiling.trace_writer import TraceWriter
+    from compile_ahead.output.atomic import write_json_atomic
+    from compile_ahead.output.dirs import seal_output_dir
+    from compile_ahead.profiling.perfetto.validate import validate_trace
+    from compile_ahead.profiling.perfetto.writer import TraceWriter
+    from compile_ahead.profiling.session.compile_profiler import REPORT_NAME, TRACE_NAME
+    from compile_ahead.profiling.traces.pyspy import emit_samples, load_samples
 
     samples_path = out / PYSPY_NAME
     report_path = out / REPORT_NAME
@@ -352,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
     from compile_ahead.commands.running import run_command
-    from compile_ahead.outputs import invocation
+    from compile_ahead.output.checks import invocation
 
     argv = list(sys.argv[1:] if argv is None else argv)
 
@@ -364,8 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             code = run_profile(args, config)
         if args.open and code == 0 and not pyspy_child:  # the py-spy parent opens the merge
-            from compile_ahead.profiling.compile_profiler import TRACE_NAME
-            from compile_ahead.profiling.trace_open import open_trace
+            from compile_ahead.profiling.perfetto.ui import open_trace
+            from compile_ahead.profiling.session.compile_profiler import TRACE_NAME
 
             open_trace(args.out / TRACE_NAME)
         return code

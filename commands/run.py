@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from compile_ahead.atomic import write_json_atomic
 from compile_ahead.commands.options import (
     add_graph_option,
     add_ladder_option,
@@ -23,7 +22,8 @@ from compile_ahead.commands.options import (
 )
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import INTERRUPTED_EXIT, interrupted, release
-from compile_ahead.outputs import (
+from compile_ahead.output.atomic import write_json_atomic
+from compile_ahead.output.checks import (
     check_distinct,
     check_not_inputs,
     check_output_file,
@@ -31,8 +31,8 @@ from compile_ahead.outputs import (
 )
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
-from compile_ahead.runtime.ladder.events import FanOut, RunEvents
-from compile_ahead.runtime.ladder.progress import ProgressBar
+from compile_ahead.runtime.ladder.reporting.events import FanOut, RunEvents
+from compile_ahead.runtime.ladder.reporting.progress import ProgressBar
 from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.base import ModelSource
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         result = execute(args, config)[0]
     else:
         # Profiling sits above the runtime: imported only when a trace is asked for.
-        from compile_ahead.profiling.run_trace import traced
+        from compile_ahead.profiling.traces.ladder_run import traced
 
         with traced(args.trace, args.device, args.steps_per_slice) as events:
             result = execute(args, config, events)[0]
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         raise result.error  # CompileAheadError prints as one line; anything else is a bug
     release()  # the trace is opened as any command runs: Ctrl-C stops it
     if args.open:
-        from compile_ahead.profiling.trace_open import open_trace
+        from compile_ahead.profiling.perfetto.ui import open_trace
 
         open_trace(args.trace)
     return 0

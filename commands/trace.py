@@ -1,4 +1,4 @@
-"""`compile-ahead trace open FILE`: a trace in the Perfetto UI (profiling/trace_open.py)."""
+"""`compile-ahead trace open FILE`: a trace in the Perfetto UI (profiling/perfetto/ui.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _trace_open(args: argparse.Namespace) -> int:
-    from compile_ahead.profiling.trace_open import open_trace
+    from compile_ahead.profiling.perfetto.ui import open_trace
 
     if args.port is not None and not 1 <= args.port <= 65535:
         raise CompileAheadError(f"--port must be in 1..65535, got {args.port}")

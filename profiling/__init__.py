@@ -1,15 +1,19 @@
-"""Perfetto traces of device decode against CPU compile, compile-phase counters, A/B trials.
+"""Profiling and experiments: Perfetto traces, the profile-compile session, A/B trials,
+campaigns and the compare page.
 
-- events and per-phase aggregates come from the in-process ITT collector, read by
-  ``compile_ahead.itt_collector`` at the package root (the compile worker reads it too);
-- ``passprofile``: OpenVINO's per-transformation timings (``OV_ENABLE_PROFILE_PASS``) on the
-  monotonic timeline;
-- ``trace_writer`` / ``trace_validate``: streamed Perfetto traces and their structural checks
-  (the tests also load traces with Perfetto's own trace processor, tests/trace_processor.py);
-- ``rung_profile`` / ``trace_compile`` / ``trace_decode``: a rung's compile broken into
-  phases and laid on job tracks; decode steps on a device track;
-- ``compile_profiler`` (one session) and ``cli``: the ``profile-compile`` command;
-- ``depsort``: the patched NPU compiler's sorted-dependency counters, and the replay;
-- ``trials``: A/B trials;
-- ``compare``: the compare page, one offline web page of an A/B or a profile.
+- ``perfetto``: the trace format (streamed writer, structural checks, varints) and opening a
+  trace in the Perfetto UI;
+- ``traces``: what goes on a trace (a ladder run, profiled compiles, decode steps, a compile
+  worker's phases, py-spy samples);
+- ``session``: the ``profile-compile`` session (per-rung compile phases, pass timings, RSS,
+  models from any IR or ONNX file); compile-phase events come from the in-process ITT
+  collector, read by ``compile_ahead.itt_collector`` at the package root;
+- ``npu_patches``: support for patches/npu_compiler (sorted-dependency counters, the checkout
+  check);
+- ``trials``: A/B trials, the engine and its experiment kinds;
+- ``campaigns``: grids of A/B experiments, run here or on a Ray cluster;
+- ``compare``: the compare page, one offline web page of an A/B, a campaign or a profile;
+- ``loopback_server``: what `trace open`'s and `compare --open`'s servers share (127.0.0.1,
+  a secret token, bounded connections);
+- ``browser_open``: an address with a secret opened in the browser, never on a command line.
 """

@@ -23,8 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.ray_executor import SLOT
-from compile_ahead.profiling.campaigns.testbed import node_of, start_cluster
+from ray_testbed import node_of, start_cluster
+
+from compile_ahead.profiling.campaigns.executors.ray_cluster import SLOT
 
 DEADLINE_S = 900.0
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.sleep_trial import campaign_toml
+from sleep_trial import campaign_toml
 
 DEADLINE_S = 600.0
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.sleep_trial import campaign_toml
+from sleep_trial import campaign_toml
 
 # A compile campaign of the tiny preset: 2 cells (ladders) x 2 pairs, two property sets.
 TINY_COMPILE = """

@@ -22,7 +22,7 @@ def failing_interpreter(path: Path, succeed: int) -> Path:
     count = path.with_suffix(".count")
     path.write_text(
         "#!/bin/sh\n"
-        'case "$*" in *compile_trial.py*)\n'
+        'case "$*" in *compile_kind/trial.py*)\n'
         f"  n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n"
         f'  if [ "$n" -gt {succeed} ]; then echo "injected trial failure" >&2; exit 3; fi;;\n'
         "esac\n"

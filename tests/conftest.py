@@ -37,7 +37,7 @@ def _hide_broken_torchvision() -> None:
 
 _hide_broken_torchvision()
 
-from compile_ahead.runtime.compile.options import CompileOptions  # noqa: E402
+from compile_ahead.runtime.compile.settings.options import CompileOptions  # noqa: E402
 
 # Exact math on the CPU: the precision every comparison with transformers (f32) runs in, and
 # deterministic from run to run.
@@ -259,7 +259,7 @@ def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.C
 def earlier_output(directory: Path, files: dict[str, str]) -> Path:
     """``directory`` as an earlier output of the tools left it: ``files`` (relative name ->
     text) and the marker listing them, which makes it replaceable by a later run."""
-    from compile_ahead.output_dirs import seal_output_dir
+    from compile_ahead.output.dirs import seal_output_dir
 
     for name, text in files.items():
         (directory / name).parent.mkdir(parents=True, exist_ok=True)

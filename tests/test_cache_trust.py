@@ -20,10 +20,10 @@ import pytest
 
 from compile_ahead.commands.main import main
 from compile_ahead.runtime.compile import cache as cc
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.events import RunEvents
+from compile_ahead.runtime.ladder.reporting.events import RunEvents
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES

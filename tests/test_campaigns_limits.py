@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from campaign_helpers import campaign_command, run
-
-from compile_ahead.profiling.campaigns.sleep_trial import campaign_toml
+from sleep_trial import campaign_toml
 
 REFUSED_WITHIN_S = 60.0  # a refusal reads the file and multiplies: seconds, even under load
 

@@ -34,7 +34,7 @@ def _skip_reason() -> str | None:
         import ray  # noqa: F401
     except ImportError:
         return "Ray is not installed (the [cluster] extra)"
-    from compile_ahead.profiling.campaigns.testbed import loopback_unavailable
+    from ray_testbed import loopback_unavailable
 
     return loopback_unavailable()
 
@@ -54,7 +54,7 @@ def cluster_run(tmp_path_factory) -> dict:
     reason = _skip_reason()
     if reason is not None:
         pytest.skip(reason)
-    from compile_ahead.profiling.campaigns.testbed import in_loopback_namespace
+    from ray_testbed import in_loopback_namespace
 
     root = tmp_path_factory.mktemp("ray-campaign")
     _hub_with_model(root / "hub-a")
@@ -157,7 +157,7 @@ def test_an_address_without_a_cluster_is_refused_in_time(tmp_path: Path, timeout
     reason = _skip_reason()
     if reason is not None:
         pytest.skip(reason)
-    from compile_ahead.profiling.campaigns.testbed import in_loopback_namespace
+    from ray_testbed import in_loopback_namespace
 
     spec, store = sleep_spec(tmp_path / "sleep.toml", seconds=0.1), tmp_path / "s.sqlite"
     argv = ["run", str(spec), "--store", str(store), "--executor", "ray"]

@@ -19,7 +19,7 @@ from campaign_helpers import campaign_command, connect, integrity, run, sleep_sp
 
 from compile_ahead.profiling.campaigns.block import BlockTask, run_block
 from compile_ahead.profiling.campaigns.models import model_identity
-from compile_ahead.profiling.trials.compile_ab import WORKER, export_rungs
+from compile_ahead.profiling.trials.compile_kind.experiment import WORKER, export_rungs
 
 TIMEOUT_S = 600.0
 

@@ -20,12 +20,12 @@ import pytest
 import scipy.stats
 from campaign_helpers import TINY_COMPILE, campaign_command, connect, run
 from compare_fixtures import failing_interpreter, flagged_rows
+from headless_chromium import find_chromium, open_browser
 
 from compile_ahead.commands.ab import check_cell
 from compile_ahead.commands.main import main
 from compile_ahead.profiling.campaigns.spec import load_spec
 from compile_ahead.profiling.campaigns.store import Store
-from compile_ahead.profiling.compare.headless import find_chromium, open_browser
 from compile_ahead.profiling.trials.design import make_plan
 
 needs_chromium = pytest.mark.skipif(

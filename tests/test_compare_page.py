@@ -25,9 +25,9 @@ from compare_fixtures import (
     load_json,
     synthetic_experiment,
 )
+from headless_chromium import find_chromium, open_browser
 
 from compile_ahead.commands.main import main
-from compile_ahead.profiling.compare.headless import find_chromium, open_browser
 from conftest import run_profile_compile
 
 needs_chromium = pytest.mark.skipif(

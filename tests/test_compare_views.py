@@ -8,9 +8,9 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from headless_chromium import find_chromium, open_browser
 
 from compile_ahead.profiling.compare import campaign, svg
-from compile_ahead.profiling.compare.headless import find_chromium, open_browser
 
 
 def _effect(endpoint: str, effect: float, low: float, high: float, status: str):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from compile_ahead.runtime.compile import cache as cc
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
@@ -322,7 +322,7 @@ def test_code_identity_covers_every_module_that_shapes_a_graph(tiny, cache, tmp_
 
     base = cc.code_digest(copy)
     shaping = ["graphs/ir_cut.py", "graphs/ir_attention.py", "model/ir_reader.py"]
-    shaping += ["sources/ir_source.py", "compile/options.py", "graphs/new_module.py"]
+    shaping += ["sources/ir_source.py", "compile/settings/options.py", "graphs/new_module.py"]
     for module in shaping:
         assert edited(module) != base, module
     assert edited("ladder/runner.py") == base  # what runs graphs, not what they are

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from compile_ahead.commands.main import main
-from compile_ahead.profiling.trace_validate import validate_trace
-from compile_ahead.runtime.compile.device_defaults import default_placement
+from compile_ahead.profiling.perfetto.validate import validate_trace
+from compile_ahead.runtime.compile.settings.device_defaults import default_placement
 from conftest import start_decoding_run
 
 RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--schedule", "i2", "--no-progress"]

@@ -16,10 +16,10 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from compile_ahead.profiling.trace_validate import validate_trace
-from compile_ahead.profiling.trace_writer import TraceWriter
-from compile_ahead.profiling.worker_trace import write_worker_phases
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.profiling.perfetto.validate import validate_trace
+from compile_ahead.profiling.perfetto.writer import TraceWriter
+from compile_ahead.profiling.traces.worker_phases import write_worker_phases
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.compile.worker_client import CompileWorker, WorkerCompileError
 from compile_ahead.runtime.compile.worker_protocol import WORKER_DOMAIN
@@ -199,7 +199,7 @@ _CHILD = textwrap.dedent(
     import compile_ahead
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.compile.worker_client import CompileWorker
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.sources.base import ReopenSpec
 
     placement = CompileWorker(tmp_dir=sys.argv[2])

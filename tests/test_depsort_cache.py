@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.profiling import depsort
+from compile_ahead.profiling.npu_patches import depsort
 
 _depsort = depsort.native()
 
@@ -263,7 +263,7 @@ def probe_library() -> Path:
 
 def test_no_loaded_counters_without_a_patched_library():
     code = """
-        from compile_ahead.profiling import depsort
+        from compile_ahead.profiling.npu_patches import depsort
         print(depsort.read_loaded_counters(), depsort.reset_loaded_counters())
     """
     done = _run_python(code)
@@ -276,7 +276,7 @@ def test_counters_of_a_library_loaded_rtld_local_are_found_and_reset():
     # test in this process that expects no patched compiler.
     code = f"""
         import ctypes, json, os
-        from compile_ahead.profiling import depsort
+        from compile_ahead.profiling.npu_patches import depsort
         lib = ctypes.CDLL({str(probe_library())!r}, mode=os.RTLD_LOCAL)
         assert depsort.reset_loaded_counters()
         checksum = lib.compile_ahead_depsort_probe_run(4)

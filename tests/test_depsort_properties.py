@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compile_ahead.profiling import depsort
+from compile_ahead.profiling.npu_patches import depsort
 
 _depsort = depsort.native()
 

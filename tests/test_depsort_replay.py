@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from compile_ahead.profiling import depsort
+from compile_ahead.profiling.npu_patches import depsort
 
 _depsort = depsort.native()
 

@@ -29,7 +29,7 @@ SCRIPTS = {
 }
 # Modules every command loads at its start, each taking time (a signal right after one of
 # them loads lands while the next ones load).
-LOADED_AT_START = ("concurrent.futures", "compile_ahead.interrupts", "compile_ahead.outputs")
+LOADED_AT_START = ("concurrent.futures", "compile_ahead.interrupts", "compile_ahead.output.checks")
 DELAYS_S = (0.0, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.2, 0.3)
 
 

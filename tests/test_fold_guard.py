@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.profiling.passprofile import parse_file
+from compile_ahead.profiling.session.passprofile import parse_file
 from compile_ahead.runtime.graphs.fold_guard import disable_folding_key, keep_lookups_unfolded
 
 # A table large enough for its conversions to dominate the compile (65536 x 256 f16, 16.7M

@@ -25,7 +25,7 @@ import pytest
 from child_process import CLI, PROFILE, SIGNAL_IDS, SIGNALS, Child, no_crash, sibling_or_self
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.profiling.trace_validate import validate_trace
+from compile_ahead.profiling.perfetto.validate import validate_trace
 from compile_ahead.profiling.trials.runner import load_records
 
 # -- 14: from the first line -----------------------------------------------------------------
@@ -255,7 +255,7 @@ def test_helper_threads_are_known_while_they_run():
 BUGGY_RUN = """
 import sys
 from compile_ahead.commands import main
-from compile_ahead.runtime.ladder.accounting import RunAccounting
+from compile_ahead.runtime.ladder.reporting.accounting import RunAccounting
 
 step = RunAccounting.step
 def buggy_step(self, token_index, *args):

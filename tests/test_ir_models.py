@@ -17,7 +17,7 @@ import pytest
 
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.device_defaults import default_prefill
+from compile_ahead.runtime.compile.settings.device_defaults import default_prefill
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
@@ -219,7 +219,7 @@ def test_an_ir_steps_outputs_follow_the_request(ir_exports, dynamic):
 def test_concat_free_attention_equals_the_irs_own(ir_exports):
     """The replaced attention against the IR's own SDPA over Concat(past, new), same steps."""
     from compile_ahead.runtime.base.ov_core import core
-    from compile_ahead.runtime.compile.options import device_config
+    from compile_ahead.runtime.compile.settings.options import device_config
     from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
     from compile_ahead.runtime.graphs.ir_step import IRStep
     from compile_ahead.runtime.model.ir_reader import read_ir, stateless

@@ -17,7 +17,7 @@ OBSERVE_COMPILE = textwrap.dedent(
     import compile_ahead
     from compile_ahead import itt_collector
     from compile_ahead.runtime.compile.step_compile import compile_step
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
 
@@ -182,7 +182,7 @@ def test_python_annotations_nest_and_reset_keeps_open_spans():
 
 
 def test_depsort_counters_unavailable_is_not_zero():
-    from compile_ahead.profiling.depsort import depsort_reading
+    from compile_ahead.profiling.npu_patches.depsort import depsort_reading
 
     reading = depsort_reading()
     # No patched NPU compiler is loaded in the test process.
@@ -208,7 +208,7 @@ def test_module_is_a_loadable_collector_library():
 
 def test_depsort_counters_when_a_patched_compiler_is_loaded(monkeypatch):
     from compile_ahead import _depsort
-    from compile_ahead.profiling.depsort import STATS_VERSION, depsort_reading
+    from compile_ahead.profiling.npu_patches.depsort import STATS_VERSION, depsort_reading
 
     counts = {"requests": 10, "hits": 9, "misses": 1, "elements_sorted": 40, "sort_ns": 7}
     counts |= {"invalidations": 2, "shadow_checks": 0}
@@ -227,7 +227,7 @@ MUTE_INFERENCE = textwrap.dedent(
     import compile_ahead
     from compile_ahead import itt_collector
     from compile_ahead.runtime.compile.step_compile import compile_step
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
 

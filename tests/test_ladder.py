@@ -13,8 +13,8 @@ from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.events import RunEvents
 from compile_ahead.runtime.ladder.faults import Faults
+from compile_ahead.runtime.ladder.reporting.events import RunEvents
 from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
 from compile_ahead.runtime.ladder.runner import LadderRunner, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
@@ -219,7 +219,7 @@ def test_second_failure_stops_cleanly_with_report(source, tmp_path, capsys):
 
 
 def test_interrupt_writes_the_report_of_what_ran(tmp_path, monkeypatch):
-    from compile_ahead.runtime.ladder import progress
+    from compile_ahead.runtime.ladder.reporting import progress
 
     def interrupt_at_50(self, token_index, capacity, begin, end):
         if token_index == 50:

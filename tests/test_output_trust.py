@@ -21,7 +21,7 @@ import pytest
 
 from compile_ahead.commands.main import main
 from compile_ahead.commands.profile_compile import main as profile_main
-from compile_ahead.profiling.trace_validate import validate_trace
+from compile_ahead.profiling.perfetto.validate import validate_trace
 from conftest import one_line_error as _one_line_error
 from conftest import run_profile_compile, start_decoding_run
 

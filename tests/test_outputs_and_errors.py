@@ -19,8 +19,8 @@ import pytest
 
 from compile_ahead.commands.main import main
 from compile_ahead.commands.profile_compile import main as profile_main
-from compile_ahead.outputs import OUTPUT_MARKER
-from compile_ahead.profiling.pyspy import find_pyspy
+from compile_ahead.output.checks import OUTPUT_MARKER
+from compile_ahead.profiling.traces.pyspy import find_pyspy
 from conftest import earlier_output, small_tmpfs
 from conftest import one_line_error as _one_line_error
 
@@ -386,7 +386,7 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     import compile_ahead
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.compile.worker_client import CompileWorker
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.sources.base import ReopenSpec
 
     placement = CompileWorker(tmp_dir=sys.argv[1])

@@ -15,8 +15,8 @@ from trace_processor import NodeTraceProcessor, unavailable_reason
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
-from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.compile.properties import (
+from compile_ahead.runtime.compile.settings.options import CompileOptions
+from compile_ahead.runtime.compile.settings.properties import (
     DeviceFacts,
     check_properties,
     load_properties_file,

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.profiling import passprofile
-from compile_ahead.profiling.passprofile import ClockPair, parse_file, parse_lines, parse_text
+from compile_ahead.profiling.session import passprofile
+from compile_ahead.profiling.session.passprofile import (
+    ClockPair,
+    parse_file,
+    parse_lines,
+    parse_text,
+)
 
 # Outer manager "Plugin" runs pass "RunInner" which runs manager "Inner" (two passes); records
 # are written as things finish, so the inner manager's lines come before RunInner's.

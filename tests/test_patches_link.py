@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.profiling import depsort
+from compile_ahead.profiling.npu_patches import depsort
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPSORT_DIR = ROOT / "ext" / "depsort"
@@ -207,7 +207,7 @@ def test_series_layout_counts_every_request_as_a_miss_when_off(objects):
 
 def test_the_driver_library_target_compiles_the_getters_itself():
     """What the stand-in's "series" layout assumes of the real build files."""
-    from compile_ahead.profiling import patches_check
+    from compile_ahead.profiling.npu_patches import check as patches_check
 
     pin = patches_check.Pin.load(PATCHES)
     (c_api,) = [path for path, ours in pin.added.items() if ours.endswith(C_API.name)]

@@ -12,7 +12,7 @@ import pytest
 
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling import patches_check
+from compile_ahead.profiling.npu_patches import check as patches_check
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCHES = ROOT / "patches" / "npu_compiler"

@@ -13,21 +13,21 @@ import pytest
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import helpers_running
-from compile_ahead.profiling.compile_profiler import prefill_plan
-from compile_ahead.runtime.compile.device_defaults import (
+from compile_ahead.profiling.session.compile_profiler import prefill_plan
+from compile_ahead.runtime.compile.settings.device_defaults import (
     PREFILL_CHUNKS,
     default_decode_compile,
     default_prefill,
 )
-from compile_ahead.runtime.compile.modes import DecodeCompile, PrefillShape
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.modes import DecodeCompile, PrefillShape
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.events import RunEvents
 from compile_ahead.runtime.ladder.faults import FaultInjector
 from compile_ahead.runtime.ladder.prefill import check_prefill_flags, choose_prefill
-from compile_ahead.runtime.ladder.report import DECODE_COMPILE_WORDS
+from compile_ahead.runtime.ladder.reporting.events import RunEvents
+from compile_ahead.runtime.ladder.reporting.report import DECODE_COMPILE_WORDS
 from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES

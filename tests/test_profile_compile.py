@@ -11,8 +11,8 @@ import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.commands.profile_compile import main
-from compile_ahead.profiling.pyspy import find_pyspy
-from compile_ahead.profiling.trace_validate import validate_trace
+from compile_ahead.profiling.perfetto.validate import validate_trace
+from compile_ahead.profiling.traces.pyspy import find_pyspy
 from conftest import earlier_output, run_profile_compile
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
@@ -277,8 +277,8 @@ def test_schedule_overlay_on_the_compile_profile(tmp_path):
 TRACE_FAILS_ON_SECOND_RUNG = """
 import sys
 from compile_ahead.commands import profile_compile
-from compile_ahead.profiling import trace_compile
-from compile_ahead.profiling.trace_writer import TraceWriteError
+from compile_ahead.profiling.traces import compile_jobs as trace_compile
+from compile_ahead.profiling.perfetto.writer import TraceWriteError
 
 real = trace_compile.end_job
 calls = []

@@ -11,7 +11,7 @@ import pytest
 from test_profile_compile import run_cli
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.profiling.trace_validate import validate_trace
+from compile_ahead.profiling.perfetto.validate import validate_trace
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 

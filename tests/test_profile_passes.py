@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from compile_ahead.commands.profile_compile import main
-from compile_ahead.profiling import passprofile
-from compile_ahead.runtime.compile.device_defaults import default_prefill
+from compile_ahead.profiling.session import passprofile
+from compile_ahead.runtime.compile.settings.device_defaults import default_prefill
 from conftest import run_profile_compile
 
 # "Fold" runs in two managers and twice in one of them; "Outer" runs manager "Inner" (its self

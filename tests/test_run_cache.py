@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from compile_ahead.commands.main import main
-from compile_ahead.profiling.trace_validate import validate_trace
+from compile_ahead.profiling.perfetto.validate import validate_trace
 
 RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--schedule", "i2", "--no-progress"]
 RUN += ["--inference-precision", "f32", "--prompt-len", "8"]
@@ -62,7 +62,7 @@ def test_entries_are_written_off_the_critical_path(tmp_path):
     once it is."""
 
     from compile_ahead.runtime.compile import cache as cc
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.ladder.capacities import Ladder
     from compile_ahead.runtime.ladder.config import RunConfig
     from compile_ahead.runtime.ladder.faults import Faults

@@ -11,12 +11,12 @@ import pytest
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile import placements
-from compile_ahead.runtime.compile.device_defaults import (
+from compile_ahead.runtime.compile.settings.device_defaults import (
     default_decode_compile,
     default_graph,
     default_placement,
 )
-from compile_ahead.runtime.compile.modes import GraphMode, PlacementKind
+from compile_ahead.runtime.compile.settings.modes import GraphMode, PlacementKind
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced

@@ -17,9 +17,9 @@ import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.commands.main import main
-from compile_ahead.profiling.rss import RssSampler
-from compile_ahead.profiling.trace_validate import validate_trace
-from compile_ahead.profiling.trace_writer import PROCESS_RSS_BYTES, TraceWriter
+from compile_ahead.profiling.perfetto.validate import validate_trace
+from compile_ahead.profiling.perfetto.writer import PROCESS_RSS_BYTES, TraceWriter
+from compile_ahead.profiling.session.rss import RssSampler
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder import rung_policy
 from compile_ahead.runtime.ladder.capacities import Ladder

@@ -6,7 +6,7 @@ import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.commands.main import main
-from compile_ahead.profiling.trace_validate import validate_trace
+from compile_ahead.profiling.perfetto.validate import validate_trace
 
 RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]
 
@@ -71,8 +71,8 @@ def test_a_step_cut_short_is_never_written_again(tmp_path, monkeypatch):
     """A signal between a decode step's slice and its tokens/s sample (the run's events are
     cut there only if something raises) must not leave the step to be written again when the
     trace closes, back in time on the device track: the trace stays valid."""
-    from compile_ahead.profiling.run_trace import TraceRunEvents
-    from compile_ahead.profiling.trace_writer import TraceWriter
+    from compile_ahead.profiling.perfetto.writer import TraceWriter
+    from compile_ahead.profiling.traces.ladder_run import TraceRunEvents
 
     writer = TraceWriter(tmp_path / "t.pftrace")
     events = TraceRunEvents(writer, "CPU")

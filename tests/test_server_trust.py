@@ -23,10 +23,10 @@ import psutil
 import pytest
 from compare_fixtures import synthetic_experiment
 
-from compile_ahead.profiling import trace_open
 from compile_ahead.profiling.compare.page_server import PageServer, bind_page
 from compile_ahead.profiling.loopback_server import CONNECTION_TIMEOUT_S, MAX_CONNECTIONS
-from compile_ahead.profiling.trace_writer import TraceWriter
+from compile_ahead.profiling.perfetto import ui as trace_open
+from compile_ahead.profiling.perfetto.writer import TraceWriter
 
 PAGE = b"<!doctype html><title>the page</title>"
 

@@ -10,7 +10,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.graphs import split as split_graphs
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.events import RunEvents
+from compile_ahead.runtime.ladder.reporting.events import RunEvents
 from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import LadderRunner, run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
@@ -103,9 +103,10 @@ def test_run_cli_graph_flag(capsys):
 def test_graph_default_and_override(tmp_path):
     import json
 
-    from compile_ahead.runtime.compile.device_defaults import default_graph
+    from compile_ahead.runtime.compile.settings.device_defaults import default_graph
 
-    assert default_graph("CPU") == "whole"  # measured: see runtime/compile/device_defaults.py
+    # measured: see runtime/compile/settings/device_defaults.py
+    assert default_graph("CPU") == "whole"
     assert default_graph("NPU") == "whole"
     argv = ["run", "--model", "tiny", "--ladder", "tiny", "--prompt-len", "8", "--no-progress"]
     assert main([*argv, "--report", str(tmp_path / "a.json")]) == 0

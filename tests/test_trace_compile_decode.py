@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.profiling.trace_compile import Span, emit_nested
-from compile_ahead.profiling.trace_decode import StepSlicer
-from compile_ahead.profiling.trace_validate import validate_trace
-from compile_ahead.profiling.trace_writer import TraceWriter
+from compile_ahead.profiling.perfetto.validate import validate_trace
+from compile_ahead.profiling.perfetto.writer import TraceWriter
+from compile_ahead.profiling.traces.compile_jobs import Span, emit_nested
+from compile_ahead.profiling.traces.decode_steps import StepSlicer
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 

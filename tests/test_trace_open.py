@@ -28,16 +28,16 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-
-from compile_ahead.commands.main import main
-from compile_ahead.profiling.compare.headless import (
+from headless_chromium import (
     NO_NETWORK,
     NO_NETWORK_RULES,
     find_chromium,
     open_browser,
 )
-from compile_ahead.profiling.trace_open import DEFAULT_PORT, OFFLINE_MAX_WAIT_S, UI_ORIGIN
-from compile_ahead.profiling.trace_writer import TraceWriter
+
+from compile_ahead.commands.main import main
+from compile_ahead.profiling.perfetto.ui import DEFAULT_PORT, OFFLINE_MAX_WAIT_S, UI_ORIGIN
+from compile_ahead.profiling.perfetto.writer import TraceWriter
 
 TRACE_NAME = "run 1.pftrace"  # a space: the URL must carry a name that needs no escaping
 
@@ -62,7 +62,7 @@ def trace(tmp_path: Path) -> Path:
 
 def track_names(path: Path) -> set[str]:
     """Names of the trace's tracks (not its process), as the UI titles them."""
-    from compile_ahead.profiling.trace_validate import TraceReport, iter_packets
+    from compile_ahead.profiling.perfetto.validate import TraceReport, iter_packets
 
     names = set()
     for packet in iter_packets(path.read_bytes(), TraceReport(str(path))):
@@ -639,7 +639,7 @@ def test_requests_not_for_this_server_or_not_from_the_ui_are_refused(tmp_path, t
 def test_an_idle_connection_never_holds_the_offline_server(tmp_path, trace):
     """Connections that send nothing, opened before and after the fetch, are closed by the
     server, which exits within its idle timeouts while they are still open on this side."""
-    from compile_ahead.profiling.trace_open import CONNECTION_TIMEOUT_S, OFFLINE_IDLE_S
+    from compile_ahead.profiling.perfetto.ui import CONNECTION_TIMEOUT_S, OFFLINE_IDLE_S
 
     with trace_open(tmp_path, str(trace), "--no-browser", "--offline") as p:
         port, path = started(p)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
-from compile_ahead.profiling.trace_validate import validate_bytes, validate_trace
-from compile_ahead.profiling.trace_writer import (
+from compile_ahead.profiling.perfetto.validate import validate_bytes, validate_trace
+from compile_ahead.profiling.perfetto.writer import (
     GRAPHS_RESIDENT,
     KV_COMMITTED_BYTES,
     KV_RESERVED_BYTES,

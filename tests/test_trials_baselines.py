@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from compile_ahead.commands.main import build_parser
-from compile_ahead.profiling.trials import schedule_ab, upstream_trial
+from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+from compile_ahead.profiling.trials.schedule_kind import upstream_trial
 
 
 def test_per_rung_rates_group_contexts_like_the_ladder() -> None:

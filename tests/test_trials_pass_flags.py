@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from compile_ahead.profiling.trials import pass_ab
+from compile_ahead.profiling.trials.compile_kind import passes as pass_ab
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.runner import TrialRecord
 

@@ -21,7 +21,7 @@ from scipy import stats as scipy_stats
 from compile_ahead.commands.main import build_parser
 from compile_ahead.profiling.trials import power, stats
 from compile_ahead.profiling.trials.analysis import analyse
-from compile_ahead.profiling.trials.compile_ab import (
+from compile_ahead.profiling.trials.compile_kind.experiment import (
     NO_COUNTERS_DEFAULT,
     WORKER,
     MeasureOptions,

@@ -11,9 +11,9 @@ import pytest
 
 from compile_ahead.commands.main import build_parser
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.trials import schedule_ab
 from compile_ahead.profiling.trials.pooling import pool_experiments
-from compile_ahead.runtime.ladder.report import BoundaryRecord
+from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
 
 # A stand-in for `compile-ahead run --report OUT`: the eager schedule (i1) compiles every rung
 # in the foreground, the one-ahead schedule (i2) only the first; "bad" flips one boundary token.
@@ -153,7 +153,7 @@ def test_bad_schedule_arguments(argv: list[str], message: str) -> None:
 
 
 def test_npuw_arms_need_the_upstream_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
-    from compile_ahead.profiling.trials import baselines
+    from compile_ahead.profiling.trials.schedule_kind import baselines
 
     monkeypatch.setattr(baselines, "UPSTREAM_MODULE", "compile_ahead.runtime.no_such_module")
     with pytest.raises(CompileAheadError, match="upstream baselines need"):

@@ -17,7 +17,7 @@ from perfetto.common.query_result_iterator import QueryResultIterator
 from perfetto.trace_processor.platform import PlatformDelegate
 from perfetto.trace_processor.protos import ProtoFactory
 
-from compile_ahead.profiling.varint import decode_varint
+from compile_ahead.profiling.perfetto.varint import decode_varint
 
 ENGINE_JS = Path(__file__).with_name("tp_engine.js")
 _CHUNK = 8 << 20

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.outputs import check_output_file
+from compile_ahead.output.checks import check_output_file
 from compile_ahead.profiling.campaigns.block import BlockTask
 from compile_ahead.profiling.campaigns.models import model_identity
 from compile_ahead.profiling.campaigns.spec import CampaignSpec

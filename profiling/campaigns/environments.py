@@ -4,7 +4,7 @@
 runtime/base/user_cache.py; MN is this interpreter's version, which the environment uses): a
 relocatable venv with that release and its dependencies. CACHE/envs is private to this user
 (``_envs_dir``), since its interpreters are run. A compile trial needs nothing else
-(profiling/trials/compile_trial.py runs on the standard library, openvino and numpy).
+(profiling/trials/compile_kind/trial.py runs on the standard library, openvino and numpy).
 
 It is built under a temporary name and renamed into place only once its interpreter imports
 that very release, so a half-built environment (a killed build, a full disk) is never used; a

@@ -44,7 +44,7 @@ def _arm_build(arm: CampaignArm, device: str) -> str | None:
 
 def _arm_identity(arm: CampaignArm, device: str) -> dict:
     from compile_ahead.profiling.trials.arms import parse_arm
-    from compile_ahead.runtime.compile.properties import load_properties_file
+    from compile_ahead.runtime.compile.settings.properties import load_properties_file
 
     configs, env = {}, {}
     for item in arm.items:
@@ -70,7 +70,7 @@ def campaign_identity(
 ) -> dict:  # fmt: skip
     """The identity of a campaign: ``design`` (spec.py's canonical form of its text) with
     what its arms and option files hold and run."""
-    from compile_ahead.runtime.compile.properties import load_properties_file
+    from compile_ahead.runtime.compile.settings.properties import load_properties_file
 
     flags = {k.replace("_", "-"): v for k, v in options.items()}
     device = str(flags.get("device", "CPU"))

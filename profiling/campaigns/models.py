@@ -16,8 +16,8 @@ import json
 import os
 from pathlib import Path
 
-from compile_ahead.atomic import write_json_atomic
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.output.atomic import write_json_atomic
 from compile_ahead.runtime.base.user_cache import cache_root
 
 _DIGESTS = "campaigns/file-digests.json"

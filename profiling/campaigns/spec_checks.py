@@ -113,8 +113,8 @@ def check_endpoints(
 def measured_endpoints(kind: str, ladders: Iterable[str], options: dict) -> list[str]:
     """The keys of the endpoints that `ab KIND` analyses for cells of these ladders and
     options, in the order its reports list them."""
-    from compile_ahead.profiling.trials.compile_ab import compile_endpoints
-    from compile_ahead.profiling.trials.schedule_ab import schedule_endpoints
+    from compile_ahead.profiling.trials.compile_kind.experiment import compile_endpoints
+    from compile_ahead.profiling.trials.schedule_kind.experiment import schedule_endpoints
     from compile_ahead.runtime.ladder.capacities import Ladder
 
     flags = {k.replace("_", "-"): v for k, v in options.items()}

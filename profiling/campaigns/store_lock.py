@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.file_kind import file_kind
+from compile_ahead.output.kind import file_kind
 
 HOLDER_KEY = "coordinator"
 # O_NONBLOCK and O_NOCTTY: never wait on, or take, a FIFO or terminal put where the store was.

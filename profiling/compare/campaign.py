@@ -3,8 +3,8 @@ endpoint, release histories (a line per model and rung across releases, with int
 passes that moved most between consecutive releases, and one section per cell that a click on
 the cell opens.
 
-The data comes from the campaign's analysis (profiling/campaigns/page.py maps it here): every
-verdict is the trials' judgement of that comparison (trials.power), shown as it is.
+The data comes from the campaign's analysis (profiling/campaigns/results/page.py maps it here):
+every verdict is the trials' judgement of that comparison (trials.power), shown as it is.
 """
 
 from __future__ import annotations

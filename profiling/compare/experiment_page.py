@@ -14,7 +14,7 @@ from compile_ahead.profiling.compare import model as m
 from compile_ahead.profiling.compare import svg
 from compile_ahead.profiling.compare.html import Cell, Column, Row
 from compile_ahead.profiling.compare.summary import FlagTally, mde_range, summarise
-from compile_ahead.profiling.trials.pass_ab import PASS_FLAG_RULE
+from compile_ahead.profiling.trials.compile_kind.passes import PASS_FLAG_RULE
 from compile_ahead.profiling.trials.report import display_unit, fmt_number
 from compile_ahead.profiling.trials.stats import MDE_POWER, PairedSummary
 

@@ -4,7 +4,7 @@ The page is served at ``/TOKEN/``, TOKEN the server's secret (profiling/loopback
 the address printed and opened carries it, and a request without it gets 403 and nothing else,
 so another local user who finds the port reads neither the page nor a trace. The page's trace
 links are relative, ``trace/NAME`` (NAME one of the page's traces): the first one starts
-`trace open`'s own server for that file (profiling/trace_open.py: the trace on 127.0.0.1:9001
+`trace open`'s own server for that file (profiling/perfetto/ui.py: the trace on 127.0.0.1:9001
 or the next free port under a token of its own, CORS for the Perfetto UI, or the offline UI
 build) and redirects the browser to that server's deep link into the UI; later ones are sent to
 the same server while it waits, so there is at most one per trace. A trace server closes once
@@ -28,7 +28,6 @@ from typing import IO, Any
 from urllib.parse import unquote
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling import trace_open
 from compile_ahead.profiling.browser_open import opened_in_browser
 from compile_ahead.profiling.loopback_server import (
     CONNECTION_TIMEOUT_S,
@@ -37,6 +36,7 @@ from compile_ahead.profiling.loopback_server import (
     path_after_token,
     refuse,
 )
+from compile_ahead.profiling.perfetto import ui as trace_open
 
 TRACE_PREFIX = "/trace/"
 # A trace server whose trace the UI has not fetched by then closes anyway.

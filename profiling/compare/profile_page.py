@@ -10,12 +10,12 @@ from html import escape
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling import passprofile
 from compile_ahead.profiling.compare import html as h
 from compile_ahead.profiling.compare.experiment_page import server_hint, trace_link
 from compile_ahead.profiling.compare.html import Column, Row
 from compile_ahead.profiling.compare.model import rerun_command
-from compile_ahead.profiling.compile_profiler import PASSES_NAME, REPORT_NAME, TRACE_NAME
+from compile_ahead.profiling.session import passprofile
+from compile_ahead.profiling.session.compile_profiler import PASSES_NAME, REPORT_NAME, TRACE_NAME
 
 PHASES = ("total", "build", "compile_model", "transformations", "primitive_create", "other")
 

@@ -2,8 +2,8 @@
 
 A kind of results is one entry: what marks a path as its kind and the function that builds
 its page. `ab` and `profile-compile` directories are entries here; campaigns (a store, or a
-`campaign report` directory) add theirs (profiling/campaigns/page.py), given to ``build_page``
-by the command.
+`campaign report` directory) add theirs (profiling/campaigns/results/page.py), given to
+``build_page`` by the command.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.compile_profiler import REPORT_NAME
+from compile_ahead.profiling.session.compile_profiler import REPORT_NAME
 from compile_ahead.profiling.trials.experiment import EXPERIMENT
 
 PAGE_NAME = "compare.html"  # the page's name in a results directory

@@ -1,13 +1,16 @@
-"""A/B trials: counterbalanced designs, fresh-process trial runs, paired statistics, reports.
+"""A/B trials: the engine (designs, fresh-process trial runs, paired statistics, reports)
+and the experiment kinds it runs.
 
-design   which arm runs when (AB/BA alternation, Williams squares, warm-up)
-stats    paired effects: mean, percent, paired-t CI, exact sign-flip p, wins, geometric ratio
-runner   one fresh subprocess per trial, results appended as they complete
-analysis endpoints pulled from trial results and paired per block against the control arm
-report   markdown table in the seed's shape, JSON; plot: PNG of paired differences with CIs
+design      which arm runs when (AB/BA alternation, Williams squares, warm-up)
+arms        ``--arm NAME=SPEC``: OpenVINO installations (interpreter, library path, version)
+runner      one fresh subprocess per trial, results appended as they complete
+analysis    endpoints pulled from trial results and paired per block against the control arm
+stats       paired effects: mean, percent, paired-t CI, exact sign-flip p, wins, geometric ratio
+power       what a comparison could have seen, and which changes are flagged
+report      markdown table in the seed's shape, JSON; plot: PNG of paired differences with CIs
 experiment  experiment.json + trials.jsonl on disk: run, report, re-report (`ab report DIR`)
-compile_ab / compile_trial    `compile-ahead ab compile`: OpenVINO installations side by side
-pass_ab                       its per-pass endpoints (--pass-profile): ranked table, JSON, PNG
-schedule_ab                   `compile-ahead ab schedule`: the seed's replicated I1-vs-I2 design
-upstream_trial / baselines    OpenVINO's NPUW LLM pipeline (pyramid off/on) as schedule arms
+pooling     runs of one experiment pooled into one analysis
+compile_kind   `ab compile` / `ab calibrate`: OpenVINO installations' compile times side by side
+schedule_kind  `ab schedule` / `ab baselines`: schedules (and upstream baselines) side by side
+record_values  a trial record's numbers checked where it is read (log line, store row)
 """

@@ -8,8 +8,8 @@ SPEC is a comma-separated list of items:
   current            this interpreter and its OpenVINO (the default)
   env.VAR=VALUE      an environment variable for the arm's process
   KEY=VALUE          an OpenVINO compile property (e.g. INFERENCE_PRECISION_HINT=f32), read
-                     and checked as `--ov-config` is (runtime/compile/properties.py), against
-                     the arm's own OpenVINO
+                     and checked as `--ov-config` is (runtime/compile/settings/properties.py),
+                     against the arm's own OpenVINO
   config=FILE.json   the device's entry of a properties file, as `--ov-config-file` reads it
                      ({"CPU": {"KEY": "VALUE"}}); KEY=VALUE items win over its keys, as
                      `--ov-config` wins over `--ov-config-file` (and, as there, a key given
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.runner import run_bounded
-from compile_ahead.runtime.compile.properties import (
+from compile_ahead.runtime.compile.settings.properties import (
     DeviceFacts,
     cannot_compile,
     check_properties,
@@ -157,7 +157,7 @@ def check_arm_properties(arm: ArmSpec, device: str, timeout_s: float = PROBE_TIM
     if arm.python == sys.executable and arm.library_path is None and not arm.env:
         check_properties(arm.config, device_facts(device, arm.config), what)
         return
-    from compile_ahead.runtime.compile import property_facts
+    from compile_ahead.runtime.compile.settings import property_facts
 
     script = str(Path(property_facts.__file__).resolve())
     command = [arm.python, "-s", script, device, json.dumps(arm.config)]
@@ -189,7 +189,7 @@ def probe(arm: ArmSpec, device: str, timeout_s: float = PROBE_TIMEOUT_S) -> dict
 
 
 def _probe(arm: ArmSpec, device: str, timeout_s: float) -> dict:
-    from compile_ahead.runtime.compile import property_facts
+    from compile_ahead.runtime.compile.settings import property_facts
 
     script = str(Path(property_facts.__file__).resolve())
     command = [arm.python, "-s", script, "--installation", device]

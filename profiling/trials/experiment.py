@@ -8,13 +8,14 @@ import json
 import sys
 from pathlib import Path
 
-from compile_ahead.atomic import write_bytes_atomic
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.trials import calibration as calibration_report
-from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
+from compile_ahead.output.atomic import write_bytes_atomic
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
+from compile_ahead.profiling.trials.compile_kind import calibration as calibration_report
+from compile_ahead.profiling.trials.compile_kind import experiment as compile_ab
+from compile_ahead.profiling.trials.compile_kind import passes as pass_ab
+from compile_ahead.profiling.trials.compile_kind.passes import PassAnalysis
 from compile_ahead.profiling.trials.design import Plan, make_plan
-from compile_ahead.profiling.trials.pass_ab import PassAnalysis
 from compile_ahead.profiling.trials.record_values import loads_finite
 from compile_ahead.profiling.trials.runner import (
     TRIALS_LOG,
@@ -23,6 +24,7 @@ from compile_ahead.profiling.trials.runner import (
     TrialRecord,
     run_plan,
 )
+from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
 
 
 def _progress(quiet: bool):
@@ -177,7 +179,7 @@ def analyse_experiment(
         if calibration:
             title = f"CALIBRATION (not a real change) {title}"
     else:
-        from compile_ahead.profiling.trials import baselines
+        from compile_ahead.profiling.trials.schedule_kind import baselines
 
         analysis = analyse(records, plan, schedule_ab.schedule_endpoints(ladder))
         schedule_ab.add_tallies(analysis, records)

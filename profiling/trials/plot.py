@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from compile_ahead.atomic import write_figure_atomic
+from compile_ahead.output.atomic import write_figure_atomic
 from compile_ahead.profiling.trials.analysis import Analysis
 from compile_ahead.profiling.trials.report import display_unit
 

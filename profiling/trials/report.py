@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from compile_ahead.atomic import write_bytes_atomic
+from compile_ahead.output.atomic import write_bytes_atomic
 from compile_ahead.profiling.trials.analysis import Analysis, Endpoint
 from compile_ahead.profiling.trials.power import FLAG_RULE, Judgement
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord

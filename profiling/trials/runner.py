@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-from compile_ahead.atomic import writing
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import WAIT_SLICE_S
+from compile_ahead.output.atomic import writing
 from compile_ahead.profiling.trials.design import Plan, TrialSlot
 from compile_ahead.profiling.trials.record_values import record_problem
 

@@ -1,2 +1,2 @@
-"""Compiling rung graphs: options, the compiler, the compile cache, split weight parts and where a
-compile runs (in-process or a worker)."""
+"""Compiling rung graphs: the compiler, the compile cache, split weight parts and where a
+compile runs (in-process or a worker); what a compile is told is in ``settings``."""

@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     import numpy as np
     import openvino as ov
 
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 
@@ -335,7 +335,7 @@ class CompileCache:
 
         ``model_fn`` builds the uncompiled graph; weightless entries need it at import.
         """
-        from compile_ahead.runtime.compile.options import device_config
+        from compile_ahead.runtime.compile.settings.options import device_config
 
         options = self.compile_options(options.resolved())
         config = device_config(options)

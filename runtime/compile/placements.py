@@ -32,12 +32,12 @@ from compile_ahead.runtime.compile.cache import (
     cached_compile,
     step_graph_identity,
 )
-from compile_ahead.runtime.compile.modes import DEFAULT_COMPILE_TIMEOUT_S, PlacementKind
 from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.settings.modes import DEFAULT_COMPILE_TIMEOUT_S, PlacementKind
 from compile_ahead.runtime.compile.step_compile import compile_step, not_exportable
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.compile.worker_client import CompileWorker
     from compile_ahead.runtime.compile.worker_protocol import Fault, PhaseSpan
     from compile_ahead.runtime.graphs.spec import GraphSpec

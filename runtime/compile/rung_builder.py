@@ -19,14 +19,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, TypeVar
 
-from compile_ahead.runtime.compile.modes import (
+from compile_ahead.runtime.compile.placements import make_placement
+from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.settings.modes import (
     DEFAULT_COMPILE_TIMEOUT_S,
     GraphMode,
     PlacementKind,
 )
-from compile_ahead.runtime.compile.options import CompileOptions
-from compile_ahead.runtime.compile.placements import make_placement
-from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
 from compile_ahead.runtime.compile.step_compile import compile_step
 

@@ -24,8 +24,8 @@ from compile_ahead.runtime.compile.cache import (
     cached_compile,
     weight_part_identity,
 )
-from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
 from compile_ahead.runtime.graphs import split as split_graphs
 from compile_ahead.runtime.graphs.spec import (
     LOGITS,

@@ -11,8 +11,8 @@ from compile_ahead.runtime.compile.cache import (
     cached_compile,
     step_graph_identity,
 )
-from compile_ahead.runtime.compile.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
 from compile_ahead.runtime.graphs.paged_prefill import kv_cache_config
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.sources.base import ModelSource

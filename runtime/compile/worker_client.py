@@ -40,7 +40,7 @@ import openvino as ov
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import block_interrupts, future_result
 from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
-from compile_ahead.runtime.compile.options import CompileOptions, device_config
+from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
 from compile_ahead.runtime.compile.worker_protocol import (
     Closed,
     CompileReply,

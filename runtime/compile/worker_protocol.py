@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from compile_ahead.interrupts import WAIT_SLICE_S
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.options import CompileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ReopenSpec
 

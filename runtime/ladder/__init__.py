@@ -1,3 +1,2 @@
-"""The ladder runtime: capacities, schedules, KV stores, when rungs compile, the runner, its
-events and
-reports."""
+"""The ladder runtime: capacities, schedules, KV stores, prefill, when rungs compile, the
+runner, its faults and its configuration; what a run tells and reports is in ``reporting``."""

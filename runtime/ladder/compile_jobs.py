@@ -19,8 +19,8 @@ from compile_ahead.runtime.compile.cache import OFF, CacheOutcome
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.entry_stores import EntryStore, EntryStores
-from compile_ahead.runtime.ladder.events import RunEvents
 from compile_ahead.runtime.ladder.faults import FaultInjector
+from compile_ahead.runtime.ladder.reporting.events import RunEvents
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.cache import CompileCache

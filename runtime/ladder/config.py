@@ -4,7 +4,7 @@ Every way a run is configured goes through here: a command fills a RunConfig fro
 a campaign cell from its `ab` arguments, a test with the constructor. ``validate()`` checks
 what needs no model (each setting on its own and against the device: graph mode, placement,
 prefill, compile timeout, faults, lengths against a given ladder) and applies the device's
-measured defaults (compile/device_defaults.py), naming the ones it applied; ``for_model()``
+measured defaults (compile/settings/device_defaults.py), naming the ones it applied; ``for_model()``
 settles what needs the model (an auto ladder, a text prompt, the prompt's default length),
 checks the rest against it and gives a ``SettledRun``: a concrete ladder, protocol and prefill
 plan, every mode chosen. The runner, the compile layer, `generate` and `profile-compile` take
@@ -19,12 +19,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.device_defaults import (
+from compile_ahead.runtime.compile.settings.device_defaults import (
     default_decode_compile,
     default_graph,
     default_placement,
 )
-from compile_ahead.runtime.compile.modes import (
+from compile_ahead.runtime.compile.settings.modes import (
     DEFAULT_COMPILE_TIMEOUT_S,
     DecodeCompile,
     GraphMode,
@@ -32,7 +32,7 @@ from compile_ahead.runtime.compile.modes import (
     PrefillShape,
     choices,
 )
-from compile_ahead.runtime.compile.options import CompileOptions
+from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER, LADDER_ALIGNMENT, Ladder
 from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, check_prefill_flags, choose_prefill

@@ -11,8 +11,8 @@ import numpy as np
 
 from compile_ahead.runtime.compile.cache import CacheOutcome
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
-from compile_ahead.runtime.ladder.events import RunEvents
-from compile_ahead.runtime.ladder.report import RunReport
+from compile_ahead.runtime.ladder.reporting.events import RunEvents
+from compile_ahead.runtime.ladder.reporting.report import RunReport
 from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.sources.base import ModelSource
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.device_defaults import PREFILL_CHUNKS, default_prefill
-from compile_ahead.runtime.compile.modes import PrefillShape
+from compile_ahead.runtime.compile.settings.device_defaults import PREFILL_CHUNKS, default_prefill
+from compile_ahead.runtime.compile.settings.modes import PrefillShape
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import Step
 from compile_ahead.runtime.ladder.kv_store import KVStore

@@ -20,20 +20,20 @@ import numpy as np
 
 from compile_ahead.interrupts import deferred, future_result, hold, unhold
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
-from compile_ahead.runtime.compile.modes import DecodeCompile, GraphMode
 from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
+from compile_ahead.runtime.compile.settings.modes import DecodeCompile, GraphMode
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
-from compile_ahead.runtime.ladder.accounting import RunAccounting
 from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJob, CompileJobs
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
-from compile_ahead.runtime.ladder.events import BoundaryTiming, FanOut, RunEvents
 from compile_ahead.runtime.ladder.faults import FaultInjector
 from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
-from compile_ahead.runtime.ladder.report import BoundaryRecord, RunReport
+from compile_ahead.runtime.ladder.reporting.accounting import RunAccounting
+from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, FanOut, RunEvents
+from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord, RunReport
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
 from compile_ahead.runtime.ladder.schedules import CompileTiming
 from compile_ahead.runtime.sources.base import ModelSource

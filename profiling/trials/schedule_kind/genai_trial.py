@@ -1,0 +1,152 @@
+"""One openvino-genai trial: LLMPipeline on CPU, what a user would pick instead of the ladder
+on a CPU, on the same model; writes a RunReport like `compile-ahead run --report`, so
+`ab schedule` / `ab baselines` put it in the same table as our schedules.
+
+    python -m compile_ahead.profiling.trials.schedule_kind.genai_trial \
+        --model M --ladder 1024,2048 --prompt-len 128 --decode-tokens 1920 --report OUT
+
+The model: an optimum-intel export (or a stateful decoder IR) is used as it is; a checkpoint
+or preset is first built as the stateful model of runtime/graphs/stateful.py and saved as an IR
+(that
+time is reported as ir_export_s, on the critical path but not in the foreground compile).
+LLMPipeline cannot be teacher-forced, so it generates greedily from the protocol's prompt for
+the same number of tokens (EOS ignored); its boundary top-1 ids are left out, because they
+answer a different input sequence than the teacher-forced arms'. Its foreground compile is
+the pipeline's load (read + compile_model); per-token times come from its own metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ARM = "genai"
+IR_NAME = "openvino_model.xml"
+
+
+def model_directory(
+    model: str, workdir: Path, synthetic_dtype: str | None = None
+) -> tuple[Path, object, float]:
+    """(directory LLMPipeline loads, the resolved source, seconds spent exporting an IR)."""
+    import openvino as ov
+
+    from compile_ahead.runtime.sources.resolve import resolve_model
+
+    source = resolve_model(model, synthetic_dtype=synthetic_dtype)
+    if not source.built_from_weights:  # an IR: LLMPipeline loads it as it is
+        files = source.files  # type: ignore[attr-defined]
+        if files.xml.name == IR_NAME:
+            return files.model_dir, source, 0.0
+        # LLMPipeline reads openvino_model.xml from a directory: link the IR under that name.
+        os.symlink(files.xml, workdir / IR_NAME)
+        os.symlink(files.bin, workdir / "openvino_model.bin")
+        return workdir, source, 0.0
+    from compile_ahead.runtime.graphs.stateful import build_stateful_model
+
+    t0 = time.perf_counter()
+    model_ir = build_stateful_model(source.config, source.weights)
+    ov.save_model(model_ir, str(workdir / IR_NAME))
+    return workdir, source, time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="genai_trial", description=__doc__.split("\n\n")[0], allow_abbrev=False
+    )
+    p.add_argument("--model", required=True)
+    p.add_argument("--ladder", required=True)
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--decode-tokens", type=int, required=True)
+    p.add_argument("--report", type=Path, required=True)
+    p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
+    args = p.parse_args(argv)
+
+    from compile_ahead.output.atomic import write_json_atomic
+
+    t_start = time.perf_counter()  # critical path: IR export, load, generate
+    with tempfile.TemporaryDirectory(prefix="genai-trial-") as tmp:
+        directory, source, export_s = model_directory(args.model, Path(tmp), args.synthetic_dtype)
+        timed = _generate(directory, source, args.prompt_len, args.decode_tokens)
+    timed["export_s"] = export_s
+    timed["critical_path_s"] = time.perf_counter() - t_start
+    report = _report(args, source, timed)
+    write_json_atomic(args.report, report.to_json())
+    summary = {"load_s": timed["load_s"], "ttft_s": report.prefill_s}
+    print(json.dumps({**summary, "tokens": report.tokens_decoded}))
+    return 0
+
+
+def _generate(directory: Path, source, prompt_len: int, decode_tokens: int) -> dict:
+    """LLMPipeline loaded (timed) and generating the teacher-forced prompt's continuation."""
+    import numpy as np
+    import openvino as ov
+    import openvino_genai as genai
+
+    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+
+    proto = teacher_forced(source.config.vocab_size, prompt_len, decode_tokens)
+    t0 = time.perf_counter()
+    pipe = genai.LLMPipeline(str(directory), "CPU")
+    load_s = time.perf_counter() - t0
+    cfg = genai.GenerationConfig()
+    cfg.max_new_tokens = decode_tokens
+    cfg.ignore_eos = True
+    cfg.eos_token_id = 0
+    cfg.stop_token_ids = set()
+    ids = np.asarray([proto.prompt], np.int64)
+    inputs = genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
+    g0 = time.perf_counter()
+    result = pipe.generate(inputs, cfg)
+    generate_s = time.perf_counter() - g0
+    del pipe
+    return {"result": result, "load_s": load_s, "generate_s": generate_s, "genai": genai}
+
+
+def _report(args: argparse.Namespace, source, timed: dict):
+    """The trial's run report, from LLMPipeline's own metrics."""
+    from compile_ahead.profiling.trials.schedule_kind.upstream_trial import per_rung_rates
+    from compile_ahead.runtime.base.measure import peak_rss_bytes
+    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.reporting.report import RungStats, RunReport
+
+    ladder = list(Ladder.parse(args.ladder).rungs)
+    result = timed["result"]
+    raw = result.perf_metrics.raw_metrics
+    ttft_s = float(next(iter(raw.m_times_to_first_token))) / 1e6
+    # Durations of tokens 2..N (us); token 1 comes with the prefill (time to first token).
+    steps_s = [float(d) / 1e6 for d in raw.m_durations]
+    contexts = [args.prompt_len + 1 + i for i in range(len(steps_s))]
+    extra = {"ir_export_s": timed["export_s"], "generate_s": timed["generate_s"]}
+    return RunReport(
+        model=source.describe(),
+        device="CPU (openvino-genai LLMPipeline)",
+        schedule=ARM,
+        schedule_title="openvino-genai LLMPipeline on CPU: dynamic shapes, one compile",
+        ladder=ladder,
+        prompt_len=args.prompt_len,
+        decode_tokens=args.decode_tokens,
+        protocol="greedy from the teacher-forced prompt (LLMPipeline cannot be forced)",
+        tokens_decoded=len(result.tokens[0]),
+        context_final=args.prompt_len + len(result.tokens[0]),
+        foreground_compile_s=timed["load_s"],
+        prefill_s=ttft_s,
+        decode_s=sum(steps_s),
+        critical_path_s=timed["critical_path_s"],
+        rungs=[
+            RungStats(r["capacity"], r["tokens"], r["decode_s"])
+            for r in per_rung_rates(contexts, steps_s, ladder)
+        ],
+        kv_bytes_definition="LLMPipeline's own KV cache: not observable from here",
+        graphs_resident_max=1,
+        peak_rss_bytes=peak_rss_bytes(),
+        extra={**extra, "genai": timed["genai"].__version__},
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
