@@ -33,6 +33,7 @@ from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.compile_kind import experiment as compile_ab
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import load_experiment
+from compile_ahead.profiling.trials.kinds import KINDS
 from compile_ahead.profiling.trials.runner import load_records
 
 
@@ -48,7 +49,7 @@ class Setup:
 
 def analyse_prefix(directory: Path, pairs: int) -> tuple[Analysis, dict]:
     """The experiment in ``directory`` analysed on its first ``pairs`` pairs only."""
-    exp = load_experiment(directory)
+    exp = load_experiment(directory, KINDS)
     records = [r for r in load_records(directory) if r.warmup or r.block < pairs]
     plan = make_plan([a["name"] for a in exp["arms"]], pairs, exp["warmup"])
     measure = compile_ab.MeasureOptions.from_experiment(exp)

@@ -38,6 +38,7 @@ from compile_ahead.profiling.trials.experiment import (
     run_experiment,
     save_experiment,
 )
+from compile_ahead.profiling.trials.kinds import KINDS
 from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
@@ -261,8 +262,8 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
         "prompt_len": prompt_len, "decode_tokens": decode_tokens, "invocation": args.invocation,
         "first_block": args.first_block,
     }  # fmt: skip
-    records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
-    report_experiment(out, exp, records, no_plot=args.no_plot)
+    records = run_experiment(plan, arms, out, exp, KINDS, args.timeout, args.quiet)
+    report_experiment(out, exp, records, KINDS, no_plot=args.no_plot)
     return 0
 
 
@@ -397,7 +398,7 @@ def run_report(args: argparse.Namespace) -> int:
     dirs: list[Path] = args.directory
     if len(dirs) == 1 and args.out is None:
         out = dirs[0]
-        exp, records = load_experiment(out), load_records(out)
+        exp, records = load_experiment(out, KINDS), load_records(out)
     else:
         if args.out is None:
             raise CompileAheadError("ab report: pooling several directories needs --out DIR")
@@ -405,11 +406,10 @@ def run_report(args: argparse.Namespace) -> int:
         check_new_dir(out, "--out")
         check_not_inputs({"--out": out}, dirs)
         exp, records = pool_experiments(
-            dirs, [load_experiment(d) for d in dirs], [load_records(d) for d in dirs]
+            dirs, [load_experiment(d, KINDS) for d in dirs], [load_records(d) for d in dirs]
         )
         mark_output_dir(out)
         save_experiment(out, exp, records)
-    report_experiment(
-        out, exp, records, no_plot=args.no_plot, status=completion_status(exp, records)
-    )
+    status = completion_status(exp, records)
+    report_experiment(out, exp, records, KINDS, no_plot=args.no_plot, status=status)
     return 0

@@ -1,10 +1,11 @@
 """The package's structure: no import loop at any depth, module by module or package by package,
 and every import follows the layers.
 
-The layers, lowest first: the package root (src/compile_ahead: errors, atomic writes, outputs,
-interrupts, standard streams, the ITT collector's reader), then runtime/'s packages in the
-order of RUNTIME_LAYERS, then profiling/ (its subpackages included), then the commands
-(commands/), which may import anything and which nothing imports.
+The layers, lowest first: the package root (src/compile_ahead: errors, interrupts, standard
+streams, the ITT collector's reader, and its output subpackage: atomic writes, output paths),
+then runtime/'s packages in the order of RUNTIME_LAYERS, then profiling/ (its subpackages
+included; the trials engine below its experiment kinds), then the commands (commands/), which
+may import anything and which nothing imports.
 
 Imports are read from the source, at module top and inside functions alike (``TYPE_CHECKING``
 blocks aside), and so are imports by name string: ``importlib.import_module("...")``,
@@ -277,14 +278,32 @@ def test_profiling_imports_no_command():
     assert not upward, f"profiling imports the commands: {upward}"
 
 
+def _in_root(module: str) -> bool:
+    """A module of src/compile_ahead: the package root or one of its subpackages (output)."""
+    return MODULES[module][0].is_relative_to(PACKAGES["compile_ahead"])
+
+
 def test_the_package_root_is_the_bottom_layer():
     graph = import_graph()
-    root = [m for m in graph if package_of(m) == "compile_ahead"]
-    assert "compile_ahead.errors" in root
-    upward = [
-        f"{a} -> {b}" for a in root for b in sorted(graph[a]) if package_of(b) != "compile_ahead"
-    ]
+    root = [m for m in graph if _in_root(m)]
+    assert {"compile_ahead.errors", "compile_ahead.output.atomic"} <= set(root)
+    upward = [f"{a} -> {b}" for a in root for b in sorted(graph[a]) if not _in_root(b)]
     assert not upward, f"package root modules reaching up: {upward}"
+
+
+def test_the_trials_engine_imports_no_experiment_kind():
+    """The engine (the modules of profiling/trials itself) runs and reports experiments of any
+    kind; the kinds (its subpackages) plug into it through the table the callers pass."""
+    graph = import_graph()
+    engine = "compile_ahead.profiling.trials"
+    kinds = [
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        if package_of(a) == engine
+        for b in sorted(targets)
+        if _in(b, engine) and package_of(b) != engine
+    ]
+    assert not kinds, f"the trials engine imports experiment kinds: {kinds}"
 
 
 def test_nothing_imports_the_commands():

@@ -23,6 +23,7 @@ from compile_ahead.profiling.trials.experiment import (
     completion_status,
     load_experiment,
 )
+from compile_ahead.profiling.trials.kinds import KINDS
 from compile_ahead.profiling.trials.power import NOT_TESTED, Judgement
 from compile_ahead.profiling.trials.runner import TrialRecord, load_records
 from compile_ahead.profiling.trials.stats import Better, PairedSummary
@@ -179,11 +180,11 @@ class ExperimentPage:
 
 def load(directory: Path) -> ExperimentPage:
     """The page's data for an `ab` results directory (experiment.json + trials.jsonl)."""
-    exp = load_experiment(directory)
+    exp = load_experiment(directory, KINDS)
     skipped: list[str] = []  # cut-off lines of the trial log
     records = load_records(directory, warn=skipped.append)
     status = completion_status(exp, records)
-    done = analyse_experiment(exp, records, status)
+    done = analyse_experiment(exp, records, KINDS, status)
     return from_analysis(exp, records, done, directory, run_dirs(exp, directory), skipped)
 
 

@@ -8,9 +8,11 @@ analysis    endpoints pulled from trial results and paired per block against the
 stats       paired effects: mean, percent, paired-t CI, exact sign-flip p, wins, geometric ratio
 power       what a comparison could have seen, and which changes are flagged
 report      markdown table in the seed's shape, JSON; plot: PNG of paired differences with CIs
-experiment  experiment.json + trials.jsonl on disk: run, report, re-report (`ab report DIR`)
+experiment  experiment.json + trials.jsonl on disk: run, report, re-report (`ab report DIR`), by
+            the experiment's Kind (the engine names no kind: callers pass trials.kinds.KINDS)
 pooling     runs of one experiment pooled into one analysis
 compile_kind   `ab compile` / `ab calibrate`: OpenVINO installations' compile times side by side
 schedule_kind  `ab schedule` / `ab baselines`: schedules (and upstream baselines) side by side
 record_values  a trial record's numbers checked where it is read (log line, store row)
+kinds          every kind by its experiment.json name, the table callers hand the engine
 """

@@ -6,15 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.atomic import write_bytes_atomic
-from compile_ahead.profiling.trials.analysis import Analysis, analyse
-from compile_ahead.profiling.trials.compile_kind import calibration as calibration_report
-from compile_ahead.profiling.trials.compile_kind import experiment as compile_ab
-from compile_ahead.profiling.trials.compile_kind import passes as pass_ab
-from compile_ahead.profiling.trials.compile_kind.passes import PassAnalysis
+from compile_ahead.profiling.trials.analysis import Analysis
 from compile_ahead.profiling.trials.design import Plan, make_plan
 from compile_ahead.profiling.trials.record_values import loads_finite
 from compile_ahead.profiling.trials.runner import (
@@ -24,7 +22,6 @@ from compile_ahead.profiling.trials.runner import (
     TrialRecord,
     run_plan,
 )
-from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
 
 
 def _progress(quiet: bool):
@@ -43,15 +40,33 @@ def _progress(quiet: bool):
 
 
 EXPERIMENT = "experiment.json"
-# Keys every experiment.json holds, and those of each kind, with their JSON types.
+# Keys every experiment.json holds, with their JSON types (each kind adds its own).
 _EXPERIMENT_KEYS: dict[str, type] = {"arms": list, "pairs": int, "warmup": int, "ladder": list}
-_KIND_KEYS: dict[str, dict[str, type]] = {
-    "compile": {"pass_profile": bool, "counters": bool, "context": dict, "labels": dict},
-    "schedule": {"prompt_len": int, "decode_tokens": int},
-}
 
 
-def load_experiment(directory: Path) -> dict:
+class Kind(Protocol):
+    """An experiment kind (`ab compile`, `ab schedule`): what its experiment.json holds beyond
+    the common keys, and how its trial records become an analysis and a report. The engine
+    names no kind: callers pass the table of kinds (``trials.kinds.KINDS``)."""
+
+    keys: Mapping[str, type]  # this kind's experiment.json keys, with their JSON types
+
+    def analyse(
+        self, exp: dict, records: list[TrialRecord], plan: Plan, arms: list[Arm]
+    ) -> ExperimentAnalysis:
+        """The analysis of a complete or partial run (the engine marks a partial one)."""
+        ...
+
+    def sections(self, a: ExperimentAnalysis) -> tuple[list[str], dict]:
+        """Markdown sections after the table, and keys added to the JSON report."""
+        ...
+
+    def plots(self, a: ExperimentAnalysis, out: Path) -> list[Path]:
+        """PNGs beyond the paired differences' (written under ``out``)."""
+        ...
+
+
+def load_experiment(directory: Path, kinds: Mapping[str, Kind]) -> dict:
     """experiment.json of a results directory, checked enough to re-analyse it, or one line
     that says what is wrong with it."""
     path = directory / EXPERIMENT
@@ -61,9 +76,11 @@ def load_experiment(directory: Path) -> dict:
         exp = loads_finite(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise CompileAheadError(f"{path}: unreadable ({err})") from None
-    if not isinstance(exp, dict) or exp.get("kind") not in _KIND_KEYS:
-        raise CompileAheadError(f"{path}: not an `ab` experiment (kind compile or schedule)")
-    for key, kind in {**_EXPERIMENT_KEYS, **_KIND_KEYS[exp["kind"]]}.items():
+    if not isinstance(exp, dict) or exp.get("kind") not in kinds:
+        raise CompileAheadError(
+            f"{path}: not an `ab` experiment (kind {' or '.join(sorted(kinds))})"
+        )
+    for key, kind in {**_EXPERIMENT_KEYS, **kinds[exp["kind"]].keys}.items():
         if not isinstance(exp.get(key), kind):
             raise CompileAheadError(f"{path}: {key} is missing or not a JSON {kind.__name__}")
     if not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in exp["arms"]):
@@ -84,40 +101,22 @@ def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
 
 
 def _finish(
-    no_plot: bool,
-    out: Path,
-    stem: str,
-    analysis: Analysis,
-    title: str,
-    context: dict[str, str],
-    arms: list[Arm],
-    records: list[TrialRecord],
-    labels: dict[str, str] | None = None,
-    echo: bool = True,
-    passes: PassAnalysis | None = None,
-    calibration: dict | None = None,
+    no_plot: bool, out: Path, a: ExperimentAnalysis, records: list[TrialRecord], echo: bool
 ) -> Path:
     from compile_ahead.profiling.trials.report import markdown, write_reports
 
-    sections = [] if passes is None else [pass_ab.markdown(passes, labels)]
-    extra = {} if passes is None else {"passes": pass_ab.to_json(passes)}
-    if calibration:
-        rows = calibration_report.summary(analysis, calibration)
-        sections.insert(0, calibration_report.markdown(rows, calibration))
-        extra["calibration"] = {**calibration, "endpoints": rows}
+    sections, extra = a.kind.sections(a)
     md, js = write_reports(
-        out, stem, analysis, title, context, arms, records, labels, sections, extra
+        out, a.stem, a.analysis, a.title, a.context, a.arms, records, a.labels, sections, extra
     )
     if echo:
-        print("\n".join([markdown(analysis, title, context, labels), *sections]))
+        print("\n".join([markdown(a.analysis, a.title, a.context, a.labels), *sections]))
     print(f"written: {md}, {js}", file=sys.stderr)
     if not no_plot:
         from compile_ahead.profiling.trials.plot import plot_differences
 
-        png = plot_differences(analysis, out / f"{stem}.png", title)
-        print(f"written: {png}", file=sys.stderr)
-        if passes is not None and passes.passes:
-            png = pass_ab.plot_passes(passes, out / f"{stem}_passes.png", title)
+        pngs = [plot_differences(a.analysis, out / f"{a.stem}.png", a.title)]
+        for png in pngs + a.kind.plots(a, out):
             print(f"written: {png}", file=sys.stderr)
     return md
 
@@ -141,8 +140,9 @@ class ExperimentAnalysis:
     """Everything a report of an experiment is made of: the markdown, the JSON, the plots and
     the compare page all read these objects."""
 
+    kind: Kind
     analysis: Analysis
-    passes: PassAnalysis | None  # per-pass endpoints (ab compile --pass-profile)
+    passes: Any  # the compile kind's per-pass analysis (ab compile --pass-profile), or None
     arms: list[Arm]
     context: dict[str, str]
     labels: dict[str, str]
@@ -152,58 +152,24 @@ class ExperimentAnalysis:
 
 
 def analyse_experiment(
-    exp: dict, records: list[TrialRecord], status: str | None = None
+    exp: dict, records: list[TrialRecord], kinds: Mapping[str, Kind], status: str | None = None
 ) -> ExperimentAnalysis:
-    """An experiment's analysis from its saved description and trial records; ``status``
-    marks a partial one (its files are *_partial, never the final report)."""
+    """An experiment's analysis from its saved description and trial records, by its kind;
+    ``status`` marks a partial one (its files are *_partial, never the final report)."""
     names = [a["name"] for a in exp["arms"]]
     plan = make_plan(names, exp["pairs"], exp["warmup"], exp.get("first_block", 0))
-    arms = _arms_from(exp)
-    ladder = tuple(exp["ladder"])
-    passes = None
-    calibration = None
-    if exp["kind"] == "compile":
-        measure = compile_ab.MeasureOptions.from_experiment(exp)
-        aa = compile_ab.aa_arms(exp["arms"])
-        endpoints = compile_ab.compile_endpoints(
-            ladder, exp["pass_profile"], exp["counters"], measure
-        )
-        analysis = analyse(records, plan, endpoints, aa)
-        analysis.headline, analysis.headline_rule = compile_ab.default_endpoint(analysis)
-        if exp["pass_profile"]:
-            passes = pass_ab.analyse_passes(records, plan, measure.statistic, aa)
-        context = dict(exp["context"])
-        labels = dict(exp["labels"])
-        stem, title = "compile_ab", f"Compile A/B: {' vs '.join(plan.arms)}"
-        calibration = exp.get("calibration")
-        if calibration:
-            title = f"CALIBRATION (not a real change) {title}"
-    else:
-        from compile_ahead.profiling.trials.schedule_kind import baselines
-
-        analysis = analyse(records, plan, schedule_ab.schedule_endpoints(ladder))
-        schedule_ab.add_tallies(analysis, records)
-        context = {
-            "model": schedule_ab.model_label(records),
-            "devices": schedule_ab.devices(records),
-            "workload": f"prompt {exp['prompt_len']} tokens, {exp['decode_tokens']} decoded "
-            f"tokens, ladder {','.join(map(str, ladder))}",
-            "control": plan.arms[0],
-            **baselines.describe(plan.arms),
-        }
-        labels = schedule_ab.arm_labels(records)
-        stem, title = "schedule_ab", f"Schedule A/B: {' vs '.join(plan.arms)}"
+    a = kinds[exp["kind"]].analyse(exp, records, plan, _arms_from(exp))
     if exp.get("pooled_from"):
         runs = len(exp["pooled_from"])
-        context["pooled"] = f"{runs} run{'s' * (runs != 1)}: {', '.join(exp['pooled_from'])}"
+        a.context["pooled"] = f"{runs} run{'s' * (runs != 1)}: {', '.join(exp['pooled_from'])}"
     if exp.get("pooled_repeats"):
-        context["repeated trials, pooled once"] = "; ".join(exp["pooled_repeats"])
+        a.context["repeated trials, pooled once"] = "; ".join(exp["pooled_repeats"])
     if exp.get("pooled_interpreters"):
-        context["run by"] = ", ".join(exp["pooled_interpreters"])
+        a.context["run by"] = ", ".join(exp["pooled_interpreters"])
     if status is not None:
-        context = {"status": status, **context}
-        stem, title = f"{stem}_partial", f"{title} (PARTIAL)"
-    return ExperimentAnalysis(analysis, passes, arms, context, labels, stem, title, calibration)
+        a.context = {"status": status, **a.context}
+        a.stem, a.title = f"{a.stem}_partial", f"{a.title} (PARTIAL)"
+    return a
 
 
 def completion_status(exp: dict, records: list[TrialRecord]) -> str | None:
@@ -214,11 +180,17 @@ def completion_status(exp: dict, records: list[TrialRecord]) -> str | None:
 
 
 def report_experiment(
-    out: Path, exp: dict, records: list[TrialRecord], *, no_plot: bool, status: str | None = None
+    out: Path,
+    exp: dict,
+    records: list[TrialRecord],
+    kinds: Mapping[str, Kind],
+    *,
+    no_plot: bool,
+    status: str | None = None,
 ) -> Path:
     """Tables, JSON and plot of an experiment from its saved description and trial records;
     ``status`` marks a partial analysis (written as *_partial, never as the final report)."""
-    a = analyse_experiment(exp, records, status)
+    a = analyse_experiment(exp, records, kinds, status)
     return write_analysis(out, a, records, no_plot=no_plot, echo=status is None)
 
 
@@ -226,14 +198,17 @@ def write_analysis(
     out: Path, a: ExperimentAnalysis, records: list[TrialRecord], *, no_plot: bool, echo: bool
 ) -> Path:
     """The table, JSON and plot of an analysis already made (``echo``: print the table)."""
-    return _finish(
-        no_plot, out, a.stem, a.analysis, a.title, a.context, a.arms, records, a.labels,
-        echo, a.passes, a.calibration,
-    )  # fmt: skip
+    return _finish(no_plot, out, a, records, echo)
 
 
 def run_experiment(
-    plan: Plan, arms: list[Arm], out: Path, exp: dict, timeout_s: float | None, quiet: bool
+    plan: Plan,
+    arms: list[Arm],
+    out: Path,
+    exp: dict,
+    kinds: Mapping[str, Kind],
+    timeout_s: float | None,
+    quiet: bool,
 ) -> list[TrialRecord]:
     """Save the experiment, run the plan; on a failed trial, analyse what completed into a
     *_partial report beside trials.jsonl, then fail with one line."""
@@ -245,7 +220,7 @@ def run_experiment(
         partial = ""
         if completed:
             status = f"PARTIAL: stopped by a failed trial ({err.records[-1].error})"
-            md = report_experiment(out, exp, err.records, no_plot=True, status=status)
+            md = report_experiment(out, exp, err.records, kinds, no_plot=True, status=status)
             partial = f"; partial report {md}"
         raise CompileAheadError(
             f"{err} ({completed} measured trial(s) done{partial}; last stderr: "

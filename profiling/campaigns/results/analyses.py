@@ -38,6 +38,7 @@ from compile_ahead.profiling.trials.experiment import (
     analyse_experiment,
     load_experiment,
 )
+from compile_ahead.profiling.trials.kinds import KINDS
 from compile_ahead.profiling.trials.power import NOT_TESTED, Judgement
 from compile_ahead.profiling.trials.report import display_unit, fmt_number
 from compile_ahead.profiling.trials.runner import load_records
@@ -290,7 +291,7 @@ def analyse_cell(design: CampaignDesign, run: CellRun) -> CellAnalysis:
     if run.refused is not None or run.experiment is None:
         return CellAnalysis(run)
     try:
-        done = analyse_experiment(run.experiment, run.records, run.status)
+        done = analyse_experiment(run.experiment, run.records, KINDS, run.status)
     except CompileAheadError as err:
         return CellAnalysis(run, problem=f"cannot be analysed: {err}")
     compiled = design.kind == "compile"
@@ -334,7 +335,7 @@ def _run_from_report(directory: Path, cell: dict) -> CellRun:
         raise ValueError(f"cell directory {run.dirname!r} is not inside the report")
     if run.refused is None:
         try:
-            run.experiment = load_experiment(directory / run.dirname)
+            run.experiment = load_experiment(directory / run.dirname, KINDS)
             run.records = load_records(directory / run.dirname, warn=lambda _line: None)
         except CompileAheadError as err:
             run.refused = f"its report directory cannot be read: {err}"

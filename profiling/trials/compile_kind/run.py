@@ -29,9 +29,12 @@ from compile_ahead.profiling.trials.compile_kind.experiment import (
     ExportedRungs,
     MeasureOptions,
 )
+from compile_ahead.profiling.trials.compile_kind.kind import COMPILE
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import report_experiment, run_experiment
 from compile_ahead.profiling.trials.runner import Arm
+
+_KINDS = {"compile": COMPILE}  # what the engine needs to run and report a compile experiment
 
 
 def measure_from_args(args: argparse.Namespace) -> MeasureOptions:
@@ -120,8 +123,8 @@ def run_compile_experiment(
             "first_block": args.first_block,
             **arms_plan.experiment,
         }  # fmt: skip
-        records = run_experiment(plan, arms, out, exp, args.timeout, args.quiet)
-    report_experiment(out, exp, records, no_plot=args.no_plot)
+        records = run_experiment(plan, arms, out, exp, _KINDS, args.timeout, args.quiet)
+    report_experiment(out, exp, records, _KINDS, no_plot=args.no_plot)
     return 0
 
 

@@ -1,0 +1,46 @@
+"""The schedule kind as the trials engine runs it: the keys of its experiment.json, and its
+analysis (the run report's endpoints, boundary readiness and top-1 agreement tallies, the
+workload and the upstream baselines described in the context)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+from compile_ahead.profiling.trials.analysis import analyse
+from compile_ahead.profiling.trials.design import Plan
+from compile_ahead.profiling.trials.experiment import ExperimentAnalysis
+from compile_ahead.profiling.trials.runner import Arm, TrialRecord
+from compile_ahead.profiling.trials.schedule_kind import baselines, experiment
+
+
+class ScheduleKind:
+    keys: Mapping[str, type] = MappingProxyType({"prompt_len": int, "decode_tokens": int})
+
+    def analyse(
+        self, exp: dict, records: list[TrialRecord], plan: Plan, arms: list[Arm]
+    ) -> ExperimentAnalysis:
+        ladder = tuple(exp["ladder"])
+        analysis = analyse(records, plan, experiment.schedule_endpoints(ladder))
+        experiment.add_tallies(analysis, records)
+        context = {
+            "model": experiment.model_label(records),
+            "devices": experiment.devices(records),
+            "workload": f"prompt {exp['prompt_len']} tokens, {exp['decode_tokens']} decoded "
+            f"tokens, ladder {','.join(map(str, ladder))}",
+            "control": plan.arms[0],
+            **baselines.describe(plan.arms),
+        }
+        labels = experiment.arm_labels(records)
+        title = f"Schedule A/B: {' vs '.join(plan.arms)}"
+        return ExperimentAnalysis(self, analysis, None, arms, context, labels, "schedule_ab", title)
+
+    def sections(self, a: ExperimentAnalysis) -> tuple[list[str], dict]:
+        return [], {}
+
+    def plots(self, a: ExperimentAnalysis, out: Path) -> list[Path]:
+        return []
+
+
+SCHEDULE = ScheduleKind()
