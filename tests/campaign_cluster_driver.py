@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from cli import command
 from ray_testbed import node_of, start_cluster
 
 from compile_ahead.profiling.campaigns.executors.ray_cluster import SLOT
@@ -31,8 +32,9 @@ DEADLINE_S = 900.0
 
 
 def coordinator(spec: str, store: str, address: str) -> list[str]:
-    return [sys.executable, "-m", "compile_ahead.commands", "campaign", "run", spec, "--store",
-            store, "--executor", "ray", "--address", address]  # fmt: skip
+    return command(
+        "campaign", "run", spec, "--store", store, "--executor", "ray", "--address", address
+    )
 
 
 def first_block_in_flight(

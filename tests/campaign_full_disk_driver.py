@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from cli import command
 from sleep_trial import campaign_toml
 
 DEADLINE_S = 600.0
@@ -40,9 +41,8 @@ def main(directory: str, result_path: str) -> int:
     spec = root / "sleep.toml"
     spec.write_text(campaign_toml(1.0, cells=2, pairs=3))
     store = root / "s.sqlite"
-    command = [sys.executable, "-m", "compile_ahead.commands", "campaign", "run", str(spec),
-               "--store", str(store)]  # fmt: skip
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    run = command("campaign", "run", spec, "--store", store)
+    proc = subprocess.Popen(run, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline and proc.poll() is None:
         if store.exists() and sum(r[3] == "done" for r in _rows(store)) >= 2:
@@ -54,7 +54,7 @@ def main(directory: str, result_path: str) -> int:
         full["integrity"] = conn.execute("PRAGMA integrity_check").fetchone()[0]
     full["rows"] = _rows(store)
     (root / "filler").unlink()
-    again = subprocess.run(command, capture_output=True, text=True, timeout=DEADLINE_S)
+    again = subprocess.run(run, capture_output=True, text=True, timeout=DEADLINE_S)
     result = {"full": full, "again": {"returncode": again.returncode, "stderr": again.stderr}}
     with sqlite3.connect(store) as conn:
         result["integrity"] = conn.execute("PRAGMA integrity_check").fetchone()[0]

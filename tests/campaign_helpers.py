@@ -6,9 +6,9 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
+from cli import command
 from sleep_trial import campaign_toml
 
 # A compile campaign of the tiny preset: 2 cells (ladders) x 2 pairs, two property sets.
@@ -32,7 +32,7 @@ def sleep_spec(path: Path, seconds: float, warmup: int = 0) -> Path:
 
 
 def campaign_command(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "compile_ahead.commands", "campaign", *argv]
+    return command("campaign", *argv)
 
 
 def run(argv: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -113,4 +113,4 @@ def _stem(cell_dir: Path) -> str:
 
 
 def _ab_report(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "compile_ahead.commands", "ab", "report", *argv, "--no-plot"]
+    return command("ab", "report", *argv, "--no-plot")

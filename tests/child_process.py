@@ -7,14 +7,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-CLI = [sys.executable, "-m", "compile_ahead.commands"]
-PROFILE = [sys.executable, "-m", "compile_ahead.commands.profile_compile"]
+from cli import COMPILE_AHEAD, PROFILE_COMPILE
+
+CLI = list(COMPILE_AHEAD)
+PROFILE = list(PROFILE_COMPILE)
 DEADLINE_S = 240.0
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 SIGNAL_IDS = ["SIGINT", "SIGTERM", "SIGHUP"]

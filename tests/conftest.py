@@ -196,11 +196,11 @@ def interpreter_venv(directory: Path) -> Path:
 def start_decoding_run(argv: list[str]):
     """`compile-ahead ARGV` in a child process, returned once it prints its first progress
     line (decoding has begun); stderr stays open for the caller."""
-    import subprocess
-    import sys
+
+    from cli import command
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.commands", *argv],
+        command(*argv),
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -217,7 +217,6 @@ def small_tmpfs(where: Path, size: str = "2m", mode: str = "rw") -> Iterator[Pat
     """A small tmpfs mounted at ``where`` (a full or read-only disk on demand); needs root, as
     in CI, and is skipped with the reason elsewhere."""
     import shutil
-    import subprocess
 
     where.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
@@ -243,17 +242,6 @@ def wait_until_settled(directory: Path) -> None:
 
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         weights.wait_until_settled(path)
-
-
-def run_profile_compile(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`profile-compile ARGS` in a fresh process (its collector is armed before openvino loads),
-    output captured as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.commands.profile_compile", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def earlier_output(directory: Path, files: dict[str, str]) -> Path:

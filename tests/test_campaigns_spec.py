@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from campaign_helpers import TINY_COMPILE, sleep_spec
+from cli import run_cli
 
 from compile_ahead.commands.ab import check_cell
 from compile_ahead.errors import CompileAheadError
@@ -17,13 +18,7 @@ from compile_ahead.profiling.trials.design import make_plan
 
 
 def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.commands", "campaign", *argv],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli("campaign", *argv, cwd=cwd)
 
 
 @pytest.mark.parametrize(

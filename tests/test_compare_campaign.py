@@ -12,13 +12,13 @@ import json
 import re
 import shlex
 import sqlite3
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import scipy.stats
 from campaign_helpers import TINY_COMPILE, campaign_command, connect, run
+from cli import command
 from compare_fixtures import failing_interpreter, flagged_rows
 from headless_chromium import find_chromium, open_browser
 
@@ -179,8 +179,7 @@ def test_clicking_a_cell_opens_its_section_whose_rerun_command_runs(campaign, tm
     argv = shlex.split(rerun)
     assert argv[:3] == ["compile-ahead", "ab", "compile"] and "--first-block" not in argv
     out = tmp_path / "rerun"
-    proc = run([sys.executable, "-m", "compile_ahead.commands", *argv[1:], "--out", str(out),
-                "--no-plot", "--quiet"], tmp_path)  # fmt: skip
+    proc = run(command(*argv[1:], "--out", out, "--no-plot", "--quiet"), tmp_path)
     assert proc.returncode == 0, proc.stderr
     ran = json.loads((out / "experiment.json").read_text())
     planned = json.loads((campaign["report"] / cell["dir"] / "experiment.json").read_text())

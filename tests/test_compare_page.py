@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from cli import command, run_profile_compile
 from compare_fixtures import (
     failing_interpreter,
     flagged_endpoints,
@@ -28,7 +29,6 @@ from compare_fixtures import (
 from headless_chromium import find_chromium, open_browser
 
 from compile_ahead.commands.main import main
-from conftest import run_profile_compile
 
 needs_chromium = pytest.mark.skipif(
     find_chromium() is None,
@@ -362,8 +362,7 @@ def test_trace_link_fetches_the_trace_through_the_local_server(results):
     """`compare --open`: the page over HTTP; its trace link redirects into the Perfetto UI with
     a URL that serves the trace's bytes (as `trace open` does); other Host names refused."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.commands", "compare", str(results["profile"]),
-         "--open", "--no-browser"],
+        command("compare", results["profile"], "--open", "--no-browser"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import run_profile_compile
+from cli import run_cli, run_profile_compile
 
 DEVICE = "NPU"
 
@@ -36,12 +34,7 @@ def _openvino_refusal() -> str:
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.commands", *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli(*argv)
 
 
 def test_a_device_that_cannot_compile_is_refused_up_front_by_every_command(tmp_path: Path):

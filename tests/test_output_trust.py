@@ -13,19 +13,19 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli import COMPILE_AHEAD, profile_compile_command, run_profile_compile
 
 from compile_ahead.commands.main import main
 from compile_ahead.commands.profile_compile import main as profile_main
 from compile_ahead.profiling.perfetto.validate import validate_trace
 from conftest import one_line_error as _one_line_error
-from conftest import run_profile_compile, start_decoding_run
+from conftest import start_decoding_run
 
-CLI = [sys.executable, "-m", "compile_ahead.commands"]
+CLI = list(COMPILE_AHEAD)
 RUN = ["run", "--model", "tiny", "--ladder", "16,32", "--prompt-len", "4", "--no-progress"]
 RUN += ["--no-cache"]
 SLOW_RUN = ["run", "--model", "tiny", "--ladder", "tiny", "--step-delay", "0.05", "--no-cache"]
@@ -271,7 +271,7 @@ def test_new_outputs_follow_the_umask(tmp_path):
     done = _with_umask(0o077, [*CLI, *RUN, "--report", str(report), "--trace", str(trace)])
     assert done.returncode == 0, done.stderr[-3000:]
     assert (_mode(report), _mode(trace)) == (0o600, 0o600)
-    profile = [sys.executable, "-m", "compile_ahead.commands.profile_compile", "--model", "tiny"]
+    profile = profile_compile_command("--model", "tiny")
     done = _with_umask(0o022, [*profile, "--ladder", "16", "--out", str(out)])
     assert done.returncode == 0, done.stderr[-3000:]
     assert _mode(out) == 0o755 and _mode(out / "report.json") == 0o644

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli import COMPILE_AHEAD, PROFILE_COMPILE
 
 from compile_ahead.commands.main import main
 from compile_ahead.commands.profile_compile import main as profile_main
@@ -24,8 +25,8 @@ from compile_ahead.profiling.traces.pyspy import find_pyspy
 from conftest import earlier_output, small_tmpfs
 from conftest import one_line_error as _one_line_error
 
-CLI = [sys.executable, "-m", "compile_ahead.commands"]
-PROFILE = [sys.executable, "-m", "compile_ahead.commands.profile_compile"]
+CLI = list(COMPILE_AHEAD)
+PROFILE = list(PROFILE_COMPILE)
 RUN = ["run", "--model", "tiny", "--ladder", "16,32", "--prompt-len", "4", "--no-progress"]
 RUN += ["--no-cache"]
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli import run_cli, run_profile_compile
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.commands.main import main
@@ -22,7 +23,7 @@ from compile_ahead.runtime.compile.settings.properties import (
     load_properties_file,
     parse_properties,
 )
-from conftest import interpreter_venv, run_profile_compile
+from conftest import interpreter_venv
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -87,9 +88,7 @@ def test_a_refused_property_is_one_line_before_any_work(tmp_path, monkeypatch, f
     monkeypatch.setenv("COMPILE_AHEAD_CACHE_DIR", str(cache))
     report, trace = tmp_path / "r.json", tmp_path / "t.pftrace"
     argv = [*RUN, "--report", str(report), "--trace", str(trace), *flags]
-    proc = subprocess.run(
-        [sys.executable, "-m", "compile_ahead.commands", *argv], capture_output=True, text=True
-    )
+    proc = run_cli(*argv)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("compile-ahead: error: --ov-config")

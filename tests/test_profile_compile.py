@@ -8,12 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli import run_profile_compile
+from foreign_models import onnx_model
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.commands.profile_compile import main
 from compile_ahead.profiling.perfetto.validate import validate_trace
 from compile_ahead.profiling.traces.pyspy import find_pyspy
-from conftest import earlier_output, run_profile_compile
+from conftest import earlier_output
 
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -68,10 +70,8 @@ def test_unknown_device_is_refused_before_any_work(tmp_path):
 
 def test_failed_profile_is_one_line_and_leaves_the_earlier_profile_alone(tmp_path):
     out = earlier_output(tmp_path / "o", {"report.json": "keep me"})
-    from test_profile_foreign import _onnx_model
-
     # A 3x3 convolution over a 1x1 image: the profile starts, then its model fails.
-    model = _onnx_model(tmp_path / "m.onnx")
+    model = onnx_model(tmp_path / "m.onnx")
     proc = run_cli("--model", str(model), "--shape", "pixels=[1,3,1,1]", "--out", str(out))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("profile-compile: error: ")

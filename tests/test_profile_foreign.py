@@ -4,11 +4,10 @@ it is (dynamic inputs made static with --shape), with the same table, report and
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import numpy as np
 import pytest
-from test_profile_compile import run_cli
+from cli import run_profile_compile
+from foreign_models import ir_model, onnx_model
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.profiling.perfetto.validate import validate_trace
@@ -16,58 +15,27 @@ from compile_ahead.profiling.perfetto.validate import validate_trace
 needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
 
-def _onnx_model(path: Path) -> Path:
-    """A small convolution + matmul network with a dynamic batch and image size."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    weight = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
-    fc = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "fc")
-    nodes = [
-        helper.make_node("Conv", ["pixels", "w"], ["conv"]),
-        helper.make_node("Relu", ["conv"], ["act"]),
-        helper.make_node("GlobalAveragePool", ["act"], ["pool"]),
-        helper.make_node("Flatten", ["pool"], ["flat"]),
-        helper.make_node("MatMul", ["flat", "fc"], ["scores"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "tiny-vision",
-        [helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["batch", 3, "h", "w"])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 4])],
-        [weight, fc],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.save(model, path)
-    return path
-
-
-def _ir_model(path: Path) -> Path:
-    """The same network read by OpenVINO and saved as an IR (.xml + .bin)."""
-    import openvino as ov
-
-    ov.save_model(ov.Core().read_model(str(_onnx_model(path.with_suffix(".onnx")))), path)
-    return path
-
-
 @pytest.mark.parametrize("kind", ["onnx", "ir"])
 def test_dynamic_inputs_need_a_shape_and_the_error_says_which(kind, tmp_path):
-    model = _onnx_model(tmp_path / "m.onnx") if kind == "onnx" else _ir_model(tmp_path / "m.xml")
-    proc = run_cli("--model", str(model), "--out", str(tmp_path / "o"))
+    model = onnx_model(tmp_path / "m.onnx") if kind == "onnx" else ir_model(tmp_path / "m.xml")
+    proc = run_profile_compile("--model", str(model), "--out", str(tmp_path / "o"))
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
     assert "input 'pixels'" in last and "--shape pixels=[1,3,1,1]" in last
     assert not (tmp_path / "o").exists()
-    proc = run_cli("--model", str(model), "--shape", "nope=[1]", "--out", str(tmp_path / "o"))
+    proc = run_profile_compile(
+        "--model", str(model), "--shape", "nope=[1]", "--out", str(tmp_path / "o")
+    )
     assert proc.returncode == 2 and "has no such input" in proc.stderr
 
 
 @pytest.mark.parametrize("kind", ["onnx", "ir"])
 def test_a_model_compiled_as_it_is_gets_table_report_and_valid_trace(kind, tmp_path):
-    model = _onnx_model(tmp_path / "m.onnx") if kind == "onnx" else _ir_model(tmp_path / "m.xml")
+    model = onnx_model(tmp_path / "m.onnx") if kind == "onnx" else ir_model(tmp_path / "m.xml")
     out = tmp_path / "o"
-    proc = run_cli("--model", str(model), "--shape", "pixels=[1,3,32,32]", "--out", str(out))
+    proc = run_profile_compile(
+        "--model", str(model), "--shape", "pixels=[1,3,32,32]", "--out", str(out)
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "compile_model s" in proc.stdout and "not a stateful decoder" in proc.stdout
     report = json.loads((out / "report.json").read_text())
@@ -80,8 +48,10 @@ def test_a_model_compiled_as_it_is_gets_table_report_and_valid_trace(kind, tmp_p
 @needs_tp
 def test_the_trace_processor_sees_the_compile_and_its_phases(tmp_path):
     out = tmp_path / "o"
-    model = _onnx_model(tmp_path / "m.onnx")
-    proc = run_cli("--model", str(model), "--shape", "pixels=[2,3,16,16]", "--out", str(out))
+    model = onnx_model(tmp_path / "m.onnx")
+    proc = run_profile_compile(
+        "--model", str(model), "--shape", "pixels=[2,3,16,16]", "--out", str(out)
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     with NodeTraceProcessor.open(out / "trace.pftrace") as tp:
         assert tp.error_stats() == []
@@ -92,7 +62,7 @@ def test_the_trace_processor_sees_the_compile_and_its_phases(tmp_path):
 def test_ab_compile_takes_a_model_compiled_as_it_is(tmp_path):
     from compile_ahead.commands.main import build_parser
 
-    model = _onnx_model(tmp_path / "m.onnx")
+    model = onnx_model(tmp_path / "m.onnx")
     out = tmp_path / "res"
     args = build_parser().parse_args(
         ["ab", "compile", "--arm", "A=current", "--arm", "B=current,INFERENCE_PRECISION_HINT=f32",

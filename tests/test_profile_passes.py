@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli import run_profile_compile
 
 from compile_ahead.commands.profile_compile import main
 from compile_ahead.profiling.session import passprofile
 from compile_ahead.runtime.compile.settings.device_defaults import default_prefill
-from conftest import run_profile_compile
 
 # "Fold" runs in two managers and twice in one of them; "Outer" runs manager "Inner" (its self
 # time leaves the inner manager's 300 ns out).

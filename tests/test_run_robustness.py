@@ -7,13 +7,12 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli import run_cli
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
 from compile_ahead.commands.main import main
@@ -328,12 +327,7 @@ def _run_report(model: Path, schedule: str, out: Path) -> dict:
     argv += ["--inference-precision", "f32", "--no-progress", "--report", str(out)]
     argv += ["--decode-tokens", "120", "--step-delay", "0.005"]
     argv += ["--no-cache"]  # graphs compiled, never imported or exported (an export's buffer)
-    proc = subprocess.run(
-        [sys.executable, "-m", "compile_ahead.commands", *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli(*argv)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(out.read_text())
 

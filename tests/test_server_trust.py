@@ -12,7 +12,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from urllib.parse import urlsplit
 
 import psutil
 import pytest
+from cli import command
 from compare_fixtures import synthetic_experiment
 
 from compile_ahead.profiling.compare.page_server import PageServer, bind_page
@@ -213,8 +213,7 @@ def test_another_user_cannot_read_the_compare_page_or_its_traces(
     write_trace(results / "trial-000.pftrace")
     results.chmod(0o700)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.commands", "compare", str(results), "--open",
-         "--no-browser"],
+        command("compare", results, "--open", "--no-browser"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -233,8 +232,7 @@ def test_another_user_cannot_read_the_compare_page_or_its_traces(
 def test_another_user_cannot_fetch_a_trace_being_opened(tmp_path, trace, other_user,
                                                          curl_for_others):  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.commands", "trace", "open", str(trace),
-         "--no-browser"],
+        command("trace", "open", trace, "--no-browser"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -268,7 +266,7 @@ def test_the_browser_is_given_no_token_on_its_command_line(tmp_path):
     script.write_text(BROWSER.format(out=out))
     script.chmod(0o755)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compile_ahead.commands", "compare", str(results), "--open"],
+        command("compare", results, "--open"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "BROWSER": str(script)},
     )  # fmt: skip

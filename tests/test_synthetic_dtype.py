@@ -9,6 +9,7 @@ from pathlib import Path
 
 import openvino as ov
 import pytest
+from cli import run_profile_compile
 
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
@@ -16,7 +17,6 @@ from compile_ahead.runtime.base.user_cache import CACHE_DIR_ENV
 from compile_ahead.runtime.model import presets
 from compile_ahead.runtime.model.weights import SafetensorsStore
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import run_profile_compile
 
 # The published config.json's torch_dtype of each preset's checkpoint.
 PUBLISHED = {"qwen2.5-0.5b": "bf16", "qwen2.5-1.5b": "bf16", "qwen2.5-7b": "bf16"}

@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from cli import command
 from headless_chromium import (
     NO_NETWORK,
     NO_NETWORK_RULES,
@@ -79,7 +80,7 @@ class TraceOpen:
         self.stderr_path = tmp_path / f"trace-open-{time.monotonic_ns()}.stderr"
         with self.stderr_path.open("w") as stderr:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "compile_ahead.commands", "trace", "open", *args],
+                command("trace", "open", *args),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,

@@ -16,12 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli import COMPILE_AHEAD
 
 from compile_ahead.commands.main import main
 from compile_ahead.profiling.trials.runner import DEFAULT_TRIAL_TIMEOUT_S, TRIALS_LOG, load_records
 
 HANG_GUARD_S = 180  # far above any --timeout used here; only a hang reaches it
-CLI = [sys.executable, "-m", "compile_ahead.commands"]
+CLI = list(COMPILE_AHEAD)
 
 # A trial command standing in for `compile-ahead run --report OUT` (argv: schedule, out).
 FAKE_RUN = """
