@@ -1,4 +1,6 @@
-"""Memory and time accounting for a run: time-weighted averages, peaks, process RSS."""
+"""Time and memory measures: a time-weighted average with its peak, the monotonic clock, and the
+process's resident memory (current and peak). A run's accounting is the ladder's
+(ladder/reporting/accounting.py)."""
 
 from __future__ import annotations
 

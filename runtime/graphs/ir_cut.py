@@ -50,13 +50,6 @@ def _const(value: ArrayLike, dtype: DTypeLike = np.int64) -> ov.Output:
     return ops.constant(np.asarray(value, dtype=dtype)).output(0)
 
 
-def _retarget(old: ov.Output, new: ov.Output, keep: ov.Node | None = None) -> None:
-    """Feed every consumer of ``old`` from ``new`` (except ``keep``, which builds ``new``)."""
-    for target in list(old.get_target_inputs()):
-        if keep is None or target.get_node() is not keep:
-            target.replace_source_output(new)
-
-
 def _place_past(
     param: ov.Node, spec: GraphSpec, kv_type: ov.Type, name: str, filled: ov.Output | None
 ) -> None:
