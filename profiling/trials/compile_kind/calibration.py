@@ -3,7 +3,7 @@
 Calibration trials of the control (fresh processes, not part of the experiment) measure its
 compile CPU time per rung; the calibration arm is then the control whose every compile also
 burns delta% of that median on the compiling thread, inside the measured window
-(compile_measure.spin). Only this module sets that spin, and every output of such an
+(meter.spin). Only this module sets that spin, and every output of such an
 experiment says CALIBRATION. From the experiment (and its A/A arm with --aa) the report
 states per endpoint: the noise of the paired differences, whether the A/A comparison was
 detected or flagged, the effect the spin made and whether it was detected, and the MDE.
