@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
+from cli import run_cli
 
 from compile_ahead.commands.main import main
 from conftest import reference_greedy
@@ -108,9 +107,7 @@ def test_cache_dir_as_a_property_names_the_cache_flags(tmp_path, capsys):
 )
 def test_a_reversed_pin_range_is_named_as_one(pin, reason):
     argv = ["ab", "compile", "--model", "tiny", "--arm", "A=current", "--pin", pin]
-    done = subprocess.run(
-        [sys.executable, "-m", "compile_ahead.commands", *argv], capture_output=True, text=True
-    )
+    done = run_cli(*argv)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, done.stderr  # argparse's usage, then the one error line
     assert f"--pin: {pin}: the range {reason}" in lines[-1]

@@ -9,16 +9,16 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from campaign_helpers import campaign_command, run, sleep_spec
+from cli import COMPILE_AHEAD
 from compare_fixtures import synthetic_experiment
 
 from conftest import one_line_error
 
-CLI = [sys.executable, "-m", "compile_ahead.commands"]
+CLI = list(COMPILE_AHEAD)
 
 
 def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:

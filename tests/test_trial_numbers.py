@@ -10,14 +10,14 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from campaign_helpers import campaign_command, run, sleep_spec
+from cli import COMPILE_AHEAD
 from compare_fixtures import PAIRS, synthetic_experiment
 
-CLI = [sys.executable, "-m", "compile_ahead.commands"]
+CLI = list(COMPILE_AHEAD)
 BAD_VALUES = ['"abc"', "NaN", "Infinity", "-Infinity", "1e999"]
 
 
