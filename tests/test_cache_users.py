@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from test_cache_trust import assert_one_line_warning, other_weights, warning_lines
+from cache_checks import assert_one_line_warning, other_weights, warning_lines
 
 from compile_ahead.commands.main import main
 from compile_ahead.runtime.compile import cache as cc

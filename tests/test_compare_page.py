@@ -426,7 +426,7 @@ def test_pooled_report_page(tmp_path):
 def test_schedule_ab_page(tmp_path):
     """An `ab schedule` run (the trial command a stand-in for `compile-ahead run --report`):
     its endpoints and counts on the page, flagged as its JSON says."""
-    from test_trials_schedule_ab import FAKE_RUN
+    from fake_schedule_run import FAKE_RUN
 
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_RUN)

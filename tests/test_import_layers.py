@@ -316,3 +316,20 @@ def test_nothing_imports_the_commands():
         if _in(b, COMMANDS)
     ]
     assert not into, f"imports of the commands from below: {into}"
+
+
+def test_no_test_module_imports_another():
+    """What two test files share lives in a helper module of tests/ (cli, foreign_models, ...):
+    a test module imported by another runs its module-level code twice and ties the two."""
+    tests = ROOT / "tests"
+    imported = [
+        f"{path.name} -> {name}"
+        for path in sorted(tests.glob("test_*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in (
+            [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        )
+        if name.startswith("test_") and (tests / f"{name}.py").is_file()
+    ]
+    assert not imported, f"test modules importing test modules: {imported}"

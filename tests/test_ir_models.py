@@ -211,7 +211,7 @@ def test_rung_graph_interface(ir_exports):
 
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_an_ir_steps_outputs_follow_the_request(ir_exports, dynamic):
-    from test_step_outputs import check_outputs_follow_the_request
+    from step_checks import check_outputs_follow_the_request
 
     check_outputs_follow_the_request(resolve_model(str(ir_exports[("qwen2", "fp16")])), dynamic)
 

@@ -130,9 +130,9 @@ def test_an_ir_profile_keeps_stdout_to_its_own_lines(tmp_path):
     """Reading an IR and converting it run OpenVINO pass managers before any profiled
     compile; with pass profiling on they printed "PassManager started:" to stdout. Only the
     profiled compiles profile passes: their managers are in passes.txt, nothing on stdout."""
-    from test_outputs_and_errors import _toy_decoder_ir
+    from toy_decoder import toy_decoder_ir
 
-    _toy_decoder_ir(tmp_path / "ir")
+    toy_decoder_ir(tmp_path / "ir")
     (tmp_path / "ir" / "config.json").write_text(json.dumps({"max_position_embeddings": 64}))
     out = tmp_path / "o"
     proc = run_profile_compile("--model", tmp_path / "ir", "--ladder", "16,32", "--out", out)
