@@ -7,7 +7,7 @@ from pathlib import Path
 
 from compile_ahead.commands.options import count
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.limits import MAX_BLOCKS, MAX_CELLS
+from compile_ahead.profiling.campaigns.validation.limits import MAX_BLOCKS, MAX_CELLS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -91,8 +91,8 @@ def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.output.checks import check_not_inputs
     from compile_ahead.profiling.campaigns.block_dirs import blocks_folder
     from compile_ahead.profiling.campaigns.coordinator import run_campaign
-    from compile_ahead.profiling.campaigns.limits import CheckProgress
     from compile_ahead.profiling.campaigns.spec import load_spec
+    from compile_ahead.profiling.campaigns.validation.limits import CheckProgress
 
     if args.executor == "local" and args.address is not None:
         raise CompileAheadError("--address is for --executor ray")

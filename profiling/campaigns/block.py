@@ -22,11 +22,11 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns import child, fingerprint
-from compile_ahead.profiling.campaigns.arms import parse_campaign_arm
 from compile_ahead.profiling.campaigns.block_dirs import private_folder
 from compile_ahead.profiling.campaigns.environments import ensure_environment
 from compile_ahead.profiling.campaigns.models import identity_difference, model_identity
 from compile_ahead.profiling.campaigns.spec import block_flags, compile_arm_flags
+from compile_ahead.profiling.campaigns.validation.arms import parse_campaign_arm
 from compile_ahead.runtime.compile.cache_dirs import UntrustedPath
 
 AB_DIR = "ab"

@@ -15,7 +15,7 @@
     ov_config = [[], ["INFERENCE_PRECISION_HINT=f32"]]   # compile properties per cell
 
     [options]                         # any other `ab KIND` flag, the same in every cell,
-    prompt-len = 128                  # by its exact name (spec_checks.py)
+    prompt-len = 128                  # by its exact name (spec_text.py)
 
     [report]
     endpoints = ["critical_path"]     # optional: keys of endpoints the cells measure, for the
@@ -24,7 +24,7 @@
 Each cell is the `ab KIND` command line these give, checked by the `ab` command's own parser
 and checks (given to load_spec by the `campaign` command), so a flag `ab` refuses is refused
 before the campaign starts, as is a compile property a cell's device does not take. No key or
-string of the file may hold a control or format character (spec_checks.py). The store keeps
+string of the file may hold a control or format character (spec_text.py). The store keeps
 the campaign's identity (identity.py), which a resumed campaign must match.
 """
 
@@ -42,11 +42,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.arms import CampaignArm, parse_campaign_arm
 from compile_ahead.profiling.campaigns.environments import built_environment
-from compile_ahead.profiling.campaigns.identity import campaign_identity
-from compile_ahead.profiling.campaigns.limits import check_grid_size
-from compile_ahead.profiling.campaigns.spec_checks import (
+from compile_ahead.profiling.campaigns.validation.arms import CampaignArm, parse_campaign_arm
+from compile_ahead.profiling.campaigns.validation.identity import campaign_identity
+from compile_ahead.profiling.campaigns.validation.limits import check_grid_size
+from compile_ahead.profiling.campaigns.validation.spec_text import (
     check_endpoints,
     check_text,
     option_flags,

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.identity import identity_change, refusal
 from compile_ahead.profiling.campaigns.spec import CampaignSpec
 from compile_ahead.profiling.campaigns.store_lock import CoordinatorLock
+from compile_ahead.profiling.campaigns.validation.identity import identity_change, refusal
 
 SCHEMA_VERSION = 1
 SCHEMA = """

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.arms import release_of
 from compile_ahead.profiling.campaigns.block import AB_DIR
 from compile_ahead.profiling.campaigns.fingerprint import describe
 from compile_ahead.profiling.campaigns.results.analyses import (
@@ -22,6 +21,7 @@ from compile_ahead.profiling.campaigns.results.analyses import (
     from_store,
 )
 from compile_ahead.profiling.campaigns.store import Store
+from compile_ahead.profiling.campaigns.validation.arms import release_of
 from compile_ahead.profiling.compare import experiment_page
 from compile_ahead.profiling.compare import html as h
 from compile_ahead.profiling.compare.campaign import (
