@@ -14,6 +14,7 @@ when written, so "reserved" (the allocation size: what a device driver would pin
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 class Migration:
     bytes_copied: int
     peak_reserved_bytes: int = 0  # old and new allocations coexisting during the copy
+    allocation_s: float = 0.0  # making the new allocation
+    copy_s: float = 0.0  # copying the live slots into it
 
 
 class KVStore:
@@ -44,9 +47,7 @@ class KVStore:
     # GraphSpec.buffer_capacity) rather than a buffer of their own capacity.
     shared_buffer: bool
 
-    def __init__(
-        self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, batch: int = 1
-    ):
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, batch: int = 1):
         self.cfg = cfg
         self.ladder = ladder
         self.precision = precision
@@ -174,11 +175,14 @@ class GrowingKV(KVStore):
         if capacity <= self._arena.capacity:
             return Migration(0)
         old = self._arena
+        t0 = time.perf_counter()
         new = KVArena(self.cfg, capacity, self.precision, self.batch)
+        t1 = time.perf_counter()
         copied = new.copy_prefix_from(old, self.length)
+        t2 = time.perf_counter()
         self._arena = new
         self._retired = old  # closed by release_retired() once requests are rebound
-        return Migration(copied, old.nbytes + new.nbytes)
+        return Migration(copied, old.nbytes + new.nbytes, t1 - t0, t2 - t1)
 
     def release_retired(self) -> None:
         if self._retired is not None:

@@ -51,6 +51,10 @@ class RunResult:
     first_token: int | None = None
     first_logits: np.ndarray | None = None  # the prompt's last logits, when keep_logits
     jobs: list[CompileJob] = field(default_factory=list)  # every compile that finished
+    # A batch (batch_runner.py): each sequence's report entry (its tokens, stop reason, ...)
+    # and, when keep_logits, the logits of each of its tokens.
+    sequences: list[dict[str, Any]] = field(default_factory=list)
+    sequence_logits: list[list[np.ndarray]] = field(default_factory=list)
 
     @property
     def completed(self) -> bool:
@@ -86,7 +90,10 @@ class LadderRunner:
         # The device's compile defaults the decode graphs get (probed once), for the reports.
         self.decode_defaults = self.builder.decode_defaults
         slots = min(prompt_len + self.protocol.decode_tokens, self.rungs[-1])
-        check_kv_fits(self.schedule.kv, source.config, self.rungs, slots, self.kv_precision)
+        self.batch = config.batch  # sequences stepped together (batch_runner.py: B > 1)
+        check_kv_fits(
+            self.schedule.kv, source.config, self.rungs, slots, self.kv_precision, self.batch
+        )
         self.accounting = RunAccounting(now_ns(), 0)
         # Every event whole, also to the accounting alone (FanOut: an interrupt waits for it).
         self.events = FanOut(self.accounting, *([events] if events else []))
@@ -122,21 +129,11 @@ class LadderRunner:
         run too. The run's end is held (interrupts.hold): a signal then is only noted. With
         ``keep_held`` it returns still holding, so that no signal comes between the run and
         its outputs: the caller writes them whole, then ends the hold (release)."""
-        proto = self.protocol
         start = self._start = now_ns()
         stop, error = "completed", None
         try:
             self._begin(start)
-            # No name here holds a rung, so a schedule that releases retired rungs frees the
-            # first one's graph at its boundary, not when the run ends.
-            logits = self._prefill(self._before_decoding())
-            last = self.first_token = int(np.argmax(logits))
-            if self.config.keep_logits:
-                self.first_logits = logits
-            if proto.ends(last):  # the prompt's own token ends greedy generation
-                stop = "eos"
-            elif proto.decode_tokens > 0:
-                stop = self._decode(self._take_first_rung(), last)
+            stop = self._generate()
         except KeyboardInterrupt:
             stop = "interrupted"
         except Exception as err:  # reported in the run report, then re-raised by the caller
@@ -167,6 +164,21 @@ class LadderRunner:
             self.first_logits,
             list(self.jobs.finished),
         )
+
+    def _generate(self) -> str:
+        """Prefill, then decode; why the run ended."""
+        proto = self.protocol
+        # No name here holds a rung, so a schedule that releases retired rungs frees the
+        # first one's graph at its boundary, not when the run ends.
+        logits = self._prefill(self._before_decoding())
+        last = self.first_token = int(np.argmax(logits))
+        if self.config.keep_logits:
+            self.first_logits = logits
+        if proto.ends(last):  # the prompt's own token ends greedy generation
+            return "eos"
+        if proto.decode_tokens > 0:
+            return self._decode(self._take_first_rung(), last)
+        return "completed"
 
     def _decode(self, active: CompiledRung, last: int) -> str:
         """The protocol's decode steps from the first rung on; why they ended."""
@@ -220,7 +232,12 @@ class LadderRunner:
         t0 = now_ns()
         try:
             self.store = make_store(
-                self.schedule.kv, self.source.config, self.rungs, self.kv_precision, self.first
+                self.schedule.kv,
+                self.source.config,
+                self.rungs,
+                self.kv_precision,
+                self.first,
+                self.batch,
             )
             self._memory(self._start)  # the reservation is the run's first act
             if self.builder.shares_weights:
@@ -343,6 +360,7 @@ class LadderRunner:
         self._kv.take_into_use(rung.step)
         m1 = now_ns()
         record.migration_s = (m1 - m0) / 1e9
+        record.allocation_s, record.copy_s = migration.allocation_s, migration.copy_s
         record.bytes_copied = migration.bytes_copied
         if self.schedule.release_retired:
             self.jobs.release(active.capacity)
@@ -375,7 +393,7 @@ class LadderRunner:
         buffer = self.store.buffer_capacity(capacity)
         if chunk > 1:  # the prompt's prefill graph
             return self.prefill_plan.spec(capacity, self.kv_precision, buffer)
-        return GraphSpec(capacity, chunk, self.kv_precision, buffer)
+        return GraphSpec(capacity, chunk, self.kv_precision, buffer, batch=self.batch)
 
     def _memory(self, ts: int) -> None:
         if self.store is not None:
@@ -476,4 +494,8 @@ def run_ladder(
 ) -> RunResult:
     """One run of ``config`` (settled for ``source`` here unless it already is)."""
     settled = config if isinstance(config, SettledRun) else config.for_model(source)
+    if settled.batch > 1:
+        from compile_ahead.runtime.ladder.batch_runner import BatchRunner
+
+        return BatchRunner(source, settled, events).run(keep_held)
     return LadderRunner(source, settled, events).run(keep_held)

@@ -91,7 +91,11 @@ class KVArena:
         self.values[layer][:, :, start : start + n] = new_v.view(self.values[layer].dtype)
 
     def write_rows(
-        self, layer: int, sequences: np.ndarray, slots: np.ndarray, new_k: np.ndarray,
+        self,
+        layer: int,
+        sequences: np.ndarray,
+        slots: np.ndarray,
+        new_k: np.ndarray,
         new_v: np.ndarray,
     ) -> None:
         """A batched step's one new row per sequence: sequence ``sequences[i]`` at its slot
