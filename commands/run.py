@@ -45,7 +45,7 @@ def register(subparsers) -> None:
         "i3 reserve-and-commit (default i2)",
     )
     add_ladder_option(p)
-    add_protocol_options(p)
+    add_protocol_options(p, per_sequence=True)
     add_run_options(p)
     add_graph_option(p)
     add_placement_options(p)
