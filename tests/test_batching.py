@@ -178,3 +178,28 @@ def test_generate_batch_gives_each_prompt_its_own_tokens():
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert [s["tokens"] for s in report["sequences"]] == alone
+
+
+def test_batch_trace_has_one_decode_track_and_each_stop(tmp_path):
+    from trace_processor import NodeTraceProcessor, unavailable_reason
+
+    from compile_ahead.profiling.trace_validate import validate_trace
+
+    trace = tmp_path / "run.pftrace"
+    proc = _run(
+        *["--ladder", "tiny", "--schedule", "i3", "--no-progress", "--decode-tokens", "20"],
+        *["--prompt-len", "4,10,7", "--trace", str(trace)],
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = validate_trace(trace)
+    assert report.ok and report.instants >= 3, report.summary()
+    if unavailable_reason() is not None:
+        pytest.skip(str(unavailable_reason()))
+    with NodeTraceProcessor.open(trace) as tp:
+        assert tp.error_stats() == []
+        rows = tp.rows("select name, track_id from slice order by ts")
+        stops = [r["name"] for r in rows if r["name"].startswith("sequence ")]
+        assert sorted(stops) == [f"sequence {i} stopped: token limit" for i in range(3)]
+        decode_tracks = {r["track_id"] for r in rows if r["name"].startswith("decode")}
+        assert len(decode_tracks) == 1
+        assert sum(r["name"].startswith("decode") for r in rows) == 10 + 20 + 1 - 1

@@ -347,12 +347,11 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
         params += past_params
         x = layer_out(cfg, w, x, attention(cfg, q, k, v, past_k, past_v, masks), i)
 
-    # [B, D]: each sequence's row (batched: its own last_index)
-    row = ops.gather(x, last_index, const(1, np.int64), 1 if B > 1 and L > 1 else 0).output(0)
+    batch_dims = 1 if B > 1 and L > 1 else 0  # batched: each sequence's own last_index
+    row = ops.gather(x, last_index, const(1, np.int64), batch_dims).output(0)  # [B, D]
     results.insert(0, ops.result(lm_head(cfg, w, row), name=LOGITS))
     name_io(params, results)
-    shape = "dyn" if spec.dynamic else f"L{spec.chunk}"
-    shape += f"_N{B}" if B > 1 else ""  # B=1 keeps the name it always had
+    shape = ("dyn" if spec.dynamic else f"L{spec.chunk}") + (f"_N{B}" if B > 1 else "")
     model = ov.Model(
         results, params, f"{spec.kind}_C{spec.capacity}_{shape}_B{spec.input_capacity}"
     )

@@ -17,15 +17,20 @@ prompt (the paged and chunked prefill graphs take one sequence).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol, greedy, teacher_forced
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
     from compile_ahead.runtime.sources.base import ModelSource
+
+# config.py's RunConfig and Prompt, which import this module: named, not imported.
+RunConfig = Any
+Prompt = Any
 
 WAYS_TO_GIVE_PROMPTS = (
     "one per sequence: --prompt-ids repeated, --prompts FILE, or --prompt-len 16,40,..."
@@ -71,26 +76,27 @@ def check_source_batchable(batch: int, source: ModelSource) -> None:
         )
 
 
-def _prompt_length(prompt: RunProtocol | Prompt, source: ModelSource) -> int:
+def _prompt_length(prompt: RunProtocol | Prompt, source: ModelSource, default: int) -> int:
     if isinstance(prompt, RunProtocol):
         return len(prompt.prompt)
     if prompt.greedy:
         return len(prompt.tokens(source))
-    from compile_ahead.runtime.ladder.config import DEFAULT_PROMPT_LEN
-
-    return prompt.length if prompt.length is not None else DEFAULT_PROMPT_LEN
+    return prompt.length if prompt.length is not None else default
 
 
 def settle_sequences(
-    config: RunConfig, source: ModelSource
+    config: RunConfig,
+    source: ModelSource,
+    default_len: int,
+    default_prompt_len: Callable[[Ladder], int],
 ) -> tuple[Ladder, tuple[RunProtocol, ...]]:
-    """The ladder (from the longest prompt) and each sequence's protocol: its prompt, its own
-    token limit (--decode-tokens, else up to the top rung) and, greedy, the model's EOS."""
-    from compile_ahead.runtime.ladder.config import default_prompt_len
-
+    """The ladder (from the longest prompt; ``default_len`` for a prompt of no length) and
+    each sequence's protocol: its prompt (``default_prompt_len`` of the ladder when it has
+    no length), its own token limit (--decode-tokens, else up to the top rung) and, greedy,
+    the model's EOS."""
     b = batch_size(config.batch, config.prompts)
     given = config.prompts or (config.protocol,) * b
-    longest = max(_prompt_length(p, source) for p in set(given))
+    longest = max(_prompt_length(p, source, default_len) for p in set(given))
     ladder = config._ladder_for(source.config.max_position_embeddings, longest)
     made: dict[RunProtocol | Prompt, RunProtocol] = {}  # B equal prompts: one protocol
     for prompt in given:
@@ -119,7 +125,7 @@ def _protocol(
         ids = prompt.tokens(source)
         tokens = config.decode_tokens
         if tokens is None:
-            tokens = ladder.top - len(ids)
+            tokens = max(0, ladder.top - len(ids))  # a prompt over the top is refused below
         eos = source.config.eos_token_ids if prompt.stop_at_eos else ()
         return greedy(ids, tokens, eos)
     length = prompt.length if prompt.length is not None else default_len

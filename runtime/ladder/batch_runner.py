@@ -24,7 +24,6 @@ from compile_ahead.runtime.ladder.batch_report import batch_fields
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung
 from compile_ahead.runtime.ladder.report import RunReport
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol
-from compile_ahead.runtime.ladder.runner import LadderRunner, RunResult
 
 TOKEN_LIMIT = "token limit"
 
@@ -81,27 +80,31 @@ class SequenceState:
         }
 
 
-class BatchRunner(LadderRunner):
-    """The ladder runner at batch B > 1 (run_ladder picks it from the settled run)."""
+class BatchDecode:
+    """A ladder runner's prefill and decode at batch B > 1 (the runner makes one when its
+    settled run has a batch): the runner's compile, KV, boundary and event machinery, stepped
+    for B sequences."""
 
-    def __init__(self, source, config, events=None):  # type: ignore[no-untyped-def]
-        super().__init__(source, config, events)
-        self.sequences = [SequenceState(i, p) for i, p in enumerate(config.sequences)]
+    def __init__(self, runner: Any) -> None:  # a LadderRunner (runner.py imports this module)
+        self.runner = runner
+        self.sequences = [SequenceState(i, p) for i, p in enumerate(runner.config.sequences)]
 
-    def _generate(self) -> str:
-        active = self._before_decoding()  # the first rung's batched decode graph, in use
+    def generate(self) -> str:
+        """Every sequence from its prompt to its stop; why the run ended."""
+        r = self.runner
+        active = r._before_decoding()  # the first rung's batched decode graph, in use
         assert active is not None, "a batch prefills through the decode graph"
-        self.policy.rung_taken(self.first, 0)
+        r.policy.rung_taken(r.first, 0)
         step = 0
         while (live := self._live()).any():
-            need = self._rung_for(int(self._kv.lengths[live].max()) + 1)
+            need = r._rung_for(int(r._kv.lengths[live].max()) + 1)
             if need < 0:
                 self._stop_longest()
                 continue
             if need > active.capacity:
-                active = self._switch(active, need, step)
+                active = r._switch(active, need, step)
             with deferred():  # a step whole: an interrupt ends the run after it
-                self._batch_step(active, step, live)
+                self._step(active, step, live)
             step += 1
         return "completed"
 
@@ -110,52 +113,51 @@ class BatchRunner(LadderRunner):
 
     def _stop_longest(self) -> None:
         """The top rung cannot hold the next slot of the longest live sequences: they stop."""
-        top = int(self._kv.lengths[self._live()].max())
+        lengths = self.runner._kv.lengths
+        top = int(lengths[self._live()].max())
         for s in self.sequences:
-            if s.live and self._kv.lengths[s.index] == top:
-                s.stop_reason = self._top_reached()
+            if s.live and lengths[s.index] == top:
+                s.stop_reason = self.runner._top_reached()
+                self.runner.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), now_ns())
 
-    def _batch_step(self, active: CompiledRung, i: int, live: np.ndarray) -> None:
-        store = self._kv
+    def _step(self, active: CompiledRung, i: int, live: np.ndarray) -> None:
+        r = self.runner
+        store = r._kv
         ids = np.array([s.next_input() if s.live else 0 for s in self.sequences], np.int64)
         before = store.lengths.copy()
         a = now_ns()
         out = active.step.run(ids, np.where(live, before, 0))
-        self.faults.after_step()
+        r.faults.after_step()
         store.append_rows(out, live)
         b = now_ns()
-        keep = self.config.keep_logits
+        keep = r.config.keep_logits
         for s in self.sequences:
             if live[s.index]:
                 s.take(out.logits[s.index], b, keep)
                 t = int(before[s.index])
-                if s.fed > len(s.protocol.prompt) and self._record_window(t):
-                    entry = self._window_entry(i, t, active.capacity, out.logits[s.index])
-                    self.window.append({"sequence": s.index, **entry})
-        self._memory(b)
-        self.events.step(i, active.capacity, a, b)
-        if (i + 1) % self.config.counter_every == 0:
-            self._sample_counters(b, active.capacity)
+                if s.fed > len(s.protocol.prompt) and r._record_window(t):
+                    entry = r._window_entry(i, t, active.capacity, out.logits[s.index])
+                    r.window.append({"sequence": s.index, **entry})
+        r._memory(b)
+        r.events.step(i, active.capacity, a, b)
+        for s in self.sequences:
+            if live[s.index] and s.stop_reason is not None:
+                r.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), b)
+        if (i + 1) % r.config.counter_every == 0:
+            r._sample_counters(b, active.capacity)
 
-    def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
+    def first_token_ns(self) -> int | None:
+        """When the batch's first token came."""
         first = [s.first_token_ns for s in self.sequences if s.first_token_ns is not None]
-        self._first_token_ns = min(first) if first else None  # the batch's first token
-        report = super()._report(start, end, stop, error)
-        started = self.config.started_ns
-        command = min(started, start) if started is not None else start
+        return min(first) if first else None
+
+    def amend(self, report: RunReport, command_ns: int, step_ns: list[int]) -> None:
+        """The batch's part of the run report."""
         report.tokens_decoded = sum(max(0, len(s.tokens) - 1) for s in self.sequences)
         report.prefill = {"path": "token by token, batched decode graph", "chunk": 1}
-        report.extra.update(
-            batch_fields(
-                report,
-                [s.to_json(command) for s in self.sequences],
-                self.accounting.step_ns,
-            )
-        )
-        return report
+        sequences = [s.to_json(command_ns) for s in self.sequences]
+        report.extra.update(batch_fields(report, sequences, step_ns))
 
-    def run(self, keep_held: bool = False) -> RunResult:
-        result = super().run(keep_held)
-        result.sequences = [s.to_json(0) for s in self.sequences]
-        result.sequence_logits = [s.logits for s in self.sequences]
-        return result
+    def results(self) -> tuple[list[dict[str, Any]], list[list[np.ndarray]]]:
+        """Each sequence's report entry and, when kept, its tokens' logits."""
+        return [s.to_json(0) for s in self.sequences], [s.logits for s in self.sequences]

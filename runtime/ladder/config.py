@@ -323,7 +323,7 @@ class RunConfig:
         """B sequences: each one's protocol, a ladder holding the longest prompt, prefill
         token by token through the batched decode graph (batch_config.py)."""
         check_source_batchable(batch_size(self.batch, self.prompts), source)
-        ladder, sequences = settle_sequences(self, source)
+        ladder, sequences = settle_sequences(self, source, DEFAULT_PROMPT_LEN, default_prompt_len)
         longest = max(sequences, key=lambda seq: len(seq.prompt))
         first = next(r for r in ladder.rungs if r >= len(longest.prompt) + 1)
         prefill = choose_prefill(self.options.device, len(longest.prompt), first, 1)

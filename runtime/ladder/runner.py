@@ -26,6 +26,7 @@ from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder.accounting import RunAccounting
+from compile_ahead.runtime.ladder.batch_runner import BatchDecode
 from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJob, CompileJobs
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
@@ -122,6 +123,8 @@ class LadderRunner:
         self._first_token_compile_ns = 0  # foreground compile before the first token
         self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
         self._store_wait_ns = 0  # after the protocol, waiting for cache entries to be written
+        # B > 1 sequences: their prefill and decode (batch_runner.py)
+        self.batch_decode = BatchDecode(self) if self.batch > 1 else None
 
     # -- the run -----------------------------------------------------------------------
     def run(self, keep_held: bool = False) -> RunResult:
@@ -153,6 +156,7 @@ class LadderRunner:
                 if not keep_held:
                     unhold()
         acct = self.accounting
+        sequences, sequence_logits = self.batch_decode.results() if self.batch_decode else ([], [])
         return RunResult(
             report,
             self.predicted,
@@ -163,10 +167,14 @@ class LadderRunner:
             self.first_token,
             self.first_logits,
             list(self.jobs.finished),
+            sequences,
+            sequence_logits,
         )
 
     def _generate(self) -> str:
         """Prefill, then decode; why the run ended."""
+        if self.batch_decode is not None:
+            return self.batch_decode.generate()
         proto = self.protocol
         # No name here holds a rung, so a schedule that releases retired rungs frees the
         # first one's graph at its boundary, not when the run ends.
@@ -219,6 +227,7 @@ class LadderRunner:
                 "device": self.options.device,
                 "ov_config": self.options.extra_config,
                 "decode_defaults": self.decode_defaults,
+                **({"batch": self.batch} if self.batch > 1 else {}),
             }
         )
 
@@ -427,6 +436,18 @@ class LadderRunner:
         )
 
     def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
+        if self.batch_decode is None:
+            return self._ladder_report(start, end, stop, error)
+        self._first_token_ns = self.batch_decode.first_token_ns()  # the batch's first
+        report = self._ladder_report(start, end, stop, error)
+        started = self.config.started_ns
+        command = min(started, start) if started is not None else start
+        self.batch_decode.amend(report, command, self.accounting.step_ns)
+        return report
+
+    def _ladder_report(
+        self, start: int, end: int, stop: str, error: BaseException | None
+    ) -> RunReport:
         s, acct, store = self.config, self.accounting, self.store
         cache = self.options.cache
         jobs = self.jobs.finished
@@ -494,8 +515,4 @@ def run_ladder(
 ) -> RunResult:
     """One run of ``config`` (settled for ``source`` here unless it already is)."""
     settled = config if isinstance(config, SettledRun) else config.for_model(source)
-    if settled.batch > 1:
-        from compile_ahead.runtime.ladder.batch_runner import BatchRunner
-
-        return BatchRunner(source, settled, events).run(keep_held)
     return LadderRunner(source, settled, events).run(keep_held)
