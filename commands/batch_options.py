@@ -79,13 +79,15 @@ def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
     if not hasattr(args, "batch"):
         return {}
-    ids = args.prompt_ids or []
+    ids = getattr(args, "prompt_ids", None) or []
     lengths = getattr(args, "prompt_len", None)
     text = getattr(args, "prompt", None)
     given = {
         "--prompt-ids": [Prompt(ids=i) for i in ids] if len(ids) > 1 else None,
         "--prompt-len": [Prompt(n) for n in lengths] if isinstance(lengths, tuple) else None,
-        "--prompts": list(read_prompts_file(args.prompts)) if args.prompts else None,
+        "--prompts": (
+            list(read_prompts_file(args.prompts)) if getattr(args, "prompts", None) else None
+        ),
     }
     ways = [flag for flag, prompts in given.items() if prompts]
     if len(ways) > 1:

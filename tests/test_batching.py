@@ -203,3 +203,21 @@ def test_batch_trace_has_one_decode_track_and_each_stop(tmp_path):
         decode_tracks = {r["track_id"] for r in rows if r["name"].startswith("decode")}
         assert len(decode_tracks) == 1
         assert sum(r["name"].startswith("decode") for r in rows) == 10 + 20 + 1 - 1
+
+
+def test_profile_compile_batch_profiles_batched_rungs(tmp_path):
+    from conftest import run_profile_compile
+
+    out = tmp_path / "profile"
+    args = ["--model", "tiny", "--ladder", "16,32", "--inference-precision", "f32"]
+    proc = run_profile_compile(*args, "--batch", "3", "--decode-tokens", "4", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [r["batch"] for r in report["rungs"]] == [3, 3]
+    assert [d["steps"] for d in report["decode"]] == [4, 4]
+    refused = run_profile_compile(*args, "--batch", "3", "--graph-kind", "both", "--out", out)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "profile-compile: error: --batch 3: prefill graphs take one sequence; use --graph-kind "
+        "decode"
+    )
