@@ -221,3 +221,15 @@ def test_profile_compile_batch_profiles_batched_rungs(tmp_path):
         "profile-compile: error: --batch 3: prefill graphs take one sequence; use --graph-kind "
         "decode"
     )
+
+
+def test_graphs_cut_from_an_ir_refuse_a_batch_in_one_line():
+    from compile_ahead.errors import CompileAheadError
+    from compile_ahead.runtime.ladder.batch_config import check_source_batchable
+    from compile_ahead.runtime.sources.ir_source import IRSource
+
+    assert IRSource.built_from_weights is False
+    ir = IRSource.__new__(IRSource)  # what the check reads is the class's, not a file's
+    check_source_batchable(1, ir)
+    with pytest.raises(CompileAheadError, match=r"^--batch 4: graphs cut from an OpenVINO IR"):
+        check_source_batchable(4, ir)
