@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,11 +21,12 @@ from compile_ahead.commands.options import (
     compile_options,
     count,
     ladder_choice,
+    model_inputs,
     ov_config_from_args,
     run_config_from_args,
 )
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.outputs import check_new_dir, mark_output_dir
+from compile_ahead.outputs import check_new_dir, check_not_inputs, mark_output_dir
 from compile_ahead.profiling.trials import compile_run, schedule_ab
 from compile_ahead.profiling.trials.arms import parse_arm
 from compile_ahead.profiling.trials.design import make_plan
@@ -206,6 +208,7 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
     if out is None:
         out = Path("ab-results") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_new_dir(out, "--out")
+    check_not_inputs({"--out": out}, model_inputs(args))
     return out
 
 
@@ -325,13 +328,20 @@ def ab_parser() -> argparse.ArgumentParser:
     return top
 
 
+@functools.cache
+def _cell_parser() -> argparse.ArgumentParser:
+    """One `ab` parser for every cell checked in this process: building it is most of what a
+    cell's check costs, and parsing leaves it unchanged."""
+    return ab_parser()
+
+
 def check_cell(argv: list[str]) -> None:
     """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model,
     trial or device is touched; CompileAheadError (one line) otherwise."""
     from compile_ahead.profiling.trials.compile_ab import parse_ladder
     from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 
-    args = ab_parser().parse_args(argv)
+    args = _cell_parser().parse_args(argv)
     if args.ab_kind == "compile":
         for text in args.arm:
             parse_arm(text, args.device)
@@ -370,6 +380,7 @@ def run_report(args: argparse.Namespace) -> int:
             raise CompileAheadError("ab report: pooling several directories needs --out DIR")
         out = args.out
         check_new_dir(out, "--out")
+        check_not_inputs({"--out": out}, dirs)
         exp, records = pool_experiments(
             dirs, [load_experiment(d) for d in dirs], [load_records(d) for d in dirs]
         )

@@ -15,15 +15,26 @@ from compile_ahead.profiling.trials.compile_values import (
 )
 
 
+def _cpu_range(part: str, text: str) -> tuple[int, int]:
+    """One item of a ``--pin`` list (``3`` or ``0-3``) as its first and last CPU."""
+    low, dash, high = part.strip().partition("-")
+    try:
+        first = int(low)
+        return first, int(high) if dash else first
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CPUs like 0,1 or 0-3, got {text!r}") from None
+
+
 def cpu_list(text: str) -> tuple[int, ...]:
     """``--pin`` as an argparse type: CPUs like 0,1 or 0-3, each one this process may use."""
     cpus: set[int] = set()
-    try:
-        for part in text.split(","):
-            low, _, high = part.strip().partition("-")
-            cpus.update(range(int(low), int(high or low) + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected CPUs like 0,1 or 0-3, got {text!r}") from None
+    for part in text.split(","):
+        low, high = _cpu_range(part, text)
+        if high < low:
+            raise argparse.ArgumentTypeError(
+                f"{text}: the range {part.strip()} is reversed (write {high}-{low})"
+            )
+        cpus.update(range(low, high + 1))
     allowed = os.sched_getaffinity(0)
     if not cpus or not cpus <= allowed:
         raise argparse.ArgumentTypeError(

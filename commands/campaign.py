@@ -7,6 +7,7 @@ from pathlib import Path
 
 from compile_ahead.commands.options import count
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.campaigns.limits import MAX_BLOCKS, MAX_CELLS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run (or resume) a campaign",
         description="Validate the campaign, then run every block not yet done in the store. "
-        "Run it again after an interruption: finished blocks are kept, interrupted ones rerun.",
+        "Run it again after an interruption: finished blocks are kept, interrupted ones rerun. "
+        f"A campaign has at most {MAX_CELLS:,} cells and {MAX_BLOCKS:,} blocks (cells x pairs); "
+        "a larger one is refused before anything is written.",
     )
     r.add_argument("spec", type=Path, help="the campaign file (TOML)")
     r.add_argument("--store", type=Path, required=True, help="the campaign's SQLite store")
@@ -43,6 +46,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=count(0),
         default=3,
         help="with --executor ray: reruns of a block whose node died (default 3)",
+    )
+    r.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --executor ray --address: how long to wait for the cluster to answer before "
+        "giving up with an error (default 30)",
     )
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.set_defaults(func=run_command)
@@ -69,9 +80,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=report_command)
 
 
+def _seconds(text: str) -> float:
+    from compile_ahead.profiling.trials.runner import trial_timeout
+
+    return trial_timeout(text)
+
+
 def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.commands.ab import check_cell
+    from compile_ahead.outputs import check_not_inputs
     from compile_ahead.profiling.campaigns.coordinator import run_campaign
+    from compile_ahead.profiling.campaigns.limits import CheckProgress
     from compile_ahead.profiling.campaigns.spec import load_spec
 
     if args.executor == "local" and args.address is not None:
@@ -81,12 +100,15 @@ def run_command(args: argparse.Namespace) -> int:
         if args.executor == "ray":
             from compile_ahead.profiling.campaigns.ray_executor import RayExecutor
 
-            return RayExecutor(args.address, args.retries)
+            return RayExecutor(args.address, args.retries, args.connect_timeout)
         from compile_ahead.profiling.campaigns.local import LocalExecutor
 
-        return LocalExecutor(args.store.with_name(args.store.name + ".blocks"))
+        return LocalExecutor(blocks)
 
-    spec = load_spec(args.spec, check_cell)  # every cell checked before anything is written
+    blocks = args.store.with_name(args.store.name + ".blocks")
+    check_not_inputs({"--store": args.store, "--store's blocks folder": blocks}, [args.spec])
+    progress = None if args.quiet else CheckProgress()
+    spec = load_spec(args.spec, check_cell, progress)  # every cell checked before any write
     return run_campaign(spec, args.store, make_executor, quiet=args.quiet)
 
 
@@ -98,7 +120,10 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 def report_command(args: argparse.Namespace) -> int:
+    from compile_ahead.outputs import check_not_inputs
     from compile_ahead.profiling.campaigns.report import write_report
+    from compile_ahead.profiling.campaigns.store import store_files
 
+    check_not_inputs({"--out": args.out}, store_files(args.store))
     write_report(args.store, args.out, args.stratify, args.no_plot)
     return 0

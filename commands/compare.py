@@ -64,8 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_compare(args: argparse.Namespace) -> int:
     from compile_ahead.atomic import write_bytes_atomic
     from compile_ahead.output_dirs import list_in_marker
-    from compile_ahead.outputs import check_output_file
+    from compile_ahead.outputs import check_not_inputs, check_output_file
     from compile_ahead.profiling.campaigns.page import campaign_sources
+    from compile_ahead.profiling.campaigns.store import store_files
     from compile_ahead.profiling.compare.sources import build_page
 
     if args.port is not None and not 1 <= args.port <= 65535:
@@ -75,6 +76,8 @@ def run_compare(args: argparse.Namespace) -> int:
     out: Path = args.out or default
     if path.exists():  # else build_page names what is wrong with it
         check_output_file(out, "--out")
+        inputs = [path] if path.is_dir() else store_files(path)
+        check_not_inputs({"--out": out}, inputs, own=[default])
     page = build_page(path, campaign_sources(args.stratify))
     data = page.html.encode()
     write_bytes_atomic(out, data)

@@ -4,19 +4,21 @@ Each command module of this package has ``register(subparsers)``, which adds its
 sets ``func`` on it; the function returns the process exit code. The modules are imported when
 the parser is built, and each imports what its command runs only when it runs, so `--help`
 stays fast. How a command runs (signals, streams, one-line errors, the exit) is running.py's.
+This module imports nothing at its top: the console script notes the interrupt signals
+(early_signals.py) before it loads anything that takes time.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
-
-from compile_ahead.commands.running import console_script, run_command
-from compile_ahead.outputs import invocation
+TYPE_CHECKING = False  # typing itself takes time to import
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     from compile_ahead.commands import ab, campaign, compare, generate, patches, run, trace
 
     parser = argparse.ArgumentParser(
@@ -31,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+
+    from compile_ahead.commands.running import run_command
+    from compile_ahead.outputs import invocation
+
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def parse() -> argparse.Namespace:
@@ -43,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     """The `compile-ahead` console script."""
+    from compile_ahead.early_signals import note_signals
+
+    note_signals()  # first: a signal while the modules load ends the command with 130
+    from compile_ahead.commands.running import console_script
+
     console_script(main)
 
 

@@ -7,28 +7,19 @@ module imports nothing from the runtime at import time.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
-import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from compile_ahead.atomic import write_json_atomic
-from compile_ahead.commands.running import console_script, run_command
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import hold, release
-from compile_ahead.output_dirs import seal_output_dir
-from compile_ahead.output_paths import temporary_name
-from compile_ahead.outputs import check_replaceable_dir, invocation
 
+TYPE_CHECKING = False  # typing itself takes time to import
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from pathlib import Path
+
     from compile_ahead.runtime.ladder.config import RunConfig
 
-# Everything else is imported where used: a command handles its signals from its first line
-# (run_command), so nothing heavy is imported before it runs.
+# Everything else is imported where used: the console script notes the interrupt signals
+# (early_signals.py) before it loads anything that takes time, and a command handles them
+# from its first line (run_command), so nothing heavy is imported before it runs.
 
 DEFAULT_OUT = "profile-out"
 DEFAULT_TOP_PASSES = 10
@@ -36,6 +27,8 @@ PYSPY_NAME = "pyspy.json"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     from compile_ahead.commands.options import (
         add_graph_option,
         add_ladder_option,
@@ -123,6 +116,8 @@ def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
 
 def _add_trace_options(p: argparse.ArgumentParser) -> None:
     """What is recorded and where the profile goes."""
+    from pathlib import Path
+
     p.add_argument(
         "--steps-per-slice",
         type=int,
@@ -168,7 +163,12 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
 def check_args(args: argparse.Namespace) -> RunConfig:
     """Every flag checked before any work; the run configuration they give (its ladder the
     rungs to profile, its schedule the overlay's)."""
-    from compile_ahead.commands.options import compile_options, run_config_from_args
+    from compile_ahead.commands.options import (
+        compile_options,
+        model_inputs,
+        run_config_from_args,
+    )
+    from compile_ahead.outputs import check_not_inputs, check_replaceable_dir
     from compile_ahead.profiling.compile_profiler import graph_kinds
 
     if args.decode_tokens is None and args.schedule is None:
@@ -177,6 +177,7 @@ def check_args(args: argparse.Namespace) -> RunConfig:
     # Replaced whole when the profile is published: only an earlier profile may be there (and
     # at the failed profile's place beside it).
     check_replaceable_dir(args.out, "--out")
+    check_not_inputs({"--out": args.out}, model_inputs(args))
     config = run_config_from_args(
         args,
         args.schedule,
@@ -224,6 +225,7 @@ def _check_profile_flags(args: argparse.Namespace) -> None:
 
 def run_profile(args: argparse.Namespace, config: RunConfig) -> int:
     """Setup, a step per rung, the optional schedule overlay, then finish (publish whole)."""
+    from compile_ahead.interrupts import hold, release
     from compile_ahead.profiling.compile_profiler import CompileProfiler, graph_kinds, prefill_plan
     from compile_ahead.profiling.trace_writer import TraceWriteError
 
@@ -267,6 +269,11 @@ def run_profile(args: argparse.Namespace, config: RunConfig) -> int:
 
 def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Re-run this command under py-spy, then put its samples on the child's trace."""
+    import os
+    import subprocess
+    import sys
+
+    from compile_ahead.output_paths import temporary_name
     from compile_ahead.profiling.pyspy import PYSPY_ENV, find_pyspy
 
     pyspy = find_pyspy()
@@ -307,6 +314,10 @@ def run_under_pyspy(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def merge_pyspy(args: argparse.Namespace, out: Path, code: int) -> int:
     """Put the py-spy samples the child's profile left in ``out`` on its trace and report."""
+    import json
+
+    from compile_ahead.atomic import write_json_atomic
+    from compile_ahead.output_dirs import seal_output_dir
     from compile_ahead.profiling.compile_profiler import REPORT_NAME, TRACE_NAME
     from compile_ahead.profiling.pyspy import emit_samples, load_samples
     from compile_ahead.profiling.trace_validate import validate_trace
@@ -350,6 +361,12 @@ def merge_pyspy(args: argparse.Namespace, out: Path, code: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import os
+    import sys
+
+    from compile_ahead.commands.running import run_command
+    from compile_ahead.outputs import invocation
+
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def run(args: argparse.Namespace) -> int:
@@ -377,6 +394,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     """The `profile-compile` console script."""
+    from compile_ahead.early_signals import note_signals
+
+    note_signals()  # first: a signal while the modules load ends the command with 130
+    from compile_ahead.commands.running import console_script
+
     console_script(main)
 
 

@@ -17,12 +17,18 @@ from compile_ahead.commands.options import (
     add_run_options,
     add_synthetic_dtype_option,
     compile_options,
+    model_inputs,
     resolve_from_args,
     run_config_from_args,
 )
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import INTERRUPTED_EXIT, interrupted, release
-from compile_ahead.outputs import check_distinct, check_output_file, destination
+from compile_ahead.outputs import (
+    check_distinct,
+    check_not_inputs,
+    check_output_file,
+    destination,
+)
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.events import FanOut, RunEvents
@@ -79,7 +85,9 @@ def check_run_outputs(args: argparse.Namespace) -> None:
         raise CompileAheadError(f"--steps-per-slice must be >= 1, got {args.steps_per_slice}")
     if getattr(args, "trace", None) is not None:
         check_output_file(args.trace, "--trace")
-    check_distinct({"--report": args.report, "--trace": getattr(args, "trace", None)})
+    outputs = {"--report": args.report, "--trace": getattr(args, "trace", None)}
+    check_distinct(outputs)
+    check_not_inputs(outputs, model_inputs(args))
 
 
 def execute(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -134,6 +135,61 @@ def test_stopped_coordinator_resumes_without_rerunning_finished_blocks(
     after = {(r["cell"], r["block"]): tuple(r) for r in done_blocks(store)}
     assert all(after[(row[1], row[2])] == row for row in kept)  # finished blocks untouched
     assert _count(store, "interrupted") == 1
+
+
+def _status_counts(store: Path, cwd: Path) -> tuple[int, int]:
+    """(in flight, interrupted earlier) as `campaign status` says them."""
+    proc = run(campaign_command("status", str(store)), cwd)
+    assert proc.returncode == 0, proc.stderr
+    found = re.search(r"in flight: (\d+); interrupted earlier \(run again\): (\d+);", proc.stdout)
+    assert found, proc.stdout
+    return int(found[1]), int(found[2])
+
+
+def _stop_in_first_block(spec: Path, store: Path, stop: signal.Signals) -> tuple[int, int]:
+    """Run the campaign and stop its coordinator with ``stop`` inside its first block; what
+    `campaign status` said while it ran."""
+    # the run marks what an earlier one left in flight, then submits its first block
+    marked = _count(store, "interrupted") + _count(store, "submitted")
+    done = _count(store, "done")
+
+    def running() -> bool:
+        rows = (_count(store, "submitted"), _count(store, "interrupted"), _count(store, "done"))
+        return rows == (1, marked, done) and bool(_ab_processes(store))
+
+    coordinator = subprocess.Popen(
+        campaign_command("run", str(spec), "--store", str(store)),
+        cwd=spec.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait(running, "the first block")
+        seen = _status_counts(store, spec.parent)
+        os.kill(coordinator.pid, stop)
+        coordinator.wait(timeout=DEADLINE_S)
+    finally:
+        if coordinator.poll() is None:
+            coordinator.kill()
+    _wait(lambda: not _ab_processes(store), "the block's processes to end with the coordinator")
+    return seen
+
+
+@pytest.mark.slow
+def test_status_counts_each_interrupted_block_once(tmp_path: Path) -> None:
+    spec = sleep_spec(tmp_path / "sleep.toml", seconds=2.0, warmup=1)
+    store = tmp_path / "s.sqlite"
+    _stop_in_first_block(spec, store, signal.SIGKILL)  # its row stays 'submitted'
+    assert _status_counts(store, tmp_path) == (0, 1)  # no coordinator: not in flight
+    # that block run again: in flight (it or the next), no longer interrupted
+    running = _stop_in_first_block(spec, store, signal.SIGINT)
+    assert running[0] <= 1 and running[1] == 0, running
+    assert (_count(store, "interrupted"), _count(store, "submitted")) == (2, 0)
+    assert _status_counts(store, tmp_path) == (0, 1)  # one block, interrupted twice
+    running = _stop_in_first_block(spec, store, signal.SIGKILL)
+    assert running[0] <= 1 and running[1] == 0, running
+    assert _status_counts(store, tmp_path) == (0, 1)
+    proc = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _status_counts(store, tmp_path) == (0, 0)  # run again and done: none left
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 namespace with only loopback (tests/campaign_cluster_driver.py): a node that cannot see a model
 is refused before anything is written; a node killed mid-block gets its block rerun on the
 other, no trial is recorded twice, blocks never overlap on a node, and the report equals
-`ab report` on each cell."""
+`ab report` on each cell. An address where no cluster answers is refused within the connect
+timeout."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,29 @@ def test_a_node_joining_without_the_model_refuses_its_block(cluster_run: dict) -
     assert refused and {r["node"] for r in refused} == {seen["b"]}
     assert all("model test/tiny: not on this machine" in r["error"] for r in refused)
     assert "sent to another node" in seen["run"]["stderr"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("timeout", [None, 2], ids=["default", "given"])
+def test_an_address_without_a_cluster_is_refused_in_time(tmp_path: Path, timeout) -> None:
+    reason = _skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    from compile_ahead.profiling.campaigns.testbed import in_loopback_namespace
+
+    spec, store = sleep_spec(tmp_path / "sleep.toml", seconds=0.1), tmp_path / "s.sqlite"
+    argv = ["run", str(spec), "--store", str(store), "--executor", "ray"]
+    argv += ["--address", "127.0.0.1:1"]
+    argv += [] if timeout is None else ["--connect-timeout", str(timeout)]
+    started = time.monotonic()
+    proc = run(in_loopback_namespace(campaign_command(*argv)), tmp_path, timeout=180)
+    took = time.monotonic() - started
+    limit = 30 if timeout is None else timeout  # the documented default
+    lines = _our_lines(proc.stderr)
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0] == (
+        "compile-ahead: error: --address 127.0.0.1:1: the Ray cluster cannot be reached: no "
+        f"answer within {limit} s (--connect-timeout); is its head running at that address?"
+    )
+    assert limit <= took < limit + 90  # Ray's import and the namespace under load
+    assert not store.exists()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -99,3 +101,17 @@ def test_cache_dir_as_a_property_names_the_cache_flags(tmp_path, capsys):
     line = _one_error(capsys)
     assert "CACHE_DIR is OpenVINO's own model cache" in line and "--cache-dir DIR" in line
     assert not (tmp_path / "ov-cache").exists()
+
+
+@pytest.mark.parametrize(
+    ("pin", "reason"), [("1-0", "1-0 is reversed"), ("0,3-2", "3-2 is reversed")]
+)
+def test_a_reversed_pin_range_is_named_as_one(pin, reason):
+    argv = ["ab", "compile", "--model", "tiny", "--arm", "A=current", "--pin", pin]
+    done = subprocess.run(
+        [sys.executable, "-m", "compile_ahead.commands", *argv], capture_output=True, text=True
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr  # argparse's usage, then the one error line
+    assert f"--pin: {pin}: the range {reason}" in lines[-1]
+    assert "may run on CPUs" not in lines[-1]

@@ -2,6 +2,7 @@
 
 spec           the campaign file (TOML): kind, axes, arms, pairs; validated whole before anything
                is written; expands to cells, each an `ab KIND` command line
+limits         how large a campaign may be (cells, blocks); progress while its cells are checked
 arms           a compile campaign's arms: releases by version (openvino==V), interpreters, current
 environments   a release's own environment, built once per machine with uv in the user cache
 models         a model's identity (what every node must see alike)

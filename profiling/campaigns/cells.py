@@ -17,10 +17,12 @@ as refused unless asked to stratify, which reports each machine's blocks as thei
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 
 from compile_ahead.profiling.campaigns.store import Store
-from compile_ahead.profiling.trials.runner import TrialRecord
+from compile_ahead.profiling.trials.record_values import record_problem
+from compile_ahead.profiling.trials.runner import InvalidTrial, TrialRecord, invalid_trial_warning
 
 
 @dataclass
@@ -37,16 +39,27 @@ class CellRun:
     workdirs: list[str] = field(default_factory=list)  # where its blocks ran (on their node)
 
 
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
 def _records(store: Store, block_id: int, block: int, start: int) -> list[TrialRecord]:
+    """The block's measured trials; a row whose numbers cannot be used (record_values.py) is
+    left out, named by its row."""
     rows = store.conn.execute(
-        "SELECT record, result FROM trials WHERE block_id = ? AND warmup = 0 ORDER BY idx",
+        "SELECT id, record, result FROM trials WHERE block_id = ? AND warmup = 0 ORDER BY idx",
         (block_id,),
     )
     out = []
-    for i, row in enumerate(rows):
+    for row in rows:
         record = json.loads(row["record"])
         record |= {"result": None if row["result"] is None else json.loads(row["result"])}
-        out.append(TrialRecord(**(record | {"index": start + i, "block": block})))
+        problem = record_problem(record)
+        if problem is not None:
+            where = f"{store.path}: trials row {row['id']} (block {block}, arm {record.get('arm')})"
+            _warn(invalid_trial_warning(where, InvalidTrial(problem)))
+            continue
+        out.append(TrialRecord(**(record | {"index": start + len(out), "block": block})))
     return out
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -42,7 +42,7 @@ class Executor(Protocol):
 
     def preflight(self, identities: dict[tuple[str, str | None], dict]) -> None: ...
 
-    def run(self, tasks: Sequence[BlockTask], hooks: Hooks) -> None: ...
+    def run(self, tasks: Iterable[BlockTask], hooks: Hooks) -> None: ...
 
     def close(self) -> None: ...
 
@@ -123,10 +123,11 @@ class Recorder:
 
 def block_tasks(
     spec: CampaignSpec, campaign_id: str, identities: dict[int, dict], done: set[tuple[int, int]]
-) -> list[BlockTask]:
+) -> Iterator[BlockTask]:
     """The blocks not yet done, block by block across the cells (every cell gets its first
-    pairs early, and slow drift of the machines spreads over all cells alike)."""
-    return [
+    pairs early, and slow drift of the machines spreads over all cells alike); made one at a
+    time as the executor takes them, so a large grid is never held whole."""
+    return (
         BlockTask(
             campaign_id,
             cell.index,
@@ -145,7 +146,7 @@ def block_tasks(
         for block in range(spec.pairs)
         for cell in spec.cells
         if (cell.index, block) not in done
-    ]
+    )
 
 
 def identities_of(spec: CampaignSpec) -> dict[tuple[str, str | None], dict]:
@@ -202,6 +203,7 @@ def _run(store, spec, cells, executor, quiet: bool, stream: TextIO) -> int:
     interrupted = store.mark_interrupted()
     done = store.done()
     tasks = block_tasks(spec, store.meta("campaign_id") or "", cells, done)
+    to_run = spec.blocks - len(done)  # a done row is one (cell, block) of this grid
     endpoints = spec.report_endpoints and list(spec.report_endpoints)
     store.set_meta(
         {
@@ -215,7 +217,7 @@ def _run(store, spec, cells, executor, quiet: bool, stream: TextIO) -> int:
         f"{spec.name}: {len(spec.cells)} cell(s) x {spec.pairs} pair(s); {len(done)} of "
         f"{spec.blocks} blocks done before"
         + (f", {interrupted} interrupted block(s) run again" if interrupted else "")
-        + f"; {len(tasks)} to run on {executor.parallelism} node(s) ({executor.name})"
+        + f"; {to_run} to run on {executor.parallelism} node(s) ({executor.name})"
     )
     try:
         executor.run(tasks, rec)

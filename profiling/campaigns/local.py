@@ -4,7 +4,7 @@ dependency beyond compile-ahead)."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,7 +25,7 @@ class LocalExecutor:
     def prepare(self, task: BlockTask) -> BlockTask:
         return replace(task, work_root=str(self.work_root))
 
-    def run(self, tasks: Sequence[BlockTask], hooks: Hooks) -> None:
+    def run(self, tasks: Iterable[BlockTask], hooks: Hooks) -> None:
         node = f"local:{socket.gethostname()}"
         for task in tasks:
             if hooks.skip(task):

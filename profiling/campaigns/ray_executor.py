@@ -9,6 +9,11 @@ is recorded twice. Before anything is written, each node is asked for its machin
 identity of every model of the campaign: a node that cannot see one as the coordinator does is
 refused with one line. A node that joins later and lacks a model refuses its block; the blocks
 of that model are then sent to the other nodes only (a ``ray.io/node-id`` label selector).
+
+Joining a cluster is bounded (``connect_timeout_s``): Ray's own client keeps retrying an address
+where no cluster answers for many minutes, so the join runs on a helper thread that is given up
+when the time is up (the command then ends, one line saying the cluster cannot be reached).
+Blocks are taken from the coordinator's (lazy) task iterator only as nodes free up.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable
+from concurrent.futures import wait as wait_futures
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.interrupts import WAIT_SLICE_S
+from compile_ahead.interrupts import WAIT_SLICE_S, in_background
 from compile_ahead.profiling.campaigns import fingerprint
 from compile_ahead.profiling.campaigns.block import BlockTask, run_block
 from compile_ahead.profiling.campaigns.coordinator import Hooks
@@ -27,6 +33,7 @@ from compile_ahead.profiling.campaigns.models import identity_difference, model_
 
 SLOT = "node_slot"
 DEFAULT_RETRIES = 3
+DEFAULT_CONNECT_TIMEOUT_S = 30.0  # longest wait for a cluster at an address to answer
 _NODES_EVERY_S = 5.0
 
 
@@ -56,6 +63,22 @@ def _probe_node(models: list[tuple[str, str | None]]) -> dict:
     }
 
 
+def _join(ray, address: str, timeout_s: float, options: dict) -> None:
+    """``ray.init(address=...)``, or one line if the cluster does not answer within
+    ``timeout_s`` (the join left running on its helper thread; the process ends soon after)."""
+    joined = in_background(lambda: ray.init(address=address, **options), "ray-join")
+    deadline = time.monotonic() + timeout_s
+    while not joined.done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CompileAheadError(
+                f"--address {address}: the Ray cluster cannot be reached: no answer within "
+                f"{timeout_s:g} s (--connect-timeout); is its head running at that address?"
+            )
+        wait_futures([joined], timeout=min(WAIT_SLICE_S, left))
+    joined.result()
+
+
 def _ray():
     try:
         import ray
@@ -69,12 +92,17 @@ def _ray():
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, address: str | None, retries: int = DEFAULT_RETRIES):
+    def __init__(
+        self,
+        address: str | None,
+        retries: int = DEFAULT_RETRIES,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    ):
         ray = self.ray = _ray()
         quiet = {"logging_level": "ERROR", "log_to_driver": False}
         try:
             if address:
-                ray.init(address=address, **quiet)
+                _join(ray, address, connect_timeout_s, quiet)
             else:  # a one-node Ray on this machine
                 ray.init(resources={SLOT: 1}, include_dashboard=False, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as err:
@@ -143,25 +171,30 @@ class RayExecutor:
             options["label_selector"] = {"ray.io/node-id": f"!in({','.join(sorted(avoid))})"}
         return self._remote.options(**options).remote(task.to_json())
 
-    def run(self, tasks: Sequence[BlockTask], hooks: Hooks) -> None:
-        queue = deque(tasks)
+    def run(self, tasks: Iterable[BlockTask], hooks: Hooks) -> None:
+        fresh = iter(tasks)  # taken one by one as nodes free up, never listed whole
+        resent: deque[BlockTask] = deque()  # refused blocks, sent before any new one
         in_flight: dict = {}
         avoid: dict[tuple, set[str]] = {}  # model -> nodes that refused it
         try:
-            while queue or in_flight:
-                while queue and len(in_flight) < self.parallelism:
-                    task = queue.popleft()
+            while True:
+                while len(in_flight) < self.parallelism:
+                    task = resent.popleft() if resent else next(fresh, None)
+                    if task is None:
+                        break
                     if hooks.skip(task):
                         continue
                     row = hooks.submitted(task)
                     in_flight[self._submit(task, avoid.get(_model(task), set()))] = (task, row)
+                if not in_flight:
+                    return
                 done, _ = self.ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SLICE_S)
                 for ref in done:
                     task, row = in_flight.pop(ref)
                     result = self._result(ref, task)
                     again = result["status"] == "refused" and self._elsewhere(task, result, avoid)
                     if again:
-                        queue.appendleft(task)
+                        resent.append(task)
                     hooks.finished(task, row, result, again)
         except BaseException:
             for ref in in_flight:

@@ -151,6 +151,6 @@ def _write_all(store: Store, out: Path, stratify: bool, no_plot: bool) -> Path:
         "cells": cells_json(campaign),
     }
     with writing(out / REPORT_JSON):
-        (out / REPORT_JSON).write_text(json.dumps(summary, indent=2))
+        (out / REPORT_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False))
     write_bytes_atomic(out / PAGE_NAME, render(campaign).html.encode())
     return md

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 import sys
 import tomllib
@@ -39,9 +40,12 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.arms import CampaignArm, parse_campaign_arm
+from compile_ahead.profiling.campaigns.limits import check_grid_size
 
 # Checks one cell's `ab KIND ...` command line as `ab` does before any work (one line if not).
 CheckCell = Callable[[list[str]], None]
+# Told (cells checked, cells) as the cells are checked (limits.CheckProgress).
+Progress = Callable[[int, int], None]
 
 KINDS = ("compile", "schedule", "baselines")
 AXES = ("model", "synthetic_dtype", "ladder", "ov_config")
@@ -281,13 +285,15 @@ def _check_cell(spec: CampaignSpec, cell: Cell, check: CheckCell) -> None:
         raise CompileAheadError(f"{spec.path}: cell {cell.label}: ab {spec.kind}: {err}") from None
 
 
-def load_spec(path: Path, check: CheckCell) -> CampaignSpec:
+def load_spec(path: Path, check: CheckCell, progress: Progress | None = None) -> CampaignSpec:
     """The campaign at ``path``, every cell checked by ``check`` (the `ab` command's own
-    checks of a command line); one line naming the first problem."""
+    checks of a command line, ``progress`` told as they go); one line naming the first
+    problem, a grid beyond limits.py's bounds refused before any cell is made."""
     text, data = _load_toml(path)
     _check_keys(data, path)
     camp = _campaign(_table(data, "campaign", path), path)
     axes = _axes(_table(data, "axes", path), path)
+    check_grid_size(path, math.prod(len(v) for v in axes.values()), camp["pairs"])
     options = _table(data, "options", path)
     flags = _option_flags(options, path)
     compile_arms: tuple[CampaignArm, ...] = ()
@@ -325,6 +331,8 @@ def load_spec(path: Path, check: CheckCell) -> CampaignSpec:
         None if endpoints is None else tuple(endpoints),
         canonical,
     )
-    for cell in spec.cells:
+    for checked, cell in enumerate(spec.cells, 1):
         _check_cell(spec, cell, check)
+        if progress is not None:
+            progress(checked, len(spec.cells))
     return spec

@@ -1,9 +1,17 @@
 """`campaign status`: blocks done of all, failures with their reason, blocks in flight, the
-coordinator (if one runs), and an ETA from the blocks' median wall on the last run's nodes."""
+coordinator (if one runs), and an ETA from the blocks' median wall on the last run's nodes.
+
+Blocks are counted, not rows (a block interrupted twice has two rows), by their latest attempt.
+A block is in flight only while the coordinator that submitted it holds the store's lock: a row
+left 'submitted' by a coordinator that is gone (killed, SIGKILL included, before it could mark
+it) is an interrupted block, which the next run marks and runs again.
+"""
 
 from __future__ import annotations
 
+import re
 import statistics
+from collections import Counter
 from pathlib import Path
 
 from compile_ahead.profiling.campaigns.coordinator import duration
@@ -31,14 +39,14 @@ def _lines(store: Store, store_path: Path) -> list[str]:
         (int(store.meta("pairs") or 0),),
     ).fetchone()[0]
     failed = store.failed_blocks()
-    counts = dict(conn.execute("SELECT status, COUNT(*) FROM blocks GROUP BY status").fetchall())
     holder = coordinator_running(store_path)
+    counts = _block_counts(store, holder)
     lines = [
         f"campaign {store.meta('name')} ({store.meta('kind')}), store {store_path}",
         f"blocks: {len(done)} done of {total} ({100 * len(done) / max(total, 1):.0f}%); cells "
         f"complete: {complete} of {cells}",
-        f"in flight: {counts.get('submitted', 0) if holder else 0}; interrupted earlier (run "
-        f"again): {counts.get('interrupted', 0)}; failed attempts: {len(failed)}",
+        f"in flight: {counts['in flight']}; interrupted earlier (run again): "
+        f"{counts['interrupted']}; failed attempts: {len(failed)}",
         f"coordinator: {holder or 'none running'}",
     ]
     walls = [r["ended"] - r["started"] for r in done]
@@ -56,3 +64,27 @@ def _lines(store: Store, store_path: Path) -> list[str]:
             f"{f['host'] or '?'}: {f['error']}"
         )
     return lines
+
+
+def _block_counts(store: Store, holder: str | None) -> Counter[str]:
+    """Blocks not done, by their latest attempt: 'in flight' (submitted by the coordinator
+    running now) or 'interrupted' (marked so, or submitted by one that is gone)."""
+    latest: dict[tuple[int, int], tuple[str, str]] = {}
+    done: set[tuple[int, int]] = set()
+    rows = store.conn.execute("SELECT cell, block, status, coordinator FROM blocks ORDER BY id")
+    for cell, block, status, coordinator in rows:
+        latest[(cell, block)] = (status, coordinator)
+        if status == "done":
+            done.add((cell, block))
+    # the lock names its holder "pid N on HOST since ...", a row its coordinator "pid N on HOST"
+    running = re.match(r"pid \d+ on \S+", holder or "")
+    counts: Counter[str] = Counter({"in flight": 0, "interrupted": 0})
+    for key, (status, coordinator) in latest.items():
+        if key in done:
+            continue
+        if status == "submitted" and holder is not None:
+            mine = running is None or running.group(0) == coordinator
+            counts["in flight" if mine else "interrupted"] += 1
+        elif status in ("submitted", "interrupted"):
+            counts["interrupted"] += 1
+    return counts

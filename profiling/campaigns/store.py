@@ -57,6 +57,12 @@ ENDED = ("done", "failed", "refused")
 SQLITE_HEADER = b"SQLite format 3\x00"  # how every SQLite database file starts
 
 
+def store_files(store: Path) -> list[Path]:
+    """The store and the files SQLite keeps beside it (its write-ahead log, shared memory and
+    rollback journal): what a command reading the store reads."""
+    return [store, *(store.with_name(store.name + s) for s in ("-wal", "-shm", "-journal"))]
+
+
 def lock_path(store: Path) -> Path:
     return store.with_name(store.name + ".lock")
 
@@ -318,7 +324,7 @@ class Store:
                     t["error"],
                     _json(t["result"]),
                     json.dumps(t["artifacts"]),
-                    json.dumps(record | {"result": None}),
+                    json.dumps(record | {"result": None}, allow_nan=False),
                 ),
             )
 
@@ -333,7 +339,7 @@ class Store:
 
 
 def _json(value: object) -> str | None:
-    return None if value is None else json.dumps(value)
+    return None if value is None else json.dumps(value, allow_nan=False)
 
 
 def _meta(spec: CampaignSpec) -> dict[str, str]:

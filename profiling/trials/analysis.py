@@ -5,6 +5,7 @@ reason its trials give."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -12,7 +13,12 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.design import Plan
 from compile_ahead.profiling.trials.power import Judgement, judge
 from compile_ahead.profiling.trials.runner import TrialRecord
-from compile_ahead.profiling.trials.stats import Better, PairedSummary, paired_summary
+from compile_ahead.profiling.trials.stats import (
+    Better,
+    NonFiniteStatistic,
+    PairedSummary,
+    paired_summary,
+)
 
 Getter = Callable[[dict], float | None]
 # why a trial result has no value for an endpoint (None: it has one, or no reason is known)
@@ -118,6 +124,20 @@ def _unavailable(
     return out
 
 
+def _finite(value: float | None) -> float | None:
+    """A getter's value, None when it is not a finite number (a sum past the float range)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _compare(pairs: list[tuple[float, float]], better: Better) -> PairedSummary | None:
+    if not pairs:
+        return None
+    try:
+        return paired_summary([a for a, _ in pairs], [b for _, b in pairs], better)
+    except NonFiniteStatistic:
+        return None
+
+
 def analyse(
     records: Sequence[TrialRecord],
     plan: Plan,
@@ -131,7 +151,7 @@ def analyse(
     control = plan.arms[0]
     for ep in endpoints:
         values[ep.key] = {
-            arm: [None if res is None else ep.get(res) for res in per_block[arm]]
+            arm: [None if res is None else _finite(ep.get(res)) for res in per_block[arm]]
             for arm in plan.arms
         }
         missing = _unavailable(ep, per_block, values[ep.key])
@@ -144,11 +164,10 @@ def analyse(
                 for a, b in zip(values[ep.key][control], values[ep.key][arm], strict=True)
                 if a is not None and b is not None
             ]
-            comparisons[ep.key][arm] = (
-                paired_summary([a for a, _ in pairs], [b for _, b in pairs], ep.better)
-                if pairs
-                else None
-            )
+            summary = _compare(pairs, ep.better)
+            comparisons[ep.key][arm] = summary
+            if pairs and summary is None:
+                unavailable.setdefault(ep.key, {})[arm] = "its values are past the float range"
     judgements = judge(comparisons, aa_arms)
     return Analysis(
         plan, list(endpoints), values, comparisons, [], judgements, unavailable, aa_arms

@@ -52,7 +52,7 @@ def measure_control(
         records.append(record)
         with writing(directory / TRIALS_LOG):
             (directory / TRIALS_LOG).write_text(
-                "".join(json.dumps(r.to_dict()) + "\n" for r in records)
+                "".join(json.dumps(r.to_dict(), allow_nan=False) + "\n" for r in records)
             )
         if record.error is not None:
             raise CompileAheadError(f"calibration trial {i} of {arm.name} failed: {record.error}")

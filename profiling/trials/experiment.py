@@ -15,6 +15,7 @@ from compile_ahead.profiling.trials import compile_ab, pass_ab, schedule_ab
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
 from compile_ahead.profiling.trials.design import Plan, make_plan
 from compile_ahead.profiling.trials.pass_ab import PassAnalysis
+from compile_ahead.profiling.trials.record_values import loads_finite
 from compile_ahead.profiling.trials.runner import (
     TRIALS_LOG,
     Arm,
@@ -55,8 +56,8 @@ def load_experiment(directory: Path) -> dict:
     if not path.exists():
         raise CompileAheadError(f"{directory}: no {EXPERIMENT} (not an `ab` results dir)")
     try:
-        exp = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        exp = loads_finite(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
         raise CompileAheadError(f"{path}: unreadable ({err})") from None
     if not isinstance(exp, dict) or exp.get("kind") not in _KIND_KEYS:
         raise CompileAheadError(f"{path}: not an `ab` experiment (kind compile or schedule)")
@@ -71,8 +72,11 @@ def load_experiment(directory: Path) -> dict:
 def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
     """experiment.json and the trial log, as a run leaves them (so `ab report` reads them)."""
     for path, text in (
-        (out / EXPERIMENT, json.dumps(exp, indent=1)),
-        (out / TRIALS_LOG, "".join(json.dumps(r.to_dict()) + "\n" for r in records)),
+        (out / EXPERIMENT, json.dumps(exp, indent=1, allow_nan=False)),
+        (
+            out / TRIALS_LOG,
+            "".join(json.dumps(r.to_dict(), allow_nan=False) + "\n" for r in records),
+        ),
     ):
         write_bytes_atomic(path, text.encode())
 
@@ -231,7 +235,7 @@ def run_experiment(
 ) -> list[TrialRecord]:
     """Save the experiment, run the plan; on a failed trial, analyse what completed into a
     *_partial report beside trials.jsonl, then fail with one line."""
-    write_bytes_atomic(out / EXPERIMENT, json.dumps(exp, indent=1).encode())
+    write_bytes_atomic(out / EXPERIMENT, json.dumps(exp, indent=1, allow_nan=False).encode())
     try:
         return run_plan(plan, arms, out, timeout_s=timeout_s, progress=_progress(quiet))
     except TrialFailed as err:

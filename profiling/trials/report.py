@@ -27,10 +27,17 @@ def fmt_number(value: float | None, digits: int = 2) -> str:
     """Two decimals, or three significant digits for magnitudes below 1 (no "0.00 s")."""
     if value is None or math.isnan(value):
         return "\u2014"
+    if abs(value) >= 1e15:  # a value past any measure: its magnitude, not 300 digits
+        return f"{value:.3g}".replace("-", MINUS)
     if value != 0 and abs(value) < 1:
         digits = max(digits, 2 - math.floor(math.log10(abs(value))))
     text = f"{value:.{digits}f}"
     return text.replace("-", MINUS)
+
+
+def fmt_ratio(value: float) -> str:
+    """Three decimals, or three significant digits where they would show 0.000 or be long."""
+    return f"{value:.3f}" if 1e-3 <= value < 1e4 else f"{value:.3g}"
 
 
 def fmt_pct(value: float | None, signed: bool = True) -> str:
@@ -65,9 +72,9 @@ def fmt_effect(s: PairedSummary | None, unit: str) -> str:
     if s.wins is not None:
         parts.append(f"{s.wins}/{s.n} better")
     if s.geomean_ratio is not None:
-        ratio = f"ratio {s.geomean_ratio:.3f}"
+        ratio = f"ratio {fmt_ratio(s.geomean_ratio)}"
         if s.ratio_ci_low is not None and s.ratio_ci_high is not None:
-            ratio += f" (CI {s.ratio_ci_low:.3f} to {s.ratio_ci_high:.3f})"
+            ratio += f" (CI {fmt_ratio(s.ratio_ci_low)} to {fmt_ratio(s.ratio_ci_high)})"
         parts.append(ratio)
     if s.mde_pct is not None:
         parts.append(f"MDE \u00b1{fmt_number(s.mde_pct)}%")
@@ -254,5 +261,5 @@ def write_reports(
     text = "\n".join([markdown(analysis, title, context, arm_labels), *sections])
     write_bytes_atomic(md_path, text.encode())
     data = {**to_json(analysis, title, context, arms, records), **dict(extra or {})}
-    write_bytes_atomic(json_path, json.dumps(data, indent=2).encode())
+    write_bytes_atomic(json_path, json.dumps(data, indent=2, allow_nan=False).encode())
     return md_path, json_path

@@ -26,6 +26,7 @@ from compile_ahead.atomic import writing
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import WAIT_SLICE_S
 from compile_ahead.profiling.trials.design import Plan, TrialSlot
+from compile_ahead.profiling.trials.record_values import record_problem
 
 TRIALS_LOG = "trials.jsonl"
 # Seconds a trial may run before it counts as hung: generous for the largest preset's full
@@ -211,6 +212,10 @@ def run_one(arm: Arm, slot: TrialSlot, out_dir: Path, timeout_s: float | None) -
         record.error = f"result {result_path} is not a JSON object"
         return record
     loaded.setdefault("trial_wall_s", record.wall_s)
+    problem = record_problem(record.to_dict() | {"result": loaded})
+    if problem is not None:
+        record.error = f"result {result_path}: {problem}"
+        return record
     record.result = loaded
     return record
 
@@ -248,7 +253,7 @@ def run_plan(
         record = run_one(arms[slot.arm], slot, out_dir, timeout_s)
         records.append(record)
         with writing(log), log.open("a") as fh:
-            fh.write(json.dumps(record.to_dict()) + "\n")
+            fh.write(json.dumps(record.to_dict(), allow_nan=False) + "\n")
         if progress is not None:
             progress(record, len(slots))
         if record.error is not None:
@@ -275,7 +280,18 @@ def _record(obj: object) -> TrialRecord:
     typed = (record.index, record.block, record.position)
     if not all(isinstance(v, int) for v in typed) or not isinstance(record.arm, str):
         raise ValueError("index, block, position or arm has the wrong type")
+    problem = record_problem(obj)
+    if problem is not None:
+        raise InvalidTrial(problem)
     return record
+
+
+class InvalidTrial(ValueError):
+    """A complete trial record whose numbers cannot be used (record_values.py)."""
+
+
+def invalid_trial_warning(where: str, err: InvalidTrial) -> str:
+    return f"warning: {where}: invalid trial, left out of every statistic: {err}"
 
 
 def _warn(message: str) -> None:
@@ -286,7 +302,8 @@ def load_records(out_dir: Path, warn: Callable[[str], None] = _warn) -> list[Tri
     """Read back ``trials.jsonl`` (e.g. to analyse the trials a failed run completed).
 
     A line that is not a complete record (a run killed while appending leaves a cut-off last
-    line) is skipped, and ``warn`` is told which line; every complete record is returned.
+    line), or whose numbers cannot be used (record_values.py), is skipped, and ``warn`` is
+    told which line; every other record is returned.
     """
     path = out_dir / TRIALS_LOG
     try:
@@ -301,6 +318,8 @@ def load_records(out_dir: Path, warn: Callable[[str], None] = _warn) -> list[Tri
             continue
         try:
             records.append(_record(json.loads(line)))
+        except InvalidTrial as err:
+            warn(invalid_trial_warning(f"{path}:{number}", err))
         except (json.JSONDecodeError, TypeError, ValueError) as err:
             warn(f"warning: {path}:{number}: not a complete trial record, skipped ({err})")
     return records

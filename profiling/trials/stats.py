@@ -71,11 +71,17 @@ def sign_flip_p(diffs: Sequence[float], *, max_exact: int = EXACT_SIGN_FLIP_MAX_
     n = d.size
     if n == 0:
         return 1.0
+    if not np.all(np.isfinite(d)):
+        raise ValueError("sign-flip test of differences that are not finite")
+    scale = float(np.abs(d).max())
+    if scale > 0:  # the test is scale-free: sums of huge differences must not overflow
+        d = d / scale
     observed = abs(float(d.sum()))
     tol = 1e-9 * max(float(np.abs(d).sum()), 1e-300)
     if n <= max_exact:
         sums = np.abs(_sign_matrix(n) @ d)
-        return float(np.count_nonzero(sums >= observed - tol)) / float(2**n)
+        p = float(np.count_nonzero(sums >= observed - tol)) / float(2**n)
+        return max(p, min_sign_flip_p(n))  # the observed signs and their flip always count
     # Monte Carlo estimate ((hits + 1) / (draws + 1), never zero), seeded for repeatability
     result = scipy_stats.permutation_test(
         (d,),
@@ -141,7 +147,7 @@ def log_ratios(control: Sequence[float], treatment: Sequence[float]) -> np.ndarr
     b = np.asarray(treatment, dtype=np.float64)
     if a.size == 0 or np.any(a <= 0) or np.any(b <= 0):
         return None
-    return np.log(b / a)
+    return np.log(b) - np.log(a)  # b / a itself may overflow
 
 
 def paired_t_p(diffs: np.ndarray) -> float | None:
@@ -163,11 +169,26 @@ def min_sign_flip_p(n: int) -> float:
 
 
 def geometric_mean_ratio(control: Sequence[float], treatment: Sequence[float]) -> float | None:
-    a = np.asarray(control, dtype=np.float64)
-    b = np.asarray(treatment, dtype=np.float64)
-    if a.size == 0 or np.any(a <= 0) or np.any(b <= 0):
+    """exp(mean(log(treatment / control))); None when a value is not positive or the ratio
+    is past the float range."""
+    logs = log_ratios(control, treatment)
+    return None if logs is None else _exp(float(np.mean(logs)))
+
+
+def _exp(x: float) -> float | None:
+    """exp(x), or None past the float range (a ratio of absurd values is no ratio)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
         return None
-    return float(np.exp(np.mean(np.log(b / a))))
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+class NonFiniteStatistic(ValueError):
+    """Finite values whose statistics are not (their sum or spread is past the float range)."""
 
 
 @dataclass(frozen=True)
@@ -275,6 +296,8 @@ def paired_summary(
     better: Better = "lower",
     level: float = 0.95,
 ) -> PairedSummary:
+    """The paired comparison of finite values. A statistic past the float range (huge values)
+    is None where it is optional; NonFiniteStatistic where it is not (a mean, a difference)."""
     a = np.asarray(control, dtype=np.float64)
     b = np.asarray(treatment, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1:
@@ -284,13 +307,29 @@ def paired_summary(
     n = int(a.size)
     if n == 0:
         raise CompileAheadError("no complete pairs to analyse")
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise NonFiniteStatistic("values that are not finite numbers")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _summary(a, b, better, level)
+
+
+def _summary(a: np.ndarray, b: np.ndarray, better: Better, level: float) -> PairedSummary:
+    n = int(a.size)
     d = b - a
+    means = (float(np.sum(a / n)), float(np.sum(b / n)), float(np.sum(d / n)))
+    if not all(math.isfinite(x) for x in (*means, float(np.median(d)))) or not np.all(
+        np.isfinite(d)
+    ):
+        raise NonFiniteStatistic("differences past the float range")
+    control_mean, treatment_mean, mean_diff = means
     ci = paired_t_ci(a, b, level)
-    control_mean = float(a.mean())
-    ratio_ci = None
+    if ci is not None and not (math.isfinite(ci[0]) and math.isfinite(ci[1])):
+        ci = None
     logs = log_ratios(a, b)
-    if logs is not None:
-        ratio_ci = paired_t_ci(np.log(a), np.log(b), level)
+    ratio_ci = None if logs is None else paired_t_ci(np.zeros(n), logs, level)
+    ratio_low, ratio_high = (None, None) if ratio_ci is None else map(_exp, ratio_ci)
+    if ratio_low is None or ratio_high is None:
+        ratio_low = ratio_high = None
     wins: int | None = None
     if better == "lower":
         wins = int(np.count_nonzero(d < 0))
@@ -299,10 +338,10 @@ def paired_summary(
     return PairedSummary(
         n=n,
         control_mean=control_mean,
-        treatment_mean=float(b.mean()),
-        mean_diff=float(d.mean()),
+        treatment_mean=treatment_mean,
+        mean_diff=mean_diff,
         median_diff=float(np.median(d)),
-        percent=float(d.mean() / control_mean * 100.0) if control_mean != 0 else None,
+        percent=_finite(mean_diff / control_mean * 100.0) if control_mean != 0 else None,
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
         ci_level=level,
@@ -312,8 +351,8 @@ def paired_summary(
         wins=wins,
         ties=int(np.count_nonzero(d == 0)),
         geomean_ratio=geometric_mean_ratio(a, b),
-        ratio_ci_low=math.exp(ratio_ci[0]) if ratio_ci else None,
-        ratio_ci_high=math.exp(ratio_ci[1]) if ratio_ci else None,
+        ratio_ci_low=ratio_low,
+        ratio_ci_high=ratio_high,
         better=better,
         diffs=tuple(float(x) for x in d),
         **_noise(d, logs, control_mean),
@@ -321,18 +360,22 @@ def paired_summary(
 
 
 def _noise(d: np.ndarray, logs: np.ndarray | None, control_mean: float) -> dict:
-    """log_sd, log_t_p and mde_pct of a comparison (see PairedSummary)."""
+    """log_sd, log_t_p and mde_pct of a comparison (see PairedSummary); a value past the
+    float range is left out."""
     if d.size < 2:
         return {}
     if logs is not None:
         sd = float(logs.std(ddof=1))
+        if not math.isfinite(sd):
+            return {}
         mde = minimal_detectable_effect(sd, d.size)
+        mde_ratio = None if mde is None else _exp(mde)
         return {
             "log_sd": sd,
-            "log_t_p": paired_t_p(logs),
-            "mde_pct": None if mde is None else (math.exp(mde) - 1.0) * 100.0,
+            "log_t_p": _finite(paired_t_p(logs)),
+            "mde_pct": None if mde_ratio is None else _finite((mde_ratio - 1.0) * 100.0),
         }
     mde = minimal_detectable_effect(float(d.std(ddof=1)), d.size)
     if mde is None or control_mean == 0:
         return {}
-    return {"mde_pct": mde / abs(control_mean) * 100.0}
+    return {"mde_pct": _finite(mde / abs(control_mean) * 100.0)}

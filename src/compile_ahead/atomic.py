@@ -133,7 +133,9 @@ def write_bytes_atomic(
 def write_json_atomic(
     path: str | os.PathLike[str], obj: Any, dest: str | os.PathLike[str] | None = None
 ) -> Path:
-    return write_bytes_atomic(path, (json.dumps(obj, indent=2) + "\n").encode(), dest)
+    return write_bytes_atomic(
+        path, (json.dumps(obj, indent=2, allow_nan=False) + "\n").encode(), dest
+    )
 
 
 def write_figure_atomic(figure: Any, path: str | os.PathLike[str], dpi: int = 110) -> Path:

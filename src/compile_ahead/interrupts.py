@@ -37,7 +37,8 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import TypeVar
 
-INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from compile_ahead.early_signals import INTERRUPT_SIGNALS, take_noted
+
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, for any of the three
 # Longest a main-thread wait goes without looking at a pending signal: a Ctrl-C delivered to
 # another thread takes effect within this.
@@ -68,7 +69,8 @@ def _in_main_thread() -> bool:
 
 def handle_interrupts(prog: str) -> Callable[[], None]:
     """The start of a command (``prog`` names it in messages): the three signals are handled
-    as the module docstring says; returns what puts the earlier handlers back."""
+    as the module docstring says; returns what puts the earlier handlers back. A signal that
+    came while the console script loaded raises KeyboardInterrupt here."""
     _command.prog = prog
     _command.interrupted = _command.hurried = False
     _command.holding, _command.held = 0, False
@@ -83,6 +85,9 @@ def handle_interrupts(prog: str) -> Callable[[], None]:
         for sig, handler in earlier.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
+    noted = take_noted()  # a signal while the console script loaded (early_signals.py)
+    if noted is not None:
+        _on_signal(noted, None)
     return restore
 
 

@@ -4,7 +4,8 @@ An output file is a regular file the tool creates, or replaces whole when it is 
 else at the path (a device such as /dev/null, a FIFO, a socket, a directory, a symbolic link,
 /dev/stdout included) is refused. An output directory is created, or replaced whole when it
 holds nothing but what an earlier run of the tool wrote there. A failed or interrupted run
-writes beside the requested path (``destination``), never over it.
+writes beside the requested path (``destination``), never over it. No output is one of the
+command's inputs, or a file in a directory it reads (``check_not_inputs``, input_files.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.input_files import check_not_inputs
 from compile_ahead.output_dirs import (
     OUTPUT_MARKER,
     describe_entries,
@@ -33,6 +35,7 @@ __all__ = [
     "OUTPUT_MARKER",
     "check_distinct",
     "check_new_dir",
+    "check_not_inputs",
     "check_output_file",
     "check_replaceable_dir",
     "destination",

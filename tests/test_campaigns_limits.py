@@ -1,0 +1,81 @@
+"""`compile-ahead campaign run` on grids too large to run: refused at once, before anything is
+written, naming the grid's size and the limit; a large grid within the limits says how far its
+cells' checks are while they run."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from campaign_helpers import campaign_command, run
+
+from compile_ahead.profiling.campaigns.sleep_trial import campaign_toml
+
+REFUSED_WITHIN_S = 60.0  # a refusal reads the file and multiplies: seconds, even under load
+
+
+def grid(path: Path, ladders: int, configs: int = 1, pairs: int = 1) -> Path:
+    """A sleeping schedule campaign of ``ladders`` x ``configs`` cells and ``pairs`` pairs."""
+    values = ", ".join(f'"{64 + 16 * i},{80 + 16 * i}"' for i in range(ladders))
+    configs_axis = ", ".join(f'["NUM_STREAMS={i + 1}"]' for i in range(configs))
+    text = campaign_toml(0.1, cells=1, pairs=pairs)
+    text = text.replace('ladder = ["64,128"]', f"ladder = [{values}]\nov_config = [{configs_axis}]")
+    path.write_text(text)
+    return path
+
+
+def _refused(tmp_path: Path, spec: Path) -> str:
+    before = sorted(tmp_path.iterdir())
+    started = time.monotonic()
+    proc = run(campaign_command("run", str(spec), "--store", str(tmp_path / "s.sqlite")),
+               tmp_path, timeout=REFUSED_WITHIN_S)  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert time.monotonic() - started < REFUSED_WITHIN_S
+    assert sorted(tmp_path.iterdir()) == before  # no store, no lock, no block folder
+    return lines[0]
+
+
+def test_a_huge_pair_count_is_refused_at_once(tmp_path: Path) -> None:
+    line = _refused(tmp_path, grid(tmp_path / "huge.toml", 2, pairs=99999999999999))
+    assert line.endswith(
+        "huge.toml: 2 cell(s) x 99,999,999,999,999 pair(s) make 199,999,999,999,998 blocks; "
+        "a campaign has at most 100,000 (fewer pairs, or several campaigns)"
+    ), line
+
+
+def test_more_blocks_than_the_limit_are_refused(tmp_path: Path) -> None:
+    line = _refused(tmp_path, grid(tmp_path / "g.toml", 100, configs=2, pairs=501))
+    assert "200 cell(s) x 501 pair(s) make 100,200 blocks; a campaign has at most 100,000" in line
+
+
+@pytest.mark.slow
+def test_more_cells_than_the_limit_are_refused(tmp_path: Path) -> None:
+    line = _refused(tmp_path, grid(tmp_path / "wide.toml", 1001, configs=10))
+    assert "wide.toml: the axes make 10,010 cells; a campaign has at most 10,000" in line
+
+
+@pytest.mark.slow
+def test_a_large_grid_says_how_far_its_checks_are(tmp_path: Path) -> None:
+    spec = grid(tmp_path / "large.toml", 1000, configs=10, pairs=10)  # at both limits
+    store = tmp_path / "no-such-folder" / "s.sqlite"  # refused once every cell is checked
+    started = time.monotonic()
+    proc = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path, timeout=900)
+    took = time.monotonic() - started
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert lines[0] == "campaign: checking the 10,000 cells ...", proc.stderr
+    assert re.fullmatch(r"campaign: 10,000 cells checked in \d+ s", lines[-2]), proc.stderr
+    assert "is not a directory" in lines[-1]
+    steps = [int(m[1].replace(",", "")) for m in map(_step, lines[1:-2])]
+    assert steps == sorted(steps) and all(0 < n < 10_000 for n in steps), proc.stderr
+    assert len(steps) <= took / 2 + 1  # throttled: at most one line every 2 s
+    assert not tmp_path.joinpath("no-such-folder").exists()
+
+
+def _step(line: str) -> re.Match[str]:
+    found = re.fullmatch(r"campaign: ([\d,]+) of 10,000 cells checked \.\.\.", line)
+    assert found, line
+    return found

@@ -1,0 +1,138 @@
+"""No command writes an output over one of its inputs: an output path that is an input, a file
+inside an input directory, or a directory an input is in is refused in one line before any
+work (exit 2), however it is spelled (another name, ``./``, a symbolic link on the way, a hard
+link), and the input is left as it was. Through the public commands."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from campaign_helpers import campaign_command, run, sleep_spec
+from compare_fixtures import synthetic_experiment
+
+from conftest import one_line_error
+
+CLI = [sys.executable, "-m", "compile_ahead.commands"]
+
+
+def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def _digests(directory: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def _refused(done: subprocess.CompletedProcess[str], out: str) -> str:
+    assert done.returncode == 2, done.stderr[-3000:]
+    line = one_line_error(done.stderr)
+    assert f"{Path(out)}: " in line and "reads" in line, line
+    return line
+
+
+def _spell(name: str, tmp_path: Path) -> str:
+    """An output naming a file of the results directory ab1, spelled as ``name`` says."""
+    if name == "symlinked directory":
+        (tmp_path / "link").symlink_to("ab1")
+        return "link/trials.jsonl"
+    if name == "hard link":
+        os.link(tmp_path / "ab1" / "trials.jsonl", tmp_path / "page.html")
+        return "page.html"
+    if name == "hard link named as the page":
+        os.link(tmp_path / "ab1" / "trials.jsonl", tmp_path / "ab1" / "compare.html")
+        return "ab1/compare.html"
+    return name
+
+
+SPELLINGS = [
+    "ab1/trials.jsonl",
+    "ab1/experiment.json",
+    "./ab1/../ab1/trials.jsonl",
+    "symlinked directory",
+    "hard link",
+    "hard link named as the page",
+]
+
+
+@pytest.mark.parametrize("name", SPELLINGS)
+def test_compare_never_writes_its_page_over_the_results_it_reads(name, tmp_path):
+    synthetic_experiment(tmp_path / "ab1", aa=False)
+    out = _spell(name, tmp_path)
+    before = _digests(tmp_path / "ab1")
+    _refused(_cli("compare", "ab1", "--out", out, cwd=tmp_path), out)
+    assert _digests(tmp_path / "ab1") == before
+
+
+def test_compare_still_writes_its_page_into_the_results_directory(tmp_path):
+    synthetic_experiment(tmp_path / "ab1", aa=False)
+    for argv in (["ab1"], ["ab1"], ["ab1", "--out", "ab1/compare.html"], ["./ab1"]):
+        done = _cli("compare", *argv, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ab1" / "compare.html").read_text().startswith("<!")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """A campaign store of sleeping trials, run by the public command."""
+    root = tmp_path_factory.mktemp("store")
+    spec = sleep_spec(root / "c.toml", 0.0)
+    done = run(
+        campaign_command("run", str(spec), "--store", str(root / "c.sqlite"), "--quiet"), root
+    )
+    assert done.returncode == 0, done.stderr
+    return root / "c.sqlite"
+
+
+def test_compare_and_campaign_report_never_write_over_the_store(store, tmp_path):
+    shutil.copyfile(store, tmp_path / "c.sqlite")
+    os.link(tmp_path / "c.sqlite", tmp_path / "other.html")
+    before = _digests(tmp_path)
+    for out in ("c.sqlite", "./c.sqlite", "other.html"):
+        _refused(_cli("compare", "c.sqlite", "--out", out, cwd=tmp_path), out)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    os.replace(tmp_path / "other.html", sub / "c.sqlite")  # a report directory holding it
+    _refused(_cli("campaign", "report", "sub/c.sqlite", "--out", "sub", cwd=tmp_path), "sub")
+    os.replace(sub / "c.sqlite", tmp_path / "other.html")
+    assert _digests(tmp_path) == before
+    assert _cli("compare", "c.sqlite", cwd=tmp_path).returncode == 0
+
+
+def test_campaign_run_never_makes_its_spec_the_store(tmp_path):
+    spec = sleep_spec(tmp_path / "c.toml", 0.0)
+    before = spec.read_bytes()
+    _refused(_cli("campaign", "run", "c.toml", "--store", "./c.toml", cwd=tmp_path), "c.toml")
+    assert spec.read_bytes() == before
+
+
+def test_run_never_writes_its_report_or_trace_over_the_model(tiny_qwen2_dir, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_qwen2_dir, model)
+    before = _digests(model)
+    run_argv = ["run", "--model", "model", "--ladder", "tiny", "--no-progress", "--no-cache"]
+    for flag in ("--report", "--trace"):
+        done = _cli(*run_argv, flag, "model/config.json", cwd=tmp_path)
+        _refused(done, "model/config.json")
+        assert "model:" not in done.stderr  # refused before the model was opened
+    config = tmp_path / "props.json"
+    config.write_text('{"CPU": {"INFERENCE_NUM_THREADS": "1"}}')
+    argv = [*run_argv, "--ov-config-file", "props.json", "--report", "props.json"]
+    _refused(_cli(*argv, cwd=tmp_path), "props.json")
+    assert _digests(model) == before
+    assert config.read_text() == '{"CPU": {"INFERENCE_NUM_THREADS": "1"}}'
+    entry = tmp_path / "cache" / "ab" / "entry.ovblob"  # a compile cache entry
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(b"compiled")
+    cached = ["run", "--model", "model", "--ladder", "tiny", "--no-progress", "--cache-dir"]
+    _refused(_cli(*cached, "cache", "--trace", str(entry), cwd=tmp_path), str(entry))
+    assert entry.read_bytes() == b"compiled"
