@@ -233,3 +233,14 @@ def test_graphs_cut_from_an_ir_refuse_a_batch_in_one_line():
     check_source_batchable(1, ir)
     with pytest.raises(CompileAheadError, match=r"^--batch 4: graphs cut from an OpenVINO IR"):
         check_source_batchable(4, ir)
+
+
+def test_a_report_over_the_prompts_file_is_refused_and_the_file_kept(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("5 17 301\n3 4 5\n")
+    proc = _run(
+        "--ladder", "tiny", "--no-progress", "--prompts", str(prompts), "--report", str(prompts)
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert prompts.read_text() == "5 17 301\n3 4 5\n"
