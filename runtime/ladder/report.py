@@ -300,6 +300,8 @@ def _boundary_line(b: BoundaryRecord) -> str:
     if b.compile_s is None:  # interrupted or failed before the successor was in hand
         return f"{head} not crossed (waited {_seconds(b.wait_s, 3)})"
     migration = "-" if b.migration_s is None else f"{b.migration_s * 1e3:.1f} ms"
+    if b.copy_s:  # a copy-and-grow boundary: its allocation and copy within the migration
+        migration += f" (allocation {(b.allocation_s or 0) * 1e3:.1f}, copy {b.copy_s * 1e3:.1f})"
     how = f" (cache hit: import {b.import_s:.2f} s)" if b.cache == "hit" else ""
     return (
         f"{head} compile {b.compile_s:.2f} s{how}, margin {_seconds(b.ready_margin_s)}, "
