@@ -244,3 +244,29 @@ def test_a_report_over_the_prompts_file_is_refused_and_the_file_kept(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert prompts.read_text() == "5 17 301\n3 4 5\n"
+
+
+def test_an_interrupted_batch_keeps_every_sequence_so_far(tmp_path):
+    import signal
+    import time
+
+    report = tmp_path / "report.json"
+    run = [sys.executable, "-m", "compile_ahead.commands", "run", "--model", "tiny"]
+    run += ["--ladder", "tiny", "--schedule", "i2", "--prompt-len", "4,10", "--no-progress"]
+    proc = subprocess.Popen(
+        [*run, "--decode-tokens", "110", "--step-delay", "0.2", "--report", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    failed = tmp_path / "report.failed.json"
+    time.sleep(8)  # started and decoding: 120 steps of at least 0.2 s take 24 s
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert not report.exists()
+    data = json.loads(failed.read_text())
+    assert data["stop_reason"] == "interrupted"
+    for seq in data["sequences"]:
+        assert seq["stop_reason"] == "interrupted"
+        assert 0 < seq["tokens_generated"] == len(seq["tokens"]) < 111

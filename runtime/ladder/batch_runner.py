@@ -68,14 +68,16 @@ class SequenceState:
         elif produced >= self.protocol.decode_tokens:
             self.stop_reason = TOKEN_LIMIT
 
-    def to_json(self, command_ns: int) -> dict[str, Any]:
+    def to_json(self, command_ns: int, run_stop: str = "not stopped") -> dict[str, Any]:
+        """Its report entry; a sequence the run's end cut short (an interrupt, an error)
+        stops with the run's reason."""
         first = self.first_token_ns
         return {
             "sequence": self.index,
             "prompt_len": len(self.protocol.prompt),
             "tokens_generated": len(self.tokens),
             "tokens": self.tokens,
-            "stop_reason": self.stop_reason or "not stopped",
+            "stop_reason": self.stop_reason or run_stop,
             "first_token_s": None if first is None else (first - command_ns) / 1e9,
         }
 
@@ -155,7 +157,7 @@ class BatchDecode:
         """The batch's part of the run report."""
         report.tokens_decoded = sum(max(0, len(s.tokens) - 1) for s in self.sequences)
         report.prefill = {"path": "token by token, batched decode graph", "chunk": 1}
-        sequences = [s.to_json(command_ns) for s in self.sequences]
+        sequences = [s.to_json(command_ns, report.stop_reason) for s in self.sequences]
         report.extra.update(batch_fields(report, sequences, step_ns))
 
     def results(self) -> tuple[list[dict[str, Any]], list[list[np.ndarray]]]:
