@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
+from pathlib import Path
 
+from compile_ahead.commands.batch_options import batch_from_args
 from compile_ahead.commands.options import (
     add_model_options,
     add_ov_config_options,
@@ -17,7 +20,9 @@ from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.compile.settings.modes import GraphMode
 from compile_ahead.runtime.ladder.config import FittedRung, Prompt, RunConfig, SettledRun
 from compile_ahead.runtime.ladder.greedy import Generation, generate
+from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import get_schedule
+from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 
 
@@ -28,7 +33,24 @@ def register(subparsers) -> None:
     add_synthetic_dtype_option(p)
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in the model dir)")
-    prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids")
+    prompt.add_argument(
+        "--prompt-ids",
+        action="append",
+        help="prompt as comma-separated token ids (repeated: one sequence of a batch each)",
+    )
+    prompt.add_argument(
+        "--prompts",
+        type=Path,
+        metavar="FILE",
+        help="one prompt per sequence of a batch, one a line: token ids or text",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="B",
+        help="sequences generated together (default: one per prompt given)",
+    )
     p.add_argument(
         "--max-new-tokens",
         type=int,
@@ -45,10 +67,12 @@ def register(subparsers) -> None:
 def generate_config(args: argparse.Namespace, started_ns: int) -> RunConfig:
     """Greedy generation as a run: b0 on one rung holding the prompt and every token, whole
     graphs; the prompt's last logits give the first token, so one decode step fewer."""
+    batch = batch_from_args(args)
+    prompts = tuple(replace(p, stop_at_eos=args.stop_at_eos) for p in batch["prompts"])
     return RunConfig(
         get_schedule("b0"),
         FittedRung(),
-        Prompt(ids=args.prompt_ids, text=args.prompt, stop_at_eos=args.stop_at_eos),
+        replace(batch["protocol"], stop_at_eos=args.stop_at_eos),
         args.max_new_tokens - 1,
         compile_options(args),  # properties refused before the model is touched
         graph=GraphMode.WHOLE,
@@ -56,6 +80,8 @@ def generate_config(args: argparse.Namespace, started_ns: int) -> RunConfig:
         prefill_chunk=args.prefill_chunk,
         prefill_shape=args.prefill_shape,
         started_ns=started_ns,
+        batch=batch["batch"],
+        prompts=prompts,
     ).validate()
 
 
@@ -69,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"model: {source.label}")
         print(f"compiling capacity {capacity} on {options.device} ...", flush=True)
+    if settled.batch > 1:
+        return generate_batch(args, source, config, settled)
     result = generate(source, settled)
     report = generation_report(result, source.describe(), settled)
     if args.prompt is not None:
@@ -77,6 +105,32 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report))
     else:
         print_generation(report, result)
+    return 0
+
+
+def generate_batch(
+    args: argparse.Namespace, source: ModelSource, config: RunConfig, settled: SettledRun
+) -> int:
+    """B sequences generated together: each one's tokens (and text), then the run's summary."""
+    result = run_ladder(source, settled)
+    if result.report.interrupted:
+        raise KeyboardInterrupt
+    if result.error is not None:
+        raise result.error
+    tokenizer = None
+    if any(isinstance(p, Prompt) and p.text is not None for p in config.prompts):
+        tokenizer = load_tokenizer(source.model_dir, source.name)
+    for seq in result.sequences:
+        if tokenizer is not None:
+            seq["text"] = tokenizer.decode(seq["tokens"])
+    if args.json:
+        print(json.dumps(result.report.to_json()))
+        return 0
+    for seq in result.sequences:
+        print(f"sequence {seq['sequence']} tokens: {seq['tokens']}")
+        if "text" in seq:
+            print(f"sequence {seq['sequence']} text: {seq['text']}")
+    print(result.report.summary())
     return 0
 
 

@@ -11,6 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compile_ahead.commands.batch_options import (
+    add_batch_options,
+    batch_from_args,
+    prompt_lengths,
+)
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import PRECISIONS
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB
@@ -84,8 +89,9 @@ def add_model_options(
 def model_inputs(args: argparse.Namespace) -> list[Path]:
     """The files and directories a command reads for its model and compile: the model (a
     directory or a file; a preset or hub id names none), the properties file, the compile
-    cache and the kept IR. An output never replaces any of them (outputs.check_not_inputs)."""
-    names = ("model", "ov_config_file", "cache_dir", "ir_dir")
+    cache, the kept IR and a batch's prompts file. An output never replaces any of them
+    (outputs.check_not_inputs)."""
+    names = ("model", "ov_config_file", "cache_dir", "ir_dir", "prompts")
     found = [Path(value) for value in (getattr(args, n, None) for n in names) if value]
     if getattr(args, "cache_dir", None) is None and getattr(args, "no_cache", True) is False:
         from compile_ahead.runtime.compile.cache import default_cache_dir
@@ -280,15 +286,19 @@ def add_placement_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_protocol_options(p: argparse.ArgumentParser, decode_help: str | None = None) -> None:
-    """The teacher-forced protocol's prompt and decode lengths."""
+def add_protocol_options(
+    p: argparse.ArgumentParser, decode_help: str | None = None, per_sequence: bool = False
+) -> None:
+    """The teacher-forced protocol's prompt and decode lengths (``per_sequence``: a command
+    with --batch, whose --prompt-len may give one length per sequence)."""
     p.add_argument(
         "--prompt-len",
-        type=int,
+        type=prompt_lengths if per_sequence else int,
         default=None,
-        metavar="P",
+        metavar="P[,P...]" if per_sequence else "P",
         help="teacher-forced prompt tokens (default: 1/8 of the first rung, 128 for the "
-        "default ladder)",
+        "default ladder)"
+        + ("; with --batch one per sequence, e.g. 16,40,128" if per_sequence else ""),
     )
     p.add_argument(
         "--decode-tokens",
@@ -336,10 +346,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """Greedy prompts, prefill and boundary recording for a ladder run."""
     p.add_argument(
         "--prompt-ids",
+        action="append",
         default=None,
-        help="greedy mode: generate from these comma-separated token ids",
+        help="greedy mode: generate from these comma-separated token ids (repeated: one "
+        "sequence of a batch each)",
     )
     p.add_argument("--prompt", default=None, help="greedy mode: generate from this text")
+    add_batch_options(p)
     add_prefill_options(p)
     p.add_argument(
         "--boundary-window",
@@ -425,10 +438,11 @@ def run_config_from_args(
     prompt = Prompt(
         args.prompt_len, getattr(args, "prompt_ids", None), getattr(args, "prompt", None)
     )
-    fields: dict[str, Any] = dict(
+    batch = batch_from_args(args)  # a command with --batch: the prompt of each sequence
+    fields: dict[str, Any] = batch | dict(
         schedule=get_schedule(schedule) if schedule is not None else None,
         ladder=ladder_choice(args),
-        protocol=prompt,
+        protocol=batch.get("protocol", prompt),
         decode_tokens=args.decode_tokens,
         options=options,
         graph=getattr(args, "graph", None),

@@ -82,6 +82,14 @@ def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
         "give each dynamic input a static shape, e.g. --shape input_ids=[1,128]",
     )
     p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="B",
+        help="profile [B, C] decode graphs (B sequences per step); with --schedule the run "
+        "decodes B copies of its prompt (default 1)",
+    )
+    p.add_argument(
         "--graph-kind",
         choices=sorted(GRAPH_KINDS),
         default="decode",
@@ -182,6 +190,10 @@ def check_args(args: argparse.Namespace) -> RunConfig:
     if "prefill" in graph_kinds(args.graph_kind) and config.graph == "split":
         raise CompileAheadError(
             f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
+        )
+    if "prefill" in graph_kinds(args.graph_kind) and (args.batch or 1) > 1:
+        raise CompileAheadError(
+            f"--batch {args.batch}: prefill graphs take one sequence; use --graph-kind decode"
         )
     return config
 

@@ -51,7 +51,7 @@ def register(subparsers) -> None:
         "i3 reserve-and-commit (default i2)",
     )
     add_ladder_option(p)
-    add_protocol_options(p)
+    add_protocol_options(p, per_sequence=True)
     add_run_options(p)
     add_graph_option(p)
     add_placement_options(p)
@@ -101,7 +101,10 @@ def execute(
     settled = config.for_model(source)
     if not quiet:
         print(f"model: {source.label}", file=sys.stderr)
-    bar = ProgressBar(settled.protocol.decode_tokens, enabled=not quiet and not args.no_progress)
+    # A batch steps once per token of its longest sequence's prompt and decode.
+    steps = [len(s.prompt) + s.decode_tokens for s in settled.sequences]
+    total = max(steps, default=settled.protocol.decode_tokens)
+    bar = ProgressBar(total, enabled=not quiet and not args.no_progress)
     try:
         # Held from the run's end through its outputs, written whole (run() releases).
         observers = FanOut(bar, events) if events else bar

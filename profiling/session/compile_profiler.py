@@ -254,7 +254,11 @@ class CompileProfiler:
         w = self.writer
         kv = self.options.kv_precision
         assert kv is not None
-        spec = GraphSpec(capacity, 1, kv) if prefill is None else prefill.spec(capacity, kv)
+        batch = self.config.batch or 1  # prefill graphs take one sequence (check_args)
+        if prefill is None:
+            spec = GraphSpec(capacity, 1, kv, batch=batch)
+        else:
+            spec = prefill.spec(capacity, kv)
         chunk = spec.chunk
         shape = None if prefill is None else prefill.shape
         job = begin_job(w, capacity, time.monotonic_ns(), chunk=chunk, shape=shape)
@@ -285,6 +289,7 @@ class CompileProfiler:
                 **profile.to_json(),
                 "kind": spec.kind,
                 "chunk": chunk,
+                "batch": spec.batch,
                 "prefill_shape": shape,
                 "depsort_counters": depsort.to_json(),
             }
@@ -300,7 +305,7 @@ class CompileProfiler:
         import numpy as np
 
         count = min(tokens, capacity)
-        ids = np.array([1], dtype=np.int64)
+        ids = np.ones(step.spec.batch, dtype=np.int64)  # a token per sequence
         first = time.monotonic_ns()
         self.writer.slice(
             self.device_track,

@@ -183,6 +183,12 @@ class TraceRunEvents(RunEvents):
             )
             w.slice_end(self.device, end)
 
+    def sequence_stopped(self, sequence: int, reason: str, tokens: int, ts: int) -> None:
+        """An instant on the decode track: the batch's steps go on without this sequence."""
+        self.slicer.flush()
+        args = {"sequence": sequence, "reason": reason, "tokens": tokens}
+        self.writer.instant(self.device, f"sequence {sequence} stopped: {reason}", ts, args)
+
     def counters(self, ts: int, values: dict[str, float]) -> None:
         for key, value in values.items():
             name = _COUNTERS.get(key)

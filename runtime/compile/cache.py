@@ -635,10 +635,18 @@ def cached_compile(
     return compiled, pending(), None
 
 
+def _spec_fields(spec: GraphSpec) -> dict[str, object]:
+    """Every field of a spec; batch only when above 1, so batch-1 entries keep their key."""
+    fields = asdict(spec)
+    if fields["batch"] == 1:
+        del fields["batch"]
+    return fields
+
+
 def step_graph_identity(spec: GraphSpec) -> dict[str, object]:
     """A whole decode or prefill graph: every field of its spec (capacity, chunk, KV
-    precision, buffer capacity, and any added later)."""
-    return {"graph": spec.kind, **asdict(spec)}
+    precision, buffer capacity, batch, and any added later)."""
+    return {"graph": spec.kind, **_spec_fields(spec)}
 
 
 def weight_part_identity(index: int, kv_precision: str) -> dict[str, object]:
@@ -646,7 +654,7 @@ def weight_part_identity(index: int, kv_precision: str) -> dict[str, object]:
 
 
 def attention_core_identity(spec: GraphSpec) -> dict[str, object]:
-    return {"graph": "attention", **asdict(spec)}
+    return {"graph": "attention", **_spec_fields(spec)}
 
 
 # -- the command-line side ----------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 One builder makes the step graph for a chunk of L tokens against a past of capacity C:
 L=1 is the decode step, L>1 a prefill chunk. The past K/V are explicit inputs of static shape
-[1, kv_heads, C, head_dim] (head-major, so each KV head's slots are contiguous); attention
+[B, kv_heads, C, head_dim] (head-major, so each KV head's slots are contiguous; B sequences,
+1 unless the spec batches, each with its own past length, positions and mask); attention
 scores the C past slots and the chunk's own tokens separately and never concatenates the
 cache, so a step reads the cache once and copies nothing. Only the chunk's new K/V and the
 logits come out; the host writes the new K/V into the cache.
@@ -102,25 +103,24 @@ def rotate(x: ov.Output, cos: ov.Output, sin: ov.Output) -> ov.Output:
 
 
 def rope_tables(
-    cfg: ModelConfig, past_len: ov.Output, chunk: int | ov.Output
+    cfg: ModelConfig, past_len: ov.Output, chunk: int | ov.Output, batch: int = 1
 ) -> tuple[ov.Output, ov.Output]:
-    """cos/sin [1, 1, L, hd] for positions t..t+L-1 (t = past_len); ``chunk`` is L, or a
-    scalar i64 output holding it in a dynamic graph."""
+    """cos/sin [B, 1, L, hd] for positions t..t+L-1 (t = past_len, a scalar, or per sequence
+    [B] when ``batch`` > 1); ``chunk`` is L, or a scalar i64 output holding it in a dynamic
+    graph."""
     hd = cfg.head_dim
     stop = const(chunk, np.int64) if isinstance(chunk, int) else chunk
-    positions = ops.convert(
-        ops.add(
-            ops.range(const(0, np.int64), stop, const(1, np.int64), ov.Type.i64),
-            past_len,
-        ),
-        ov.Type.f32,
-    )
+    tokens = ops.range(const(0, np.int64), stop, const(1, np.int64), ov.Type.i64).output(0)
+    if batch > 1:  # [1, L] + [B, 1]: each sequence's own positions
+        tokens = ops.unsqueeze(tokens, const([0], np.int64)).output(0)
+        past_len = ops.unsqueeze(past_len, const([1], np.int64)).output(0)
+    positions = ops.convert(ops.add(tokens, past_len), ov.Type.f32)
     freqs = ops.multiply(
-        ops.unsqueeze(positions, const([1], np.int64)),
+        ops.unsqueeze(positions, const([-1], np.int64) if batch > 1 else const([1], np.int64)),
         const(rope_inv_freq(hd, cfg.rope)[None, :]),
     )
     emb = ops.concat([freqs, freqs], -1)
-    shape = const([1, 1, chunk if isinstance(chunk, int) else -1, hd], np.int64)
+    shape = const([batch, 1, chunk if isinstance(chunk, int) else -1, hd], np.int64)
     return (
         ops.reshape(ops.cos(emb), shape, False).output(0),
         ops.reshape(ops.sin(emb), shape, False).output(0),
@@ -134,14 +134,15 @@ def layer_qkv(
     layer: int,
     rope: tuple[ov.Output, ov.Output],
     chunk: int,
+    batch: int = 1,
 ) -> tuple[ov.Output, ov.Output, ov.Output]:
-    """Input norm, q/k/v projections and RoPE: q [1, H, L, hd], k and v [1, kv, L, hd]
+    """Input norm, q/k/v projections and RoPE: q [B, H, L, hd], k and v [B, kv, L, hd]
     (``chunk`` -1: L is dynamic)."""
     p = f"model.layers.{layer}."
     h = rms_norm(x, w(p + "input_layernorm.weight"), cfg.rms_norm_eps)
 
     def heads_first(t: ov.Output, n: int) -> ov.Output:
-        t = ops.reshape(t, const([1, chunk, n, cfg.head_dim], np.int64), False)
+        t = ops.reshape(t, const([batch, chunk, n, cfg.head_dim], np.int64), False)
         return ops.transpose(t, const([0, 2, 1, 3], np.int64)).output(0)
 
     bias = cfg.attention_bias
@@ -167,7 +168,7 @@ def past_kv_inputs(
     """Parameters past_key.i / past_value.i and their first C slots in f32 (a dynamic graph:
     their first ``filled`` slots, ``filled`` a [1] i64 output)."""
     kv_type = OV_TYPES[spec.kv_precision]
-    shape = [1, cfg.num_kv_heads, spec.input_capacity, cfg.head_dim]
+    shape = [spec.batch, cfg.num_kv_heads, spec.input_capacity, cfg.head_dim]
     params = [
         ops.parameter(shape, kv_type, name=past_key_name(layer)),
         ops.parameter(shape, kv_type, name=past_value_name(layer)),
@@ -199,14 +200,19 @@ class AttentionMasks:
     """Additive masks shared by every layer of a graph, and how the scores split into past
     slots and chunk tokens."""
 
-    def __init__(self, cfg: ModelConfig, past_len: ov.Output, capacity: int, chunk: int):
-        # Past slots j < t are valid.
+    def __init__(
+        self, cfg: ModelConfig, past_len: ov.Output, capacity: int, chunk: int, batch: int = 1
+    ):
+        # Past slots j < t are valid (batched: j < t_b for sequence b, a [B, 1, 1, C] mask).
         slots = ops.range(
             const(0, np.int64), const(capacity, np.int64), const(1, np.int64), ov.Type.i64
         )
+        if batch > 1:
+            past_len = ops.reshape(past_len, const([batch, 1, 1, 1], np.int64), False).output(0)
         self.past: ov.Output | None = ops.select(
             ops.less(slots, past_len), const(0.0), const(-np.inf)
         ).output(0)
+        self.batch = batch
         # Chunk rows are (query group g, token i) flattened g-major; token i sees tokens j <= i.
         causal = np.where(np.tril(np.ones((chunk, chunk), bool)), 0.0, -np.inf).astype(np.float32)
         self.chunk = const(np.tile(causal, (cfg.group_size, 1)))  # [G*L, L]
@@ -229,6 +235,7 @@ class AttentionMasks:
         one = const([1], np.int64)
         masks.split = ops.concat([ops.reshape(past_len, one, False), const([-1], np.int64)], 0)
         masks.chunk_len = -1
+        masks.batch = 1
         return masks
 
 
@@ -244,11 +251,11 @@ def attention(
     """Scores the C past slots and the chunk's own tokens separately (no KV concat).
 
     GQA without repeating KV: the G query heads of each KV head become rows.
-    Returns [1, L, H*hd].
+    Returns [B, L, H*hd].
     """
-    L, hd, heads = masks.chunk_len, cfg.head_dim, cfg.num_heads
+    L, hd, heads, B = masks.chunk_len, cfg.head_dim, cfg.num_heads, masks.batch
     rows = cfg.group_size * L if L > 0 else -1
-    qg = ops.reshape(q, const([1, cfg.num_kv_heads, rows, hd], np.int64), False)
+    qg = ops.reshape(q, const([B, cfg.num_kv_heads, rows, hd], np.int64), False)
     qg = ops.multiply(qg, masks.scale)  # scale the G*L query rows, not the G*L x C scores
     s_past = ops.matmul(qg, past_k, False, True)
     if masks.past is not None:
@@ -257,10 +264,10 @@ def attention(
     probs = ops.softmax(ops.concat([s_past, s_new], -1), -1)
     p_past, p_new = ops.variadic_split(probs, const(-1, np.int64), masks.split).outputs()
     out = ops.add(ops.matmul(p_past, past_v, False, False), ops.matmul(p_new, v, False, False))
-    out = ops.reshape(out, const([1, heads, L, hd], np.int64), False)
+    out = ops.reshape(out, const([B, heads, L, hd], np.int64), False)
     return ops.reshape(
         ops.transpose(out, const([0, 2, 1, 3], np.int64)),
-        const([1, L, heads * hd], np.int64),
+        const([B, L, heads * hd], np.int64),
         False,
     ).output(0)
 
@@ -279,7 +286,7 @@ def layer_out(
 
 
 def lm_head(cfg: ModelConfig, w: WeightConstants, row: ov.Output) -> ov.Output:
-    """Final norm and the (possibly tied) output projection: [1, D] -> [1, vocab]."""
+    """Final norm and the (possibly tied) output projection: [B, D] -> [B, vocab]."""
     row = rms_norm(row, w("model.norm.weight"), cfg.rms_norm_eps)
     return linear(row, w, "model.embed_tokens" if cfg.tie_word_embeddings else "lm_head")
 
@@ -299,17 +306,20 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
     Outputs: logits [1, vocab] f32; new_key.i / new_value.i [1, kv, L, hd].
     Rows of a padded chunk beyond the prompt never influence valid rows (causal mask).
     A dynamic spec takes input_ids [1, ?] (no padding) and attends over the t filled slots.
+    A batched spec (B > 1, static only) takes B rows of ids and per sequence past_length [B]
+    (and last_index [B]); its outputs lead with B: logits [B, vocab], new K/V [B, kv, L, hd].
     """
-    L = spec.chunk
+    L, B = spec.chunk, spec.batch
     kv_type = OV_TYPES[spec.kv_precision]
     w = WeightConstants(store)
 
-    ids = ops.parameter([1, -1 if spec.dynamic else L], ov.Type.i64, name=INPUT_IDS)
-    past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
+    ids = ops.parameter([B, -1 if spec.dynamic else L], ov.Type.i64, name=INPUT_IDS)
+    per_sequence = [] if B == 1 else [B]
+    past_len = ops.parameter(per_sequence, ov.Type.i64, name=PAST_LENGTH)
     params = [ids, past_len]
     last_index = const(0, np.int64)
     if L > 1 or spec.dynamic:
-        last_index = ops.parameter([], ov.Type.i64, name=LAST_INDEX)
+        last_index = ops.parameter(per_sequence, ov.Type.i64, name=LAST_INDEX)
         params.append(last_index)
 
     x = ops.gather(w("model.embed_tokens.weight"), ids, const(0, np.int64)).output(0)  # [1,L,D]
@@ -321,12 +331,12 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
         filled = ops.reshape(past_len, const([1], np.int64), False).output(0)
         L = -1
     else:
-        rope = rope_tables(cfg, past_len, L)
-        masks = AttentionMasks(cfg, past_len, spec.capacity, L)
+        rope = rope_tables(cfg, past_len, L, B)
+        masks = AttentionMasks(cfg, past_len, spec.capacity, L, B)
 
     results = []
     for i in range(cfg.num_layers):
-        q, k, v = layer_qkv(cfg, w, x, i, rope, L)
+        q, k, v = layer_qkv(cfg, w, x, i, rope, L, B)
         new_k, k = as_stored(k, kv_type)
         new_v, v = as_stored(v, kv_type)
         results += [
@@ -337,10 +347,11 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
         params += past_params
         x = layer_out(cfg, w, x, attention(cfg, q, k, v, past_k, past_v, masks), i)
 
-    row = ops.gather(x, last_index, const(1, np.int64)).output(0)  # [1, D]
+    batch_dims = 1 if B > 1 and L > 1 else 0  # batched: each sequence's own last_index
+    row = ops.gather(x, last_index, const(1, np.int64), batch_dims).output(0)  # [B, D]
     results.insert(0, ops.result(lm_head(cfg, w, row), name=LOGITS))
     name_io(params, results)
-    shape = "dyn" if spec.dynamic else f"L{spec.chunk}"
+    shape = ("dyn" if spec.dynamic else f"L{spec.chunk}") + (f"_N{B}" if B > 1 else "")
     model = ov.Model(
         results, params, f"{spec.kind}_C{spec.capacity}_{shape}_B{spec.input_capacity}"
     )

@@ -44,6 +44,13 @@ class GraphSpec:
     # form LLMPipeline runs (graphs/paged_prefill.py): the plugin's PagedAttention kernel over
     # the filled slots, K/V in block tensors the step owns. CPU only, like ``dynamic``.
     paged: bool = False
+    # Sequences per call (B): past K/V [B, kv, C, hd], each sequence with its own past length.
+    # Static graphs only; dynamic and paged prefill graphs take one sequence.
+    batch: int = 1
+
+    def __post_init__(self) -> None:
+        if self.batch < 1 or (self.batch > 1 and (self.dynamic or self.paged)):
+            raise ValueError(f"a {self.kind} graph takes batch 1, got batch {self.batch}")
 
     @property
     def input_capacity(self) -> int:

@@ -25,8 +25,8 @@ from compile_ahead.runtime.model.kv_arena import KVArena
 
 @dataclass
 class StepOutput:
-    logits: np.ndarray  # [vocab] f32
-    new_keys: list[np.ndarray]  # per layer [1, kv, L, hd], views valid until the next call
+    logits: np.ndarray  # [vocab] f32 ([B, vocab] for a batched graph)
+    new_keys: list[np.ndarray]  # per layer [B, kv, L, hd], views valid until the next call
     new_values: list[np.ndarray]
 
 
@@ -87,21 +87,27 @@ class StepOutputs:
 
 
 class CompiledStep:
-    """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers."""
+    """One compiled graph; ``bind`` points its past-KV inputs at a cache's buffers.
+
+    A batched graph (spec.batch B > 1) takes ids [B, L] and past lengths [B] and gives logits
+    [B, vocab]; a batch-1 graph takes ids [L] and one past length and gives logits [vocab]."""
 
     def __init__(self, compiled: ov.CompiledModel, spec: GraphSpec, num_layers: int):
         self.compiled = compiled
         self.spec = spec
         self.num_layers = num_layers
         self.request = compiled.create_infer_request()
-        self._ids = np.zeros((1, spec.chunk), np.int64)
-        self._past_len = np.zeros((), np.int64)
-        self._last = np.zeros((), np.int64)
+        batch = spec.batch
+        self._ids = np.zeros((batch, spec.chunk), np.int64)
+        per_sequence = () if batch == 1 else (batch,)
+        self._past_len = np.zeros(per_sequence, np.int64)
+        self._last = np.zeros(per_sequence, np.int64)
         self.request.set_tensor(INPUT_IDS, ov.Tensor(self._ids, shared_memory=True))
         self.request.set_tensor(PAST_LENGTH, ov.Tensor(self._past_len, shared_memory=True))
         if spec.chunk > 1 or spec.dynamic:
             self.request.set_tensor(LAST_INDEX, ov.Tensor(self._last, shared_memory=True))
-        self.outputs = StepOutputs(self.request, num_layers, (0,))
+        rows = (0,) if batch == 1 else (slice(None),)  # [vocab], or [B, vocab]
+        self.outputs = StepOutputs(self.request, num_layers, rows)
         self.bound: KVArena | None = None
 
     def bind(self, arena: KVArena) -> None:
@@ -109,7 +115,15 @@ class CompiledStep:
         bind_past_kv(self.request, self.num_layers, arena)
         self.bound = arena  # the tensors alias its memory: keep it referenced
 
-    def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
+    def run(
+        self, ids: np.ndarray, past_length: int | np.ndarray, last_index: int = 0
+    ) -> StepOutput:
+        if self.spec.batch > 1:  # ids [B, L] (or [B]: one token each), past_length [B]
+            self._ids[...] = np.asarray(ids, np.int64).reshape(self.spec.batch, -1)
+            self._past_len[...] = past_length
+            self._last[...] = last_index
+            self.request.infer()
+            return self.outputs.read()
         self._ids[0, : len(ids)] = ids
         self._ids[0, len(ids) :] = 0
         if self.spec.dynamic:  # exactly the tokens given: no padded rows to compute

@@ -33,6 +33,12 @@ from compile_ahead.runtime.compile.settings.modes import (
     choices,
 )
 from compile_ahead.runtime.compile.settings.options import CompileOptions
+from compile_ahead.runtime.ladder.batch_config import (
+    batch_size,
+    check_batch,
+    check_source_batchable,
+    settle_sequences,
+)
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER, LADDER_ALIGNMENT, Ladder
 from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, check_prefill_flags, choose_prefill
@@ -179,6 +185,10 @@ class RunConfig:
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
     # When the command started (now_ns()): first_token_s counts from there; None: the run's.
     started_ns: int | None = None
+    # Sequences stepped together (batch_config.py); None: one per prompt in ``prompts``.
+    batch: int | None = None
+    # One prompt per sequence of a batch; empty: every sequence is fed ``protocol``.
+    prompts: tuple[RunProtocol | Prompt, ...] = ()
     # Set by validate():
     device_defaults: tuple[str, ...] = ()  # the settings the device's measured defaults chose
     validated: bool = False
@@ -218,6 +228,10 @@ class RunConfig:
         if self.boundary_window < 0:
             raise CompileAheadError("--boundary-window must be >= 0")
         self.faults.check()
+        check_batch(self)
+        for prompt in self.prompts:
+            if isinstance(prompt, Prompt):
+                prompt.check()
         split = self.graph == GraphMode.SPLIT
         check_prefill_flags(self.options.device, self.prefill_chunk, self.prefill_shape, not split)
         self._check_lengths()
@@ -275,6 +289,9 @@ class RunConfig:
         config = self.validate()
         if config.schedule is None:
             raise TypeError("only a configuration with a schedule settles into a run")
+        batch = batch_size(config.batch, config.prompts)
+        if batch > 1:
+            return config._settle_batch(source, config.schedule)
         ladder, protocol = config._ladder_and_protocol(source)
         prompt_len = len(protocol.prompt)
         if prompt_len + 1 > ladder.top:
@@ -301,6 +318,16 @@ class RunConfig:
             graph_available=config.graph != GraphMode.SPLIT,
         )
         return SettledRun.settle(config, config.schedule, ladder, protocol, prefill)
+
+    def _settle_batch(self, source: ModelSource, schedule: Schedule) -> SettledRun:
+        """B sequences: each one's protocol, a ladder holding the longest prompt, prefill
+        token by token through the batched decode graph (batch_config.py)."""
+        check_source_batchable(batch_size(self.batch, self.prompts), source)
+        ladder, sequences = settle_sequences(self, source, DEFAULT_PROMPT_LEN, default_prompt_len)
+        longest = max(sequences, key=lambda seq: len(seq.prompt))
+        first = next(r for r in ladder.rungs if r >= len(longest.prompt) + 1)
+        prefill = choose_prefill(self.options.device, len(longest.prompt), first, 1)
+        return SettledRun.settle(self, schedule, ladder, longest, prefill, sequences)
 
     def check_graph_mode(self, source: ModelSource) -> None:
         """The graph mode against how the source makes its graphs."""
@@ -367,8 +394,15 @@ class SettledRun:
     counter_every: int
     started_ns: int | None  # None: the run's own start
     device_defaults: tuple[str, ...]  # the settings the device's measured defaults chose
+    # A batch's sequences, each with its own protocol (``protocol`` is the longest one's);
+    # empty: one sequence, ``protocol``.
+    sequences: tuple[RunProtocol, ...] = ()
 
     ready = True  # what a run takes (a RunConfig is not)
+
+    @property
+    def batch(self) -> int:
+        return max(1, len(self.sequences))
 
     @classmethod
     def settle(
@@ -378,6 +412,7 @@ class SettledRun:
         ladder: Ladder,
         protocol: RunProtocol,
         prefill: PrefillPlan,
+        sequences: tuple[RunProtocol, ...] = (),
     ) -> SettledRun:
         """``config`` (validated: its modes are chosen) with what the model made of it."""
         assert config.validated and config.graph is not None and config.placement is not None
@@ -398,4 +433,5 @@ class SettledRun:
             config.counter_every,
             config.started_ns,
             config.device_defaults,
+            sequences,
         )

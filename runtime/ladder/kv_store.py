@@ -1,7 +1,8 @@
 """KV memory for the static graphs, and the three ways the ladder holds it.
 
-Every buffer is per layer K and V of shape [1, kv_heads, capacity, head_dim] (head-major),
-carved page-aligned out of one anonymous mmap. Pages of an anonymous mapping are committed only
+Every buffer is per layer K and V of shape [B, kv_heads, capacity, head_dim] (head-major; B
+sequences of a batch, each with its own filled length), carved page-aligned out of one
+anonymous mmap. Pages of an anonymous mapping are committed only
 when written, so "reserved" (the allocation size: what a device driver would pin) and
 "committed" (pages backing written slots) are both exact, and reported separately:
 
@@ -13,8 +14,11 @@ when written, so "reserved" (the allocation size: what a device driver would pin
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
 class Migration:
     bytes_copied: int
     peak_reserved_bytes: int = 0  # old and new allocations coexisting during the copy
+    allocation_s: float = 0.0  # making the new allocation
+    copy_s: float = 0.0  # copying the live slots into it
 
 
 class KVStore:
@@ -41,11 +47,13 @@ class KVStore:
     # GraphSpec.buffer_capacity) rather than a buffer of their own capacity.
     shared_buffer: bool
 
-    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str):
+    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, batch: int = 1):
         self.cfg = cfg
         self.ladder = ladder
         self.precision = precision
-        self.length = 0  # KV slots written; only append() moves it
+        self.batch = batch
+        self.length = 0  # KV slots written (a batch: its longest sequence's); append() moves it
+        self.lengths = np.zeros(batch, np.int64)  # per sequence; append_rows() moves them
 
     @property
     def arena(self) -> KVArena:
@@ -55,6 +63,8 @@ class KVStore:
         raise NotImplementedError
 
     def committed_bytes(self) -> int:
+        if self.batch > 1:
+            return self.arena.committed_bytes([int(n) for n in self.lengths])
         return self.arena.committed_bytes(self.length)
 
     def buffer_capacity(self, capacity: int) -> int | None:
@@ -74,6 +84,21 @@ class KVStore:
         for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
             self.arena.write(layer, self.length, k[:, :, :n], v[:, :, :n])
         self.length += n
+        self.lengths[:] = self.length
+
+    def append_rows(self, out: StepOutput, live: np.ndarray) -> None:
+        """Store a batched step's new K/V row of each live sequence after its own filled
+        slots (a stopped sequence's row is dropped: its slot stays masked)."""
+        rows = np.flatnonzero(live)
+        slots = self.lengths[rows]
+        if len(rows) and int(slots.max()) >= self.arena.capacity:
+            raise CompileAheadError(
+                f"KV store full: slot {int(slots.max())} exceeds capacity {self.arena.capacity}"
+            )
+        for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
+            self.arena.write_rows(layer, rows, slots, k, v)
+        self.lengths[rows] += 1
+        self.length = int(self.lengths.max())
 
     def on_compiled(self, step: Bindable) -> None:
         """A rung graph was compiled: a shared buffer binds it now, off the critical path."""
@@ -102,10 +127,12 @@ class TopCapacityKV(KVStore):
 
     shared_buffer = True
 
-    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, kind: str):
-        super().__init__(cfg, ladder, precision)
+    def __init__(
+        self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, kind: str, batch: int = 1
+    ):
+        super().__init__(cfg, ladder, precision, batch)
         self.kind = kind
-        self._arena = KVArena(cfg, ladder[-1], precision)
+        self._arena = KVArena(cfg, ladder[-1], precision, batch)
 
     @property
     def arena(self) -> KVArena:
@@ -129,9 +156,11 @@ class GrowingKV(KVStore):
     kind = "copy-grow"
     shared_buffer = False
 
-    def __init__(self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, first: int):
-        super().__init__(cfg, ladder, precision)
-        self._arena = KVArena(cfg, first, precision)
+    def __init__(
+        self, cfg: ModelConfig, ladder: tuple[int, ...], precision: str, first: int, batch: int = 1
+    ):
+        super().__init__(cfg, ladder, precision, batch)
+        self._arena = KVArena(cfg, first, precision, batch)
         self._retired: KVArena | None = None
 
     @property
@@ -146,11 +175,14 @@ class GrowingKV(KVStore):
         if capacity <= self._arena.capacity:
             return Migration(0)
         old = self._arena
-        new = KVArena(self.cfg, capacity, self.precision)
+        t0 = time.perf_counter()
+        new = KVArena(self.cfg, capacity, self.precision, self.batch)
+        t1 = time.perf_counter()
         copied = new.copy_prefix_from(old, self.length)
+        t2 = time.perf_counter()
         self._arena = new
         self._retired = old  # closed by release_retired() once requests are rebound
-        return Migration(copied, old.nbytes + new.nbytes)
+        return Migration(copied, old.nbytes + new.nbytes, t1 - t0, t2 - t1)
 
     def release_retired(self) -> None:
         if self._retired is not None:
@@ -159,12 +191,18 @@ class GrowingKV(KVStore):
 
 
 def make_store(
-    policy: KVPolicy, cfg: ModelConfig, rungs: tuple[int, ...], precision: str, first: int
+    policy: KVPolicy,
+    cfg: ModelConfig,
+    rungs: tuple[int, ...],
+    precision: str,
+    first: int,
+    batch: int = 1,
 ) -> KVStore:
-    """The store for a schedule's KV policy over its rungs, starting at rung ``first``."""
+    """The store for a schedule's KV policy over its rungs, starting at rung ``first``, for
+    ``batch`` sequences."""
     if policy is KVPolicy.COPY_GROW:
-        return GrowingKV(cfg, rungs, precision, first)
-    return TopCapacityKV(cfg, rungs, precision, policy.value)
+        return GrowingKV(cfg, rungs, precision, first, batch)
+    return TopCapacityKV(cfg, rungs, precision, policy.value, batch)
 
 
 def available_memory_bytes() -> int | None:
@@ -180,12 +218,17 @@ def available_memory_bytes() -> int | None:
 
 
 def check_kv_fits(
-    policy: KVPolicy, cfg: ModelConfig, rungs: tuple[int, ...], slots: int, precision: str
+    policy: KVPolicy,
+    cfg: ModelConfig,
+    rungs: tuple[int, ...],
+    slots: int,
+    precision: str,
+    batch: int = 1,
 ) -> None:
     """Refuse, before allocating, a run whose KV would not fit the host's available memory:
     what the policy holds at its peak for ``slots`` tokens (copy-grow: both buffers during
-    the last copy; reserve-commit: only the pages written)."""
-    per_slot = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim
+    the last copy; reserve-commit: only the pages written), for ``batch`` sequences."""
+    per_slot = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * batch
     per_slot *= STORAGE_DTYPES[precision].itemsize
     rung = next((r for r in rungs if r >= slots), rungs[-1])
     if policy is KVPolicy.COPY_GROW:
@@ -197,7 +240,9 @@ def check_kv_fits(
         need = per_slot * rungs[-1]
     available = available_memory_bytes()
     if available is not None and need > available:
+        sequences = f"{batch} sequences of up to {slots}" if batch > 1 else f"{slots}"
         raise CompileAheadError(
-            f"the KV for {slots} tokens needs {need / 2**30:.2f} GiB ({policy.value}, rung "
-            f"{rung}) but only {available / 2**30:.2f} GiB of memory is available"
+            f"the KV for {sequences} tokens needs {need} bytes ({need / 2**30:.2f} GiB, "
+            f"{policy.value}, rung {rung}) but only {available / 2**30:.2f} GiB of memory is "
+            "available"
         )

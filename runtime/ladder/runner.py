@@ -25,6 +25,7 @@ from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile, GraphMode
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
+from compile_ahead.runtime.ladder.batch_runner import BatchDecode
 from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJob, CompileJobs
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
@@ -51,6 +52,10 @@ class RunResult:
     first_token: int | None = None
     first_logits: np.ndarray | None = None  # the prompt's last logits, when keep_logits
     jobs: list[CompileJob] = field(default_factory=list)  # every compile that finished
+    # A batch (batch_runner.py): each sequence's report entry (its tokens, stop reason, ...)
+    # and, when keep_logits, the logits of each of its tokens.
+    sequences: list[dict[str, Any]] = field(default_factory=list)
+    sequence_logits: list[list[np.ndarray]] = field(default_factory=list)
 
     @property
     def completed(self) -> bool:
@@ -86,7 +91,10 @@ class LadderRunner:
         # The device's compile defaults the decode graphs get (probed once), for the reports.
         self.decode_defaults = self.builder.decode_defaults
         slots = min(prompt_len + self.protocol.decode_tokens, self.rungs[-1])
-        check_kv_fits(self.schedule.kv, source.config, self.rungs, slots, self.kv_precision)
+        self.batch = config.batch  # sequences stepped together (batch_runner.py: B > 1)
+        check_kv_fits(
+            self.schedule.kv, source.config, self.rungs, slots, self.kv_precision, self.batch
+        )
         self.accounting = RunAccounting(now_ns(), 0)
         # Every event whole, also to the accounting alone (FanOut: an interrupt waits for it).
         self.events = FanOut(self.accounting, *([events] if events else []))
@@ -115,6 +123,8 @@ class LadderRunner:
         self._first_token_compile_ns = 0  # foreground compile before the first token
         self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
         self._store_wait_ns = 0  # after the protocol, waiting for cache entries to be written
+        # B > 1 sequences: their prefill and decode (batch_runner.py)
+        self.batch_decode = BatchDecode(self) if self.batch > 1 else None
 
     # -- the run -----------------------------------------------------------------------
     def run(self, keep_held: bool = False) -> RunResult:
@@ -122,21 +132,11 @@ class LadderRunner:
         run too. The run's end is held (interrupts.hold): a signal then is only noted. With
         ``keep_held`` it returns still holding, so that no signal comes between the run and
         its outputs: the caller writes them whole, then ends the hold (release)."""
-        proto = self.protocol
         start = self._start = now_ns()
         stop, error = "completed", None
         try:
             self._begin(start)
-            # No name here holds a rung, so a schedule that releases retired rungs frees the
-            # first one's graph at its boundary, not when the run ends.
-            logits = self._prefill(self._before_decoding())
-            last = self.first_token = int(np.argmax(logits))
-            if self.config.keep_logits:
-                self.first_logits = logits
-            if proto.ends(last):  # the prompt's own token ends greedy generation
-                stop = "eos"
-            elif proto.decode_tokens > 0:
-                stop = self._decode(self._take_first_rung(), last)
+            stop = self._generate()
         except KeyboardInterrupt:
             stop = "interrupted"
         except Exception as err:  # reported in the run report, then re-raised by the caller
@@ -156,6 +156,7 @@ class LadderRunner:
                 if not keep_held:
                     unhold()
         acct = self.accounting
+        sequences, sequence_logits = self.batch_decode.results() if self.batch_decode else ([], [])
         return RunResult(
             report,
             self.predicted,
@@ -166,7 +167,26 @@ class LadderRunner:
             self.first_token,
             self.first_logits,
             list(self.jobs.finished),
+            sequences,
+            sequence_logits,
         )
+
+    def _generate(self) -> str:
+        """Prefill, then decode; why the run ended."""
+        if self.batch_decode is not None:
+            return self.batch_decode.generate()
+        proto = self.protocol
+        # No name here holds a rung, so a schedule that releases retired rungs frees the
+        # first one's graph at its boundary, not when the run ends.
+        logits = self._prefill(self._before_decoding())
+        last = self.first_token = int(np.argmax(logits))
+        if self.config.keep_logits:
+            self.first_logits = logits
+        if proto.ends(last):  # the prompt's own token ends greedy generation
+            return "eos"
+        if proto.decode_tokens > 0:
+            return self._decode(self._take_first_rung(), last)
+        return "completed"
 
     def _decode(self, active: CompiledRung, last: int) -> str:
         """The protocol's decode steps from the first rung on; why they ended."""
@@ -207,6 +227,7 @@ class LadderRunner:
                 "device": self.options.device,
                 "ov_config": self.options.extra_config,
                 "decode_defaults": self.decode_defaults,
+                **({"batch": self.batch} if self.batch > 1 else {}),
             }
         )
 
@@ -220,7 +241,12 @@ class LadderRunner:
         t0 = now_ns()
         try:
             self.store = make_store(
-                self.schedule.kv, self.source.config, self.rungs, self.kv_precision, self.first
+                self.schedule.kv,
+                self.source.config,
+                self.rungs,
+                self.kv_precision,
+                self.first,
+                self.batch,
             )
             self._memory(self._start)  # the reservation is the run's first act
             if self.builder.shares_weights:
@@ -343,6 +369,7 @@ class LadderRunner:
         self._kv.take_into_use(rung.step)
         m1 = now_ns()
         record.migration_s = (m1 - m0) / 1e9
+        record.allocation_s, record.copy_s = migration.allocation_s, migration.copy_s
         record.bytes_copied = migration.bytes_copied
         if self.schedule.release_retired:
             self.jobs.release(active.capacity)
@@ -375,7 +402,7 @@ class LadderRunner:
         buffer = self.store.buffer_capacity(capacity)
         if chunk > 1:  # the prompt's prefill graph
             return self.prefill_plan.spec(capacity, self.kv_precision, buffer)
-        return GraphSpec(capacity, chunk, self.kv_precision, buffer)
+        return GraphSpec(capacity, chunk, self.kv_precision, buffer, batch=self.batch)
 
     def _memory(self, ts: int) -> None:
         if self.store is not None:
@@ -409,6 +436,18 @@ class LadderRunner:
         )
 
     def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
+        if self.batch_decode is None:
+            return self._ladder_report(start, end, stop, error)
+        self._first_token_ns = self.batch_decode.first_token_ns()  # the batch's first
+        report = self._ladder_report(start, end, stop, error)
+        started = self.config.started_ns
+        command = min(started, start) if started is not None else start
+        self.batch_decode.amend(report, command, self.accounting.step_ns)
+        return report
+
+    def _ladder_report(
+        self, start: int, end: int, stop: str, error: BaseException | None
+    ) -> RunReport:
         s, acct, store = self.config, self.accounting, self.store
         cache = self.options.cache
         jobs = self.jobs.finished

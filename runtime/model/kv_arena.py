@@ -1,5 +1,6 @@
-"""The memory a decoder's KV cache lives in: per layer K and V of shape [1, kv_heads, capacity,
-head_dim] (head-major), carved page-aligned out of one anonymous mmap."""
+"""The memory a decoder's KV cache lives in: per layer K and V of shape [B, kv_heads, capacity,
+head_dim] (head-major; B sequences, 1 unless batched), carved page-aligned out of one anonymous
+mmap."""
 
 from __future__ import annotations
 
@@ -32,14 +33,15 @@ def _round_up(n: int, to: int) -> int:
 class KVArena:
     """Per-layer K/V arrays of one capacity over one anonymous mapping."""
 
-    def __init__(self, cfg: ModelConfig, capacity: int, precision: str):
+    def __init__(self, cfg: ModelConfig, capacity: int, precision: str, batch: int = 1):
         self.cfg = cfg
         self.capacity = capacity
         self.precision = precision
+        self.batch = batch
         dtype = STORAGE_DTYPES[precision]
-        self.shape = (1, cfg.num_kv_heads, capacity, cfg.head_dim)
+        self.shape = (batch, cfg.num_kv_heads, capacity, cfg.head_dim)
         self.row_bytes = cfg.head_dim * dtype.itemsize  # one slot of one head
-        tensor_bytes = cfg.num_kv_heads * capacity * self.row_bytes
+        tensor_bytes = batch * cfg.num_kv_heads * capacity * self.row_bytes
         self.stride = _round_up(tensor_bytes, PAGE)  # page-aligned start per tensor
         self.nbytes = 2 * cfg.num_layers * self.stride
         try:
@@ -47,7 +49,7 @@ class KVArena:
         except (OSError, OverflowError, MemoryError) as err:
             raise CompileAheadError(
                 f"out of memory reserving {self.nbytes / 2**20:.1f} MiB of KV for capacity "
-                f"{capacity} ({err})"
+                f"{capacity}{f' x {batch} sequences' if batch > 1 else ''} ({err})"
             ) from None
         flat = np.frombuffer(self._map, dtype=np.uint8)
         n_elems = tensor_bytes // dtype.itemsize
@@ -66,18 +68,21 @@ class KVArena:
             [ov.Tensor(a, list(a.shape), t) for a in self.values],
         )
 
-    def committed_bytes(self, length: int) -> int:
-        """Bytes of the pages that writing slots [0, length) of every head has touched."""
-        if length <= 0:
-            return 0
+    def committed_bytes(self, length: int | list[int]) -> int:
+        """Bytes of the pages that writing slots [0, length) of every head has touched
+        (``length`` per sequence for a batch, or one for all)."""
+        lengths = [length] * self.batch if isinstance(length, int) else length
         head_bytes = self.capacity * self.row_bytes
         pages, prev_last = 0, -1
-        # Heads are laid out back to back; neighbouring heads can share a page.
-        for h in range(self.cfg.num_kv_heads):
+        # Heads are laid out back to back (sequence-major); neighbours can share a page.
+        for h in range(self.batch * self.cfg.num_kv_heads):
+            n = lengths[h // self.cfg.num_kv_heads]
+            if n <= 0:
+                continue
             first = h * head_bytes // PAGE
-            last = (h * head_bytes + length * self.row_bytes - 1) // PAGE
-            pages += last - max(first, prev_last + 1) + 1
-            prev_last = last
+            last = (h * head_bytes + n * self.row_bytes - 1) // PAGE
+            pages += max(0, last - max(first, prev_last + 1) + 1)
+            prev_last = max(prev_last, last)
         return pages * PAGE * 2 * self.cfg.num_layers
 
     def write(self, layer: int, start: int, new_k: np.ndarray, new_v: np.ndarray) -> None:
@@ -85,10 +90,26 @@ class KVArena:
         self.keys[layer][:, :, start : start + n] = new_k.view(self.keys[layer].dtype)
         self.values[layer][:, :, start : start + n] = new_v.view(self.values[layer].dtype)
 
+    def write_rows(
+        self,
+        layer: int,
+        sequences: np.ndarray,
+        slots: np.ndarray,
+        new_k: np.ndarray,
+        new_v: np.ndarray,
+    ) -> None:
+        """A batched step's one new row per sequence: sequence ``sequences[i]`` at its slot
+        ``slots[i]``, from row ``sequences[i]`` of new_k/new_v [B, kv, 1, hd]."""
+        keys, values = self.keys[layer], self.values[layer]
+        keys[sequences, :, slots] = new_k[sequences, :, 0].view(keys.dtype)
+        values[sequences, :, slots] = new_v[sequences, :, 0].view(values.dtype)
+
     def copy_prefix_from(self, other: KVArena, length: int) -> int:
+        """The first ``length`` slots of every sequence; the bytes copied."""
         for dst, src in zip(self.keys + self.values, other.keys + other.values, strict=True):
             dst[:, :, :length] = src[:, :, :length]
-        return 2 * self.cfg.num_layers * self.cfg.num_kv_heads * length * self.row_bytes
+        per_sequence = 2 * self.cfg.num_layers * self.cfg.num_kv_heads * length * self.row_bytes
+        return self.batch * per_sequence
 
     def close(self) -> None:
         """Unmap now. Every bound request must have been rebound or released first."""

@@ -42,6 +42,10 @@ class RunEvents:
     def boundary(self, record: BoundaryTiming, job: int | None) -> None:
         """A switch to the next rung: wait, migration and rebinding, with their times."""
 
+    def sequence_stopped(self, sequence: int, reason: str, tokens: int, ts: int) -> None:
+        """A sequence of a batch stopped (EOS, its token limit, the top rung) after
+        ``tokens`` generated tokens; the batch's steps go on without it."""
+
     def foreground(self, begin: int, end: int) -> None:
         """Compile time on the critical path: before decoding, or waiting at a boundary."""
 
@@ -97,6 +101,9 @@ class FanOut(RunEvents):
 
     def boundary(self, *args: Any) -> None:
         self._each("boundary", args)
+
+    def sequence_stopped(self, *args: Any) -> None:
+        self._each("sequence_stopped", args)
 
     def foreground(self, *args: Any) -> None:
         self._each("foreground", args)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from compile_ahead.runtime.ladder.batch_report import batch_lines
+
 MIB = 2**20
 # How the summary names each --decode-compile timing (modes.DecodeCompile).
 DECODE_COMPILE_WORDS = {
@@ -40,7 +42,9 @@ class BoundaryRecord:
     compile_started_at_context: int | None = None
     cache: str | None = None  # the successor's compile cache: hit (imported), miss or off
     import_s: float | None = None  # importing it from the cache (hit)
-    migration_s: float | None = None
+    migration_s: float | None = None  # growing the KV (allocation, copy) and rebinding
+    allocation_s: float | None = None  # of which the new KV allocation
+    copy_s: float | None = None  # of which copying the live slots (every sequence's)
     bytes_copied: int | None = None
     switch_s: float | None = None
     compile_error: str | None = None  # the background compile's failure
@@ -213,6 +217,7 @@ class RunReport:
             f"{_mib(self.kv_committed_avg_bytes)} MiB; graphs resident max "
             f"{self.graphs_resident_max}; peak RSS {_mib(self.peak_rss_bytes, 0)} MiB"
         )
+        lines += batch_lines(self.extra)
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)
@@ -295,6 +300,8 @@ def _boundary_line(b: BoundaryRecord) -> str:
     if b.compile_s is None:  # interrupted or failed before the successor was in hand
         return f"{head} not crossed (waited {_seconds(b.wait_s, 3)})"
     migration = "-" if b.migration_s is None else f"{b.migration_s * 1e3:.1f} ms"
+    if b.copy_s:  # a copy-and-grow boundary: its allocation and copy within the migration
+        migration += f" (allocation {(b.allocation_s or 0) * 1e3:.1f}, copy {b.copy_s * 1e3:.1f})"
     how = f" (cache hit: import {b.import_s:.2f} s)" if b.cache == "hit" else ""
     return (
         f"{head} compile {b.compile_s:.2f} s{how}, margin {_seconds(b.ready_margin_s)}, "

@@ -1,0 +1,138 @@
+"""A batch of sequences in a run's configuration: how many, what each is fed, and what is
+refused before anything is compiled.
+
+A batch is B sequences stepped together through static [B, C] graphs, each with its own
+prompt, its own past length and its own stop. ``check_batch`` checks what needs no model (B
+against the prompts given, the graph mode, the prefill flags); ``settle_sequences`` makes each
+sequence's protocol once the model is known. Batch 1 is the run it always was: neither is
+called then.
+
+Prefill of a batch goes token by token through the batched decode graph: a sequence still in
+its prompt is fed its next prompt token, one past it its last generated token, in the same
+step. That takes ragged prompts with no padding and no graph of its own, and holds each
+sequence's results to its batch-1 run; its cost is one step per prompt token of the longest
+prompt (the paged and chunked prefill graphs take one sequence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.ladder.run_protocol import RunProtocol, greedy, teacher_forced
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.sources.base import ModelSource
+
+# config.py's RunConfig and Prompt, which import this module: named, not imported.
+RunConfig = Any
+Prompt = Any
+
+WAYS_TO_GIVE_PROMPTS = (
+    "one per sequence: --prompt-ids repeated, --prompts FILE, or --prompt-len 16,40,..."
+)
+
+
+def batch_size(batch: int | None, prompts: Sequence[object]) -> int:
+    """B: as given, else one sequence per prompt given (at least one)."""
+    return batch if batch is not None else max(1, len(prompts))
+
+
+def check_batch(config: RunConfig) -> None:
+    """B against the prompts given and against what is batchable yet; one line each."""
+    from compile_ahead.runtime.compile.settings.modes import GraphMode
+
+    batch, prompts = config.batch, config.prompts
+    if batch is not None and batch < 1:
+        raise CompileAheadError(f"--batch must be >= 1, got {batch}")
+    b = batch_size(batch, prompts)
+    if prompts and b != len(prompts):
+        raise CompileAheadError(
+            f"--batch {b} needs {b} prompts but {len(prompts)} were given ({WAYS_TO_GIVE_PROMPTS})"
+        )
+    if b == 1:
+        return
+    if config.graph == GraphMode.SPLIT:
+        raise CompileAheadError(
+            f"--batch {b}: split graphs (--graph split) are not batchable yet; use --graph whole"
+        )
+    if config.prefill_chunk not in (None, 1) or config.prefill_shape is not None:
+        raise CompileAheadError(
+            f"--batch {b}: a batch is prefilled token by token through the batched decode "
+            "graph; --prefill-chunk and --prefill-shape take batch 1 only"
+        )
+
+
+def check_source_batchable(batch: int, source: ModelSource) -> None:
+    """Only graphs built from weights (graphs/decoder.py) take a batch yet."""
+    if batch > 1 and not source.built_from_weights:
+        raise CompileAheadError(
+            f"--batch {batch}: graphs cut from an OpenVINO IR (graphs/ir_step.py) are not "
+            "batchable yet; batch 1 only for an IR"
+        )
+
+
+def _prompt_length(prompt: RunProtocol | Prompt, source: ModelSource, default: int) -> int:
+    if isinstance(prompt, RunProtocol):
+        return len(prompt.prompt)
+    if prompt.greedy:
+        return len(prompt.tokens(source))
+    return prompt.length if prompt.length is not None else default
+
+
+def settle_sequences(
+    config: RunConfig,
+    source: ModelSource,
+    default_len: int,
+    default_prompt_len: Callable[[Ladder], int],
+) -> tuple[Ladder, tuple[RunProtocol, ...]]:
+    """The ladder (from the longest prompt; ``default_len`` for a prompt of no length) and
+    each sequence's protocol: its prompt (``default_prompt_len`` of the ladder when it has
+    no length), its own token limit (--decode-tokens, else up to the top rung) and, greedy,
+    the model's EOS."""
+    b = batch_size(config.batch, config.prompts)
+    given = config.prompts or (config.protocol,) * b
+    longest = max(_prompt_length(p, source, default_len) for p in set(given))
+    ladder = config._ladder_for(source.config.max_position_embeddings, longest)
+    made: dict[RunProtocol | Prompt, RunProtocol] = {}  # B equal prompts: one protocol
+    for prompt in given:
+        if prompt not in made:
+            made[prompt] = _protocol(config, source, prompt, ladder, default_prompt_len(ladder))
+    sequences = tuple(made[p] for p in given)
+    for i, seq in enumerate(sequences):
+        if len(seq.prompt) + 1 > ladder.top:
+            raise CompileAheadError(
+                f"the prompt of sequence {i} ({len(seq.prompt)} tokens) does not fit the top "
+                f"rung ({ladder.top}) with room to decode"
+            )
+    return ladder, sequences
+
+
+def _protocol(
+    config: RunConfig,
+    source: ModelSource,
+    prompt: RunProtocol | Prompt,
+    ladder: Ladder,
+    default_len: int,
+) -> RunProtocol:
+    if isinstance(prompt, RunProtocol):
+        return prompt
+    if prompt.greedy:
+        ids = prompt.tokens(source)
+        tokens = config.decode_tokens
+        if tokens is None:
+            tokens = max(0, ladder.top - len(ids))  # a prompt over the top is refused below
+        eos = source.config.eos_token_ids if prompt.stop_at_eos else ()
+        return greedy(ids, tokens, eos)
+    length = prompt.length if prompt.length is not None else default_len
+    if not 0 < length < ladder.top:
+        raise CompileAheadError(
+            f"--prompt-len {length} must be in 1..{ladder.top - 1} to leave room to decode "
+            f"below the top rung ({ladder.top})"
+        )
+    tokens = config.decode_tokens if config.decode_tokens is not None else ladder.top - length
+    return teacher_forced(source.config.vocab_size, length, tokens)

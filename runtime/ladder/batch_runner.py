@@ -1,0 +1,165 @@
+"""A batch of B sequences through the ladder: one batched step per token, each sequence greedy
+(or teacher-forced) on its own.
+
+Every step feeds each live sequence one token: its next prompt token while it is in its prompt
+(prefill token by token, ragged prompts with no padding: batch_config.py), then its last
+generated (or forced) token. Each sequence has its own past length; the active rung is the
+smallest that holds the longest live sequence's next slot, so a boundary is crossed when that
+sequence needs it, and copy-and-grow copies every sequence's rows (reserve-and-commit commits
+each one's pages as it writes them). A sequence that reaches EOS, its own token limit or the top
+rung stops: from then on its row is fed nothing it keeps (past length 0, its new K/V dropped)
+and no token of it is reported. The run ends when every sequence has stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from compile_ahead.interrupts import deferred
+from compile_ahead.runtime.base.measure import now_ns
+from compile_ahead.runtime.ladder.batch_report import batch_fields
+from compile_ahead.runtime.ladder.compile_jobs import CompiledRung
+from compile_ahead.runtime.ladder.reporting.report import RunReport
+from compile_ahead.runtime.ladder.run_protocol import RunProtocol
+
+TOKEN_LIMIT = "token limit"
+
+
+@dataclass
+class SequenceState:
+    """One sequence of a batch: what it was fed, what it generated, why it stopped."""
+
+    index: int
+    protocol: RunProtocol
+    fed: int = 0  # tokens fed so far (prompt, then generated or forced)
+    tokens: list[int] = field(default_factory=list)  # the prompt's top-1, then each step's
+    logits: list[np.ndarray] = field(default_factory=list)  # each token's, when kept
+    stop_reason: str | None = None
+    first_token_ns: int | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.stop_reason is None
+
+    def next_input(self) -> int:
+        prompt = self.protocol.prompt
+        if self.fed < len(prompt):
+            return prompt[self.fed]
+        return self.protocol.next_input(self.fed - len(prompt), self.tokens[-1])
+
+    def take(self, logits: np.ndarray, ts: int, keep_logits: bool) -> None:
+        """The logits of the token just fed: past the prompt they give the next token, and
+        the sequence stops at EOS or at its own token limit."""
+        self.fed += 1
+        produced = self.fed - len(self.protocol.prompt)  # 0: the prompt's last token
+        if produced < 0:
+            return
+        token = int(np.argmax(logits))
+        if produced == 0:
+            self.first_token_ns = ts
+        self.tokens.append(token)
+        if keep_logits:
+            self.logits.append(logits.copy())
+        if self.protocol.ends(token):
+            self.stop_reason = "eos"
+        elif produced >= self.protocol.decode_tokens:
+            self.stop_reason = TOKEN_LIMIT
+
+    def to_json(self, command_ns: int, run_stop: str = "not stopped") -> dict[str, Any]:
+        """Its report entry; a sequence the run's end cut short (an interrupt, an error)
+        stops with the run's reason."""
+        first = self.first_token_ns
+        return {
+            "sequence": self.index,
+            "prompt_len": len(self.protocol.prompt),
+            "tokens_generated": len(self.tokens),
+            "tokens": self.tokens,
+            "stop_reason": self.stop_reason or run_stop,
+            "first_token_s": None if first is None else (first - command_ns) / 1e9,
+        }
+
+
+class BatchDecode:
+    """A ladder runner's prefill and decode at batch B > 1 (the runner makes one when its
+    settled run has a batch): the runner's compile, KV, boundary and event machinery, stepped
+    for B sequences."""
+
+    def __init__(self, runner: Any) -> None:  # a LadderRunner (runner.py imports this module)
+        self.runner = runner
+        self.sequences = [SequenceState(i, p) for i, p in enumerate(runner.config.sequences)]
+
+    def generate(self) -> str:
+        """Every sequence from its prompt to its stop; why the run ended."""
+        r = self.runner
+        active = r._before_decoding()  # the first rung's batched decode graph, in use
+        assert active is not None, "a batch prefills through the decode graph"
+        r.policy.rung_taken(r.first, 0)
+        step = 0
+        while (live := self._live()).any():
+            need = r._rung_for(int(r._kv.lengths[live].max()) + 1)
+            if need < 0:
+                self._stop_longest()
+                continue
+            if need > active.capacity:
+                active = r._switch(active, need, step)
+            with deferred():  # a step whole: an interrupt ends the run after it
+                self._step(active, step, live)
+            step += 1
+        return "completed"
+
+    def _live(self) -> np.ndarray:
+        return np.array([s.live for s in self.sequences])
+
+    def _stop_longest(self) -> None:
+        """The top rung cannot hold the next slot of the longest live sequences: they stop."""
+        lengths = self.runner._kv.lengths
+        top = int(lengths[self._live()].max())
+        for s in self.sequences:
+            if s.live and lengths[s.index] == top:
+                s.stop_reason = self.runner._top_reached()
+                self.runner.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), now_ns())
+
+    def _step(self, active: CompiledRung, i: int, live: np.ndarray) -> None:
+        r = self.runner
+        store = r._kv
+        ids = np.array([s.next_input() if s.live else 0 for s in self.sequences], np.int64)
+        before = store.lengths.copy()
+        a = now_ns()
+        out = active.step.run(ids, np.where(live, before, 0))
+        r.faults.after_step()
+        store.append_rows(out, live)
+        b = now_ns()
+        keep = r.config.keep_logits
+        for s in self.sequences:
+            if live[s.index]:
+                s.take(out.logits[s.index], b, keep)
+                t = int(before[s.index])
+                if s.fed > len(s.protocol.prompt) and r._record_window(t):
+                    entry = r._window_entry(i, t, active.capacity, out.logits[s.index])
+                    r.window.append({"sequence": s.index, **entry})
+        r._memory(b)
+        r.events.step(i, active.capacity, a, b)
+        for s in self.sequences:
+            if live[s.index] and s.stop_reason is not None:
+                r.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), b)
+        if (i + 1) % r.config.counter_every == 0:
+            r._sample_counters(b, active.capacity)
+
+    def first_token_ns(self) -> int | None:
+        """When the batch's first token came."""
+        first = [s.first_token_ns for s in self.sequences if s.first_token_ns is not None]
+        return min(first) if first else None
+
+    def amend(self, report: RunReport, command_ns: int, step_ns: list[int]) -> None:
+        """The batch's part of the run report."""
+        report.tokens_decoded = sum(max(0, len(s.tokens) - 1) for s in self.sequences)
+        report.prefill = {"path": "token by token, batched decode graph", "chunk": 1}
+        sequences = [s.to_json(command_ns, report.stop_reason) for s in self.sequences]
+        report.extra.update(batch_fields(report, sequences, step_ns))
+
+    def results(self) -> tuple[list[dict[str, Any]], list[list[np.ndarray]]]:
+        """Each sequence's report entry and, when kept, its tokens' logits."""
+        return [s.to_json(0) for s in self.sequences], [s.logits for s in self.sequences]

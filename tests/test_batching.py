@@ -1,0 +1,272 @@
+"""A batch of sequences through the ladder: each sequence's greedy tokens equal its own batch-1
+run and transformers' greedy, on every schedule, with ragged prompts, an EOS mid-run and
+boundaries crossed; the batch flags of `run` and what they refuse."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+from compile_ahead.runtime.ladder.run_protocol import greedy
+from compile_ahead.runtime.ladder.runner import run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.sources.resolve import resolve_model
+from conftest import F32, reference_greedy
+
+LADDER = Ladder.parse("tiny")  # 16, 32, 64, 128
+# Ragged prompts, the longest on the first rung (16): 60 decode steps take it past 32 and 64.
+PROMPTS = [[5, 17, 301], list(range(3, 15)), [7, 8, 9, 10, 11, 12, 13]]
+DECODE_TOKENS = 60
+EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
+
+
+def _batch1(source, protocol, schedule="i1"):
+    result = run_ladder(source, RunConfig(SCHEDULES[schedule], LADDER, protocol, options=F32))
+    assert result.error is None and result.completed, result.error
+    return [result.first_token, *result.predicted]
+
+
+def _eos_mid_run(tokens: list[int]) -> int:
+    """A token of ``tokens`` first generated after the first boundary, to stop on."""
+    for i in range(20, len(tokens) - 10):
+        if tokens[i] not in tokens[:i]:
+            return tokens[i]
+    raise AssertionError(f"no token to stop on in {tokens}")
+
+
+@pytest.fixture(scope="module")
+def checkpoint_case(tiny_qwen2_dir):
+    """The protocols (one with an EOS mid-run), each one's batch-1 tokens, and transformers'."""
+    source = resolve_model(str(tiny_qwen2_dir))
+    plain = [greedy(p, DECODE_TOKENS) for p in PROMPTS]
+    free = _batch1(source, plain[EOS_SEQUENCE])
+    eos = _eos_mid_run(free)
+    protocols = list(plain)
+    protocols[EOS_SEQUENCE] = greedy(PROMPTS[EOS_SEQUENCE], DECODE_TOKENS, (eos,))
+    alone = [_batch1(source, p) for p in protocols]
+    reference = [reference_greedy(tiny_qwen2_dir, p, DECODE_TOKENS + 1)[0] for p in PROMPTS]
+    return source, protocols, alone, reference
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_each_sequence_equals_its_batch1_run_and_transformers(checkpoint_case, schedule):
+    source, protocols, alone, reference = checkpoint_case
+    config = RunConfig(
+        SCHEDULES[schedule], LADDER, protocols[0], options=F32, prompts=tuple(protocols)
+    )
+    result = run_ladder(source, config)
+    assert result.error is None and result.completed, result.error
+    got = [s["tokens"] for s in result.sequences]
+    assert got == alone
+    for tokens, ref in zip(got, reference, strict=True):
+        assert tokens == ref[: len(tokens)]
+    stops = [s["stop_reason"] for s in result.sequences]
+    assert stops[EOS_SEQUENCE] == "eos" and len(got[EOS_SEQUENCE]) < DECODE_TOKENS + 1
+    assert [s for i, s in enumerate(stops) if i != EOS_SEQUENCE] == ["token limit"] * 2
+    if schedule != "b0":  # b0 runs on the top rung only
+        crossed = [(b.from_rung, b.to) for b in result.report.boundaries]
+        assert crossed == [(16, 32), (32, 64), (64, 128)], crossed
+    # The EOS sequence stopped after the first boundary; nothing of it after its stop.
+    assert result.report.extra["batch"] == len(PROMPTS)
+
+
+@pytest.mark.parametrize("schedule", ["i2", "i3"])
+def test_tiny_preset_teacher_forced_batch_matches_batch1(schedule):
+    source = resolve_model("tiny")
+    lengths = (4, 10, 7)
+    prompts = tuple(Prompt(n) for n in lengths)
+    config = RunConfig(SCHEDULES[schedule], LADDER, prompts[0], 70, options=F32, prompts=prompts)
+    result = run_ladder(source, config)
+    assert result.error is None and result.completed, result.error
+    for n, seq in zip(lengths, result.sequences, strict=True):
+        alone = run_ladder(source, RunConfig(SCHEDULES[schedule], LADDER, Prompt(n), 70, F32))
+        assert seq["tokens"] == [alone.first_token, *alone.predicted]
+        assert seq["prompt_len"] == n and seq["stop_reason"] == "token limit"
+
+
+def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "compile_ahead.commands", "run", "--model", "tiny", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_run_batch_report(tmp_path):
+    """`run --batch` through the command: the report's per-sequence and batch fields, and a
+    prompts file giving the same tokens as --prompt-ids repeated."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("5 17 301\n\n3,4,5,6,7,8,9,10,11,12\n")
+    common = ["--ladder", "tiny", "--schedule", "i2", "--inference-precision", "f32"]
+    common += ["--decode-tokens", "40", "--no-progress"]
+    by_file = _run(*common, "--prompts", str(prompts), "--report", str(tmp_path / "f.json"))
+    assert by_file.returncode == 0, by_file.stderr
+    ids = ["--prompt-ids", "5,17,301", "--prompt-ids", "3,4,5,6,7,8,9,10,11,12"]
+    by_ids = _run(*common, *ids, "--batch", "2", "--report", str(tmp_path / "i.json"))
+    assert by_ids.returncode == 0, by_ids.stderr
+    assert "sequence 1: prompt 10, 41 tokens" in by_ids.stdout
+    report = json.loads((tmp_path / "i.json").read_text())
+    same = json.loads((tmp_path / "f.json").read_text())
+    assert [s["tokens"] for s in report["sequences"]] == [s["tokens"] for s in same["sequences"]]
+    assert report["batch"] == 2
+    assert [s["prompt_len"] for s in report["sequences"]] == [3, 10]
+    for seq in report["sequences"]:
+        assert seq["tokens_generated"] == len(seq["tokens"]) == 41
+        assert seq["stop_reason"] == "token limit" and seq["first_token_s"] > 0
+    assert report["tokens_per_s"] > 0 and report["step_s_mean"] > 0
+    assert report["kv_reserved_peak_bytes_per_sequence"] * 2 == report["kv_reserved_peak_bytes"]
+    assert report["boundaries"], "the batch crossed no boundary"
+    for b in report["boundaries"]:
+        assert b["allocation_s"] >= 0 and b["copy_s"] >= 0 and b["wait_s"] is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--batch", "0"], "--batch must be >= 1, got 0"),
+        (["--batch", "3", "--prompt-len", "4,10"], "--batch 3 needs 3 prompts but 2 were given"),
+        (["--batch", "2", "--prompt-ids", "1,2"], "--batch 2 needs 2 prompts but 1 were given"),
+        (["--prompt-len", "4,300"], "--prompt-len 300 must be in 1..127"),
+        (
+            ["--prompt-ids", "1,2", "--prompt-ids", ",".join(["7"] * 200)],
+            "the prompt of sequence 1 (200 tokens) does not fit the top rung (128)",
+        ),
+        (
+            ["--prompt-len", "4,10", "--graph", "split"],
+            "--batch 2: split graphs (--graph split) are not batchable yet",
+        ),
+        (
+            ["--prompt-len", "4,10", "--prefill-shape", "paged"],
+            "--batch 2: a batch is prefilled token by token",
+        ),
+        (["--batch", "4000000"], "the KV for 4000000 sequences of up to 128 tokens needs"),
+    ],
+)
+def test_bad_batch_input_is_one_line_and_writes_nothing(tmp_path, args, says):
+    report = tmp_path / "report.json"
+    proc = _run("--ladder", "tiny", "--no-progress", "--report", str(report), *args)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("compile-ahead:")]
+    assert len(errors) == 1 and says in errors[0], proc.stderr
+    assert not list(tmp_path.iterdir())  # nothing written, nothing compiled into a report
+
+
+def _generate(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "compile_ahead.commands", "generate", "--model", "tiny"]
+    return subprocess.run(
+        [*command, "--inference-precision", "f32", "--max-new-tokens", "12", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_generate_batch_gives_each_prompt_its_own_tokens():
+    prompts = ["5,17,301", "3,4,5,6,7,8,9,10,11"]
+    alone = []
+    for ids in prompts:
+        proc = _generate("--prompt-ids", ids)
+        assert proc.returncode == 0, proc.stderr
+        alone.append(json.loads(proc.stdout)["tokens"])
+    proc = _generate(*[arg for ids in prompts for arg in ("--prompt-ids", ids)])
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [s["tokens"] for s in report["sequences"]] == alone
+
+
+def test_batch_trace_has_one_decode_track_and_each_stop(tmp_path):
+    from trace_processor import NodeTraceProcessor, unavailable_reason
+
+    from compile_ahead.profiling.perfetto.validate import validate_trace
+
+    trace = tmp_path / "run.pftrace"
+    proc = _run(
+        *["--ladder", "tiny", "--schedule", "i3", "--no-progress", "--decode-tokens", "20"],
+        *["--prompt-len", "4,10,7", "--trace", str(trace)],
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = validate_trace(trace)
+    assert report.ok and report.instants >= 3, report.summary()
+    if unavailable_reason() is not None:
+        pytest.skip(str(unavailable_reason()))
+    with NodeTraceProcessor.open(trace) as tp:
+        assert tp.error_stats() == []
+        rows = tp.rows("select name, track_id from slice order by ts")
+        stops = [r["name"] for r in rows if r["name"].startswith("sequence ")]
+        assert sorted(stops) == [f"sequence {i} stopped: token limit" for i in range(3)]
+        decode_tracks = {r["track_id"] for r in rows if r["name"].startswith("decode")}
+        assert len(decode_tracks) == 1
+        assert sum(r["name"].startswith("decode") for r in rows) == 10 + 20 + 1 - 1
+
+
+def test_profile_compile_batch_profiles_batched_rungs(tmp_path):
+    from conftest import run_profile_compile
+
+    out = tmp_path / "profile"
+    args = ["--model", "tiny", "--ladder", "16,32", "--inference-precision", "f32"]
+    proc = run_profile_compile(*args, "--batch", "3", "--decode-tokens", "4", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [r["batch"] for r in report["rungs"]] == [3, 3]
+    assert [d["steps"] for d in report["decode"]] == [4, 4]
+    refused = run_profile_compile(*args, "--batch", "3", "--graph-kind", "both", "--out", out)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "profile-compile: error: --batch 3: prefill graphs take one sequence; use --graph-kind "
+        "decode"
+    )
+
+
+def test_graphs_cut_from_an_ir_refuse_a_batch_in_one_line():
+    from compile_ahead.errors import CompileAheadError
+    from compile_ahead.runtime.ladder.batch_config import check_source_batchable
+    from compile_ahead.runtime.sources.ir_source import IRSource
+
+    assert IRSource.built_from_weights is False
+    ir = IRSource.__new__(IRSource)  # what the check reads is the class's, not a file's
+    check_source_batchable(1, ir)
+    with pytest.raises(CompileAheadError, match=r"^--batch 4: graphs cut from an OpenVINO IR"):
+        check_source_batchable(4, ir)
+
+
+def test_a_report_over_the_prompts_file_is_refused_and_the_file_kept(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("5 17 301\n3 4 5\n")
+    proc = _run(
+        "--ladder", "tiny", "--no-progress", "--prompts", str(prompts), "--report", str(prompts)
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert prompts.read_text() == "5 17 301\n3 4 5\n"
+
+
+def test_an_interrupted_batch_keeps_every_sequence_so_far(tmp_path):
+    import signal
+    import time
+
+    report = tmp_path / "report.json"
+    run = [sys.executable, "-m", "compile_ahead.commands", "run", "--model", "tiny"]
+    run += ["--ladder", "tiny", "--schedule", "i2", "--prompt-len", "4,10", "--no-progress"]
+    proc = subprocess.Popen(
+        [*run, "--decode-tokens", "110", "--step-delay", "0.2", "--report", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    failed = tmp_path / "report.failed.json"
+    time.sleep(8)  # started and decoding: 120 steps of at least 0.2 s take 24 s
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert not report.exists()
+    data = json.loads(failed.read_text())
+    assert data["stop_reason"] == "interrupted"
+    for seq in data["sequences"]:
+        assert seq["stop_reason"] == "interrupted"
+        assert 0 < seq["tokens_generated"] == len(seq["tokens"]) < 111
