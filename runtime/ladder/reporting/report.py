@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from compile_ahead.runtime.ladder.batch_report import batch_lines
+from compile_ahead.runtime.ladder.reporting.batch import batch_lines
 
 MIB = 2**20
 # How the summary names each --decode-compile timing (modes.DecodeCompile).
