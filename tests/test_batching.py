@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from cli import command, run_cli, run_profile_compile
 
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import Prompt, RunConfig
@@ -90,12 +90,7 @@ def test_tiny_preset_teacher_forced_batch_matches_batch1(schedule):
 
 
 def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "compile_ahead.commands", "run", "--model", "tiny", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli("run", "--model", "tiny", *args, timeout=timeout)
 
 
 def test_run_batch_report(tmp_path):
@@ -158,11 +153,16 @@ def test_bad_batch_input_is_one_line_and_writes_nothing(tmp_path, args, says):
 
 
 def _generate(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "compile_ahead.commands", "generate", "--model", "tiny"]
-    return subprocess.run(
-        [*command, "--inference-precision", "f32", "--max-new-tokens", "12", "--json", *args],
-        capture_output=True,
-        text=True,
+    return run_cli(
+        "generate",
+        "--model",
+        "tiny",
+        "--inference-precision",
+        "f32",
+        "--max-new-tokens",
+        "12",
+        "--json",
+        *args,
         timeout=300,
     )
 
@@ -206,7 +206,6 @@ def test_batch_trace_has_one_decode_track_and_each_stop(tmp_path):
 
 
 def test_profile_compile_batch_profiles_batched_rungs(tmp_path):
-    from conftest import run_profile_compile
 
     out = tmp_path / "profile"
     args = ["--model", "tiny", "--ladder", "16,32", "--inference-precision", "f32"]
@@ -251,7 +250,7 @@ def test_an_interrupted_batch_keeps_every_sequence_so_far(tmp_path):
     import time
 
     report = tmp_path / "report.json"
-    run = [sys.executable, "-m", "compile_ahead.commands", "run", "--model", "tiny"]
+    run = command("run", "--model", "tiny")
     run += ["--ladder", "tiny", "--schedule", "i2", "--prompt-len", "4,10", "--no-progress"]
     proc = subprocess.Popen(
         [*run, "--decode-tokens", "110", "--step-delay", "0.2", "--report", str(report)],

@@ -20,8 +20,8 @@ import numpy as np
 
 from compile_ahead.interrupts import deferred
 from compile_ahead.runtime.base.measure import now_ns
-from compile_ahead.runtime.ladder.reporting.batch import batch_fields
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung
+from compile_ahead.runtime.ladder.reporting.batch import batch_fields
 from compile_ahead.runtime.ladder.reporting.report import RunReport
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol
 
