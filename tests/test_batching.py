@@ -8,7 +8,7 @@ import json
 import subprocess
 
 import pytest
-from cli import command, run_cli, run_profile_compile
+from cli import run_cli, run_profile_compile
 
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import Prompt, RunConfig
@@ -16,7 +16,7 @@ from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import F32, reference_greedy
+from conftest import F32, reference_greedy, start_decoding_run
 
 LADDER = Ladder.parse("tiny")  # 16, 32, 64, 128
 # Ragged prompts, the longest on the first rung (16): 60 decode steps take it past 32 and 64.
@@ -250,16 +250,11 @@ def test_an_interrupted_batch_keeps_every_sequence_so_far(tmp_path):
     import time
 
     report = tmp_path / "report.json"
-    run = command("run", "--model", "tiny")
-    run += ["--ladder", "tiny", "--schedule", "i2", "--prompt-len", "4,10", "--no-progress"]
-    proc = subprocess.Popen(
-        [*run, "--decode-tokens", "110", "--step-delay", "0.2", "--report", str(report)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    run = ["run", "--model", "tiny", "--ladder", "tiny", "--schedule", "i2"]
+    run += ["--prompt-len", "4,10", "--decode-tokens", "110", "--step-delay", "0.2"]
+    proc = start_decoding_run([*run, "--report", str(report)])
+    time.sleep(4)  # past the longer prompt (10 steps of at least 0.2 s); 120 steps take 24 s
     failed = tmp_path / "report.failed.json"
-    time.sleep(8)  # started and decoding: 120 steps of at least 0.2 s take 24 s
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)
     assert proc.returncode == 130
