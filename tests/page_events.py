@@ -15,6 +15,9 @@ NO_NETWORK_RULES = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
 NO_NETWORK = f"--host-resolver-rules={NO_NETWORK_RULES}"
 # Chromium refuses its sandbox to root, which the tests may run as.
 CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu")
+# Reached only when a page never loads: a busy machine can keep the browser from answering for
+# a minute or more.
+NAVIGATION_TIMEOUT_MS = 180_000
 
 
 def find_chromium() -> str | None:
@@ -36,6 +39,7 @@ class PageEvents:
     def __init__(self, page: Page) -> None:
         self.page = page
         self.load = PageLoad()
+        page.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
         page.on("console", self._console)
         page.on("pageerror", lambda error: self.load.errors.append(f"uncaught {error}"))
         page.on("request", lambda request: self.load.requests.append(request.url))
