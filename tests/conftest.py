@@ -283,3 +283,35 @@ def reachable_tmp():
 
     with reachable_dir() as path:
         yield path
+
+
+# --- the browser tests: pytest-playwright's `page`, in the system Chromium -------------------
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    """Every `page` opens in the system Chromium (Playwright's own browser download is not
+    used), headless, without its sandbox (refused to root) and with networking off."""
+    from page_events import CHROMIUM_ARGS, NO_NETWORK, find_chromium
+
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium): no browser to test in")
+    return {
+        **browser_type_launch_args,
+        "executable_path": chromium,
+        "args": [*CHROMIUM_ARGS, NO_NETWORK],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args: dict) -> dict:
+    return {**browser_context_args, "viewport": {"width": 1400, "height": 1000}}
+
+
+@pytest.fixture
+def page_events(page):
+    """What the test's `page` logs, requests and fails to load (page_events.PageEvents)."""
+    from page_events import PageEvents
+
+    return PageEvents(page)

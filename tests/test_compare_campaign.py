@@ -12,7 +12,6 @@ import json
 import re
 import shlex
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -20,18 +19,14 @@ import scipy.stats
 from campaign_helpers import TINY_COMPILE, campaign_command, connect, run
 from cli import command
 from compare_fixtures import failing_interpreter, flagged_rows
-from headless_chromium import find_chromium, open_browser
+from page_events import PageEvents, PageLoad
+from playwright.sync_api import Page, expect
 
 from compile_ahead.commands.ab import check_cell
 from compile_ahead.commands.main import main
 from compile_ahead.profiling.campaigns.spec import load_spec
 from compile_ahead.profiling.campaigns.store import Store
 from compile_ahead.profiling.trials.design import make_plan
-
-needs_chromium = pytest.mark.skipif(
-    find_chromium() is None,
-    reason="chromium is not installed (apt-get install chromium): no browser to load the page",
-)
 
 TINY_PASSES = TINY_COMPILE + "\n[options]\npass-profile = true\n"
 OPEN_WAIT_S = 30.0
@@ -75,13 +70,18 @@ def page_text(page: Path) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", raw)))
 
 
-def load(tab, page: Path):
-    url = page.resolve().as_uri()
-    done = tab.navigate(url)
-    assert done.errors == [], (page, done.errors)
-    assert done.failed == [], (page, done.failed)
+def load(page_events: PageEvents, html_file: Path) -> PageLoad:
+    url = html_file.resolve().as_uri()
+    done = page_events.goto(url)
+    assert done.errors == [], (html_file, done.errors)
+    assert done.failed == [], (html_file, done.failed)
     assert done.requests == [url], "the page fetched something besides itself"
     return done
+
+
+def cell_of_row(page: Page, anchor: str):
+    """The verdict cell (the tenth) of a cross-cell table row of the cell ``anchor``."""
+    return page.locator(f'#cells-table tr[data-cell="{anchor}"] > *').nth(9)
 
 
 def expected_rows(report: dict) -> list[list]:
@@ -100,30 +100,26 @@ def assert_rows_equal(seen: list[list], wanted: list[list]) -> None:
         assert got[:4] + got[5:] == row[:4] + row[5:]
 
 
-@needs_chromium
-def test_campaign_pages_open_offline_without_errors(campaign, tmp_path):
+def test_campaign_pages_open_offline_without_errors(campaign, page, page_events):
     pages = [compare(campaign["store"]), campaign["report"] / "compare.html"]
     assert pages[1].is_file(), "campaign report writes the page beside its tables"
-    with open_browser(tmp_path / "browser") as tab:
-        for page in pages:
-            load(tab, page)
-            assert tab.evaluate("document.querySelectorAll('details.cell').length") == 2
-            assert tab.evaluate("document.querySelectorAll('svg.forest').length") > 0
-            assert tab.evaluate("document.querySelectorAll('svg.history').length") > 0
+    for html_file in pages:
+        load(page_events, html_file)
+        expect(page.locator("details.cell")).to_have_count(2)
+        assert page.locator("svg.forest").count() > 0
+        assert page.locator("svg.history").count() > 0
         assert "Traceback" not in pages[0].read_text()
 
 
-@needs_chromium
-def test_cross_cell_rows_and_verdicts_equal_the_report_json(campaign, tmp_path):
+def test_cross_cell_rows_and_verdicts_equal_the_report_json(campaign, page, page_events):
     """Both pages (of the store, and the one `campaign report` wrote) list the rows of the
     report's campaign.json; each verdict is the judgement in the cell's own `ab` JSON, and
     what is flagged is what the rule, recomputed from that JSON's values, flags."""
     report = campaign["report"]
     data = json.loads((report / "campaign.json").read_text())
-    with open_browser(tmp_path / "browser") as tab:
-        for page in (compare(campaign["store"]), report / "compare.html"):
-            load(tab, page)
-            assert_rows_equal(tab.evaluate(ROWS_JS), expected_rows(data))
+    for html_file in (compare(campaign["store"]), report / "compare.html"):
+        load(page_events, html_file)
+        assert_rows_equal(page.evaluate(ROWS_JS), expected_rows(data))
     assert_verdicts_follow_the_rule(report, data)
 
 
@@ -144,38 +140,29 @@ def assert_verdicts_follow_the_rule(report: Path, data: dict) -> None:
         assert row["verdict"] == recomputed.get(row["endpoint"], row["verdict"])
 
 
-@needs_chromium
-def test_clicking_a_cell_opens_its_section_whose_rerun_command_runs(campaign, tmp_path):
-    page = compare(campaign["store"])
+def test_clicking_a_cell_opens_its_section_whose_rerun_command_runs(
+    campaign, tmp_path, page, page_events
+):
     report = json.loads((campaign["report"] / "campaign.json").read_text())
     cell = report["cells"][1]
     anchor = "cell-" + re.sub(r"[^A-Za-z0-9_-]", "-", cell["dir"])
-    section = f"document.getElementById('{anchor}')"
-    with open_browser(tmp_path / "browser") as tab:
-        load(tab, page)
-        assert tab.evaluate(f"{section}.open") is False
-        row = f"document.querySelector('#cells-table tr[data-cell=\"{anchor}\"]')"
-        # a click anywhere on one of the cell's rows (here its verdict); closed by the reader,
-        # the section opens again on the next click (the address is already at it)
-        for again in (False, True):
-            if again:
-                tab.evaluate(f"{section}.open = false")
-            tab.evaluate(f"{row}.cells[9].click()")
-            deadline = time.monotonic() + OPEN_WAIT_S
-            while not tab.evaluate(f"{section}.open"):
-                assert time.monotonic() < deadline, "the cell's section did not open"
-                time.sleep(0.05)
-            assert tab.evaluate("location.hash") == f"#{anchor}"
-        others = "[...document.querySelectorAll('details.cell')].filter(d => d.open).length"
-        assert tab.evaluate(others) == 1
-        # its own endpoints and per-pass tables, and the command that reruns it
-        for table in ("endpoints-B-table", "passes-B-table"):
-            rows = f"{section}.querySelectorAll('#{anchor}-{table} tbody tr').length"
-            assert tab.evaluate(rows) > 0, table
-        rerun = tab.evaluate(
-            f"[...{section}.querySelectorAll('h3')].find(h => h.textContent === 'Rerun locally')"
-            ".nextElementSibling.textContent"
-        )
+    section = page.locator(f"#{anchor}")
+    load(page_events, compare(campaign["store"]))
+    expect(section).to_have_js_property("open", False)
+    # a click anywhere on one of the cell's rows (here its verdict); closed by the reader,
+    # the section opens again on the next click (the address is already at it)
+    for again in (False, True):
+        if again:
+            section.evaluate("details => { details.open = false; }")
+        cell_of_row(page, anchor).click()
+        expect(section).to_have_js_property("open", True, timeout=OPEN_WAIT_S * 1000)
+        assert page.evaluate("location.hash") == f"#{anchor}"
+    expect(page.locator("details.cell[open]")).to_have_count(1)
+    # its own endpoints and per-pass tables, and the command that reruns it
+    for table in ("endpoints-B-table", "passes-B-table"):
+        assert section.locator(f"#{anchor}-{table} tbody tr").count() > 0, table
+    heading = section.locator("h3", has_text=re.compile("^Rerun locally$"))
+    rerun = heading.evaluate("h => h.nextElementSibling.textContent")
     argv = shlex.split(rerun)
     assert argv[:3] == ["compile-ahead", "ab", "compile"] and "--first-block" not in argv
     out = tmp_path / "rerun"
@@ -191,28 +178,25 @@ def test_clicking_a_cell_opens_its_section_whose_rerun_command_runs(campaign, tm
     assert len((out / "trials.jsonl").read_text().splitlines()) == 2 * planned["pairs"]
 
 
-@needs_chromium
 @pytest.mark.parametrize("bad", ["%", "%E0%A4%A", "cell-%ZZ"])
-def test_a_malformed_anchor_is_ignored_and_rows_still_open_their_cells(campaign, tmp_path, bad):
+def test_a_malformed_anchor_is_ignored_and_rows_still_open_their_cells(
+    campaign, page, page_events, bad
+):
     """The page opened at an address whose #anchor does not decode: no script error, no
     section opened by it, and a click on a row still opens its cell."""
-    page = compare(campaign["store"])
-    opened = "[...document.querySelectorAll('details.cell')].filter(d => d.open).map(d => d.id)"
-    with open_browser(tmp_path / "browser") as tab:
-        done = tab.navigate(f"{page.resolve().as_uri()}#{bad}")
-        assert done.errors == [], done.errors
-        assert tab.evaluate("location.hash") == f"#{bad}"
-        assert tab.evaluate(opened) == []
-        anchor = tab.evaluate("document.querySelector('#cells-table tr[data-cell]').dataset.cell")
-        row = f"document.querySelector('#cells-table tr[data-cell=\"{anchor}\"]')"
-        tab.evaluate(f"{row}.cells[9].click()")
-        deadline = time.monotonic() + OPEN_WAIT_S
-        while tab.evaluate(opened) != [anchor]:
-            assert time.monotonic() < deadline, "a click on the row did not open its cell"
-            time.sleep(0.05)
-        assert tab.evaluate("location.hash") == f"#{anchor}"
-        tab.collect(done)
-        assert done.errors == [], done.errors
+    html_file = compare(campaign["store"])
+    opened = page.locator("details.cell[open]")
+    done = page_events.goto(f"{html_file.resolve().as_uri()}#{bad}")
+    assert done.errors == [], done.errors
+    assert page.evaluate("location.hash") == f"#{bad}"
+    expect(opened).to_have_count(0)
+    anchor = page.locator("#cells-table tr[data-cell]").first.get_attribute("data-cell")
+    assert anchor is not None
+    cell_of_row(page, anchor).click()
+    expect(opened).to_have_count(1, timeout=OPEN_WAIT_S * 1000)
+    expect(opened).to_have_id(anchor)
+    assert page.evaluate("location.hash") == f"#{anchor}"
+    assert done.errors == [], done.errors  # none from the click either
 
 
 def _copy_store(store: Path, to: Path) -> Path:
@@ -221,8 +205,7 @@ def _copy_store(store: Path, to: Path) -> Path:
     return to
 
 
-@needs_chromium
-def test_cells_from_two_machines_are_shown_per_machine(campaign, tmp_path):
+def test_cells_from_two_machines_are_shown_per_machine(campaign, tmp_path, page, page_events):
     store = _copy_store(campaign["store"], tmp_path / "two.sqlite")
     with connect(store) as conn:  # block 1 of cell 0 as if it ran on another machine
         digest, data = conn.execute("SELECT digest, data FROM fingerprints").fetchone()
@@ -235,11 +218,9 @@ def test_cells_from_two_machines_are_shown_per_machine(campaign, tmp_path):
                                 "--no-plot"), tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads((out / "campaign.json").read_text())
-    page = compare(store, "--stratify", out=tmp_path / "stratified.html")
-    with open_browser(tmp_path / "browser") as tab:
-        load(tab, page)
-        assert_rows_equal(tab.evaluate(ROWS_JS), expected_rows(data))
-        sections = tab.evaluate("[...document.querySelectorAll('details.cell')].map(d => d.id)")
+    load(page_events, compare(store, "--stratify", out=tmp_path / "stratified.html"))
+    assert_rows_equal(page.evaluate(ROWS_JS), expected_rows(data))
+    sections = page.locator("details.cell").evaluate_all("cells => cells.map(d => d.id)")
     cell0 = [s for s in sections if s.startswith("cell-cell00-")]
     assert sorted(cell0) == sorted(
         f"cell-cell00-tiny_32-64-machine-{m}" for m in ("0ther000", digest[:8])
@@ -248,8 +229,7 @@ def test_cells_from_two_machines_are_shown_per_machine(campaign, tmp_path):
     assert machines == {"0ther000", digest[:8]}
 
 
-@needs_chromium
-def test_failed_blocks_and_a_cell_without_blocks_are_said_on_the_page(tmp_path):
+def test_failed_blocks_and_a_cell_without_blocks_are_said_on_the_page(tmp_path, page, page_events):
     """Arm B's interpreter fails every trial after its first: cell 0 keeps block 0 (its
     block 1 fails), cell 1 has every block failed."""
     wrapper = failing_interpreter(tmp_path / "python-fails", succeed=1)
@@ -271,17 +251,16 @@ def test_failed_blocks_and_a_cell_without_blocks_are_said_on_the_page(tmp_path):
     report = tmp_path / "report"
     proc = run(campaign_command("report", str(store), "--out", str(report)), tmp_path)
     assert proc.returncode == 0, proc.stderr
-    for page in (compare(store), report / "compare.html"):
-        text = page_text(page)
+    for html_file in (compare(store), report / "compare.html"):
+        text = page_text(html_file)
         for label, block, host, error in failed:
             said = f"cell {label}: block {block} failed on {host}: {error}"
             assert re.sub(r"\s+", " ", said) in text
         assert "model=tiny, ladder=32 · " in text and "1 of 2 blocks done (PARTIAL)" in text
         assert "cell model=tiny, ladder=64: not analysed: no block done yet" in text
         assert "Traceback" not in text
-    with open_browser(tmp_path / "browser") as tab:
-        load(tab, compare(store))
-        rows = tab.evaluate(ROWS_JS)
+    load(page_events, compare(store))
+    rows = page.evaluate(ROWS_JS)
     assert rows and {r[0] for r in rows} == {"model=tiny, ladder=32"}
     assert {r[5] for r in rows} == {1}  # the one pair the partial cell has
 
@@ -388,8 +367,7 @@ def _number(text: str) -> float:
     return float(text.replace("\u2212", "-"))
 
 
-@needs_chromium
-def test_release_history_lines_and_pass_moves_on_stand_in_data(tmp_path):
+def test_release_history_lines_and_pass_moves_on_stand_in_data(tmp_path, page, page_events):
     """Stand-in data: building environments of real OpenVINO releases takes the package index
     and minutes per release, too slow for CI, so made-up blocks of three versioned arms are
     written through the store's own API (submit, commit) as the coordinator records real ones.
@@ -397,27 +375,26 @@ def test_release_history_lines_and_pass_moves_on_stand_in_data(tmp_path):
     between consecutive releases are checked against the values put in: means and t intervals
     recomputed with scipy, the flags by the rule recomputed (compare_fixtures.flagged_rows)."""
     store = release_store(tmp_path)
-    page = compare(store)
+    html_file = compare(store)
     report = tmp_path / "report"
     proc = run(campaign_command("report", str(store), "--out", str(report)), tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads((report / "campaign.json").read_text())
     assert_verdicts_follow_the_rule(report, data)
-    with open_browser(tmp_path / "browser") as tab:
-        load(tab, page)
-        assert_rows_equal(tab.evaluate(ROWS_JS), expected_rows(data))
-        counted = tab.evaluate("document.getElementById('flagged-count').textContent")
-        title = tab.evaluate("document.getElementById('history').textContent")
-        charts = tab.evaluate(
-            "[...document.querySelectorAll('svg.history')].map(s => [s.previousElementSibling"
-            ".textContent, [...s.querySelectorAll('circle')].map(c => [c.querySelector('title')"
-            ".textContent, +c.getAttribute('cx')])])"
-        )
-        moves = tab.evaluate(
-            "[...document.querySelectorAll('h4')].map(h => [h.textContent, [...h"
-            ".nextElementSibling.querySelectorAll('tbody tr')].map(r => [r.cells[0].textContent,"
-            " +r.cells[4].dataset.v, r.cells[7].textContent])])"
-        )
+    load(page_events, html_file)
+    assert_rows_equal(page.evaluate(ROWS_JS), expected_rows(data))
+    counted = page.locator("#flagged-count").text_content() or ""
+    title = page.locator("#history").text_content()
+    charts = page.locator("svg.history").evaluate_all(
+        "svgs => svgs.map(s => [s.previousElementSibling.textContent,"
+        " [...s.querySelectorAll('circle')].map(c => [c.querySelector('title').textContent,"
+        " +c.getAttribute('cx')])])"
+    )
+    moves = page.locator("h4").evaluate_all(
+        "heads => heads.map(h => [h.textContent, [...h.nextElementSibling"
+        ".querySelectorAll('tbody tr')].map(r => [r.cells[0].textContent,"
+        " +r.cells[4].dataset.v, r.cells[7].textContent])])"
+    )
     assert title == "Release history"
     flags = [r["verdict"] for r in data["rows"] if r["flagged"]]
     assert flags and counted.startswith(f"{len(flags)} of {len(data['rows'])} comparisons flagged")

@@ -26,14 +26,9 @@ from compare_fixtures import (
     load_json,
     synthetic_experiment,
 )
-from headless_chromium import find_chromium, open_browser
+from playwright.sync_api import Page, expect
 
 from compile_ahead.commands.main import main
-
-needs_chromium = pytest.mark.skipif(
-    find_chromium() is None,
-    reason="chromium is not installed (apt-get install chromium): no browser to load the page",
-)
 
 AB_ARGS = ["--model", "tiny", "--ladder", "16", "--warmup", "0", "--no-plot", "--quiet"]
 
@@ -72,17 +67,15 @@ def page_text(directory: Path) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", raw)))
 
 
-@needs_chromium
-def test_every_page_opens_offline_without_errors(results, tmp_path):
+def test_every_page_opens_offline_without_errors(results, page, page_events):
     pages = [page_of(results[name]) for name in ("ab", "failed", "dead", "profile", "nopasses")]
-    with open_browser(tmp_path / "browser") as tab:
-        for page in pages:
-            url = page.resolve().as_uri()
-            load = tab.navigate(url)
-            assert load.errors == [], (page, load.errors)
-            assert load.failed == [], (page, load.failed)
-            assert load.requests == [url], "the page fetched something besides itself"
-            assert tab.evaluate("document.querySelectorAll('table').length") > 0
+    for html_file in pages:
+        url = html_file.resolve().as_uri()
+        load = page_events.goto(url)
+        assert load.errors == [], (html_file, load.errors)
+        assert load.failed == [], (html_file, load.failed)
+        assert load.requests == [url], "the page fetched something besides itself"
+        assert page.locator("table").count() > 0
 
 
 def test_empty_directory_is_one_line(results, capsys):
@@ -92,10 +85,10 @@ def test_empty_directory_is_one_line(results, capsys):
     assert not (results["empty"] / "compare.html").exists()
 
 
-def _summary_counts(tab) -> dict[tuple[str, str], tuple[int, int]]:
-    rows = tab.evaluate(
-        "[...document.querySelectorAll('#summary-table tbody tr')].map(r => [r.dataset.treatment,"
-        " r.dataset.scope, ...[...r.querySelectorAll('.count')].map(c => +c.textContent)])"
+def _summary_counts(page: Page) -> dict[tuple[str, str], tuple[int, int]]:
+    rows = page.locator("#summary-table tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.dataset.treatment, r.dataset.scope,"
+        " ...[...r.querySelectorAll('.count')].map(c => +c.textContent)])"
     )
     return {(t, s): (reg, imp) for t, s, reg, imp in rows}
 
@@ -115,40 +108,28 @@ def _expected_counts(data: dict) -> dict[tuple[str, str], tuple[int, int]]:
     return expected
 
 
-@needs_chromium
-def test_summary_sorting_and_filter_follow_the_json(results, tmp_path):
-    page = page_of(results["ab"])
+def test_summary_sorting_and_filter_follow_the_json(results, page, page_events):
+    html_file = page_of(results["ab"])
     data = load_json(results["ab"] / "compile_ab.json")
     ranked = data["passes"]["comparisons"]["B"]["ranked"]
-    with open_browser(tmp_path / "browser") as tab:
-        tab.navigate(page.resolve().as_uri())
-        assert _summary_counts(tab) == _expected_counts(data)
-        # sorting by the delta puts the largest change (treatment - control) first
-        tab.evaluate("[...document.querySelectorAll('#passes-B-table th')]"
-                     ".find(th => th.textContent === 'Δ ms').click()")  # fmt: skip
-        first = tab.evaluate("document.querySelector('#passes-B-table tbody tr td:nth-child(5)')"
-                             ".dataset.v")  # fmt: skip
-        assert float(first) == pytest.approx(max(r["comparison"]["mean_diff"] for r in ranked))
-        shown = _flagged_only(tab, "passes-B-table")
-        assert shown == sorted(f"{p} {m}".lower() for m, p in flagged_passes(data, "B", "A-aa"))
+    page_events.goto(html_file.resolve().as_uri())
+    assert _summary_counts(page) == _expected_counts(data)
+    # sorting by the delta puts the largest change (treatment - control) first
+    page.locator("#passes-B-table th", has_text=re.compile("^Δ ms$")).click()
+    first = page.locator("#passes-B-table tbody tr td:nth-child(5)").first.get_attribute("data-v")
+    assert float(first) == pytest.approx(max(r["comparison"]["mean_diff"] for r in ranked))
+    shown = _flagged_only(page, "passes-B-table")
+    assert shown == sorted(f"{p} {m}".lower() for m, p in flagged_passes(data, "B", "A-aa"))
 
 
-def _flagged_only(tab, table: str) -> list[str]:
+def _flagged_only(page: Page, table: str) -> list[str]:
     """Tick the table's "flagged only" box; the names of the rows left visible."""
-    tab.evaluate(
-        f"(() => {{ const box = document.querySelector('.filters[data-for={table}] .flagged-only');"
-        " box.checked = true; box.dispatchEvent(new Event('change')); })()"
-    )
-    return sorted(
-        tab.evaluate(
-            f"[...document.querySelectorAll('#{table} tbody tr')].filter(r => !r.hidden)"
-            ".map(r => r.dataset.name)"
-        )
-    )
+    page.locator(f".filters[data-for={table}] .flagged-only").check()
+    shown = page.locator(f"#{table} tbody tr:not([hidden])")
+    return sorted(shown.evaluate_all("rows => rows.map(r => r.dataset.name)"))
 
 
-@needs_chromium
-def test_flagged_only_leaves_the_passes_past_the_floor(tmp_path):
+def test_flagged_only_leaves_the_passes_past_the_floor(tmp_path, page, page_events):
     """Made-up passes: +30% and -30% are flagged; a consistent +0.5% (interval excludes 0, the
     smallest sign-flip p 6 pairs allow) stays below the floor the A/A arm sets; a noisy one's
     interval includes 0; the A/A arm itself flags nothing."""
@@ -160,16 +141,12 @@ def test_flagged_only_leaves_the_passes_past_the_floor(tmp_path):
     tiny = next(r for r in data["passes"]["comparisons"]["B"]["ranked"] if r["pass"] == "tiny")
     assert tiny["comparison"]["ratio_ci_excludes_one"] and tiny["comparison"]["sign_flip_p"] < 0.05
     assert tiny["judgement"]["status"] == "below the noise floor"
-    page = page_of(directory)
-    with open_browser(tmp_path / "browser") as tab:
-        load = tab.navigate(page.resolve().as_uri())
-        assert load.errors == [] and load.failed == []
-        assert _flagged_only(tab, "passes-B-table") == expected
-        status = tab.evaluate("[...document.querySelectorAll('#passes-B-table tbody tr')]"
-                              ".find(r => r.dataset.name === 'tiny m')"
-                              ".querySelector('td.status').textContent")  # fmt: skip
-        assert status == "below the noise floor"
-        counts = _summary_counts(tab)
+    load = page_events.goto(page_of(directory).resolve().as_uri())
+    assert load.errors == [] and load.failed == []
+    assert _flagged_only(page, "passes-B-table") == expected
+    status = page.locator("#passes-B-table tbody tr[data-name='tiny m'] td.status")
+    expect(status).to_have_text("below the noise floor")
+    counts = _summary_counts(page)
     assert counts[("B", "passes")] == (1, 1)
     assert counts[("A-aa", "passes")] == (0, 0) and counts[("A-aa", "endpoints")] == (0, 0)
 
@@ -390,17 +367,14 @@ def test_trace_link_fetches_the_trace_through_the_local_server(results):
     assert "server closed" in out and "Traceback" not in err
 
 
-@needs_chromium
-def test_on_file_the_page_says_how_to_start_the_server(results, tmp_path):
-    page = page_of(results["profile"])
-    with open_browser(tmp_path / "browser") as tab:
-        url = page.resolve().as_uri()
-        tab.navigate(url)
-        assert tab.evaluate("document.getElementById('server-hint').hidden") is False
-        hint = tab.evaluate("document.getElementById('server-hint').textContent")
-        assert f"compile-ahead compare {results['profile'].resolve()} --open" in hint
-        tab.evaluate("document.querySelector('a.trace').click()")
-        assert tab.evaluate("location.href") == url  # no navigation to a missing file
+def test_on_file_the_page_says_how_to_start_the_server(results, page, page_events):
+    url = page_of(results["profile"]).resolve().as_uri()
+    page_events.goto(url)
+    hint = page.locator("#server-hint")
+    expect(hint).to_have_js_property("hidden", False)
+    expect(hint).to_contain_text(f"compile-ahead compare {results['profile'].resolve()} --open")
+    page.locator("a.trace").first.click()
+    assert page.url == url  # no navigation to a missing file
 
 
 def test_pooled_report_page(tmp_path):
@@ -422,8 +396,7 @@ def test_pooled_report_page(tmp_path):
     assert "cd /x && compile-ahead ab" in text
 
 
-@needs_chromium
-def test_schedule_ab_page(tmp_path):
+def test_schedule_ab_page(tmp_path, page, page_events):
     """An `ab schedule` run (the trial command a stand-in for `compile-ahead run --report`):
     its endpoints and counts on the page, flagged as its JSON says."""
     from fake_schedule_run import FAKE_RUN
@@ -439,14 +412,11 @@ def test_schedule_ab_page(tmp_path):
     data = load_json(out / "schedule_ab.json")
     flagged = set(flagged_endpoints(data, "i2", None))  # its keys
     assert "foreground_compile" in flagged  # i2 compiles one rung in the foreground, i1 two
-    page = page_of(out)
-    with open_browser(tmp_path / "browser") as tab:
-        load = tab.navigate(page.resolve().as_uri())
-        assert load.errors == [] and load.failed == []
-        rows = tab.evaluate(
-            "[...document.querySelectorAll('#endpoints-i2-table tbody tr')]"
-            ".map(r => [r.dataset.key, r.querySelector('td.status').textContent])"
-        )
+    load = page_events.goto(page_of(out).resolve().as_uri())
+    assert load.errors == [] and load.failed == []
+    rows = page.locator("#endpoints-i2-table tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.dataset.key, r.querySelector('td.status').textContent])"
+    )
     verdicts = dict(rows)
     assert {k for k, v in verdicts.items() if v in ("regression", "improvement")} == flagged
     assert verdicts["foreground_compile"] == "improvement"

@@ -8,7 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from headless_chromium import find_chromium, open_browser
+from playwright.sync_api import expect
 
 from compile_ahead.profiling.compare import campaign, svg
 
@@ -95,18 +95,13 @@ def test_cross_cell_table_links_every_row_to_its_cell():
         assert f'href="#{cell}"' in row and f'<details id="{cell}"' in page
 
 
-@pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")
-def test_clicking_a_cell_opens_its_section(tmp_path):
-    page = tmp_path / "campaign.html"
-    page.write_text(campaign.campaign_page(HEAD, CELLS))
-    with open_browser(tmp_path / "browser") as tab:
-        load = tab.navigate(page.as_uri())
-        assert load.errors == [] and load.failed == []
-        anchor = CELLS[1].anchor
-        assert tab.evaluate(f"document.getElementById('{anchor}').open") is False
-        tab.evaluate(f"document.querySelector('#cells-table a[href=\"#{anchor}\"]').click()")
-        opened = tab.evaluate(
-            f"new Promise(r => setTimeout(() => r(document.getElementById('{anchor}').open), 100))"
-        )
-        assert opened is True
-        assert tab.evaluate(f"document.getElementById('{CELLS[0].anchor}').open") is False
+def test_clicking_a_cell_opens_its_section(tmp_path, page, page_events):
+    html_file = tmp_path / "campaign.html"
+    html_file.write_text(campaign.campaign_page(HEAD, CELLS))
+    load = page_events.goto(html_file.as_uri())
+    assert load.errors == [] and load.failed == []
+    anchor = CELLS[1].anchor
+    expect(page.locator(f"#{anchor}")).to_have_js_property("open", False)
+    page.locator(f'#cells-table a[href="#{anchor}"]').click()
+    expect(page.locator(f"#{anchor}")).to_have_js_property("open", True)
+    expect(page.locator(f"#{CELLS[0].anchor}")).to_have_js_property("open", False)

