@@ -1,6 +1,6 @@
 """Load a page in headless Chromium over its DevTools pipe: what the page logged as errors,
 every request it made and which failed, its navigation timing, and JavaScript evaluated in
-it. The compare page's tests and benchmarks/compare_page_load.py use it.
+it. The compare page's tests and benchmarks/experiments/compare_page_load.py use it.
 
 The protocol runs over --remote-debugging-pipe (JSON messages ending in NUL; commands on the
 browser's fd 3, replies and events on its fd 4), so no websocket library is needed. The page

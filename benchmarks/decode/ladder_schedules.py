@@ -74,8 +74,12 @@ class Runs:
     def has(self, *names: str) -> bool:
         return set(names) <= set(self.by_schedule)
 
+    def reports(self, name: str) -> list[dict]:
+        """The schedule's run reports, as their JSON."""
+        return [x.report.to_json() for x in self.by_schedule[name]]
+
     def rep(self, name: str, key: str) -> float:
-        return median([x.report[key] for x in self.by_schedule[name]])
+        return median([r[key] for r in self.reports(name)])
 
     def rates(self, name: str) -> np.ndarray:
         """Median tok/s per context range over the schedule's repetitions."""
@@ -113,14 +117,14 @@ def copy_and_grow(runs: Runs) -> None:
     print(f"{'context':>12} {'i1 tok/s':>10} {'b0 tok/s':>10} {'delta':>8}")
     for label, a, b in zip(runs.ranges(), runs.rates("i1"), runs.rates("b0"), strict=True):
         print(f"{label:>12} {a:10.2f} {b:10.2f} {100 * (a / b - 1):+7.1f}%")
-    i1 = runs.by_schedule["i1"]
-    for k, bd in enumerate(i1[0].report["boundaries"]):
-        mig = median([x.report["boundaries"][k]["migration_s"] for x in i1])
+    i1 = runs.reports("i1")
+    for k, bd in enumerate(i1[0]["boundaries"]):
+        mig = median([x["boundaries"][k]["migration_s"] for x in i1])
         print(
             f"  boundary {bd['from']}->{bd['to']}: migration {mig * 1e3:.1f} ms, "
             f"{bd['bytes_copied'] / MIB:.1f} MiB copied"
         )
-    total_mig = median([sum(b["migration_s"] for b in x.report["boundaries"]) for x in i1])
+    total_mig = median([sum(b["migration_s"] for b in x["boundaries"]) for x in i1])
     print(f"  migration per decoded token: {total_mig / runs.tokens * 1e3:.4f} ms (seed 0.1295)")
     i1_kv, b0_kv = runs.rep("i1", "kv_reserved_avg_bytes"), runs.rep("b0", "kv_reserved_avg_bytes")
     print(
@@ -135,13 +139,13 @@ def eager_vs_jit(runs: Runs) -> None:
     for key in ("foreground_compile_s", "critical_path_s", "decode_s"):
         a, b = runs.rep("i1", key), runs.rep("i2", key)
         print(f"  {key:<22} i1 {a:8.2f} s  i2 {b:8.2f} s  ratio {b / a:.3f}")
-    i2 = runs.by_schedule["i2"]
+    i2 = runs.reports("i2")
     # What must exist before the first token: the first rung (and split's weight parts).
-    first = median([x.report["first_rung_compile_s"] + x.report["weights_compile_s"] for x in i2])
+    first = median([x["first_rung_compile_s"] + x["weights_compile_s"] for x in i2])
     foreground = runs.rep("i2", "foreground_compile_s")
     print(f"  i2 foreground / first-rung compile: {foreground / first:.3f} (target <= 1.1)")
-    waits = [b["wait_s"] for x in i2 for b in x.report["boundaries"]]
-    ready = sum(b["ready"] for x in i2 for b in x.report["boundaries"])
+    waits = [b["wait_s"] for x in i2 for b in x["boundaries"]]
+    ready = sum(b["ready"] for x in i2 for b in x["boundaries"])
     print(f"  boundary waits: {ready}/{len(waits)} ready, total wait {sum(waits):.2f} s")
 
 
@@ -150,8 +154,8 @@ def reserve_and_commit(runs: Runs) -> None:
     print("\n3. reserve-and-commit (i3)")
     ratio = runs.rep("i3", "kv_committed_avg_bytes") / runs.rep("b0", "kv_reserved_avg_bytes")
     print(f"  committed KV avg i3 / reserved KV avg b0: {ratio:.3f}x (target <= 0.55)")
-    i3 = runs.by_schedule["i3"]
-    copied = sum(b["bytes_copied"] for x in i3 for b in x.report["boundaries"])
+    i3 = runs.reports("i3")
+    copied = sum(b["bytes_copied"] for x in i3 for b in x["boundaries"])
     print(f"  bytes copied at boundaries: {copied}")
     for label, a, b in zip(runs.ranges(), runs.rates("i3"), runs.rates("i2"), strict=True):
         print(f"  {label:>12}: per-token latency i3/i2 {b / a:.3f}x")
