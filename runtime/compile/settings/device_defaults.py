@@ -85,22 +85,20 @@ def default_prefill(device: str) -> PrefillDefault:
     return MEASURED_PREFILL.get(device.upper(), STATIC_PREFILL)
 
 
-# CPU: after prefill. Prefill and compile_model share the CPU's cores, and a compile beside
-# the inference threads slows the prefill more than the compile it hides. Cold start to the
-# first token with a 3800-token prompt on the paged prefill graph (qwen2.5-0.5b shapes, optimum
-# IRs FP16/INT8/INT4, 2 vCPU, 3 interleaved rounds; benchmarks/peers/first_token_vs_genai.py
+# CPU: after prefill. Prefill and compile_model share the CPU's cores, and a compile beside the
+# inference threads slows the prefill more than the compile it hides. Cold start to the first token
+# with a 3800-token prompt on the paged prefill graph (qwen2.5-0.5b shapes, optimum IRs
+# FP16/INT8/INT4, 2 vCPU, 3 interleaved rounds; benchmarks/peers/first_token_vs_genai.py
 # --cold-timings during-prefill), ours / LLMPipeline: after prefill 1.02x/1.03x/1.04x, during
-# prefill 1.70x/1.52x/1.57x (the prefill ran 1.6-1.8x slower), and the decode graph was ready
-# later too. Starting the decode graph beside the prefill graph's compile (with-prefill-graph)
-# has it ready sooner but still slows the prefill: with a bf16 qwen2.5-0.5b checkpoint (i2,
-# benchmarks/first_token/decode_compile_timings.py) the first token came 0.37 s later for 128
-# prompt tokens and 0.52 s later for 3800, the decode graph 0.32 s and 0.16 s sooner.
-# Compiling it at
-# Linux's idle thread priority (SCHED_IDLE) does not avoid this on the optimum IRs (the first
-# token up to 1.14x LLMPipeline's, the decode graph ready later than after prefill): a thread's
-# priority does not reach the plugin's shared worker threads, which run much of the compile.
-# The first token comes first. A device that prefills on its own silicon (NPU) compiles on the
-# host meanwhile.
+# prefill 1.70x/1.52x/1.57x (the prefill ran 1.6-1.8x slower), and the decode graph was ready later
+# too. Starting the decode graph beside the prefill graph's compile (with-prefill-graph) has it
+# ready sooner but still slows the prefill: with a bf16 qwen2.5-0.5b checkpoint (i2,
+# benchmarks/first_token/decode_compile_timings.py) the first token came 0.37 s later for 128 prompt
+# tokens and 0.52 s later for 3800, the decode graph 0.32 s and 0.16 s sooner. Compiling it at
+# Linux's idle thread priority (SCHED_IDLE) does not avoid this on the optimum IRs (the first token
+# up to 1.14x LLMPipeline's, the decode graph ready later than after prefill): a thread's priority
+# does not reach the plugin's shared worker threads, which run much of the compile. The first token
+# comes first. A device that prefills on its own silicon (NPU) compiles on the host meanwhile.
 MEASURED_DECODE_COMPILE = {"CPU": DecodeCompile.AFTER_PREFILL}
 
 
