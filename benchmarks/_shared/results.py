@@ -6,7 +6,8 @@ benchmark result from other JSON and know its layout's version.
 
 Values that are not numbers (NaN and infinities: a median of no values, a ratio without pairs)
 are written as null, so the file is strict JSON. The file is written through a staged file and
-renamed into place, so an interrupted run leaves no half-written result.
+renamed into place, so an interrupted run leaves no half-written result. `compile-ahead compare
+FILE.json` renders it (profiling/compare/benchmark_page.py reads this layout).
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from compile_ahead.output.atomic import write_json_atomic
-
-KIND = "compile-ahead.benchmark"
-VERSION = 1
+from compile_ahead.profiling.compare.benchmark_page import KIND, VERSION
 
 
 def finite(value: Any) -> Any:
