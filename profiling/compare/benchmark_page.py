@@ -69,7 +69,8 @@ def _cell(value: Any) -> h.Cell:
 def render(path: Path, document: dict[str, Any]) -> str:
     name = str(document.get("benchmark", "?"))
     title = f"benchmark: {name}"
-    args = document.get("args") if isinstance(document.get("args"), dict) else {}
+    given = document.get("args")
+    args: dict[str, Any] = given if isinstance(given, dict) else {}
     facts = {
         "benchmark": name,
         "layout version": str(document.get("version")),
