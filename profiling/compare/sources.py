@@ -1,9 +1,9 @@
 """Which results the compare page reads, and the page of each.
 
 A kind of results is one entry: what marks a path as its kind and the function that builds
-its page. `ab` and `profile-compile` directories are entries here; campaigns (a store, or a
-`campaign report` directory) add theirs (profiling/campaigns/results/page.py), given to
-``build_page`` by the command.
+its page. `ab` and `profile-compile` directories and a benchmark's result file are entries
+here; campaigns (a store, or a `campaign report` directory) add theirs
+(profiling/campaigns/results/page.py), given to ``build_page`` by the command.
 """
 
 from __future__ import annotations
@@ -53,9 +53,24 @@ def _profile(directory: Path) -> Page:
     return Page(data.title, profile_page.render(data), data.traces)
 
 
+def _benchmark(path: Path) -> Page:
+    from compile_ahead.profiling.compare import benchmark_page
+
+    return Page(
+        f"benchmark: {path.stem}", benchmark_page.render(path, benchmark_page.load(path)), {}
+    )
+
+
+def _is_benchmark(path: Path) -> bool:
+    from compile_ahead.profiling.compare.benchmark_page import is_benchmark_result
+
+    return is_benchmark_result(path)
+
+
 SOURCES: tuple[Source, ...] = (
     Source("`ab` results (or `ab report` pooled output)", EXPERIMENT, _experiment),
     Source("`profile-compile` output", REPORT_NAME, _profile),
+    Source("a benchmark's --json result", "RESULT.json", _benchmark, _is_benchmark),
 )
 
 

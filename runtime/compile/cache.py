@@ -3,7 +3,7 @@
 OpenVINO's own CACHE_DIR also works for our in-memory graphs (it hashes their content, so a
 rebuilt graph hits), but it must build the graph and hash all of it, weights included, on
 every compile_model call, hit or miss, and it says whether it hit only afterwards. Here an
-entry is found from explicit identities before anything is built (benchmarks/compile_cache.py
+entry is found from explicit identities before anything is built (benchmarks/cache/compile_cache.py
 measures both), and it is keyed by everything a compiled graph depends on:
 
 - the model: its config, and its weights' identity as the model source took it when it opened
@@ -28,7 +28,7 @@ could change is not used at all (cache_dirs.py says how; a shared root gets one 
 user). A hit hashes the whole blob before importing it (its seconds are reported as verify_s
 beside import_s): a truncated, damaged, foreign or unimportable entry is deleted and the graph
 recompiled, with a warning. XXH3 was the fastest candidate measured side by side
-(benchmarks/cache_checksum.py: several times zlib's CRC-32, ahead of a hardware CRC-32C, which
+(benchmarks/cache/cache_checksum.py: several times zlib's CRC-32, ahead of a hardware CRC-32C, which
 moreover takes only bytes, so a mapped entry would be copied first); it reads the mapping in
 place and releases the GIL, so a background import does not hold up decoding, and the chunks
 are hashed on parallel threads. The check runs before the import rather than beside it:
@@ -186,7 +186,7 @@ def checksum(blob: memoryview | np.ndarray) -> list[str]:
     it is imported. Not a defence against forgery (the cache directory is the user's own).
     xxhash reads each chunk in place with the GIL released, so the chunks are hashed on as
     many threads as the process may run on: a warm hit's check is over in a fraction of the
-    time one thread takes (benchmarks/cache_checksum.py)."""
+    time one thread takes (benchmarks/cache/cache_checksum.py)."""
     # An array's bytes through .data: numpy's stubs make ndarray a Buffer only from Python 3.12.
     view = (blob if isinstance(blob, memoryview) else blob.data).cast("B")
     chunks = [view[i : i + CHUNK_BYTES] for i in range(0, len(view), CHUNK_BYTES)] or [view]

@@ -326,7 +326,7 @@ _PER_COMPILE = (
 # arm counted instructions:u (a machine with a PMU the kernel exposes), instructions: they vary
 # least between runs, as frequency and other tenants do not move them (rustc-perf's and LLVM's
 # compile-time tracker's default). Without counters, the compile wall, chosen with
-# benchmarks/measurement_power.py on a 2-vCPU VM (docs/results.md, "Measurement power").
+# benchmarks/experiments/measurement_power.py on a 2-vCPU VM (docs/results.md, "Measurement power").
 COUNTERS_DEFAULT = "instructions_total"
 NO_COUNTERS_DEFAULT = "compile_total"
 NO_COUNTERS_WHY = (

@@ -20,8 +20,9 @@ STATISTICS: dict[str, Callable[[list[float]], float]] = {
 TIME_STATISTIC_DEFAULT = "min"
 
 # Compiles per rung in each trial (after one warm-up compile), the minimum kept. Chosen with
-# benchmarks/measurement_power.py on a 2-vCPU VM (docs/results.md, "Measurement power"): with
-# three, a 1% change of compile work was visible in 10 pairs; with one it was not.
+# benchmarks/experiments/measurement_power.py on a 2-vCPU VM (docs/results.md, "Measurement
+# power"): with three, a 1% change of compile work was visible in 10 pairs; with one it was
+# not.
 # `--repeat 1` suits compiles that take minutes (an NPU's), where more pairs are the cheaper
 # power.
 DEFAULT_REPEAT = 3

@@ -25,7 +25,7 @@ MEASURED_GRAPH = {"CPU": GraphMode.WHOLE}
 
 # CPU: in-process. A worker process compiles at idle priority and hands back an exported blob,
 # but the CPU plugin repacks the weights again when the blob is imported: on qwen2.5-0.5b
-# shapes (benchmarks/compile_placement.py) the import in the decoding process cost 1.3-2.0x
+# shapes (benchmarks/compile/compile_placement.py) the import in the decoding process cost 1.3-2.0x
 # the in-process compile, decode lost more in total, and the successor was ready 2-5x later.
 # The worker is the mechanism for devices where importing is cheap next to compiling, and for
 # isolating a compiler that crashes or hangs.
@@ -64,7 +64,7 @@ class PrefillDefault:
 # CPU: the paged prefill graph (graphs/paged_prefill.py: the model in the paged-attention form
 # LLMPipeline runs), from 32 prompt tokens on. Paired against LLMPipeline's warm time to first
 # token on the same IRs (qwen2.5-0.5b shapes, FP16/INT8/INT4, C=4096, 3800 prompt tokens;
-# benchmarks/first_token_vs_genai.py --prefill-shapes dynamic): paged 0.99-1.03x, the dynamic
+# benchmarks/peers/first_token_vs_genai.py --prefill-shapes dynamic): paged 0.99-1.03x, the dynamic
 # graph 1.37-1.46x (the CPU plugin runs a stateless graph's SDPA decomposed into matrix
 # products), the static 256-token graph over the whole capacity 1.70x. The stateful model
 # itself, with its K/V read back from state, was 2.97x on an avx512_bf16 CPU without AMX (a
@@ -85,21 +85,20 @@ def default_prefill(device: str) -> PrefillDefault:
     return MEASURED_PREFILL.get(device.upper(), STATIC_PREFILL)
 
 
-# CPU: after prefill. Prefill and compile_model share the CPU's cores, and a compile beside
-# the inference threads slows the prefill more than the compile it hides. Cold start to the
-# first token with a 3800-token prompt on the paged prefill graph (qwen2.5-0.5b shapes, optimum
-# IRs FP16/INT8/INT4, 2 vCPU, 3 interleaved rounds; benchmarks/first_token_vs_genai.py
+# CPU: after prefill. Prefill and compile_model share the CPU's cores, and a compile beside the
+# inference threads slows the prefill more than the compile it hides. Cold start to the first token
+# with a 3800-token prompt on the paged prefill graph (qwen2.5-0.5b shapes, optimum IRs
+# FP16/INT8/INT4, 2 vCPU, 3 interleaved rounds; benchmarks/peers/first_token_vs_genai.py
 # --cold-timings during-prefill), ours / LLMPipeline: after prefill 1.02x/1.03x/1.04x, during
-# prefill 1.70x/1.52x/1.57x (the prefill ran 1.6-1.8x slower), and the decode graph was ready
-# later too. Starting the decode graph beside the prefill graph's compile (with-prefill-graph)
-# has it ready sooner but still slows the prefill: with a bf16 qwen2.5-0.5b checkpoint (i2,
-# benchmarks/decode_compile_timings.py) the first token came 0.37 s later for 128 prompt tokens
-# and 0.52 s later for 3800, the decode graph 0.32 s and 0.16 s sooner. Compiling it at
-# Linux's idle thread priority (SCHED_IDLE) does not avoid this on the optimum IRs (the first
-# token up to 1.14x LLMPipeline's, the decode graph ready later than after prefill): a thread's
-# priority does not reach the plugin's shared worker threads, which run much of the compile.
-# The first token comes first. A device that prefills on its own silicon (NPU) compiles on the
-# host meanwhile.
+# prefill 1.70x/1.52x/1.57x (the prefill ran 1.6-1.8x slower), and the decode graph was ready later
+# too. Starting the decode graph beside the prefill graph's compile (with-prefill-graph) has it
+# ready sooner but still slows the prefill: with a bf16 qwen2.5-0.5b checkpoint (i2,
+# benchmarks/first_token/decode_compile_timings.py) the first token came 0.37 s later for 128 prompt
+# tokens and 0.52 s later for 3800, the decode graph 0.32 s and 0.16 s sooner. Compiling it at
+# Linux's idle thread priority (SCHED_IDLE) does not avoid this on the optimum IRs (the first token
+# up to 1.14x LLMPipeline's, the decode graph ready later than after prefill): a thread's priority
+# does not reach the plugin's shared worker threads, which run much of the compile. The first token
+# comes first. A device that prefills on its own silicon (NPU) compiles on the host meanwhile.
 MEASURED_DECODE_COMPILE = {"CPU": DecodeCompile.AFTER_PREFILL}
 
 

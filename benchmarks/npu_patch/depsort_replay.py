@@ -12,20 +12,22 @@ Reported per graph: requests, hit rate (the seed reports 94.2% on real NPU compi
 misses, invalidations, and the speedup of the query path (time inside runs of consecutive
 queries) and of the whole replay, as medians over the interleaved pairs with their range.
 
-    python benchmarks/depsort_replay.py                 # both presets, decode + prefill
-    python benchmarks/depsort_replay.py --json out.json
+    python benchmarks/npu_patch/depsort_replay.py                 # both presets, decode + prefill
+    python benchmarks/npu_patch/depsort_replay.py --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from _common import orders
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import orders
+from _shared.results import write_result
 
 from compile_ahead.profiling.npu_patches import depsort
 
@@ -157,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.perf_counter() - started:.0f} s"
     )
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"args": vars(args), "results": [asdict(r) for r in results]}, out, indent=2)
+        write_result(Path(args.json), "depsort_replay", [asdict(r) for r in results], args)
     return 0 if all(r.identical for r in results) else 1
 
 

@@ -5,7 +5,7 @@ C in {1024, 8192}, so machine drift hits all variants alike. Also compile time a
 compiled capacity adds. Prints medians and the ratios (target: static / stateful <= 1.0x,
 <= 1.2 GB RSS per compiled 0.5B graph).
 
-    python benchmarks/decode_latency.py [--model qwen2.5-0.5b] [--rounds 5] [--steps 8]
+    python benchmarks/decode/decode_latency.py [--model qwen2.5-0.5b] [--rounds 5] [--steps 8]
 """
 
 from __future__ import annotations
@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import openvino as ov
-from _common import orders
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import orders
 
 from compile_ahead.runtime.base.measure import rss_bytes
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES, f32_to_bf16_bits

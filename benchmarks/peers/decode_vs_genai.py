@@ -16,7 +16,7 @@ after our rung gained as much). So each point runs in two fresh processes, one b
 rung first and one LLMPipeline first, half the rounds each; the figure is the median over all
 rounds, and each order's median is printed beside it.
 
-    python benchmarks/decode_vs_genai.py [--workdir DIR] [--formats fp16,int8,int4]
+    python benchmarks/peers/decode_vs_genai.py [--workdir DIR] [--formats fp16,int8,int4]
         [--rounds 16] [--points 1024:128,4096:3800]
 """
 
@@ -29,9 +29,10 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from _common import fresh_json, median, orders, ratio
-from _genai_arms import Genai, Ours, build_arms, fill_random, prompt_ids
-from _models import FORMATS, prepare
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import fresh_json, median, orders, ratio
+from _shared.genai_arms import Genai, Ours, build_arms, fill_random, prompt_ids
+from _shared.models import FORMATS, prepare
 
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 

@@ -1,8 +1,8 @@
-"""Random-weight qwen2.5-0.5b exports for benchmarks/ir_vs_genai.py: a transformers random init
-saved with save_pretrained (bf16 safetensors), then `optimum-cli export openvino` per weight
+"""Random-weight qwen2.5-0.5b exports for benchmarks/peers/ir_vs_genai.py: a transformers random
+init saved with save_pretrained (bf16 safetensors), then `optimum-cli export openvino` per weight
 format (optimum-intel's defaults for int8 and int4). Reused when already there.
 
-    python benchmarks/ir_exports.py WORKDIR [--formats fp16,int8,int4]
+    python benchmarks/peers/ir_exports.py WORKDIR [--formats fp16,int8,int4]
 
 Needs optimum-intel (the ``test`` extra); see pyproject.toml about torchvision.
 """
@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from _models import FORMATS, prepare
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.models import FORMATS, prepare
 
 
 def main(argv: list[str] | None = None) -> int:

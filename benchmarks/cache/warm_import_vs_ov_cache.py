@@ -18,12 +18,12 @@ baseline cold, with more pairs in the same time.
 
 Models: a transformers random init of --preset's shapes (Qwen2.5-0.5B by default) saved with
 save_pretrained in bf16, and its optimum-intel exports (--formats, FP16/INT8/INT4 by default;
-benchmarks/ir_exports.py), all written to --work once and reused.
+benchmarks/peers/ir_exports.py), all written to --work once and reused.
 
-    python benchmarks/warm_import_vs_ov_cache.py [--preset qwen2.5-0.5b] [--capacity 1024]
+    python benchmarks/cache/warm_import_vs_ov_cache.py [--preset qwen2.5-0.5b] [--capacity 1024]
         [--formats fp16,int8,int4] [--rounds 5] [--warmup 1] [--baseline-python PY] [--work DIR]
         [--no-openvino] [--cold-only] [--json out.json]
-    python benchmarks/warm_import_vs_ov_cache.py --preset tiny --capacity 64 --rounds 1 \
+    python benchmarks/cache/warm_import_vs_ov_cache.py --preset tiny --capacity 64 --rounds 1 \
         --formats fp16,int8
         (a quick end-to-end check, not a measurement; optimum's INT4 groups of 128 need a
         hidden size the tiny preset does not have)
@@ -41,8 +41,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import fresh_json, median, orders, round_order, run_checked
-from _models import export, hf_checkpoint
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import fresh_json, median, orders, round_order, run_checked
+from _shared.models import export, hf_checkpoint
+from _shared.results import write_result
 
 from compile_ahead.profiling.trials.stats import paired_summary
 
@@ -261,7 +263,7 @@ def main() -> int:
     for label, res in report.items():
         print_model(label, res)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+        write_result(args.json, "warm_import_vs_ov_cache", report, args)
     return 0
 
 

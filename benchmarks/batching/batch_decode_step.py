@@ -6,17 +6,21 @@ rotated each round), so machine drift hits every B alike. Prints, per B: the com
 median step, the step against B=1's and the aggregate tokens/s (B tokens per step) against
 B=1's.
 
-    python benchmarks/batch_decode_step.py [--model qwen2.5-0.5b] [--capacity 256]
+    python benchmarks/batching/batch_decode_step.py [--model qwen2.5-0.5b] [--capacity 256]
         [--batches 1,2,4,8] [--rounds 5] [--steps 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
-from _common import median, orders
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import median, orders
 
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.step_compile import compile_step

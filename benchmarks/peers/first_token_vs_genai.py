@@ -14,7 +14,7 @@ Two measurements per format, arms interleaved (AB/BA by round), ratios = ours / 
   default prefill path for the prompt (ladder/prefill.py choose_prefill) through prefill_chunks
   into a C=4096 KV store; LLMPipeline: its time to first token (perf metrics).
 
-    python benchmarks/first_token_vs_genai.py [--workdir DIR] [--formats fp16,int8,int4]
+    python benchmarks/peers/first_token_vs_genai.py [--workdir DIR] [--formats fp16,int8,int4]
         [--rounds 3] [--prompt-len 3800]
 """
 
@@ -29,12 +29,14 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from _common import fresh_json, median, ratio_line, round_order
-from _genai_arms import build_arms, prompt_ids
-from _models import FORMATS, prepare
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import fresh_json, median, ratio_line, round_order
+from _shared.genai_arms import build_arms, prompt_ids
+from _shared.models import FORMATS, prepare
 
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile, choices
 from compile_ahead.runtime.compile.settings.options import CompileOptions
@@ -104,7 +106,8 @@ class OursPrefill:
         return time.perf_counter() - t0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, list[str]]]:
+    """The options, and the cold arms of ours: their names and extra `run` flags."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workdir", type=Path, default=Path("bench-out/ir-vs-genai"))
     p.add_argument("--formats", default=",".join(FORMATS))
@@ -125,10 +128,130 @@ def main(argv: list[str] | None = None) -> int:
         "interleaved with the default",
     )
     args = p.parse_args(argv)
+    variants: dict[str, list[str]] = {"defaults": []}
+    for timing in filter(None, args.cold_timings.split(",")):
+        if timing not in choices(DecodeCompile):
+            p.error(f"--cold-timings: {timing!r} is not one of {', '.join(choices(DecodeCompile))}")
+        variants[timing] = ["--decode-compile", timing]
+    return args, variants
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The IRs per weight format and what every arm shares."""
+
+    formats: tuple[str, ...]
+    dirs: dict[str, Path]
+    options: CompileOptions
+    vocab: int
+    prompt_len: int
+    rounds: int
+
+
+@dataclass
+class Cold:
+    """Seconds to the first token in fresh processes, per format (and our variant)."""
+
+    ours: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    genai: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    parts: dict[tuple[str, str], list[dict]] = field(default_factory=lambda: defaultdict(list))
+
+
+@dataclass
+class Warm:
+    """Seconds of our prefill (per shape) and of LLMPipeline's first token, per format."""
+
+    ours: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    genai: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+
+def cold_round(setup: Setup, variants: dict[str, list[str]], r: int, tmp: Path, cold: Cold) -> None:
+    """Round ``r`` of the cold arms: every format, the arms in the round's order."""
+    prompt_file = tmp / f"prompt{r}.txt"
+    ids = prompt_ids(setup.prompt_len, setup.vocab, seed=300 + r)
+    prompt_file.write_text(",".join(map(str, ids)))
+    formats = setup.formats
+    for fmt in formats[r % len(formats) :] + formats[: r % len(formats)]:
+        for arm in round_order([*variants, "genai"], r):
+            if arm not in variants:
+                cold.genai[fmt].append(genai_cold(setup.dirs[fmt], prompt_file))
+                continue
+            rep = ours_cold(setup.dirs[fmt], prompt_file, variants[arm])
+            cold.ours[(fmt, arm)].append(rep["first_token_s"])
+            part = {k: rep[k] for k in ("startup_s", "first_token_compile_s", "prefill_s")}
+            # the decode graph ready: first token plus the wait for it
+            part["decode_ready_s"] = rep["first_token_s"] + rep["decode_graph_wait_s"]
+            cold.parts[(fmt, arm)].append(part)
+
+
+def run_cold(setup: Setup, variants: dict[str, list[str]]) -> Cold:
+    cold = Cold()
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(setup.rounds):
+            cold_round(setup, variants, r, Path(tmp), cold)
+            print(f"cold round {r + 1}/{setup.rounds} done", flush=True)
+    return cold
+
+
+def chosen_shape(shape: str) -> str | None:
+    """A --prefill-shapes name as OursPrefill takes it (None: the device's default)."""
+    return None if shape == "default" else shape
+
+
+def run_warm(setup: Setup, shapes: list[str]) -> Warm:
+    """Our prefill against LLMPipeline's time to first token, both built once per format."""
+    warm = Warm()
+
+    def our_prefills(model_dir: Path) -> dict[str, OursPrefill]:
+        options, n = setup.options, setup.prompt_len
+        return {s: OursPrefill(model_dir, options, n, chosen_shape(s)) for s in shapes}
+
+    for fmt in setup.formats:
+        ours, gen = build_arms(  # the arm built first alternates by format
+            round_order(("ours", "genai"), setup.formats.index(fmt))[0] == "ours",
+            partial(our_prefills, setup.dirs[fmt]),
+            setup.dirs[fmt],
+        )
+        for r in range(setup.rounds):
+            prompt = prompt_ids(setup.prompt_len, setup.vocab, seed=400 + r)
+            arms: list[tuple[str, OursPrefill | None]] = [*ours.items(), ("genai", None)]
+            for name, arm in round_order(arms, r):
+                if arm is not None:
+                    warm.ours[(fmt, name)].append(arm.prefill_s(prompt))
+                else:
+                    warm.genai[fmt].append(gen.run(prompt, 1)[0])
+        del ours, gen
+        gc.collect()
+        print(f"warm {fmt} done", flush=True)
+    return warm
+
+
+def print_results(setup: Setup, variants: dict, cold: Cold, shapes: list[str], warm: Warm) -> None:
+    print("\nresults (medians; ratio = ours / LLMPipeline)")
+    for fmt in setup.formats:
+        print(f"{fmt}: {resolve_model(str(setup.dirs[fmt])).weight_format.summary}")
+        for arm in variants if cold.genai[fmt] else ():
+            what = f"cold to first token ({arm})"
+            print(ratio_line(what, cold.ours[(fmt, arm)], cold.genai[fmt], "s"))
+            got = cold.parts[(fmt, arm)]
+            mid = {k: median([p[k] for p in got]) for k in got[0]}
+            print(
+                f"    ours: startup {mid['startup_s']:.2f} s, compile/import "
+                f"{mid['first_token_compile_s']:.2f} s, prefill {mid['prefill_s']:.2f} s; "
+                f"decode graph ready at {mid['decode_ready_s']:.2f} s"
+            )
+        for shape in shapes if warm.genai[fmt] else ():
+            what = f"prefill {setup.prompt_len} ({shape}) vs warm TTFT"
+            print(ratio_line(what, warm.ours[(fmt, shape)], warm.genai[fmt], "s"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, variants = parse_args(argv)
     formats = tuple(args.formats.split(","))
     dirs = prepare(args.workdir, formats)
     options = CompileOptions().resolved()
     vocab = resolve_model(str(dirs[formats[0]])).config.vocab_size
+    setup = Setup(formats, dirs, options, vocab, args.prompt_len, args.rounds)
     plan = choose_prefill(options.device, args.prompt_len, CAPACITY)
     print(
         f"device {options.device}, inference {options.inference_precision}, our KV "
@@ -136,82 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{plan.shape}, {plan.chunk} tokens per call; load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
-
-    cold_ours: dict[tuple[str, str], list[float]] = defaultdict(list)
-    cold_genai: dict[str, list[float]] = defaultdict(list)
-    parts: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    variants = {"defaults": []}
-    for timing in filter(None, args.cold_timings.split(",")):
-        if timing not in choices(DecodeCompile):
-            p.error(f"--cold-timings: {timing!r} is not one of {', '.join(choices(DecodeCompile))}")
-        variants[timing] = ["--decode-compile", timing]
-    if not args.skip_cold:
-        with tempfile.TemporaryDirectory() as tmp:
-            for r in range(args.rounds):
-                prompt_file = Path(tmp) / f"prompt{r}.txt"
-                ids = prompt_ids(args.prompt_len, vocab, seed=300 + r)
-                prompt_file.write_text(",".join(map(str, ids)))
-                for fmt in formats[r % len(formats) :] + formats[: r % len(formats)]:
-                    for arm in round_order([*variants, "genai"], r):
-                        if arm in variants:
-                            rep = ours_cold(dirs[fmt], prompt_file, variants[arm])
-                            cold_ours[(fmt, arm)].append(rep["first_token_s"])
-                            keys = ("startup_s", "first_token_compile_s", "prefill_s")
-                            part = {k: rep[k] for k in keys}
-                            # the decode graph ready: first token plus the wait for it
-                            part["decode_ready_s"] = (
-                                rep["first_token_s"] + rep["decode_graph_wait_s"]
-                            )
-                            parts[(fmt, arm)].append(part)
-                        else:
-                            cold_genai[fmt].append(genai_cold(dirs[fmt], prompt_file))
-                print(f"cold round {r + 1}/{args.rounds} done", flush=True)
-
-    warm_ours: dict[tuple[str, str], list[float]] = defaultdict(list)
-    warm_genai: dict[str, list[float]] = defaultdict(list)
+    cold = Cold() if args.skip_cold else run_cold(setup, variants)
     shapes = ["default", *filter(None, args.prefill_shapes.split(","))]
-
-    def our_prefills(model_dir: Path) -> dict[str, OursPrefill]:
-        return {
-            s: OursPrefill(model_dir, options, args.prompt_len, None if s == "default" else s)
-            for s in shapes
-        }
-
-    if not args.skip_warm:
-        for fmt in formats:
-            ours, gen = build_arms(  # the arm built first alternates by format
-                round_order(("ours", "genai"), formats.index(fmt))[0] == "ours",
-                partial(our_prefills, dirs[fmt]),
-                dirs[fmt],
-            )
-            for r in range(args.rounds):
-                prompt = prompt_ids(args.prompt_len, vocab, seed=400 + r)
-                arms: list[tuple[str, OursPrefill | None]] = [*ours.items(), ("genai", None)]
-                for name, arm in round_order(arms, r):
-                    if arm is not None:
-                        warm_ours[(fmt, name)].append(arm.prefill_s(prompt))
-                    else:
-                        warm_genai[fmt].append(gen.run(prompt, 1)[0])
-            del ours, gen
-            gc.collect()
-            print(f"warm {fmt} done", flush=True)
-
-    print("\nresults (medians; ratio = ours / LLMPipeline)")
-    for fmt in formats:
-        print(f"{fmt}: {resolve_model(str(dirs[fmt])).weight_format.summary}")
-        for arm in variants if cold_genai[fmt] else ():
-            what = f"cold to first token ({arm})"
-            print(ratio_line(what, cold_ours[(fmt, arm)], cold_genai[fmt], "s"))
-            got = parts[(fmt, arm)]
-            mid = {k: median([p[k] for p in got]) for k in got[0]}
-            print(
-                f"    ours: startup {mid['startup_s']:.2f} s, compile/import "
-                f"{mid['first_token_compile_s']:.2f} s, prefill {mid['prefill_s']:.2f} s; "
-                f"decode graph ready at {mid['decode_ready_s']:.2f} s"
-            )
-        for shape in shapes if warm_genai[fmt] else ():
-            what = f"prefill {args.prompt_len} ({shape}) vs warm TTFT"
-            print(ratio_line(what, warm_ours[(fmt, shape)], warm_genai[fmt], "s"))
+    warm = Warm() if args.skip_warm else run_warm(setup, shapes)
+    print_results(setup, variants, cold, shapes, warm)
     return 0
 
 

@@ -13,7 +13,7 @@ interleaved and reported as per-rung ratios):
     for our in-memory graph and for the same rung read from IR;
   - split mode: the weight parts and one attention core, cold against warm.
 
-    python benchmarks/compile_cache.py [--preset qwen2.5-0.5b] [--ladder 1024,2048,4096,8192]
+    python benchmarks/cache/compile_cache.py [--preset qwen2.5-0.5b] [--ladder 1024,2048,4096,8192]
         [--rounds 2] [--work DIR] [--json out.json]
 
 The checkpoint is written to --work (default: a directory in the system temp dir) once and
@@ -26,14 +26,18 @@ import argparse
 import gc
 import json
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from _common import median, orders, ratio, round_order
-from _models import hf_checkpoint
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import median, orders, ratio, round_order
+from _shared.models import hf_checkpoint
+from _shared.results import write_result
 
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.compile.cache import CompileCache
@@ -258,7 +262,7 @@ def split_cold_warm(source, capacity, options, work: Path) -> dict:
     return out
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="qwen2.5-0.5b", choices=sorted(PRESETS))
     p.add_argument("--ladder", default="1024,2048,4096,8192")
@@ -266,8 +270,44 @@ def main() -> int:
     p.add_argument("--checkpoint-dtype", default="f16", choices=("f16", "bf16", "f32"))
     p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ca-cache-bench")
     p.add_argument("--skip-split", action="store_true")
-    p.add_argument("--json", type=Path, default=None)
-    args = p.parse_args()
+    p.add_argument("--json", type=Path, default=None, help="also write the report here (JSON)")
+    return p.parse_args()
+
+
+def print_preset_vs_checkpoint(pvc: dict) -> None:
+    for row in pvc["rows"]:
+        print(
+            f"  C={row['capacity']:6d} preset {median(row['preset_s']):5.2f} s  checkpoint "
+            f"{median(row['checkpoint_s']):5.2f} s  ratio {row['ratio']:.3f}"
+        )
+    print(f"  preset / checkpoint, geometric mean: {pvc['ratio_geomean']:.3f} (target <= 1.15)")
+
+
+def print_cold_vs_warm(cvw: dict, first_rung: int) -> None:
+    for row in cvw["rows"]:
+        print(
+            f"  C={row['capacity']:6d} compile {median(row['compile_s']):5.2f} s  store "
+            f"{median(row['store_s']):5.2f} s  import {median(row['import_s']):5.2f} s  "
+            f"entry {median(row['entry_mb']):.0f} MB  warm/cold {row['warm_over_cold']:.3f}"
+        )
+    dec = cvw["decode_first_rung"]
+    print(
+        f"  decode at C={first_rung}: compiled {median(dec['compiled_ms']):.1f} ms, imported "
+        f"{median(dec['imported_ms']):.1f} ms per step"
+    )
+
+
+def print_mechanisms(mech: dict) -> None:
+    for name in ("ours", "cache_dir"):
+        print(
+            f"  {name:9s} miss {median(mech[name]['miss_s']):5.2f} s  "
+            f"hit {median(mech[name]['hit_s']):5.2f} s"
+        )
+    print(f"  CACHE_DIR loaded from cache: {mech['cache_dir']['loaded_from_cache']}")
+
+
+def main() -> int:
+    args = parse_args()
     ladder = [int(x) for x in args.ladder.split(",")]
     args.work.mkdir(parents=True, exist_ok=True)
 
@@ -287,54 +327,28 @@ def main() -> int:
 
     report: dict = {"preset": preset.describe(), "checkpoint": ckpt.describe(), "ladder": ladder}
     print("\n== compile_model per rung: synthetic preset vs transformers checkpoint ==")
-    report["preset_vs_checkpoint"] = pvc = preset_vs_checkpoint(
+    report["preset_vs_checkpoint"] = preset_vs_checkpoint(
         preset, ckpt, ladder, args.rounds, options
     )
-    for row in pvc["rows"]:
-        print(
-            f"  C={row['capacity']:6d} preset {median(row['preset_s']):5.2f} s  checkpoint "
-            f"{median(row['checkpoint_s']):5.2f} s  ratio {row['ratio']:.3f}"
-        )
-    print(f"  preset / checkpoint, geometric mean: {pvc['ratio_geomean']:.3f} (target <= 1.15)")
-
+    print_preset_vs_checkpoint(report["preset_vs_checkpoint"])
     print("\n== compile cache: cold (compile + store) vs warm (import), preset ==")
-    report["cold_vs_warm"] = cvw = cold_vs_warm(preset, ladder, args.rounds, options, args.work)
-    for row in cvw["rows"]:
-        print(
-            f"  C={row['capacity']:6d} compile {median(row['compile_s']):5.2f} s  store "
-            f"{median(row['store_s']):5.2f} s  import {median(row['import_s']):5.2f} s  "
-            f"entry {median(row['entry_mb']):.0f} MB  warm/cold {row['warm_over_cold']:.3f}"
-        )
-    dec = cvw["decode_first_rung"]
-    print(
-        f"  decode at C={ladder[0]}: compiled {median(dec['compiled_ms']):.1f} ms, imported "
-        f"{median(dec['imported_ms']):.1f} ms per step"
-    )
-
+    report["cold_vs_warm"] = cold_vs_warm(preset, ladder, args.rounds, options, args.work)
+    print_cold_vs_warm(report["cold_vs_warm"], ladder[0])
     print("\n== mechanisms: export/import vs OpenVINO CACHE_DIR (checkpoint, first rung) ==")
-    report["mechanisms"] = mech = mechanisms(ckpt_dir, ladder[0], options, args.rounds, args.work)
-    for name in ("ours", "cache_dir"):
-        print(
-            f"  {name:9s} miss {median(mech[name]['miss_s']):5.2f} s  "
-            f"hit {median(mech[name]['hit_s']):5.2f} s"
-        )
-    print(f"  CACHE_DIR loaded from cache: {mech['cache_dir']['loaded_from_cache']}")
-
+    report["mechanisms"] = mechanisms(ckpt_dir, ladder[0], options, args.rounds, args.work)
+    print_mechanisms(report["mechanisms"])
     print("\n== weightless entry (CACHE_MODE=OPTIMIZE_SIZE), preset, first rung ==")
-    report["weightless"] = wl = weightless(preset, ladder[0], options, args.work)
-    print(f"  {json.dumps(wl)}")
-
+    report["weightless"] = weightless(preset, ladder[0], options, args.work)
+    print(f"  {json.dumps(report['weightless'])}")
     print("\n== weightless export of the same rung read from IR (checkpoint, first rung) ==")
-    report["weightless_ir"] = wir = weightless_ir(ckpt, ladder[0], options, args.work)
-    print(f"  {json.dumps(wir)}")
-
+    report["weightless_ir"] = weightless_ir(ckpt, ladder[0], options, args.work)
+    print(f"  {json.dumps(report['weightless_ir'])}")
     if not args.skip_split:
         print("\n== split: weight parts and one attention core, cold vs warm ==")
-        report["split"] = sp = split_cold_warm(preset, ladder[0], options, args.work)
-        print(f"  {json.dumps(sp)}")
-
+        report["split"] = split_cold_warm(preset, ladder[0], options, args.work)
+        print(f"  {json.dumps(report['split'])}")
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_result(args.json, "compile_cache", report, args)
     return 0
 
 

@@ -2,10 +2,10 @@
 nodes, and resume after a SIGKILL. Trials only sleep (tests/sleep_trial.py), so
 the CPU does not limit what is measured; run it on a quiet machine.
 
-    python benchmarks/campaign_engine.py overhead [--repeats 3]   # local vs Ray, one node
-    python benchmarks/campaign_engine.py scaling [--nodes 1,2,4]  # campaign wall per N nodes
-    python benchmarks/campaign_engine.py resume                   # SIGKILL at ~50%, rerun
-    python benchmarks/campaign_engine.py all --out engine.json
+    python benchmarks/experiments/campaign_engine.py overhead [--repeats 3]  # local vs Ray
+    python benchmarks/experiments/campaign_engine.py scaling [--nodes 1,2,4]  # wall per N nodes
+    python benchmarks/experiments/campaign_engine.py resume      # SIGKILL at ~50%, rerun
+    python benchmarks/experiments/campaign_engine.py all --out engine.json
 
 Ray runs in a network namespace with only loopback when this machine allows one (root and
 unshare), so its cluster never listens on the machine's own addresses; the script re-runs
@@ -25,13 +25,16 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test-only helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # test-only helpers
 from ray_testbed import (
     in_loopback_namespace,
     loopback_unavailable,
     start_cluster,
 )
 from sleep_trial import campaign_toml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.results import write_result
 
 IN_NAMESPACE = "CAMPAIGN_ENGINE_IN_NAMESPACE"
 
@@ -160,7 +163,7 @@ def main() -> int:
             figures[name] = steps[name](Path(tmp), args)
             print(json.dumps({name: figures[name]}, indent=1, default=str), flush=True)
     if args.out is not None:
-        args.out.write_text(json.dumps(figures, indent=1, default=str))
+        write_result(args.out, "campaign_engine", figures, args)
     return 0
 
 

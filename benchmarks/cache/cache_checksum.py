@@ -15,7 +15,7 @@ With --import-entry, the same entry is also imported (OpenVINO import_model on C
 same rounds, as a hit does it, split into its parts: mapping the file and reading its trailer,
 the check, import_model; so the check's cost reads as a share of the import it guards.
 
-    python benchmarks/cache_checksum.py [FILE...] [--buffer-gb 1] [--rounds 5]
+    python benchmarks/cache/cache_checksum.py [FILE...] [--buffer-gb 1] [--rounds 5]
         [--import-entry ENTRY] [--json out.json]
 
 The compile cache uses the fastest that releases the GIL and reads a mapping in place
@@ -31,13 +31,17 @@ import hashlib
 import importlib
 import json
 import statistics
+import sys
 import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from _common import orders
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import orders
+from _shared.results import write_result
 
 Subject = bytes | np.ndarray  # bytes in memory, or a file mapped as the cache maps an entry
 
@@ -176,7 +180,7 @@ def main() -> None:
             print(f"  {k:18s} {v:6.3f} s  {100 * v / total:5.1f}%")
         out["import_parts"] = parts
     if args.json is not None:
-        args.json.write_text(json.dumps(out, indent=1))
+        write_result(args.json, "cache_checksum", out, args)
 
 
 if __name__ == "__main__":

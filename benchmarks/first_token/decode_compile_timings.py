@@ -10,8 +10,8 @@ per timing (medians over rounds, seconds from the command's start): the first to
 (`decode_graph_wait_s`), and their sum (the decode graph taken into use: the second token
 follows one step later), and the run's foreground compile.
 
-    python benchmarks/decode_compile_timings.py --model CKPT_OR_IR [--prompt-lens 128,3800]
-        [--ladder 1024,2048,4096] [--schedule i2] [--rounds 3] [--warmup 1]
+    python benchmarks/first_token/decode_compile_timings.py --model CKPT_OR_IR \
+        [--prompt-lens 128,3800] [--ladder 1024,2048,4096] [--schedule i2] [--rounds 3] [--warmup 1]
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from _common import run_checked
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import run_checked
 
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile, choices
 from compile_ahead.runtime.sources.resolve import resolve_model

@@ -1,7 +1,7 @@
 """Measurement power of `ab compile` on qwen2.5-0.5b shapes: what a compile A/B can detect.
 
-    python benchmarks/measurement_power.py [--work DIR] [--ab-args "--repeat 5 --pin 1"]
-    python benchmarks/measurement_power.py --small      # the tiny preset, a few pairs: a smoke run
+    python benchmarks/experiments/measurement_power.py [--work DIR] [--ab-args "--repeat 5 --pin 1"]
+    python benchmarks/experiments/measurement_power.py --small  # tiny preset: a smoke run
 
 On a transformers random-init checkpoint of qwen2.5-0.5b's shapes saved in bf16 (written once
 into --work), at the C=1024 rung:
@@ -19,14 +19,15 @@ Timings on a shared VM are noise: run it on a quiet machine.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _models import save_random_checkpoint
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.models import save_random_checkpoint
+from _shared.results import write_result
 
 from compile_ahead.commands.main import main as cli_main
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
@@ -164,7 +165,7 @@ def main() -> int:
           f"{shlex.join(extra) or '(defaults)'}; results in {stamp}\n")  # fmt: skip
     print(table(setup, tallies))
     if args.json:
-        args.json.write_text(json.dumps({k: vars(t) for k, t in tallies.items()}, indent=1))
+        write_result(args.json, "measurement_power", {k: vars(t) for k, t in tallies.items()}, args)
     return 0
 
 

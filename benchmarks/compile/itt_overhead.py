@@ -12,8 +12,8 @@ Three modes:
 Each round runs every mode once, in a rotated order, so drift on a shared machine hits all of
 them. Each process builds the graph once, compiles it once to warm up, then times --compiles.
 
-    python benchmarks/itt_overhead.py --model tiny --rounds 6
-    python benchmarks/itt_overhead.py --model qwen2.5-0.5b --capacity 1024 --rounds 3
+    python benchmarks/compile/itt_overhead.py --model tiny --rounds 6
+    python benchmarks/compile/itt_overhead.py --model qwen2.5-0.5b --capacity 1024 --rounds 3
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
-from _common import fresh_json
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import fresh_json
 
 CHILD = """
 import json, sys, time

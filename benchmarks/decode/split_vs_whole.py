@@ -8,7 +8,7 @@ Prints, measured side by side:
   - foreground compile of `i2 --graph split` (weight parts + first core) against OpenVINO's
     NPU LLM pipeline with the pyramid on CPU, same weights (target <= 0.5), fresh processes.
 
-    python benchmarks/split_vs_whole.py [--model qwen2.5-0.5b] [--rounds 3]
+    python benchmarks/decode/split_vs_whole.py [--model qwen2.5-0.5b] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -18,9 +18,12 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
-from _common import fresh_json, median, orders
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import fresh_json, median, orders
 
 from compile_ahead.runtime.base.measure import rss_bytes
 from compile_ahead.runtime.compile.settings.options import CompileOptions
@@ -29,6 +32,7 @@ from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER
 from compile_ahead.runtime.model.kv_arena import KVArena
+from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 
@@ -112,31 +116,23 @@ def split_breakdown(step, context: int, n: int) -> dict[str, float]:
     return {k: 1e3 * v / n for k, v in totals.items()}
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen2.5-0.5b")
     ap.add_argument("--ladder", default=",".join(map(str, DEFAULT_LADDER)))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    ladder = [int(c) for c in args.ladder.split(",")]
-    if args.child:
-        print(json.dumps(child_rss(args.model, args.child, ladder)))
-        return
+    return ap.parse_args()
 
-    source = resolve_model(args.model)
-    materialize(source)
-    options = CompileOptions("CPU").resolved()
+
+def successor_compile(
+    source: ModelSource, parts: WeightParts, options: CompileOptions, ladder: list[int], rounds: int
+) -> None:
+    """Successor rungs compiled interleaved whole and split (the weight parts already are)."""
     kv = options.kv_precision
-    print(f"model: {source.label}; CPU {options.inference_precision}, ladder {ladder}")
-
-    # Compile: weight parts once, then successor rungs interleaved whole / split.
-    t0 = time.perf_counter()
-    parts = WeightParts(source, options)
-    print(f"weight parts compiled once: {time.perf_counter() - t0:.2f} s")
     whole_s, split_s = [], []
-    for r in range(args.rounds):
+    for r in range(rounds):
         c = ladder[1 + r % (len(ladder) - 1)]
         t0 = time.perf_counter()
         compile_step(source, GraphSpec(c, 1, kv), options)
@@ -151,19 +147,29 @@ def main() -> None:
         " (target <= 0.05)"
     )
 
-    # Decode, interleaved per round.
-    steps = {}
+
+def decode(
+    source: ModelSource,
+    parts: WeightParts,
+    options: CompileOptions,
+    ladder: list[int],
+    rounds: int,
+    steps: int,
+) -> None:
+    """Decode on the first and top rungs, whole and split interleaved per round."""
+    kv = options.kv_precision
+    graphs = {}
     for c in (ladder[0], ladder[-1]):
         arena = KVArena(source.config, c, kv)
         whole = compile_step(source, GraphSpec(c, 1, kv), options).step
         split = compile_attention_core(parts, GraphSpec(c, 1, kv), options).step
         whole.bind(arena)
         split.bind(arena)
-        steps[c] = (arena, whole, split)
-    for c, (_, whole, split) in steps.items():
+        graphs[c] = (arena, whole, split)
+    for c, (_, whole, split) in graphs.items():
         pairs, w_ms, s_ms = [], [], []
-        for _, order in orders((whole, split), args.rounds):
-            res = {id(v): median(time_steps(v, c - 24, args.steps + 1)) for v in order}
+        for _, order in orders((whole, split), rounds):
+            res = {id(v): median(time_steps(v, c - 24, steps + 1)) for v in order}
             w_ms.append(res[id(whole)])
             s_ms.append(res[id(split)])
             pairs.append(res[id(split)] / res[id(whole)])
@@ -172,24 +178,44 @@ def main() -> None:
             f"{1e3 * statistics.median(s_ms):.1f} ms, split/whole {statistics.median(pairs):.3f}"
             " (target <= 1.05)"
         )
-        b = split_breakdown(split, c - 24, args.steps)
+        b = split_breakdown(split, c - 24, steps)
         print("  split step breakdown (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in b.items()))
-    del steps
 
+
+def fresh_processes(model: str, ladder: list[int]) -> None:
+    """RSS with every rung compiled and the foreground compile, each arm in its own process."""
     print("fresh processes (RSS and foreground compile) ...", flush=True)
-    w = run_child(args.model, "whole", ladder)
-    s = run_child(args.model, "split", ladder)
+    w = run_child(model, "whole", ladder)
+    s = run_child(model, "split", ladder)
     print(
         f"RSS with all {len(ladder)} rungs compiled: whole {w['rss_added'] / 2**30:.2f} GiB, "
         f"split {s['rss_added'] / 2**30:.2f} GiB, split/whole "
         f"{s['rss_added'] / w['rss_added']:.3f} (target <= 0.35)"
     )
-    n = run_child(args.model, "npuw", ladder)
+    n = run_child(model, "npuw", ladder)
     ratio = s["first_rung_s"] / n["compile_s"]
     print(
         f"foreground compile: i2 --graph split (weights + first core) {s['first_rung_s']:.2f} s, "
         f"NPUW pyramid on CPU {n['compile_s']:.2f} s, ratio {ratio:.3f} (target <= 0.5)"
     )
+
+
+def main() -> None:
+    args = parse_args()
+    ladder = [int(c) for c in args.ladder.split(",")]
+    if args.child:
+        print(json.dumps(child_rss(args.model, args.child, ladder)))
+        return
+    source = resolve_model(args.model)
+    materialize(source)
+    options = CompileOptions("CPU").resolved()
+    print(f"model: {source.label}; CPU {options.inference_precision}, ladder {ladder}")
+    t0 = time.perf_counter()
+    parts = WeightParts(source, options)
+    print(f"weight parts compiled once: {time.perf_counter() - t0:.2f} s")
+    successor_compile(source, parts, options, ladder, args.rounds)
+    decode(source, parts, options, ladder, args.rounds, args.steps)
+    fresh_processes(args.model, ladder)
 
 
 if __name__ == "__main__":

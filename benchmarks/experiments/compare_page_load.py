@@ -1,6 +1,7 @@
 """The compare page's size and load time in headless Chromium, by the browser's own timing.
 
-    python benchmarks/compare_page_load.py ab-results/compile-releases [MORE_DIRS...] --loads 5
+    python benchmarks/experiments/compare_page_load.py ab-results/compile-releases [MORE...] \
+        --loads 5
 
 For each results directory or campaign store (or an already written page, PAGE.html): builds
 the page as `compile-ahead compare DIR` does (into a temporary file; the directory is not
@@ -26,7 +27,7 @@ from playwright.sync_api import Page, sync_playwright
 
 from compile_ahead.profiling.campaigns.results.page import campaign_sources
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test-only helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # test-only helpers
 from page_events import CHROMIUM_ARGS, NO_NETWORK, PageEvents, find_chromium
 
 from compile_ahead.profiling.compare.sources import build_page

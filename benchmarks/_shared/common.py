@@ -1,8 +1,7 @@
 """What the benchmark scripts share: arms run in fresh processes, their order from the
 project's own trial design, and medians and ratios from the project's statistics.
 
-A script imports it as ``_common`` (Python puts a script's own directory first on its path);
-no script imports another script.
+A script imports it as ``_shared.common`` (see ``_shared/__init__.py``).
 """
 
 from __future__ import annotations

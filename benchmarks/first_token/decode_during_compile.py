@@ -10,7 +10,7 @@ the work) and decode the same number of tokens. Printed per arm (medians, second
 first token): when the rung was ready, when the 16th/32nd/64th/last token came, and how many
 tokens the bridge carried.
 
-    python benchmarks/decode_during_compile.py --model CKPT_OR_IR [--capacity 1024]
+    python benchmarks/first_token/decode_during_compile.py --model CKPT_OR_IR [--capacity 1024]
         [--context 128] [--tokens 128] [--rounds 3]
 """
 
@@ -21,9 +21,11 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 
-from _common import fresh_json, median, orders
-from _genai_arms import decode_step, fill_random
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import fresh_json, median, orders
+from _shared.genai_arms import decode_step, fill_random
 
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.step_compile import compile_step

@@ -1,0 +1,88 @@
+"""The benchmark scripts run from their topic folders (their shared helpers found), write their
+results as strict, marked JSON, and `compare` renders such a file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(
+    p for p in (ROOT / "benchmarks").glob("*/*.py") if not p.parent.name.startswith("_")
+)
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"not strict JSON: {name}")
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT / "benchmarks")))
+def test_every_benchmark_starts(script: Path) -> None:
+    """`--help` imports everything the script imports, its shared helpers included."""
+    done = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("usage:")
+
+
+def test_a_benchmark_result_is_strict_json_and_renders_on_the_compare_page(tmp_path) -> None:
+    result = tmp_path / "depsort.json"
+    script = ROOT / "benchmarks" / "npu_patch" / "depsort_replay.py"
+    argv = ["--presets", "tiny", "--chunks", "1", "--reps", "1", "--json", str(result)]
+    done = subprocess.run(
+        [sys.executable, str(script), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads(result.read_text(), parse_constant=_refuse_constant)
+    assert (document["kind"], document["version"]) == ("compile-ahead.benchmark", 1)
+    assert document["benchmark"] == "depsort_replay"
+    assert document["args"]["presets"] == ["tiny"] and document["results"]
+
+    page = tmp_path / "page.html"
+    shown = run_cli("compare", result, "--out", page)
+    assert shown.returncode == 0, shown.stderr
+    html = page.read_text()
+    assert "benchmark: depsort_replay" in html and "--presets=[&#x27;tiny&#x27;]" in html
+    first = document["results"][0]
+    assert f"[0].graph</td><td>{first['graph']}</td>" in html
+
+
+def test_a_value_that_is_not_a_number_is_written_as_null(tmp_path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from _shared.results import write_result
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    import argparse
+
+    path = write_result(
+        tmp_path / "r.json", "x", {"median": float("nan"), "top": [float("inf"), 1.5]},
+        argparse.Namespace(out=tmp_path / "r.json"),
+    )  # fmt: skip
+    document = json.loads(path.read_text(), parse_constant=_refuse_constant)
+    assert document["results"] == {"median": None, "top": [None, 1.5]}
+    assert document["args"] == {"out": str(tmp_path / "r.json")}
+
+
+def test_a_later_layout_of_a_benchmark_result_is_refused_in_one_line(tmp_path) -> None:
+    result = tmp_path / "later.json"
+    result.write_text(
+        json.dumps({"kind": "compile-ahead.benchmark", "version": 2, "benchmark": "x"})
+    )
+    refused = run_cli("compare", result)
+    assert refused.returncode == 2
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .endswith("a benchmark result of layout version 2; this reads 1")
+    ), refused.stderr
+    assert not (tmp_path / "later.compare.html").exists()
