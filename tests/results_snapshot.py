@@ -60,8 +60,11 @@ def campaign_report(directory: Path) -> dict:
     data = json.loads((directory / "campaign.json").read_text())
     return {
         "sections": _md_sections(md),
-        "rows": [f"{r['cell']} | {r['label']} | {r['versus']} | {r['verdict']} | "
-                 f"{'flagged' if r['flagged'] else '-'}" for r in data["rows"]],  # fmt: skip
+        "rows": [
+            f"{r['cell']} | {r['label']} | {r['versus']} | {r['verdict']} | "
+            f"{'flagged' if r['flagged'] else '-'}"
+            for r in data["rows"]
+        ],
         "cells": sorted(c["dir"] for c in data["cells"]),
     }
 
