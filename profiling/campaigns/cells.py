@@ -54,7 +54,7 @@ def _records(store: Store, block_id: int, block: int, start: int) -> list[TrialR
         "SELECT id, arm, record, result FROM trials WHERE block_id = ? AND warmup = 0 ORDER BY idx",
         (block_id,),
     )
-    out = []
+    out: list[TrialRecord] = []
     for row in rows:
         try:
             out.append(trial_record(row["record"], row["result"], start + len(out), block))
