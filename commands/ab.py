@@ -28,12 +28,13 @@ from compile_ahead.commands.options import (
 from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import check_new_dir, check_not_inputs, mark_output_dir
+from compile_ahead.profiling.results_format.experiment import load_experiment
+from compile_ahead.profiling.results_format.records import load_records
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
 from compile_ahead.profiling.trials.compile_kind import run as compile_run
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     completion_status,
-    load_experiment,
     report_experiment,
     run_experiment,
     save_experiment,
@@ -42,7 +43,6 @@ from compile_ahead.profiling.trials.kinds import KINDS
 from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
-    load_records,
     trial_timeout,
 )
 from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab

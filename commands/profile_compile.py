@@ -323,7 +323,7 @@ def merge_pyspy(args: argparse.Namespace, out: Path, code: int) -> int:
     from compile_ahead.output.dirs import seal_output_dir
     from compile_ahead.profiling.perfetto.validate import validate_trace
     from compile_ahead.profiling.perfetto.writer import TraceWriter
-    from compile_ahead.profiling.session.compile_profiler import REPORT_NAME, TRACE_NAME
+    from compile_ahead.profiling.results_format.profile import REPORT_NAME, TRACE_NAME
     from compile_ahead.profiling.traces.pyspy import emit_samples, load_samples
 
     samples_path = out / PYSPY_NAME
@@ -381,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = run_profile(args, config)
         if args.open and code == 0 and not pyspy_child:  # the py-spy parent opens the merge
             from compile_ahead.profiling.perfetto.ui import open_trace
-            from compile_ahead.profiling.session.compile_profiler import TRACE_NAME
+            from compile_ahead.profiling.results_format.profile import TRACE_NAME
 
             open_trace(args.out / TRACE_NAME)
         return code

@@ -12,6 +12,9 @@ campaigns and the compare page.
   check);
 - ``trials``: A/B trials, the engine and its experiment kinds;
 - ``campaigns``: grids of A/B experiments, run here or on a Ray cluster;
+- ``results_format``: the results the tools write (experiment.json, trials.jsonl, a
+  profile-compile directory, a campaign store), read in one place by every command that reads
+  them;
 - ``compare``: the compare page, one offline web page of an A/B, a campaign or a profile;
 - ``loopback_server``: what `trace open`'s and `compare --open`'s servers share (127.0.0.1,
   a secret token, bounded connections);

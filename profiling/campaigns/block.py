@@ -131,8 +131,8 @@ def _trial(record: dict, arms: dict[str, dict], ab_dir: Path) -> dict:
 
 
 def _read_back(ab_dir: Path) -> tuple[dict | None, list[dict], list[str]]:
-    from compile_ahead.profiling.trials.experiment import EXPERIMENT
-    from compile_ahead.profiling.trials.runner import load_records
+    from compile_ahead.profiling.results_format.experiment import EXPERIMENT
+    from compile_ahead.profiling.results_format.records import load_records
 
     exp = None
     if (ab_dir / EXPERIMENT).is_file():

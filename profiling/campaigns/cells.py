@@ -21,8 +21,12 @@ import sys
 from dataclasses import dataclass, field
 
 from compile_ahead.profiling.campaigns.store import Store
-from compile_ahead.profiling.trials.record_values import record_problem
-from compile_ahead.profiling.trials.runner import InvalidTrial, TrialRecord, invalid_trial_warning
+from compile_ahead.profiling.results_format.campaign import trial_record
+from compile_ahead.profiling.results_format.records import (
+    InvalidTrial,
+    TrialRecord,
+    invalid_trial_warning,
+)
 
 
 @dataclass
@@ -47,24 +51,23 @@ def _records(store: Store, block_id: int, block: int, start: int) -> list[TrialR
     """The block's measured trials; a row whose numbers cannot be used (record_values.py) is
     left out, named by its row."""
     rows = store.conn.execute(
-        "SELECT id, record, result FROM trials WHERE block_id = ? AND warmup = 0 ORDER BY idx",
+        "SELECT id, arm, record, result FROM trials WHERE block_id = ? AND warmup = 0 ORDER BY idx",
         (block_id,),
     )
-    out = []
+    out: list[TrialRecord] = []
     for row in rows:
-        record = json.loads(row["record"])
-        record |= {"result": None if row["result"] is None else json.loads(row["result"])}
-        problem = record_problem(record)
-        if problem is not None:
-            where = f"{store.path}: trials row {row['id']} (block {block}, arm {record.get('arm')})"
-            _warn(invalid_trial_warning(where, InvalidTrial(problem)))
-            continue
-        out.append(TrialRecord(**(record | {"index": start + len(out), "block": block})))
+        try:
+            out.append(trial_record(row["record"], row["result"], start + len(out), block))
+        except InvalidTrial as err:
+            where = f"{store.path}: trials row {row['id']} (block {block}, arm {row['arm']})"
+            _warn(invalid_trial_warning(where, err))
+        except ValueError as err:  # json.JSONDecodeError is one
+            _warn(f"warning: {store.path}: trials row {row['id']}: not a trial record ({err})")
     return out
 
 
 def _pooled(run: CellRun, store: Store, blocks: list, pairs: int) -> CellRun:
-    first = json.loads(blocks[0]["experiment"])
+    first = json.loads(blocks[0]["experiment"])  # as the block's experiment.json
     sources = [f"block {b['block']} on {b['host']}:{b['workdir']}" for b in blocks]
     run.experiment = first | {"pairs": pairs, "warmup": 0, "first_block": 0, "pooled_from": sources}
     for b in blocks:
@@ -79,7 +82,7 @@ def _pooled(run: CellRun, store: Store, blocks: list, pairs: int) -> CellRun:
 
 def cell_runs(store: Store, stratify: bool = False) -> list[CellRun]:
     """Per cell (and per machine when ``stratify``) what its done blocks measured."""
-    pairs = int(store.meta("pairs") or 0)
+    pairs = store.campaign.pairs
     runs: list[CellRun] = []
     for cell in store.conn.execute("SELECT idx, label, dirname FROM cells ORDER BY idx").fetchall():
         blocks = store.conn.execute(

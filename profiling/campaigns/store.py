@@ -24,9 +24,11 @@ import time
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.output.format_version import FORMAT_KEY, FORMAT_VERSION
 from compile_ahead.profiling.campaigns.spec import CampaignSpec
 from compile_ahead.profiling.campaigns.store_lock import CoordinatorLock
 from compile_ahead.profiling.campaigns.validation.identity import identity_change, refusal
+from compile_ahead.profiling.results_format.campaign import CampaignMeta, read_meta
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -102,9 +104,10 @@ def _store_error(path: Path, err: sqlite3.Error) -> CompileAheadError:
 
 
 class Store:
-    def __init__(self, path: Path, conn: sqlite3.Connection):
+    def __init__(self, path: Path, conn: sqlite3.Connection, campaign: CampaignMeta):
         self.path = path
         self.conn = conn
+        self.campaign = campaign  # its meta, typed, as the store was opened
 
     # -- creating and opening -------------------------------------------------------------
     @classmethod
@@ -184,11 +187,16 @@ class Store:
             conn = _connect(path)
             schema = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if schema is not None and schema[0] == str(SCHEMA_VERSION):
+                campaign = read_meta(conn, path)  # a newer results format: refused here
                 conn.execute("PRAGMA journal_mode = WAL")
-                return cls(path, conn)
+                return cls(path, conn, campaign)
             problem = f"of schema {SCHEMA_VERSION}"
         except sqlite3.Error as err:
             problem = f"({err})"
+        except CompileAheadError:
+            if conn is not None:
+                conn.close()
+            raise
         if conn is not None:
             conn.close()
         raise CompileAheadError(f"{path}: not a campaign store {problem}")
@@ -353,6 +361,7 @@ def _meta(spec: CampaignSpec) -> dict[str, str]:
 
     return {
         "schema": str(SCHEMA_VERSION),
+        FORMAT_KEY: str(FORMAT_VERSION),
         "campaign_id": uuid.uuid4().hex,
         "name": spec.name,
         "kind": spec.kind,

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compile_ahead.profiling.results_format.experiment import load_experiment
+from compile_ahead.profiling.results_format.records import TrialRecord, load_records
 from compile_ahead.profiling.trials.analysis import Analysis, Tally, block_results
 from compile_ahead.profiling.trials.compile_kind import calibration as calibration_report
 from compile_ahead.profiling.trials.compile_kind.passes import PassAnalysis, PassKey
@@ -21,11 +23,9 @@ from compile_ahead.profiling.trials.experiment import (
     ExperimentAnalysis,
     analyse_experiment,
     completion_status,
-    load_experiment,
 )
 from compile_ahead.profiling.trials.kinds import KINDS
 from compile_ahead.profiling.trials.power import NOT_TESTED, Judgement
-from compile_ahead.profiling.trials.runner import TrialRecord, load_records
 from compile_ahead.profiling.trials.stats import Better, PairedSummary
 
 Pair = tuple[float, float]  # (control, treatment) of one complete block

@@ -4,18 +4,20 @@ same code as the report's table of the passes that took most time)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.compare import html as h
 from compile_ahead.profiling.compare.experiment_page import server_hint, trace_link
 from compile_ahead.profiling.compare.html import Column, Row
 from compile_ahead.profiling.compare.model import rerun_command
+from compile_ahead.profiling.results_format.profile import (
+    PASSES_NAME,
+    TRACE_NAME,
+    read_profile_report,
+)
 from compile_ahead.profiling.session import passprofile
-from compile_ahead.profiling.session.compile_profiler import PASSES_NAME, REPORT_NAME, TRACE_NAME
 
 PHASES = ("total", "build", "compile_model", "transformations", "primitive_create", "other")
 
@@ -42,19 +44,8 @@ class ProfilePage:
     rerun: str | None
 
 
-def read_report(directory: Path) -> dict:
-    path = directory / REPORT_NAME
-    try:
-        report = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CompileAheadError(f"{path}: unreadable ({err})") from None
-    if not isinstance(report, dict) or report.get("tool") != "profile-compile":
-        raise CompileAheadError(f"{path}: not a profile-compile report")
-    return report
-
-
 def load(directory: Path) -> ProfilePage:
-    report = read_report(directory)
+    report = read_profile_report(directory)
     rungs = [r for r in report.get("rungs") or [] if isinstance(r, dict)]
     compile_ns = sum(int((r.get("phases_ns") or {}).get("compile_model") or 0) for r in rungs)
     passes, note = profile_passes(directory, report, compile_ns)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.session.compile_profiler import REPORT_NAME
-from compile_ahead.profiling.trials.experiment import EXPERIMENT
+from compile_ahead.profiling.results_format.experiment import EXPERIMENT
+from compile_ahead.profiling.results_format.profile import REPORT_NAME
 
 PAGE_NAME = "compare.html"  # the page's name in a results directory
 

@@ -21,7 +21,14 @@ from compile_ahead.errors import CompileAheadError, OutputWriteError, write_erro
 from compile_ahead.output.atomic import write_json_atomic
 from compile_ahead.output.checks import destination, mark_output_dir
 from compile_ahead.output.dirs import make_staging_dir, publish_dir
+from compile_ahead.output.format_version import stamped
 from compile_ahead.profiling.npu_patches.depsort import depsort_reading
+from compile_ahead.profiling.results_format.profile import (
+    PASSES_NAME,
+    REPORT_NAME,
+    TOOL,
+    TRACE_NAME,
+)
 from compile_ahead.profiling.session import passprofile
 from compile_ahead.profiling.session.foreign_model import compile_foreign, model_file, parse_shapes
 from compile_ahead.runtime.compile.settings.device_defaults import PREFILL_CHUNKS, default_prefill
@@ -49,11 +56,6 @@ def prefill_plan(device: str, capacity: int, chunk: int | None, shape: str | Non
     kind = PrefillShape(shape) if shape is not None else default_prefill(device).shape
     size = chunk or PREFILL_CHUNKS[kind]
     return PrefillPlan(min(capacity, size), kind, "default" if shape is None else "flag")
-
-
-TRACE_NAME = "trace.pftrace"
-REPORT_NAME = "report.json"
-PASSES_NAME = "passes.txt"
 
 
 class CompileProfiler:
@@ -148,24 +150,26 @@ class CompileProfiler:
     def _report_head(self, described: dict, label: str) -> dict[str, Any]:
         from compile_ahead.runtime.compile.rung_builder import decode_defaults
 
-        report: dict[str, Any] = {
-            "tool": "profile-compile",
-            "invocation": self.args.invocation,
-            "pid": os.getpid(),
-            "model": described,
-            "model_label": label,
-            "device": self.options.device,
-            "inference_precision": self.options.inference_precision,
-            "ov_config": self.options.extra_config,
-            "decode_defaults": decode_defaults(self.options, self.graph),
-            "graph": self.graph,
-            "graph_kinds": list(graph_kinds(self.args.graph_kind)),
-            "ladder": self.ladder,
-            "decode_tokens": self.args.decode_tokens,
-            "rungs": [],
-            "decode": [],
-            "error": None,
-        }
+        report: dict[str, Any] = stamped(
+            {
+                "tool": TOOL,
+                "invocation": self.args.invocation,
+                "pid": os.getpid(),
+                "model": described,
+                "model_label": label,
+                "device": self.options.device,
+                "inference_precision": self.options.inference_precision,
+                "ov_config": self.options.extra_config,
+                "decode_defaults": decode_defaults(self.options, self.graph),
+                "graph": self.graph,
+                "graph_kinds": list(graph_kinds(self.args.graph_kind)),
+                "ladder": self.ladder,
+                "decode_tokens": self.args.decode_tokens,
+                "rungs": [],
+                "decode": [],
+                "error": None,
+            }
+        )
         if self.args.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
             from compile_ahead.profiling.traces.pyspy import clock_marker
 

@@ -12,9 +12,11 @@ from typing import Any, Protocol
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.atomic import write_bytes_atomic
+from compile_ahead.output.format_version import FORMAT_KEY, stamped
+from compile_ahead.profiling.results_format.experiment import EXPERIMENT as EXPERIMENT
+from compile_ahead.profiling.results_format.experiment import load_experiment as load_experiment
 from compile_ahead.profiling.trials.analysis import Analysis
 from compile_ahead.profiling.trials.design import Plan, make_plan
-from compile_ahead.profiling.trials.record_values import loads_finite
 from compile_ahead.profiling.trials.runner import (
     TRIALS_LOG,
     Arm,
@@ -39,11 +41,6 @@ def _progress(quiet: bool):
     return show
 
 
-EXPERIMENT = "experiment.json"
-# Keys every experiment.json holds, with their JSON types (each kind adds its own).
-_EXPERIMENT_KEYS: dict[str, type] = {"arms": list, "pairs": int, "warmup": int, "ladder": list}
-
-
 class Kind(Protocol):
     """An experiment kind (`ab compile`, `ab schedule`): what its experiment.json holds beyond
     the common keys, and how its trial records become an analysis and a report. The engine
@@ -66,32 +63,17 @@ class Kind(Protocol):
         ...
 
 
-def load_experiment(directory: Path, kinds: Mapping[str, Kind]) -> dict:
-    """experiment.json of a results directory, checked enough to re-analyse it, or one line
-    that says what is wrong with it."""
-    path = directory / EXPERIMENT
-    if not path.exists():
-        raise CompileAheadError(f"{directory}: no {EXPERIMENT} (not an `ab` results dir)")
-    try:
-        exp = loads_finite(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise CompileAheadError(f"{path}: unreadable ({err})") from None
-    if not isinstance(exp, dict) or exp.get("kind") not in kinds:
-        raise CompileAheadError(
-            f"{path}: not an `ab` experiment (kind {' or '.join(sorted(kinds))})"
-        )
-    for key, kind in {**_EXPERIMENT_KEYS, **kinds[exp["kind"]].keys}.items():
-        if not isinstance(exp.get(key), kind):
-            raise CompileAheadError(f"{path}: {key} is missing or not a JSON {kind.__name__}")
-    if not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in exp["arms"]):
-        raise CompileAheadError(f"{path}: every arm needs a name")
-    return exp
+def experiment_json(exp: dict) -> str:
+    """experiment.json's text: ``exp`` in the current results format (a pooled or rebuilt
+    experiment of older runs is written in the current one)."""
+    current = stamped({k: v for k, v in exp.items() if k != FORMAT_KEY})
+    return json.dumps(current, indent=1, allow_nan=False)
 
 
 def save_experiment(out: Path, exp: dict, records: list[TrialRecord]) -> None:
     """experiment.json and the trial log, as a run leaves them (so `ab report` reads them)."""
     for path, text in (
-        (out / EXPERIMENT, json.dumps(exp, indent=1, allow_nan=False)),
+        (out / EXPERIMENT, experiment_json(exp)),
         (
             out / TRIALS_LOG,
             "".join(json.dumps(r.to_dict(), allow_nan=False) + "\n" for r in records),
@@ -212,7 +194,7 @@ def run_experiment(
 ) -> list[TrialRecord]:
     """Save the experiment, run the plan; on a failed trial, analyse what completed into a
     *_partial report beside trials.jsonl, then fail with one line."""
-    write_bytes_atomic(out / EXPERIMENT, json.dumps(exp, indent=1, allow_nan=False).encode())
+    write_bytes_atomic(out / EXPERIMENT, experiment_json(exp).encode())
     try:
         return run_plan(plan, arms, out, timeout_s=timeout_s, progress=_progress(quiet))
     except TrialFailed as err:

@@ -16,15 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.output.format_version import FORMAT_KEY
 from compile_ahead.profiling.trials.runner import TrialRecord
 
 # What may differ between runs of one experiment that are pooled: how many pairs each ran, its
 # warm-ups (not analysed), where in the design it started (a campaign's blocks, pooled in
 # order, continue the first run's design), where earlier pooling came from, and the command
-# line that started each (its --out at least).
+# line that started each (its --out at least), and the results format it was written in.
 _POOLED_FREELY = (
     "pairs", "warmup", "first_block", "pooled_from", "pooled_interpreters", "pooled_repeats",
-    "invocation",
+    "invocation", FORMAT_KEY,
 )  # fmt: skip
 
 

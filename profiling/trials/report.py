@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from compile_ahead.output.atomic import write_bytes_atomic
+from compile_ahead.output.format_version import stamped
 from compile_ahead.profiling.trials.analysis import Analysis, Endpoint
 from compile_ahead.profiling.trials.power import FLAG_RULE, Judgement
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
@@ -260,6 +261,6 @@ def write_reports(
     json_path = out_dir / f"{stem}.json"
     text = "\n".join([markdown(analysis, title, context, arm_labels), *sections])
     write_bytes_atomic(md_path, text.encode())
-    data = {**to_json(analysis, title, context, arms, records), **dict(extra or {})}
+    data = stamped({**to_json(analysis, title, context, arms, records), **dict(extra or {})})
     write_bytes_atomic(json_path, json.dumps(data, indent=2, allow_nan=False).encode())
     return md_path, json_path

@@ -16,19 +16,27 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import WAIT_SLICE_S
 from compile_ahead.output.atomic import writing
-from compile_ahead.profiling.trials.design import Plan, TrialSlot
-from compile_ahead.profiling.trials.record_values import record_problem
+from compile_ahead.profiling.results_format.record_values import record_problem
 
-TRIALS_LOG = "trials.jsonl"
+# The trial log's record type and reader belong to the results format (records.py); the
+# engine's callers find them here too.
+from compile_ahead.profiling.results_format.records import TRIALS_LOG as TRIALS_LOG
+from compile_ahead.profiling.results_format.records import InvalidTrial as InvalidTrial
+from compile_ahead.profiling.results_format.records import TrialRecord as TrialRecord
+from compile_ahead.profiling.results_format.records import (
+    invalid_trial_warning as invalid_trial_warning,
+)
+from compile_ahead.profiling.results_format.records import load_records as load_records
+from compile_ahead.profiling.trials.design import Plan, TrialSlot
+
 # Seconds a trial may run before it counts as hung: generous for the largest preset's full
 # protocol on a CPU, so only a hang (not a slow arm) hits it. --timeout changes it.
 DEFAULT_TRIAL_TIMEOUT_S = 7200.0
@@ -121,25 +129,6 @@ class Arm:
             "unset_env": list(self.unset_env),
             **dict(self.info),
         }
-
-
-@dataclass
-class TrialRecord:
-    index: int
-    block: int
-    position: int
-    arm: str
-    warmup: bool
-    returncode: int | None
-    wall_s: float  # process wall time seen by the runner (spawn to exit)
-    started_unix: float
-    result_path: str
-    result: dict | None
-    error: str | None = None
-    stderr_tail: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class TrialFailed(CompileAheadError):
@@ -264,62 +253,4 @@ def run_plan(
                 f"{done} completed trial(s) kept in {log}",
                 records,
             )
-    return records
-
-
-def _record(obj: object) -> TrialRecord:
-    """A TrialRecord from one parsed log line; ValueError if it is not a complete one."""
-    if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
-    known = {f.name for f in fields(TrialRecord)}
-    required = {f.name for f in fields(TrialRecord) if f.default is MISSING}
-    if not required <= set(obj) <= known:
-        wrong = sorted((required - set(obj)) | (set(obj) - known))
-        raise ValueError(f"missing or unknown keys {', '.join(wrong)}")
-    record = TrialRecord(**obj)
-    typed = (record.index, record.block, record.position)
-    if not all(isinstance(v, int) for v in typed) or not isinstance(record.arm, str):
-        raise ValueError("index, block, position or arm has the wrong type")
-    problem = record_problem(obj)
-    if problem is not None:
-        raise InvalidTrial(problem)
-    return record
-
-
-class InvalidTrial(ValueError):
-    """A complete trial record whose numbers cannot be used (record_values.py)."""
-
-
-def invalid_trial_warning(where: str, err: InvalidTrial) -> str:
-    return f"warning: {where}: invalid trial, left out of every statistic: {err}"
-
-
-def _warn(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
-def load_records(out_dir: Path, warn: Callable[[str], None] = _warn) -> list[TrialRecord]:
-    """Read back ``trials.jsonl`` (e.g. to analyse the trials a failed run completed).
-
-    A line that is not a complete record (a run killed while appending leaves a cut-off last
-    line), or whose numbers cannot be used (record_values.py), is skipped, and ``warn`` is
-    told which line; every other record is returned.
-    """
-    path = out_dir / TRIALS_LOG
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        raise CompileAheadError(f"{path}: no trial log") from None
-    except OSError as err:
-        raise CompileAheadError(f"{path}: cannot read ({err.strerror or err})") from None
-    records: list[TrialRecord] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(_record(json.loads(line)))
-        except InvalidTrial as err:
-            warn(invalid_trial_warning(f"{path}:{number}", err))
-        except (json.JSONDecodeError, TypeError, ValueError) as err:
-            warn(f"warning: {path}:{number}: not a complete trial record, skipped ({err})")
     return records

@@ -15,7 +15,6 @@ has its page.
 
 from __future__ import annotations
 
-import json
 import shlex
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -32,24 +31,21 @@ from compile_ahead.profiling.campaigns.results.history import (
 )
 from compile_ahead.profiling.campaigns.spec import block_flags
 from compile_ahead.profiling.campaigns.store import Store
+from compile_ahead.profiling.results_format.campaign import SUMMARY_JSON, read_summary
+from compile_ahead.profiling.results_format.experiment import load_experiment
+from compile_ahead.profiling.results_format.records import load_records
 from compile_ahead.profiling.trials.analysis import Endpoint
-from compile_ahead.profiling.trials.experiment import (
-    ExperimentAnalysis,
-    analyse_experiment,
-    load_experiment,
-)
+from compile_ahead.profiling.trials.experiment import ExperimentAnalysis, analyse_experiment
 from compile_ahead.profiling.trials.kinds import KINDS
 from compile_ahead.profiling.trials.power import NOT_TESTED, Judgement
 from compile_ahead.profiling.trials.report import display_unit, fmt_number
-from compile_ahead.profiling.trials.runner import load_records
 from compile_ahead.profiling.trials.stats import PairedSummary
-from compile_ahead.runtime.model.architecture import read_json_object
 
 SEED_ENDPOINTS = ("foreground_compile", "critical_path", "decode", "boundary_wait")
 # Besides the compile wall per rung and in all: compile CPU time, instructions, pass self time.
 COMPILE_ENDPOINTS = ("cpu_total", "instructions_total", "pass_self_total")
 TOP1_TALLY = "Boundary top-1 agreement"
-REPORT_JSON = "campaign.json"  # `campaign report`'s summary, also what marks its directory
+REPORT_JSON = SUMMARY_JSON  # `campaign report`'s summary, also what marks its directory
 NO_PAIR = "no complete pair"
 A_COUNT = "a count, not tested"
 
@@ -166,20 +162,21 @@ class CampaignDesign:
 
 
 def design_of(store: Store, stratify: bool) -> CampaignDesign:
+    meta = store.campaign
     failed = [
         FailedBlock(r["cell"], r["label"], r["block"], r["host"], r["status"], r["error"])
         for r in store.failed_blocks()
     ]
     return CampaignDesign(
-        name=store.meta("name") or "",
-        kind=store.meta("kind") or "",
+        name=meta.name,
+        kind=meta.kind,
         source=str(store.path),
-        spec_path=store.meta("spec_path") or "",
-        spec_digest=store.meta("spec_digest") or "",
-        spec_text=store.meta("spec_text") or "",
-        pairs=int(store.meta("pairs") or 0),
-        warmup=int(store.meta("warmup") or 0),
-        endpoints=json.loads(store.meta("report_endpoints") or "null"),
+        spec_path=meta.spec_path,
+        spec_digest=meta.spec_digest,
+        spec_text=meta.spec_text,
+        pairs=meta.pairs,
+        warmup=meta.warmup,
+        endpoints=meta.report_endpoints,
         fingerprints=store.fingerprints(),
         failures=tuple(failed),
         stratify=stratify,
@@ -345,12 +342,7 @@ def _run_from_report(directory: Path, cell: dict) -> CellRun:
 def from_report(directory: Path) -> CampaignAnalysis:
     """The campaign of a `campaign report` directory, analysed again from its cells' files."""
     path = directory / REPORT_JSON
-    data = read_json_object(path)
-    if not isinstance(data.get("design"), dict):
-        raise CompileAheadError(
-            f"{path}: names no campaign design (an older `campaign report`?); run `campaign "
-            "report` again, or give `compare` the campaign store"
-        )
+    data = read_summary(directory)
     try:
         design = CampaignDesign.from_dict(data["design"], str(directory))
         runs = [_run_from_report(directory, cell) for cell in data["cells"]]

@@ -24,6 +24,7 @@ from compile_ahead.errors import write_error
 from compile_ahead.output.atomic import write_bytes_atomic, writing
 from compile_ahead.output.checks import check_replaceable_dir, mark_output_dir
 from compile_ahead.output.dirs import make_staging_dir, publish_dir
+from compile_ahead.output.format_version import stamped
 from compile_ahead.profiling.campaigns.fingerprint import describe
 from compile_ahead.profiling.campaigns.results import history, plots
 from compile_ahead.profiling.campaigns.results.analyses import (
@@ -145,13 +146,15 @@ def _write_all(store: Store, out: Path, stratify: bool, no_plot: bool) -> Path:
     with writing(md):
         md.write_text(_markdown(campaign))
     d = campaign.design
-    summary = {
-        "name": d.name,
-        "kind": d.kind,
-        "design": d.to_dict(),
-        "rows": [r.to_dict() for r in campaign.rows],
-        "cells": cells_json(campaign),
-    }
+    summary = stamped(
+        {
+            "name": d.name,
+            "kind": d.kind,
+            "design": d.to_dict(),
+            "rows": [r.to_dict() for r in campaign.rows],
+            "cells": cells_json(campaign),
+        }
+    )
     with writing(out / REPORT_JSON):
         (out / REPORT_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False))
     write_bytes_atomic(out / PAGE_NAME, render(campaign).html.encode())

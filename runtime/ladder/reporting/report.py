@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from compile_ahead.output.format_version import stamped
 from compile_ahead.runtime.ladder.reporting.batch import batch_lines
 
 MIB = 2**20
@@ -164,7 +165,7 @@ class RunReport:
         return self.stop_reason == "interrupted"
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.model)
+        out: dict[str, Any] = stamped(self.model)
         for f in fields(self):
             if f.name in ("model", "extra"):
                 continue

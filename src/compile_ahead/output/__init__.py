@@ -7,4 +7,5 @@ dirs    output directories built aside in a staging directory and published whol
 paths   names and kinds of output paths (what is at a path, name limits, temporary names)
 modes   modes and owners of published outputs
 kind    what kind of file a mode is, in words for a one-line message
+format_version  the results format's version every results file carries
 """
