@@ -79,7 +79,7 @@ def _pooled(run: CellRun, store: Store, blocks: list, pairs: int) -> CellRun:
 
 def cell_runs(store: Store, stratify: bool = False) -> list[CellRun]:
     """Per cell (and per machine when ``stratify``) what its done blocks measured."""
-    pairs = int(store.meta("pairs") or 0)
+    pairs = store.spec_values().pairs
     runs: list[CellRun] = []
     for cell in store.conn.execute("SELECT idx, label, dirname FROM cells ORDER BY idx").fetchall():
         blocks = store.conn.execute(

@@ -21,6 +21,7 @@ import secrets
 import socket
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
@@ -99,6 +100,23 @@ def _is_sqlite(path: Path) -> bool:
 
 def _store_error(path: Path, err: sqlite3.Error) -> CompileAheadError:
     return CompileAheadError(f"{path}: the campaign store cannot be written ({err})")
+
+
+@dataclass(frozen=True)
+class SpecValues:
+    """The campaign's spec as its store holds it, typed: what its reports and status read
+    (empty or zero where a store made before the value was kept has none)."""
+
+    campaign_id: str
+    name: str
+    kind: str
+    pairs: int
+    warmup: int
+    spec_path: str
+    spec_text: str
+    spec_digest: str
+    report_endpoints: list | None
+    parallelism: int  # the nodes of the latest run (1 before one ran)
 
 
 class Store:
@@ -200,6 +218,22 @@ class Store:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
+    def spec_values(self) -> SpecValues:
+        """The spec's values from the meta table, typed, read in this one place."""
+        meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+        return SpecValues(
+            campaign_id=meta.get("campaign_id", ""),
+            name=meta.get("name", ""),
+            kind=meta.get("kind", ""),
+            pairs=int(meta.get("pairs") or 0),
+            warmup=int(meta.get("warmup") or 0),
+            spec_path=meta.get("spec_path", ""),
+            spec_text=meta.get("spec_text", ""),
+            spec_digest=meta.get("spec_digest", ""),
+            report_endpoints=json.loads(meta.get("report_endpoints") or "null"),
+            parallelism=int(meta.get("parallelism") or 1),
+        )
+
     def set_meta(self, values: dict[str, str]) -> None:
         try:
             with self.conn:
@@ -214,10 +248,11 @@ class Store:
         change = identity_change(stored, spec.identity) if stored else None
         if change is not None:
             raise refusal(self.path, change)
-        if self.meta("spec_digest") != spec.digest:
+        held = self.spec_values()
+        if held.spec_digest != spec.digest:
             raise CompileAheadError(
-                f"{self.path}: holds another campaign ({self.meta('name')}, from "
-                f"{self.meta('spec_path')}); its spec differs from {spec.path}: use a new store"
+                f"{self.path}: holds another campaign ({held.name}, from "
+                f"{held.spec_path}); its spec differs from {spec.path}: use a new store"
             )
         for row in self.conn.execute("SELECT idx, model, model_identity FROM cells"):
             if json.loads(row["model_identity"]) != identities[row["idx"]]:

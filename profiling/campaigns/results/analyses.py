@@ -15,7 +15,6 @@ has its page.
 
 from __future__ import annotations
 
-import json
 import shlex
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -170,16 +169,17 @@ def design_of(store: Store, stratify: bool) -> CampaignDesign:
         FailedBlock(r["cell"], r["label"], r["block"], r["host"], r["status"], r["error"])
         for r in store.failed_blocks()
     ]
+    spec = store.spec_values()
     return CampaignDesign(
-        name=store.meta("name") or "",
-        kind=store.meta("kind") or "",
+        name=spec.name,
+        kind=spec.kind,
         source=str(store.path),
-        spec_path=store.meta("spec_path") or "",
-        spec_digest=store.meta("spec_digest") or "",
-        spec_text=store.meta("spec_text") or "",
-        pairs=int(store.meta("pairs") or 0),
-        warmup=int(store.meta("warmup") or 0),
-        endpoints=json.loads(store.meta("report_endpoints") or "null"),
+        spec_path=spec.spec_path,
+        spec_digest=spec.spec_digest,
+        spec_text=spec.spec_text,
+        pairs=spec.pairs,
+        warmup=spec.warmup,
+        endpoints=spec.report_endpoints,
         fingerprints=store.fingerprints(),
         failures=tuple(failed),
         stratify=stratify,
