@@ -270,6 +270,7 @@ def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> Sc
 
 
 def _fixed_ladder(args: argparse.Namespace) -> Ladder:
+    """--ladder as `ab` takes it: rungs or a named ladder, never auto."""
     ladder = ladder_choice(args)
     assert isinstance(ladder, Ladder)  # ab has no auto ladder
     return ladder
