@@ -6,7 +6,7 @@ import argparse
 import functools
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from compile_ahead.commands import ab_options
 from compile_ahead.commands.options import (
@@ -32,11 +32,9 @@ from compile_ahead.profiling.results_format.experiment import load_experiment
 from compile_ahead.profiling.results_format.records import load_records
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
 from compile_ahead.profiling.trials.compile_kind import run as compile_run
-from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import (
     completion_status,
     report_experiment,
-    run_experiment,
     save_experiment,
 )
 from compile_ahead.profiling.trials.kinds import KINDS
@@ -46,6 +44,9 @@ from compile_ahead.profiling.trials.runner import (
     trial_timeout,
 )
 from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+from compile_ahead.profiling.trials.schedule_kind import run as schedule_run
+from compile_ahead.profiling.trials.schedule_kind.baselines import BASELINES
+from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
 from compile_ahead.runtime.ladder.capacities import Ladder
 
 if TYPE_CHECKING:
@@ -218,72 +219,65 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
 def run_compile_ab(args: argparse.Namespace) -> int:
     specs = [parse_arm(text, args.device) for text in args.arm]
     arms_plan = compile_run.with_aa(specs, args.aa)
-    return compile_run.run_compile_experiment(args, lambda: _out_dir(args, "compile"), arms_plan)
+    run = ab_options.compile_run_from_args(args)
+    return compile_run.run_compile_experiment(run, lambda: _out_dir(args, "compile"), arms_plan)
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    return compile_run.run_calibrate(args, lambda: _out_dir(args, "calibrate"))
+    cal = ab_options.calibration_from_args(args)
+    run = ab_options.compile_run_from_args(args)
+    return compile_run.run_calibrate(run, cal, lambda: _out_dir(args, "calibrate"))
 
 
 def run_schedule_ab(args: argparse.Namespace) -> int:
     schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
     out = _out_dir(args, "schedule")
-    from compile_ahead.profiling.trials.schedule_kind import baselines
-
-    upstream = [a for a in schedules if a in baselines.BASELINES]
-    if upstream and (args.ov_config or args.ov_config_file):
-        raise CompileAheadError(
-            f"--ov-config applies to compile-ahead's runs; the upstream arm(s) "
-            f"{', '.join(upstream)} compile with their pipeline's own properties"
-        )
-    ladder, prompt_len, decode_tokens, passed = _trial_settings(args)
-    if upstream:
-        baselines.require_upstream()
-    if args.command is None and len(upstream) < len(schedules):
+    trials = _schedule_trials(args, schedules)
+    if args.command is None and len(trials.upstream) < len(schedules):
         check_run_available()
-    plan = make_plan(schedules, args.pairs, args.warmup, args.first_block)
-    model_flags = (
-        [] if args.synthetic_dtype is None else ["--synthetic-dtype", args.synthetic_dtype]
-    )
-    arms = schedule_ab.make_arms(
-        schedules,
-        args.model,
-        str(ladder),
-        prompt_len,
-        decode_tokens,
-        args.command,
-        passed,
-        model_flags,
-    )
-    mark_output_dir(out)
-    exp = {
-        "kind": "schedule", "arms": [a.describe() for a in arms], "pairs": args.pairs,
-        "warmup": args.warmup, "ladder": list(ladder.rungs), "model": args.model,
-        "prompt_len": prompt_len, "decode_tokens": decode_tokens, "invocation": args.invocation,
-        "first_block": args.first_block,
-    }  # fmt: skip
-    records = run_experiment(plan, arms, out, exp, KINDS, args.timeout, args.quiet)
-    report_experiment(out, exp, records, KINDS, no_plot=args.no_plot)
-    return 0
+    design = ab_options.design_from_args(args)
+    return schedule_run.run_schedule_experiment(trials, design, out)
 
 
-def _trial_settings(args: argparse.Namespace) -> tuple[Ladder, int, int, list[str]]:
+def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> ScheduleTrials:
     """The trials' ladder, prompt and decode lengths, and the flags each `compile-ahead run`
     trial gets: the run configuration checked once here (not in every trial), its device
     defaults resolved here so every trial gets the same. A --command template says its own
     flags (its trials need not run this OpenVINO)."""
     from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 
-    ladder = ladder_choice(args)
-    assert isinstance(ladder, Ladder)  # ab has no auto ladder
+    upstream = [a for a in schedules if a in BASELINES]
+    if upstream and (args.ov_config or args.ov_config_file):
+        raise CompileAheadError(
+            f"--ov-config applies to compile-ahead's runs; the upstream arm(s) "
+            f"{', '.join(upstream)} compile with their pipeline's own properties"
+        )
+    ladder = _fixed_ladder(args)
     if args.command is None:
         config = run_config_from_args(args, None, compile_options(args))
+        passed = _run_flags(args, config)
     else:
         config = RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens)
         ov_config_from_args(args, check=True)
+        passed = ()
     prompt_len, decode_tokens = _lengths(config, ladder)
-    if args.command is not None:
-        return ladder, prompt_len, decode_tokens, []
+    dtype = args.synthetic_dtype
+    model_flags = () if dtype is None else ("--synthetic-dtype", dtype)
+    return ScheduleTrials(
+        schedules, args.model, ladder, prompt_len, decode_tokens, args.command, passed,
+        model_flags,
+    )  # fmt: skip
+
+
+def _fixed_ladder(args: argparse.Namespace) -> Ladder:
+    """--ladder as `ab` takes it: rungs or a named ladder, never auto."""
+    ladder = ladder_choice(args)
+    assert isinstance(ladder, Ladder)  # ab has no auto ladder
+    return ladder
+
+
+def _run_flags(args: argparse.Namespace, config: RunConfig) -> tuple[str, ...]:
+    """What each `compile-ahead run` trial is told besides its schedule, model and lengths."""
     # Trials compile for real: a compile cache would turn later trials' compiles into imports.
     passed = ["--device", args.device, "--graph", str(config.graph), "--no-cache"]
     passed += ["--compile-placement", str(config.placement)]
@@ -300,7 +294,7 @@ def _trial_settings(args: argparse.Namespace) -> tuple[Ladder, int, int, list[st
             passed += [flag, str(value)]
     for prop in args.ov_config:
         passed += ["--ov-config", prop]
-    return ladder, prompt_len, decode_tokens, passed
+    return tuple(passed)
 
 
 def _lengths(config: RunConfig, ladder: Ladder) -> tuple[int, int]:
@@ -317,10 +311,10 @@ def _lengths(config: RunConfig, ladder: Ladder) -> tuple[int, int]:
 class _Refusing(ExactParser):
     """`ab`'s parser with its errors raised instead of printed and exited on."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise CompileAheadError(message)
 
-    def exit(self, status: int = 0, message: str | None = None):  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         raise CompileAheadError((message or "the parser stopped").strip())
 
 
@@ -369,8 +363,7 @@ def check_cell(argv: list[str]) -> None:
             _check_arm_properties(text, args.device)
         return
     schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
-    ladder = ladder_choice(args)
-    assert isinstance(ladder, Ladder)
+    ladder = _fixed_ladder(args)
     _lengths(RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens), ladder)
     key = ("run", args.device, tuple(sorted(ov_config_from_args(args).items())))
     if key not in _CHECKED_PROPERTIES:  # the properties of `compile-ahead run`, this OpenVINO

@@ -1,5 +1,6 @@
 """The flags of `ab compile` and `ab calibrate`: what they compile and how each trial measures
-it (profiling/trials/compile_kind/run.py runs them)."""
+it, and the typed configurations built from them once (profiling/trials/compile_kind/run.py
+runs them)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ import os
 from pathlib import Path
 
 from compile_ahead.commands.options import add_ladder_option, add_synthetic_dtype_option, count
+from compile_ahead.profiling.session.foreign_model import parse_shapes
+from compile_ahead.profiling.trials.arms import parse_arm
+from compile_ahead.profiling.trials.compile_kind import calibration
+from compile_ahead.profiling.trials.compile_kind.experiment import MeasureOptions, parse_ladder
+from compile_ahead.profiling.trials.compile_kind.run import Calibration, CompileOptions, CompileRun
 from compile_ahead.profiling.trials.compile_kind.trial_values import (
     DEFAULT_REPEAT,
     STATISTICS,
     TIME_STATISTIC_DEFAULT,
 )
+from compile_ahead.profiling.trials.run_options import DesignOptions
 
 
 def _cpu_range(part: str, text: str) -> tuple[int, int]:
@@ -124,3 +131,45 @@ def add_calibrate_options(p: argparse.ArgumentParser) -> None:
         help="also run the control again (an A/A arm: the false-positive check)",
     )  # fmt: skip
     add_compile_options(p)
+
+
+def design_from_args(args: argparse.Namespace) -> DesignOptions:
+    """The flags every `ab` experiment kind shares (_common in ab.py)."""
+    return DesignOptions(
+        pairs=args.pairs,
+        warmup=args.warmup,
+        first_block=args.first_block,
+        timeout_s=args.timeout,
+        quiet=args.quiet,
+        no_plot=args.no_plot,
+        invocation=args.invocation,
+    )
+
+
+def measure_from_args(args: argparse.Namespace) -> MeasureOptions:
+    warmup = args.compile_warmup
+    if warmup is None:
+        warmup = 1 if args.repeat > 1 else 0
+    return MeasureOptions(args.repeat, warmup, args.statistic, tuple(args.pin), args.prefetch)
+
+
+def compile_run_from_args(args: argparse.Namespace) -> CompileRun:
+    """`ab compile`'s and `ab calibrate`'s configuration, its ladder and shapes checked here."""
+    compile_options = CompileOptions(
+        model=args.model,
+        ladder=parse_ladder(args.ladder),
+        shapes=parse_shapes(args.shape),
+        synthetic_dtype=args.synthetic_dtype,
+        device=args.device,
+        pass_profile=args.pass_profile,
+        counters=args.counters,
+        ir_dir=args.ir_dir,
+        measure=measure_from_args(args),
+    )
+    return CompileRun(compile_options, design_from_args(args))
+
+
+def calibration_from_args(args: argparse.Namespace) -> Calibration:
+    """`ab calibrate`'s own flags: the known change, then the control."""
+    delta = calibration.parse_delta(args.delta)
+    return Calibration(parse_arm(args.arm, args.device), delta, args.calibration_trials, args.aa)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from compile_ahead.profiling.session.compile_profiler import ProfileOptions
     from compile_ahead.runtime.ladder.config import RunConfig
 
 # Everything else is imported where used: the console script notes the interrupt signals
@@ -222,6 +223,26 @@ def _check_profile_flags(args: argparse.Namespace) -> None:
         raise CompileAheadError("--prefill-shape is for --graph-kind prefill or both")
 
 
+def profile_options(args: argparse.Namespace) -> ProfileOptions:
+    """profile-compile's own flags (check_args checked them) as the session takes them."""
+    from compile_ahead.profiling.session.compile_profiler import ProfileOptions
+
+    return ProfileOptions(
+        out=args.out,
+        model=args.model,
+        schedule=args.schedule,
+        synthetic_dtype=args.synthetic_dtype,
+        graph_kind=args.graph_kind,
+        shapes=tuple(args.shape),
+        decode_tokens=args.decode_tokens,
+        pass_profile=not args.no_pass_profile,
+        py_spy=args.py_spy,
+        steps_per_slice=args.steps_per_slice,
+        top=args.top,
+        invocation=args.invocation,
+    )
+
+
 def run_profile(args: argparse.Namespace, config: RunConfig) -> int:
     """Setup, a step per rung, the optional schedule overlay, then finish (publish whole)."""
     from compile_ahead.interrupts import hold, release
@@ -232,7 +253,7 @@ def run_profile(args: argparse.Namespace, config: RunConfig) -> int:
         prefill_plan,
     )
 
-    profiler = CompileProfiler(args, config)
+    profiler = CompileProfiler(profile_options(args), config)
     try:
         profiler.setup()
     except BaseException:

@@ -14,6 +14,7 @@ from compile_ahead.commands.main import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
 
 
@@ -71,10 +72,11 @@ def test_readiness_counts_late_successors(tmp_path: Path, command: str) -> None:
 
 
 def test_default_command_runs_compile_ahead_run() -> None:
-    cmd = schedule_ab.run_command("i2", "qwen2.5-0.5b", "1024,2048", 128, 1920)
+    cmd = schedule_ab.run_command("i2", "qwen2.5-0.5b", Ladder((1024, 2048)), 128, 1920)
     assert cmd[1:4] == ("-m", "compile_ahead.commands", "run")
     assert cmd[cmd.index("--schedule") + 1] == "i2" and cmd[cmd.index("--report") + 1] == "{out}"
     assert cmd[cmd.index("--decode-tokens") + 1] == "1920"
+    assert cmd[cmd.index("--ladder") + 1] == "1024,2048"
 
 
 def test_run_flags_reach_every_trial(tmp_path: Path) -> None:

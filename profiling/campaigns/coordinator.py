@@ -222,7 +222,7 @@ def _run(store, spec, cells, executor, quiet: bool, stream: TextIO) -> int:
     t0 = time.monotonic()
     interrupted = store.mark_interrupted()
     done = store.done()
-    tasks = block_tasks(spec, store.meta("campaign_id") or "", cells, done)
+    tasks = block_tasks(spec, store.campaign.campaign_id, cells, done)
     to_run = spec.blocks - len(done)  # a done row is one (cell, block) of this grid
     endpoints = spec.report_endpoints and list(spec.report_endpoints)
     store.set_meta(

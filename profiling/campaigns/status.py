@@ -31,21 +31,22 @@ def status_text(store_path: Path) -> str:
 
 def _lines(store: Store, store_path: Path, running: bool) -> list[str]:
     conn = store.conn
+    spec = store.campaign
     cells = conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
-    total = cells * int(store.meta("pairs") or 0)
+    total = cells * spec.pairs
     done = conn.execute(
         "SELECT started, ended FROM blocks WHERE status = 'done' ORDER BY ended"
     ).fetchall()
     complete = conn.execute(
         "SELECT COUNT(*) FROM (SELECT cell FROM blocks WHERE status = 'done' GROUP BY cell "
         "HAVING COUNT(*) = ?)",
-        (int(store.meta("pairs") or 0),),
+        (spec.pairs,),
     ).fetchone()[0]
     failed = store.failed_blocks()
     holder = (store.meta(HOLDER_KEY) or "another process") if running else None
     counts = _block_counts(store, holder)
     lines = [
-        f"campaign {store.meta('name')} ({store.meta('kind')}), store {store_path}",
+        f"campaign {spec.name} ({spec.kind}), store {store_path}",
         f"blocks: {len(done)} done of {total} ({100 * len(done) / max(total, 1):.0f}%); cells "
         f"complete: {complete} of {cells}",
         f"in flight: {counts['in flight']}; interrupted earlier (run again): "
@@ -55,7 +56,7 @@ def _lines(store: Store, store_path: Path, running: bool) -> list[str]:
     walls = [r["ended"] - r["started"] for r in done]
     left = total - len(done)
     if left and walls:
-        nodes = int(store.meta("parallelism") or 1)
+        nodes = spec.parallelism
         eta = left * statistics.median(walls) / nodes
         lines.append(
             f"ETA: {duration(eta)} for {left} block(s) at {statistics.median(walls):.0f} s "

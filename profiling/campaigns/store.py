@@ -218,14 +218,15 @@ class Store:
     def check_spec(self, spec: CampaignSpec, identities: dict[int, dict]) -> None:
         """A run on an existing store must be the campaign it holds (its identity: what
         defines its arms too, identity.py), on the same models."""
-        stored = json.loads(self.meta("identity") or "{}")  # none in a store made before
+        stored = self.campaign.identity  # none in a store made before
         change = identity_change(stored, spec.identity) if stored else None
         if change is not None:
             raise refusal(self.path, change)
-        if self.meta("spec_digest") != spec.digest:
+        held = self.campaign
+        if held.spec_digest != spec.digest:
             raise CompileAheadError(
-                f"{self.path}: holds another campaign ({self.meta('name')}, from "
-                f"{self.meta('spec_path')}); its spec differs from {spec.path}: use a new store"
+                f"{self.path}: holds another campaign ({held.name}, from "
+                f"{held.spec_path}); its spec differs from {spec.path}: use a new store"
             )
         for row in self.conn.execute("SELECT idx, model, model_identity FROM cells"):
             if json.loads(row["model_identity"]) != identities[row["idx"]]:

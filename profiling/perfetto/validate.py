@@ -177,11 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         allow_abbrev=False,
     )
     parser.add_argument("trace", type=Path)
-    args = parser.parse_args(argv)
+    trace: Path = vars(parser.parse_args(argv))["trace"]
     try:
-        report = validate_trace(args.trace)
+        report = validate_trace(trace)
     except OSError as err:
-        print(f"{args.trace}: cannot read: {err.strerror or err}", file=sys.stderr)
+        print(f"{trace}: cannot read: {err.strerror or err}", file=sys.stderr)
         return 2
     print(report.summary())
     return 0 if report.ok else 1

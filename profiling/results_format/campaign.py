@@ -35,6 +35,7 @@ class CampaignMeta:
     identity: dict[str, Any]  # what defines each arm (empty in a store made before it)
     report_endpoints: list[str] | None  # the spec's [report] endpoints
     created: float  # Unix time
+    parallelism: int  # the nodes of the latest run when the store was opened (1 before one)
 
 
 def _text(rows: dict[str, str], key: str) -> str:
@@ -59,6 +60,7 @@ def read_meta(conn: sqlite3.Connection, path: Path) -> CampaignMeta:
             identity=json.loads(rows.get("identity") or "{}"),
             report_endpoints=json.loads(rows.get("report_endpoints") or "null"),
             created=float(rows.get("created") or 0.0),
+            parallelism=int(rows.get("parallelism") or 1),
         )
     except ValueError as err:  # json.JSONDecodeError is one
         raise CompileAheadError(f"{path}: the campaign's meta cannot be read ({err})") from None

@@ -8,12 +8,12 @@ at ``<out>.failed`` instead).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,11 @@ from compile_ahead.runtime.compile.settings.device_defaults import PREFILL_CHUNK
 from compile_ahead.runtime.ladder.capacities import Ladder
 
 if TYPE_CHECKING:  # openvino must not load before the collector is armed
+    from collections.abc import Callable
+
+    from compile_ahead.profiling.perfetto.validate import TraceReport
+    from compile_ahead.profiling.session.rung_profile import RungProfile
+    from compile_ahead.runtime.compile.result import CompileResult
     from compile_ahead.runtime.compile.settings.modes import GraphMode
     from compile_ahead.runtime.ladder.config import RunConfig
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
@@ -58,17 +63,36 @@ def prefill_plan(device: str, capacity: int, chunk: int | None, shape: str | Non
     return PrefillPlan(min(capacity, size), kind, "default" if shape is None else "flag")
 
 
+@dataclass(frozen=True)
+class ProfileOptions:
+    """profile-compile's own settings (what the run configuration does not say), settled by
+    the command from its flags."""
+
+    out: Path  # the profile directory, published whole
+    model: str
+    schedule: str | None  # the schedule whose run is overlaid, if any
+    synthetic_dtype: str | None
+    graph_kind: str  # a key of GRAPH_KINDS
+    shapes: tuple[str, ...]  # --shape items, for a model compiled as it is
+    decode_tokens: int | None  # steps timed per rung (without a schedule)
+    pass_profile: bool  # time OpenVINO's passes in each profiled compile
+    py_spy: bool  # sampled by py-spy (its marker goes in the report)
+    steps_per_slice: int
+    top: int  # rows of the top-passes table
+    invocation: dict[str, object] | None  # how the command was started
+
+
 class CompileProfiler:
-    def __init__(self, args: argparse.Namespace, config: RunConfig):
+    def __init__(self, settings: ProfileOptions, config: RunConfig):
         """``config``: the run configuration profile-compile's flags give (validated; its
-        ladder the rungs to profile, its schedule the overlay's); ``args`` its own flags."""
+        ladder the rungs to profile, its schedule the overlay's); ``settings`` its own."""
         assert isinstance(config.ladder, Ladder) and config.graph is not None
-        self.args = args
+        self.settings = settings
         self.config = config
         self.options = config.options
         self.graph: GraphMode = config.graph
         self.ladder = list(config.ladder.rungs)
-        self.out: Path = args.out
+        self.out: Path = settings.out
         try:
             self.staging = make_staging_dir(self.out)
         except OSError as err:
@@ -80,7 +104,7 @@ class CompileProfiler:
             self.abandon()
             raise write_error_at(err, self.staging, self.out) from None
         # On for each profiled compile only (passprofile.recording_passes).
-        self.pass_file = None if args.no_pass_profile else self.staging / PASSES_NAME
+        self.pass_file = None if not settings.pass_profile else self.staging / PASSES_NAME
         self.report: dict[str, Any] = {}
         self.failure: CompileAheadError | None = None
         # Each profiled compile's passes, for the table of the passes that took most time.
@@ -94,7 +118,7 @@ class CompileProfiler:
         problem = itt_collector.collector_status().problem()
         if problem is not None:
             raise CompileAheadError(problem)
-        self.foreign = model_file(self.args.model)
+        self.foreign = model_file(self.settings.model)
         if self.foreign is not None:
             described, label = self._as_it_is()
         else:
@@ -109,21 +133,21 @@ class CompileProfiler:
 
     def _as_it_is(self) -> tuple[dict, str]:
         """A model that is not a stateful decoder, compiled as it is: what it is called."""
-        args, foreign = self.args, self.foreign
-        if args.schedule is not None:
+        given, foreign = self.settings, self.foreign
+        if given.schedule is not None:
             raise CompileAheadError(
-                f"--schedule: {args.model} is not a stateful decoder: it has no ladder to run"
+                f"--schedule: {given.model} is not a stateful decoder: it has no ladder to run"
             )
-        if args.synthetic_dtype is not None:
+        if given.synthetic_dtype is not None:
             raise CompileAheadError(
-                f"--synthetic-dtype: {args.model} is compiled as it is, with its own weights"
+                f"--synthetic-dtype: {given.model} is compiled as it is, with its own weights"
             )
-        if args.graph_kind != "decode":
+        if given.graph_kind != "decode":
             raise CompileAheadError(
-                f"--graph-kind {args.graph_kind}: {args.model} is compiled as it is; "
+                f"--graph-kind {given.graph_kind}: {given.model} is compiled as it is; "
                 "decode and prefill graphs are a stateful decoder's"
             )
-        self.shapes = parse_shapes(args.shape)
+        self.shapes = parse_shapes(list(given.shapes))
         described = {"model": str(foreign), "synthetic": False, "origin": "as given"}
         label = f"{foreign} [compiled as it is: not a stateful decoder]"
         print(f"model: {label}")
@@ -135,9 +159,10 @@ class CompileProfiler:
         """The decoder whose rungs are profiled, resolved: what it is called."""
         from compile_ahead.runtime.sources.resolve import resolve_model
 
-        if self.args.shape:
+        if self.settings.shapes:
             raise CompileAheadError("--shape is for models compiled as they are, not decoders")
-        self.source = resolve_model(self.args.model, synthetic_dtype=self.args.synthetic_dtype)
+        given = self.settings
+        self.source = resolve_model(given.model, synthetic_dtype=given.synthetic_dtype)
         self.config.check_graph_mode(self.source)
         print(f"model: {self.source.label}")
         print(
@@ -153,7 +178,7 @@ class CompileProfiler:
         report: dict[str, Any] = stamped(
             {
                 "tool": TOOL,
-                "invocation": self.args.invocation,
+                "invocation": self.settings.invocation,
                 "pid": os.getpid(),
                 "model": described,
                 "model_label": label,
@@ -162,15 +187,15 @@ class CompileProfiler:
                 "ov_config": self.options.extra_config,
                 "decode_defaults": decode_defaults(self.options, self.graph),
                 "graph": self.graph,
-                "graph_kinds": list(graph_kinds(self.args.graph_kind)),
+                "graph_kinds": list(graph_kinds(self.settings.graph_kind)),
                 "ladder": self.ladder,
-                "decode_tokens": self.args.decode_tokens,
+                "decode_tokens": self.settings.decode_tokens,
                 "rungs": [],
                 "decode": [],
                 "error": None,
             }
         )
-        if self.args.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
+        if self.settings.py_spy and os.environ.get("COMPILE_AHEAD_PYSPY_CHILD"):
             from compile_ahead.profiling.traces.pyspy import clock_marker
 
             report["pyspy_marker_ns"] = list(clock_marker())
@@ -197,13 +222,13 @@ class CompileProfiler:
         self.rss_track = w.counter_track(PROCESS_RSS_BYTES)
         self.graphs_track = w.counter_track(GRAPHS_RESIDENT)
         self.slicer = StepSlicer(
-            w, self.device_track, self.args.steps_per_slice, w.counter_track(TOKENS_PER_S)
+            w, self.device_track, self.settings.steps_per_slice, w.counter_track(TOKENS_PER_S)
         )
         self.sampler = RssSampler(0.05, on_sample=lambda ts, v: w.counter(self.rss_track, ts, v))
         self.sampler.start()
         w.counter(self.graphs_track, None, 0)
 
-    def _rung_compiler(self):
+    def _rung_compiler(self) -> Callable[..., CompileResult]:
         from compile_ahead.runtime.compile.rung_builder import RungBuilder
 
         # Split: the first rung's profile includes the weight parts, later rungs only a core.
@@ -241,7 +266,7 @@ class CompileProfiler:
         self.report["rungs"].append({**row, "model_file": str(self.foreign)})
         del result
 
-    def _keep_passes(self, profile) -> None:
+    def _keep_passes(self, profile: RungProfile) -> None:
         if profile.passes is not None:
             self.pass_profiles.append(profile.passes)
 
@@ -279,7 +304,8 @@ class CompileProfiler:
             w.slice_end(job, None, args={"error": str(err)})
             raise
         # Decode steps are timed on decode graphs only.
-        tokens = 0 if self.args.schedule is not None or chunk > 1 else self.args.decode_tokens
+        given = self.settings
+        tokens = 0 if given.schedule is not None or chunk > 1 else given.decode_tokens
         flow = w.new_flow()
         names = itt_collector.thread_names({e.tid for e in profile.spans})
         # A patched NPU compiler's counters, when one is loaded (never zeros in its place).
@@ -304,7 +330,9 @@ class CompileProfiler:
         del result  # one rung's compiled weights resident at a time
         w.counter(self.graphs_track, None, 0)
 
-    def _decode_on_rung(self, step, capacity: int, tokens: int, flow: int, ready_ns: int) -> dict:
+    def _decode_on_rung(
+        self, step: Any, capacity: int, tokens: int, flow: int, ready_ns: int
+    ) -> dict:
         """Time decode steps of a freshly compiled rung (KV inputs left at their defaults)."""
         import numpy as np
 
@@ -346,7 +374,7 @@ class CompileProfiler:
         events = TraceRunEvents(
             self.writer,
             self.options.device,
-            self.args.steps_per_slice,
+            self.settings.steps_per_slice,
             skip_counters=frozenset({"rss_bytes"}),
         )
         bar = ProgressBar(tokens)
@@ -417,13 +445,13 @@ class CompileProfiler:
         if self.pass_profiles:
             totals = passprofile.pass_self_totals(self.pass_profiles)
             r["top_passes"] = {
-                "top": self.args.top,
+                "top": self.settings.top,
                 "passes": len(totals),
                 "self_s_all_passes": sum(t.self_ns for t in totals) / 1e9,
-                "rows": [t.to_json() for t in totals[: self.args.top]],
+                "rows": [t.to_json() for t in totals[: self.settings.top]],
             }
 
-    def _report_trace(self, target: Path):
+    def _report_trace(self, target: Path) -> TraceReport:
         """The closed trace validated, as it is named where it is published."""
         from compile_ahead.profiling.perfetto.validate import validate_trace
 
@@ -449,7 +477,7 @@ class CompileProfiler:
         if self.pass_profiles:
             totals = passprofile.pass_self_totals(self.pass_profiles)
             print()
-            print(format_top_passes(totals, self.args.top, len(r["rungs"])))
+            print(format_top_passes(totals, self.settings.top, len(r["rungs"])))
         print()
         print(f"peak RSS of the process: {fmt_mb(r['peak_rss_bytes'])} MiB")
         dep = r["depsort_counters"]

@@ -3,7 +3,6 @@ arms, the IR, the trials and the report, shared by both commands."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import shutil
@@ -14,12 +13,10 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import mark_output_dir
-from compile_ahead.profiling.session.foreign_model import parse_shapes
 from compile_ahead.profiling.trials.arms import (
     PROBE_TIMEOUT_S,
     ArmSpec,
     check_arm_properties,
-    parse_arm,
     probe,
 )
 from compile_ahead.profiling.trials.compile_kind import calibration
@@ -32,16 +29,43 @@ from compile_ahead.profiling.trials.compile_kind.experiment import (
 from compile_ahead.profiling.trials.compile_kind.kind import COMPILE
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import report_experiment, run_experiment
+from compile_ahead.profiling.trials.run_options import DesignOptions
 from compile_ahead.profiling.trials.runner import Arm
 
 _KINDS = {"compile": COMPILE}  # what the engine needs to run and report a compile experiment
 
 
-def measure_from_args(args: argparse.Namespace) -> MeasureOptions:
-    warmup = args.compile_warmup
-    if warmup is None:
-        warmup = 1 if args.repeat > 1 else 0
-    return MeasureOptions(args.repeat, warmup, args.statistic, tuple(args.pin), args.prefetch)
+@dataclass(frozen=True)
+class CompileOptions:
+    """What `ab compile` and `ab calibrate` compile and how each trial measures it."""
+
+    model: str
+    ladder: tuple[int, ...]
+    shapes: dict[str, list[int]]  # a model compiled as it is: each dynamic input's shape
+    synthetic_dtype: str | None
+    device: str
+    pass_profile: bool
+    counters: bool
+    ir_dir: Path | None  # kept (and reused) exported IR; None: a temporary directory
+    measure: MeasureOptions
+
+
+@dataclass(frozen=True)
+class CompileRun:
+    """A compile experiment's configuration, settled by the command from its flags."""
+
+    compile: CompileOptions
+    design: DesignOptions
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """`ab calibrate`'s own settings: the control, the known change and how it is measured."""
+
+    control: ArmSpec
+    delta_percent: float
+    trials: int  # trials of the control measuring its compile CPU time first
+    aa: bool  # also the control again as an A/A arm
 
 
 @dataclass
@@ -79,76 +103,68 @@ def _no_results_on_refusal(out: Path) -> Iterator[None]:
 
 
 def run_compile_experiment(
-    args: argparse.Namespace,
+    run: CompileRun,
     out_dir: Callable[[], Path],
     arms_plan: ArmPlan,
     before: BeforeArms | None = None,
 ) -> int:
     """Check everything, then ``out_dir()`` (the new results directory), export, run, report."""
-    names = [s.name for s in arms_plan.specs]
-    make_plan(names, args.pairs, args.warmup)  # refuses a bad design before any work
-    ladder = compile_ab.parse_ladder(args.ladder)
-    timeout = min(args.timeout, PROBE_TIMEOUT_S)
+    c, d = run.compile, run.design
+    make_plan([s.name for s in arms_plan.specs], d.pairs, d.warmup)  # refuses a bad design
+    timeout = min(d.timeout_s, PROBE_TIMEOUT_S)
     for spec in arms_plan.specs:  # before anything is written or exported
-        check_arm_properties(spec, args.device, timeout)
-        probe(spec, args.device, timeout)  # its OpenVINO compiles for the device
-    measure = measure_from_args(args)
+        check_arm_properties(spec, c.device, timeout)
+        probe(spec, c.device, timeout)  # its OpenVINO compiles for the device
     out = out_dir()
-    shapes = parse_shapes(args.shape)
-    base_config, kv_precision = compile_ab.default_config(args.device)
-    with compile_ab.IRDirectory(args.ir_dir, keep=False) as ir_dir:
+    base_config, kv_precision = compile_ab.default_config(c.device)
+    with compile_ab.IRDirectory(c.ir_dir, keep=False) as ir_dir:
         with _no_results_on_refusal(out):
             mark_output_dir(out)
-            print(f"exporting {len(ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
+            print(f"exporting {len(c.ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
             exported = compile_ab.export_rungs(
-                args.model, ladder, kv_precision, ir_dir, shapes, args.synthetic_dtype
+                c.model, c.ladder, kv_precision, ir_dir, c.shapes, c.synthetic_dtype
             )
         if before is not None:
             arms_plan = before(exported, base_config, out)
-        plan = make_plan(
-            [s.name for s in arms_plan.specs], args.pairs, args.warmup, args.first_block
-        )
+        plan = make_plan([s.name for s in arms_plan.specs], d.pairs, d.warmup, d.first_block)
         arms, labels = compile_ab.make_arms(
-            arms_plan.specs, exported, args.device, base_config, args.pass_profile, out,
-            args.counters, probe_timeout_s=args.timeout, measure=measure,
+            arms_plan.specs, exported, c.device, base_config, c.pass_profile, out,
+            c.counters, probe_timeout_s=d.timeout_s, measure=c.measure,
             extras=arms_plan.extras,
         )  # fmt: skip
-        context = _context(args, exported, arms, (ladder, kv_precision), measure)
-        context |= arms_plan.context
+        context = _context(c, exported, arms, kv_precision) | arms_plan.context
         exp = {
-            "kind": "compile", "arms": [a.describe() for a in arms], "pairs": args.pairs,
-            "warmup": args.warmup, "ladder": list(ladder),
-            "pass_profile": args.pass_profile, "counters": args.counters, "context": context,
-            "labels": labels, "measure": measure.describe(), "invocation": args.invocation,
-            "first_block": args.first_block,
+            "kind": "compile", "arms": [a.describe() for a in arms], "pairs": d.pairs,
+            "warmup": d.warmup, "ladder": list(c.ladder),
+            "pass_profile": c.pass_profile, "counters": c.counters, "context": context,
+            "labels": labels, "measure": c.measure.describe(), "invocation": d.invocation,
+            "first_block": d.first_block,
             **arms_plan.experiment,
         }  # fmt: skip
-        records = run_experiment(plan, arms, out, exp, _KINDS, args.timeout, args.quiet)
-    report_experiment(out, exp, records, _KINDS, no_plot=args.no_plot)
+        records = run_experiment(plan, arms, out, exp, _KINDS, d.timeout_s, d.quiet)
+    report_experiment(out, exp, records, _KINDS, no_plot=d.no_plot)
     return 0
 
 
 def _context(
-    args: argparse.Namespace,
-    exported: ExportedRungs,
-    arms: list[Arm],
-    graphs: tuple[tuple[int, ...], str],
-    measure: MeasureOptions,
+    c: CompileOptions, exported: ExportedRungs, arms: list[Arm], kv_precision: str
 ) -> dict[str, str]:
-    ladder, kv_precision = graphs
-    config_text = ", ".join(f"{k}={v}" for k, v in arms[0].info["config"].items())
+    config = arms[0].info["config"]
+    assert isinstance(config, dict)  # the control's compile properties (make_arms)
+    config_text = ", ".join(f"{k}={v}" for k, v in config.items())
     return {
         "model": exported.label,
-        "graphs": f"decode step (chunk 1), ladder {','.join(map(str, ladder))}, KV {kv_precision}",
-        "device": args.device,
+        "graphs": f"decode step (chunk 1), ladder {','.join(map(str, c.ladder))}, "
+        f"KV {kv_precision}",
+        "device": c.device,
         "arms": "; ".join(
             f"{a.name} = {a.info['openvino']} via {a.info['python']}"
             + (f" (lib {a.info['library_path']})" if a.info.get("library_path") else "")
             for a in arms
         ),
         "compile config (control)": config_text,
-        "extension counters": _counters_text(args.counters, arms),
-        "measurement": _measure_text(measure),
+        "extension counters": _counters_text(c.counters, arms),
+        "measurement": _measure_text(c.measure),
     }
 
 
@@ -182,33 +198,31 @@ def with_aa(specs: list[ArmSpec], aa: bool) -> ArmPlan:
     return ArmPlan([specs[0], copy, *specs[1:]], {copy.name: extras})
 
 
-def run_calibrate(args: argparse.Namespace, out_dir: Callable[[], Path]) -> int:
+def run_calibrate(run: CompileRun, cal: Calibration, out_dir: Callable[[], Path]) -> int:
     """`ab calibrate`: measure the control's compile CPU time, then run it against itself plus
     a spin of --delta percent of it (and against itself plainly with --aa)."""
-    delta = calibration.parse_delta(args.delta)
-    control = parse_arm(args.arm, args.device)
-    given = with_aa([control], args.aa)
+    c, d, control = run.compile, run.design, cal.control
+    given = with_aa([control], cal.aa)
     delta_name = control.name + calibration.DELTA_SUFFIX
     placeholder = dataclasses.replace(control, name=delta_name)
-    measure = measure_from_args(args)
 
     def before(exported: ExportedRungs, base_config: dict, out: Path) -> ArmPlan:
         arms, _ = compile_ab.make_arms(
-            [control], exported, args.device, base_config, args.pass_profile, out,
-            args.counters, probe_timeout_s=args.timeout, measure=measure,
+            [control], exported, c.device, base_config, c.pass_profile, out,
+            c.counters, probe_timeout_s=d.timeout_s, measure=c.measure,
         )  # fmt: skip
-        print(f"calibrating: {args.calibration_trials} trial(s) of {control.name} ...",
-              file=sys.stderr)  # fmt: skip
+        print(f"calibrating: {cal.trials} trial(s) of {control.name} ...", file=sys.stderr)
         cpu_s = calibration.measure_control(
-            arms[0], args.calibration_trials, out, args.timeout, measure.statistic
+            arms[0], cal.trials, out, d.timeout_s, c.measure.statistic
         )
         exp, line = calibration.describe(
-            control.name, delta_name, delta, cpu_s, args.calibration_trials
+            control.name, delta_name, cal.delta_percent, cpu_s, cal.trials
         )
-        extras = {**given.extras, delta_name: calibration.delta_arm(control.name, delta, cpu_s)}
+        spin = calibration.delta_arm(control.name, cal.delta_percent, cpu_s)
+        extras = {**given.extras, delta_name: spin}
         return ArmPlan([*given.specs, placeholder], extras, {"calibration": exp},
                        {"CALIBRATION": line})  # fmt: skip
 
     return run_compile_experiment(
-        args, out_dir, ArmPlan([*given.specs, placeholder], given.extras), before
+        run, out_dir, ArmPlan([*given.specs, placeholder], given.extras), before
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.analysis import (
@@ -23,6 +23,7 @@ from compile_ahead.profiling.trials.analysis import (
     result_field,
 )
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
+from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
 
 SCHEDULE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -59,10 +60,15 @@ def parse_arms(text: str, custom_command: bool = False) -> tuple[str, ...]:
     return arms
 
 
+def ladder_arg(ladder: Ladder) -> str:
+    """The ladder as a trial's command line gives it (``--ladder`` and ``{ladder}``)."""
+    return ",".join(str(r) for r in ladder.rungs)
+
+
 def run_command(
     schedule: str,
     model: str,
-    ladder: str,
+    ladder: Ladder,
     prompt_len: int,
     decode_tokens: int,
     template: str | None = None,
@@ -72,14 +78,14 @@ def run_command(
     values = {
         "schedule": schedule,
         "model": model,
-        "ladder": ladder,
+        "ladder": ladder_arg(ladder),
         "prompt_len": str(prompt_len),
         "decode_tokens": str(decode_tokens),
     }
     if template is None:
         return (
             sys.executable, "-m", "compile_ahead.commands", "run",
-            "--model", model, "--schedule", schedule, "--ladder", ladder,
+            "--model", model, "--schedule", schedule, "--ladder", values["ladder"],
             "--prompt-len", str(prompt_len), "--decode-tokens", str(decode_tokens),
             "--report", "{out}", "--no-progress", *extra,
         )  # fmt: skip
@@ -105,7 +111,7 @@ def run_command(
 def make_arms(
     schedules: Sequence[str],
     model: str,
-    ladder: str,
+    ladder: Ladder,
     prompt_len: int,
     decode_tokens: int,
     template: str | None = None,
@@ -119,8 +125,10 @@ def make_arms(
     from compile_ahead.profiling.trials.schedule_kind.genai_trial import ARM as GENAI_ARM
     from compile_ahead.profiling.trials.schedule_kind.upstream_trial import ARMS as UPSTREAM_ARMS
 
-    arms = []
+    arms: list[Arm] = []
     for s in schedules:
+        command: tuple[str, ...]
+        info: dict[str, object]
         if s in UPSTREAM_ARMS:
             command = (*upstream_command(s, model, ladder, prompt_len, decode_tokens), *model_flags)
             info = {"schedule": s, "upstream": True}
@@ -136,22 +144,24 @@ def make_arms(
 
 
 def upstream_command(
-    arm: str, model: str, ladder: str, prompt_len: int, decode_tokens: int
+    arm: str, model: str, ladder: Ladder, prompt_len: int, decode_tokens: int
 ) -> tuple[str, ...]:
     from compile_ahead.profiling.trials.schedule_kind.upstream_trial import ARMS as UPSTREAM_ARMS
 
     return (
         sys.executable, "-m", "compile_ahead.profiling.trials.schedule_kind.upstream_trial",
         "--model", model, "--pyramid", "on" if UPSTREAM_ARMS[arm] else "off",
-        "--ladder", ladder, "--prompt-len", str(prompt_len),
+        "--ladder", ladder_arg(ladder), "--prompt-len", str(prompt_len),
         "--decode-tokens", str(decode_tokens), "--report", "{out}",
     )  # fmt: skip
 
 
-def genai_command(model: str, ladder: str, prompt_len: int, decode_tokens: int) -> tuple[str, ...]:
+def genai_command(
+    model: str, ladder: Ladder, prompt_len: int, decode_tokens: int
+) -> tuple[str, ...]:
     return (
         sys.executable, "-m", "compile_ahead.profiling.trials.schedule_kind.genai_trial",
-        "--model", model, "--ladder", ladder, "--prompt-len", str(prompt_len),
+        "--model", model, "--ladder", ladder_arg(ladder), "--prompt-len", str(prompt_len),
         "--decode-tokens", str(decode_tokens), "--report", "{out}",
     )  # fmt: skip
 
@@ -167,7 +177,7 @@ def boundary_records(result: dict) -> list[BoundaryRecord] | None:
         return None
 
 
-def _boundary_sum(key: str):
+def _boundary_sum(key: str) -> Callable[[dict], float | None]:
     def get(result: dict) -> float | None:
         records = boundary_records(result)
         values = [getattr(b, key) for b in records or []]
@@ -179,7 +189,7 @@ def _boundary_sum(key: str):
     return get
 
 
-def _rung_tok_s(capacity: int):
+def _rung_tok_s(capacity: int) -> Callable[[dict], float | None]:
     def get(result: dict) -> float | None:
         for rung in result.get("rungs") or []:
             if isinstance(rung, dict) and rung.get("capacity") == capacity:
@@ -256,6 +266,10 @@ def readiness_tally(per_block: dict[str, list[dict | None]]) -> Tally:
 Window = dict[object, list[tuple[int, object, object]]]  # boundary -> [(step, top1, digest)]
 
 
+def _nearest(ladder: list[int], context: int) -> int:
+    return min(ladder, key=lambda c: abs(context - c))
+
+
 def boundary_windows(result: dict) -> Window:
     """Top-1 ids (and logits digests) around each boundary, keyed by the boundary.
 
@@ -271,8 +285,7 @@ def boundary_windows(result: dict) -> Window:
             context = e.get("context")
             if not isinstance(context, int) or not isinstance(e.get("step"), int):
                 continue
-            nearest = min(ladder, key=lambda c, t=context: abs(t - c))
-            windows.setdefault(nearest, []).append(
+            windows.setdefault(_nearest(ladder, context), []).append(
                 (e["step"], e.get("top1"), e.get("logits_digest"))
             )
         return windows
@@ -347,7 +360,9 @@ def model_label(records: Sequence[TrialRecord]) -> str:
         res = r.result or {}
         if "model" in res:
             synthetic = res.get("synthetic")
-            kind = {True: "SYNTHETIC weights", False: "real weights"}.get(synthetic, "weights ?")
+            kind = "weights ?"
+            if isinstance(synthetic, bool):
+                kind = "SYNTHETIC weights" if synthetic else "real weights"
             return f"{res['model']} [{kind}]"
     return "unknown (no trial report)"
 

@@ -23,7 +23,13 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.ladder.reporting.report import RunReport
+    from compile_ahead.runtime.sources.base import ModelSource
 
 ARM = "genai"
 IR_NAME = "openvino_model.xml"
@@ -31,7 +37,7 @@ IR_NAME = "openvino_model.xml"
 
 def model_directory(
     model: str, workdir: Path, synthetic_dtype: str | None = None
-) -> tuple[Path, object, float]:
+) -> tuple[Path, ModelSource, float]:
     """(directory LLMPipeline loads, the resolved source, seconds spent exporting an IR)."""
     import openvino as ov
 
@@ -54,6 +60,18 @@ def model_directory(
     return workdir, source, time.perf_counter() - t0
 
 
+@dataclass(frozen=True)
+class GenaiTrial:
+    """One trial's settings, as `ab schedule` gives them on its command line."""
+
+    model: str
+    ladder: str
+    prompt_len: int
+    decode_tokens: int
+    report: Path
+    synthetic_dtype: str | None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="genai_trial", description=__doc__.split("\n\n")[0], allow_abbrev=False
@@ -64,24 +82,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decode-tokens", type=int, required=True)
     p.add_argument("--report", type=Path, required=True)
     p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
-    args = p.parse_args(argv)
+    trial = GenaiTrial(**vars(p.parse_args(argv)))
 
     from compile_ahead.output.atomic import write_json_atomic
 
     t_start = time.perf_counter()  # critical path: IR export, load, generate
     with tempfile.TemporaryDirectory(prefix="genai-trial-") as tmp:
-        directory, source, export_s = model_directory(args.model, Path(tmp), args.synthetic_dtype)
-        timed = _generate(directory, source, args.prompt_len, args.decode_tokens)
+        directory, source, export_s = model_directory(trial.model, Path(tmp), trial.synthetic_dtype)
+        timed = _generate(directory, source, trial.prompt_len, trial.decode_tokens)
     timed["export_s"] = export_s
     timed["critical_path_s"] = time.perf_counter() - t_start
-    report = _report(args, source, timed)
-    write_json_atomic(args.report, report.to_json())
+    report = _report(trial, source, timed)
+    write_json_atomic(trial.report, report.to_json())
     summary = {"load_s": timed["load_s"], "ttft_s": report.prefill_s}
     print(json.dumps({**summary, "tokens": report.tokens_decoded}))
     return 0
 
 
-def _generate(directory: Path, source, prompt_len: int, decode_tokens: int) -> dict:
+def _generate(
+    directory: Path, source: ModelSource, prompt_len: int, decode_tokens: int
+) -> dict[str, Any]:
     """LLMPipeline loaded (timed) and generating the teacher-forced prompt's continuation."""
     import numpy as np
     import openvino as ov
@@ -107,20 +127,20 @@ def _generate(directory: Path, source, prompt_len: int, decode_tokens: int) -> d
     return {"result": result, "load_s": load_s, "generate_s": generate_s, "genai": genai}
 
 
-def _report(args: argparse.Namespace, source, timed: dict):
+def _report(trial: GenaiTrial, source: ModelSource, timed: dict[str, Any]) -> RunReport:
     """The trial's run report, from LLMPipeline's own metrics."""
     from compile_ahead.profiling.trials.schedule_kind.upstream_trial import per_rung_rates
     from compile_ahead.runtime.base.measure import peak_rss_bytes
     from compile_ahead.runtime.ladder.capacities import Ladder
     from compile_ahead.runtime.ladder.reporting.report import RungStats, RunReport
 
-    ladder = list(Ladder.parse(args.ladder).rungs)
+    ladder = list(Ladder.parse(trial.ladder).rungs)
     result = timed["result"]
     raw = result.perf_metrics.raw_metrics
     ttft_s = float(next(iter(raw.m_times_to_first_token))) / 1e6
     # Durations of tokens 2..N (us); token 1 comes with the prefill (time to first token).
     steps_s = [float(d) / 1e6 for d in raw.m_durations]
-    contexts = [args.prompt_len + 1 + i for i in range(len(steps_s))]
+    contexts = [trial.prompt_len + 1 + i for i in range(len(steps_s))]
     extra = {"ir_export_s": timed["export_s"], "generate_s": timed["generate_s"]}
     return RunReport(
         model=source.describe(),
@@ -128,11 +148,11 @@ def _report(args: argparse.Namespace, source, timed: dict):
         schedule=ARM,
         schedule_title="openvino-genai LLMPipeline on CPU: dynamic shapes, one compile",
         ladder=ladder,
-        prompt_len=args.prompt_len,
-        decode_tokens=args.decode_tokens,
+        prompt_len=trial.prompt_len,
+        decode_tokens=trial.decode_tokens,
         protocol="greedy from the teacher-forced prompt (LLMPipeline cannot be forced)",
         tokens_decoded=len(result.tokens[0]),
-        context_final=args.prompt_len + len(result.tokens[0]),
+        context_final=trial.prompt_len + len(result.tokens[0]),
         foreground_compile_s=timed["load_s"],
         prefill_s=ttft_s,
         decode_s=sum(steps_s),

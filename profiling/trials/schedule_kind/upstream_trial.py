@@ -23,15 +23,22 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.baselines.stateful_runner import BaselineResult, StatefulRunner
+    from compile_ahead.runtime.model.architecture import ModelConfig
+    from compile_ahead.runtime.sources.base import ModelSource
 
 NPUW_RESPONSE = 64
 ARMS = {"npuw-b0": False, "npuw-b1": True}  # arm name -> pyramid
 
 
-def npuw_kv_bytes(cfg, total_slots: int, bytes_per_value: int = 2) -> int:
+def npuw_kv_bytes(cfg: ModelConfig, total_slots: int, bytes_per_value: int = 2) -> int:
     """K and V of every layer for ``total_slots`` positions (NPUW's default f16 KV)."""
     per_slot = cfg.num_layers * 2 * cfg.num_kv_heads * cfg.head_dim * bytes_per_value
     return per_slot * total_slots
@@ -69,6 +76,20 @@ def boundary_tokens(
     return out
 
 
+@dataclass(frozen=True)
+class UpstreamTrial:
+    """One trial's settings, as `ab schedule` gives them on its command line."""
+
+    model: str
+    pyramid: str  # "on" or "off"
+    ladder: str
+    prompt_len: int
+    decode_tokens: int
+    boundary_window: int
+    report: Path
+    synthetic_dtype: str | None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="upstream_trial", description=__doc__.split("\n\n")[0], allow_abbrev=False
@@ -81,30 +102,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--boundary-window", type=int, default=3)
     p.add_argument("--report", type=Path, required=True)
     p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
-    args = p.parse_args(argv)
+    trial = UpstreamTrial(**vars(p.parse_args(argv)))
 
     from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
     from compile_ahead.runtime.baselines.npuw import compile_npuw
     from compile_ahead.runtime.ladder.run_protocol import teacher_forced
     from compile_ahead.runtime.sources.resolve import resolve_model
 
-    ladder = list(parse_ladder(args.ladder))
-    source = resolve_model(args.model, synthetic_dtype=args.synthetic_dtype)
-    proto = teacher_forced(source.config.vocab_size, args.prompt_len, args.decode_tokens)
+    ladder = list(parse_ladder(trial.ladder))
+    source = resolve_model(trial.model, synthetic_dtype=trial.synthetic_dtype)
+    proto = teacher_forced(source.config.vocab_size, trial.prompt_len, trial.decode_tokens)
     t_start = time.perf_counter()  # critical path: weights, build, IR round trip, compile, run
-    runner = compile_npuw(source, ladder[-1] - NPUW_RESPONSE, NPUW_RESPONSE, args.pyramid == "on")
-    result = runner.run(list(proto.prompt), args.decode_tokens, list(proto.forced), False)
-    report = _report(args, source, ladder, runner, result, time.perf_counter() - t_start)
-    args.report.write_text(json.dumps(report, indent=1))
+    runner = compile_npuw(source, ladder[-1] - NPUW_RESPONSE, NPUW_RESPONSE, trial.pyramid == "on")
+    result = runner.run(list(proto.prompt), trial.decode_tokens, list(proto.forced), False)
+    report = _report(trial, source, ladder, runner, result, time.perf_counter() - t_start)
+    trial.report.write_text(json.dumps(report, indent=1))
     return 0
 
 
-def _report(args: argparse.Namespace, source, ladder: list[int], runner, result, wall_s: float):
+def _report(
+    trial: UpstreamTrial,
+    source: ModelSource,
+    ladder: list[int],
+    runner: StatefulRunner,
+    result: BaselineResult,
+    wall_s: float,
+) -> dict[str, Any]:
     """The trial's run report (JSON), in the runtime's shape."""
     from compile_ahead.runtime.baselines.npuw import npuw_generate_sizes
     from compile_ahead.runtime.ladder.reporting.report import RungStats, RunReport
 
-    pyramid = args.pyramid == "on"
+    pyramid = trial.pyramid == "on"
     max_prompt = ladder[-1] - NPUW_RESPONSE
     sizes = npuw_generate_sizes(max_prompt, NPUW_RESPONSE, pyramid)
     kv = npuw_kv_bytes(source.config, sizes[-1])
@@ -112,10 +140,10 @@ def _report(args: argparse.Namespace, source, ladder: list[int], runner, result,
         model=source.describe(),
         device="NPU (NPUW, NPUW_DEVICES=CPU)",
         schedule="npuw-b1" if pyramid else "npuw-b0",
-        schedule_title=f"NPUW pyramid {args.pyramid}: OpenVINO's NPU LLM pipeline on CPU",
+        schedule_title=f"NPUW pyramid {trial.pyramid}: OpenVINO's NPU LLM pipeline on CPU",
         ladder=ladder,
-        prompt_len=args.prompt_len,
-        decode_tokens=args.decode_tokens,
+        prompt_len=trial.prompt_len,
+        decode_tokens=trial.decode_tokens,
         tokens_decoded=len(result.step_times_s),
         # like the ladder runtime's foreground compile, which materializes the (synthetic)
         # weights while building its first rung: weights + build + compile_model
@@ -128,7 +156,7 @@ def _report(args: argparse.Namespace, source, ladder: list[int], runner, result,
             for r in per_rung_rates(result.step_context, result.step_times_s, ladder)
         ],
         boundary_tokens=boundary_tokens(
-            args.prompt_len, result.tokens, ladder, args.boundary_window
+            trial.prompt_len, result.tokens, ladder, trial.boundary_window
         ),
         kv_reserved_avg_bytes=kv,
         kv_reserved_peak_bytes=kv,
