@@ -50,7 +50,7 @@ def _records(store: Store, block_id: int, block: int, start: int) -> list[TrialR
         "SELECT id, record, result FROM trials WHERE block_id = ? AND warmup = 0 ORDER BY idx",
         (block_id,),
     )
-    out = []
+    out: list[TrialRecord] = []
     for row in rows:
         record = json.loads(row["record"])
         record |= {"result": None if row["result"] is None else json.loads(row["result"])}

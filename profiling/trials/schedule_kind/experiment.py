@@ -18,6 +18,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.analysis import (
     Analysis,
     Endpoint,
+    Getter,
     Tally,
     block_results,
     result_field,
@@ -167,7 +168,7 @@ def boundary_records(result: dict) -> list[BoundaryRecord] | None:
         return None
 
 
-def _boundary_sum(key: str):
+def _boundary_sum(key: str) -> Getter:
     def get(result: dict) -> float | None:
         records = boundary_records(result)
         values = [getattr(b, key) for b in records or []]
@@ -179,7 +180,7 @@ def _boundary_sum(key: str):
     return get
 
 
-def _rung_tok_s(capacity: int):
+def _rung_tok_s(capacity: int) -> Getter:
     def get(result: dict) -> float | None:
         for rung in result.get("rungs") or []:
             if isinstance(rung, dict) and rung.get("capacity") == capacity:
@@ -271,7 +272,8 @@ def boundary_windows(result: dict) -> Window:
             context = e.get("context")
             if not isinstance(context, int) or not isinstance(e.get("step"), int):
                 continue
-            nearest = min(ladder, key=lambda c, t=context: abs(t - c))
+            distances = [abs(context - c) for c in ladder]
+            nearest = ladder[distances.index(min(distances))]
             windows.setdefault(nearest, []).append(
                 (e["step"], e.get("top1"), e.get("logits_digest"))
             )
@@ -347,7 +349,8 @@ def model_label(records: Sequence[TrialRecord]) -> str:
         res = r.result or {}
         if "model" in res:
             synthetic = res.get("synthetic")
-            kind = {True: "SYNTHETIC weights", False: "real weights"}.get(synthetic, "weights ?")
+            kinds = {True: "SYNTHETIC weights", False: "real weights"}
+            kind = kinds[synthetic] if isinstance(synthetic, bool) else "weights ?"
             return f"{res['model']} [{kind}]"
     return "unknown (no trial report)"
 

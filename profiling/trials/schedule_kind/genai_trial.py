@@ -24,6 +24,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.ladder.reporting.report import RunReport
+    from compile_ahead.runtime.sources.base import ModelSource
 
 ARM = "genai"
 IR_NAME = "openvino_model.xml"
@@ -31,7 +36,7 @@ IR_NAME = "openvino_model.xml"
 
 def model_directory(
     model: str, workdir: Path, synthetic_dtype: str | None = None
-) -> tuple[Path, object, float]:
+) -> tuple[Path, ModelSource, float]:
     """(directory LLMPipeline loads, the resolved source, seconds spent exporting an IR)."""
     import openvino as ov
 
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _generate(directory: Path, source, prompt_len: int, decode_tokens: int) -> dict:
+def _generate(directory: Path, source: ModelSource, prompt_len: int, decode_tokens: int) -> dict:
     """LLMPipeline loaded (timed) and generating the teacher-forced prompt's continuation."""
     import numpy as np
     import openvino as ov
@@ -107,7 +112,7 @@ def _generate(directory: Path, source, prompt_len: int, decode_tokens: int) -> d
     return {"result": result, "load_s": load_s, "generate_s": generate_s, "genai": genai}
 
 
-def _report(args: argparse.Namespace, source, timed: dict):
+def _report(args: argparse.Namespace, source: ModelSource, timed: dict) -> RunReport:
     """The trial's run report, from LLMPipeline's own metrics."""
     from compile_ahead.profiling.trials.schedule_kind.upstream_trial import per_rung_rates
     from compile_ahead.runtime.base.measure import peak_rss_bytes

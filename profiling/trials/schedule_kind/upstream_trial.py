@@ -24,14 +24,20 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.baselines.stateful_runner import BaselineResult, StatefulRunner
+    from compile_ahead.runtime.model.architecture import ModelConfig
+    from compile_ahead.runtime.sources.base import ModelSource
 
 NPUW_RESPONSE = 64
 ARMS = {"npuw-b0": False, "npuw-b1": True}  # arm name -> pyramid
 
 
-def npuw_kv_bytes(cfg, total_slots: int, bytes_per_value: int = 2) -> int:
+def npuw_kv_bytes(cfg: ModelConfig, total_slots: int, bytes_per_value: int = 2) -> int:
     """K and V of every layer for ``total_slots`` positions (NPUW's default f16 KV)."""
     per_slot = cfg.num_layers * 2 * cfg.num_kv_heads * cfg.head_dim * bytes_per_value
     return per_slot * total_slots
@@ -99,7 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace, source, ladder: list[int], runner, result, wall_s: float):
+def _report(
+    args: argparse.Namespace,
+    source: ModelSource,
+    ladder: list[int],
+    runner: StatefulRunner,
+    result: BaselineResult,
+    wall_s: float,
+) -> dict:
     """The trial's run report (JSON), in the runtime's shape."""
     from compile_ahead.runtime.baselines.npuw import npuw_generate_sizes
     from compile_ahead.runtime.ladder.reporting.report import RungStats, RunReport
