@@ -4,6 +4,7 @@ them (.ci/typecheck.py) with the repository's [tool.mypy] config."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TYPECHECK = ROOT / ".ci" / "typecheck.py"
 # The folders that must type-check clean; the rest of the package joins as it is cleaned.
-TYPED_FOLDERS = ["runtime"]
+TYPED_FOLDERS = ["runtime", "profiling", "commands", "src"]
 
 
 def _typecheck_module() -> ModuleType:
@@ -35,6 +36,30 @@ def test_typed_folders_have_no_mypy_errors() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_native_module_has_a_stub_in_the_package() -> None:
+    """mypy reads a compiled module (ext/, installed into compile_ahead) through the .pyi stub
+    beside the package's sources, which the wheel ships with the rest of src/compile_ahead."""
+    built = {
+        name
+        for cmake in (ROOT / "ext").rglob("CMakeLists.txt")
+        for name in re.findall(r"^compile_ahead_module\((\w+)", cmake.read_text(), re.MULTILINE)
+    }
+    assert built >= {"_native", "_itt", "_depsort", "_perfcounters"}
+    stubs = {p.stem for p in (ROOT / "src" / "compile_ahead").glob("_*.pyi")}
+    assert built <= stubs, f"compiled modules without a stub: {sorted(built - stubs)}"
+
+
+def test_a_folder_holding_mapped_ones_stands_for_them() -> None:
+    """`typecheck.py src` checks src/compile_ahead (the folder src is not itself mapped)."""
+    typecheck = _typecheck_module()
+    packages = typecheck.package_map()
+    named = [ROOT / "src", ROOT / "runtime" / "ladder"]
+    assert typecheck.mapped_within(named, packages) == [
+        ROOT / "src" / "compile_ahead",
+        ROOT / "runtime" / "ladder",
+    ]
 
 
 def test_errors_are_named_by_their_path_in_the_repository(tmp_path: Path) -> None:
