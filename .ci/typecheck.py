@@ -8,6 +8,7 @@ with its path in the repository.
 
     python .ci/typecheck.py                  # every mapped folder
     python .ci/typecheck.py runtime profiling
+    python .ci/typecheck.py src              # a folder holding mapped ones: those
 
 Only errors in the folders named are printed (mypy also checks what they import). Exit status:
 0 when there are none, 1 when there are, 2 when mypy could not run.
@@ -70,6 +71,17 @@ def targets(tree: Path, packages: dict[str, Path], folders: list[Path]) -> list[
     return found
 
 
+def mapped_within(folders: list[Path], packages: dict[str, Path]) -> list[Path]:
+    """``folders`` with each one that holds mapped folders without being inside one (src,
+    which holds src/compile_ahead) replaced by those."""
+    found = []
+    for f in folders:
+        inside = any(f == p or p in f.parents for p in packages.values())
+        held = [p for p in packages.values() if f in p.parents]
+        found += held if held and not inside else [f]
+    return found
+
+
 def run_mypy(tree: Path, files: list[str]) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml")]
     command += ["--cache-dir", str(ROOT / "build" / "mypy-cache"), "--no-error-summary"]
@@ -93,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="*", help=what)
     args = parser.parse_args(argv)
     packages = package_map()
-    folders = [(ROOT / f).resolve() for f in args.folders] or list(packages.values())
+    named = [(ROOT / f).resolve() for f in args.folders]
+    folders = mapped_within(named, packages) or list(packages.values())
     unmapped = [f for f in folders if not any(f == p or p in f.parents for p in packages.values())]
     if unmapped:
         parser.error(f"not in the package: {', '.join(map(str, unmapped))}")

@@ -19,7 +19,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "`ab compile|schedule|baselines` experiment, run block by block into one SQLite store.",
     )
     actions = camp.add_subparsers(dest="campaign_action", required=True, metavar="ACTION")
+    _register_run(actions)
+    _register_status(actions)
+    _register_report(actions)
 
+
+def _register_run(actions: argparse._SubParsersAction) -> None:
     r = actions.add_parser(
         "run",
         help="run (or resume) a campaign",
@@ -58,10 +63,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.set_defaults(func=run_command)
 
+
+def _register_status(actions: argparse._SubParsersAction) -> None:
     s = actions.add_parser("status", help="blocks done, failures, ETA")
     s.add_argument("store", type=Path)
     s.set_defaults(func=status_command)
 
+
+def _register_report(actions: argparse._SubParsersAction) -> None:
     p = actions.add_parser(
         "report",
         help="per-cell `ab` reports, the cross-cell table, plots and the compare page",
@@ -90,14 +99,14 @@ def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.commands.ab import check_cell
     from compile_ahead.output.checks import check_not_inputs
     from compile_ahead.profiling.campaigns.block_dirs import blocks_folder
-    from compile_ahead.profiling.campaigns.coordinator import run_campaign
+    from compile_ahead.profiling.campaigns.coordinator import Executor, run_campaign
     from compile_ahead.profiling.campaigns.spec import load_spec
     from compile_ahead.profiling.campaigns.validation.limits import CheckProgress
 
     if args.executor == "local" and args.address is not None:
         raise CompileAheadError("--address is for --executor ray")
 
-    def make_executor():
+    def make_executor() -> Executor:
         if args.executor == "ray":
             from compile_ahead.profiling.campaigns.executors.ray_cluster import RayExecutor
 

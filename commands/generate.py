@@ -26,7 +26,7 @@ from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("generate", help="greedy generation from a prompt")
     add_model_options(p)
     add_ov_config_options(p)

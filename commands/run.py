@@ -38,7 +38,7 @@ from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.base import ModelSource
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("run", help="run one schedule on the capacity ladder")
     add_model_options(p)
     add_ov_config_options(p)

@@ -1,4 +1,4 @@
-"""No function of the package (runtime/, profiling/, src/) is longer than 60 lines, its
+"""No function of the package (runtime/, profiling/, commands/, src/) is longer than 60 lines, its
 signature and docstring included: a longer one is split into named steps."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("runtime", "profiling", "src")
+SOURCES = ("runtime", "profiling", "commands", "src")
 MAX_LINES = 60
 BENCHMARKS = ("benchmarks",)  # the benchmark scripts are held to the same limit
 

@@ -218,7 +218,14 @@ def run_campaign(
         lock.release()
 
 
-def _run(store, spec, cells, executor, quiet: bool, stream: TextIO) -> int:
+def _run(
+    store: Store,
+    spec: CampaignSpec,
+    cells: dict[int, dict],
+    executor: Executor,
+    quiet: bool,
+    stream: TextIO,
+) -> int:
     t0 = time.monotonic()
     interrupted = store.mark_interrupted()
     done = store.done()

@@ -42,7 +42,7 @@ def _read(path: str) -> str | None:
 
 
 def _cpuinfo() -> tuple[str, list[str]]:
-    model, flags = _UNREADABLE, set()
+    model, flags = _UNREADABLE, set[str]()
     for line in (_read("/proc/cpuinfo") or "").splitlines():
         key, _, value = line.partition(":")
         key = key.strip()

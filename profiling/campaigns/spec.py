@@ -218,13 +218,16 @@ def _axes(table: dict, path: Path) -> dict[str, list]:
     return axes
 
 
-def _cell_argv(kind: str, axes: dict[str, object], arms: tuple[str, ...], options: list[str]):
+def _cell_argv(
+    kind: str, axes: dict[str, object], arms: tuple[str, ...], options: list[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(`ab KIND` flags of a cell, properties a compile cell adds to each arm)."""
     argv = ["ab", kind]
     for axis, flag in _AXIS_FLAGS.items():
         if axis in axes:
             argv += [flag, str(axes[axis])]
-    props = tuple(axes.get("ov_config", []))  # type: ignore[arg-type]
+    ov_config = axes.get("ov_config", [])  # checked: a list of KEY=VALUE strings
+    props = tuple(str(p) for p in ov_config) if isinstance(ov_config, list) else ()
     if kind != "compile":
         for prop in props:
             argv += ["--ov-config", prop]
@@ -233,7 +236,9 @@ def _cell_argv(kind: str, axes: dict[str, object], arms: tuple[str, ...], option
     return tuple(argv + options), props
 
 
-def _make_cells(kind: str, axes: dict[str, list], arms: tuple[str, ...], flags: list[str]):
+def _make_cells(
+    kind: str, axes: dict[str, list], arms: tuple[str, ...], flags: list[str]
+) -> tuple[Cell, ...]:
     cells = []
     for index, values in enumerate(itertools.product(*axes.values())):
         chosen = dict(zip(axes, values, strict=True))
@@ -259,7 +264,9 @@ def block_flags(pairs: int, warmup: int, first_block: int, timeout: float | None
     return flags + ([] if timeout is None else ["--timeout", f"{timeout:g}"])
 
 
-def compile_arm_flags(arms: tuple[CampaignArm, ...], props: tuple[str, ...], python) -> list[str]:
+def compile_arm_flags(
+    arms: tuple[CampaignArm, ...], props: tuple[str, ...], python: Callable[[str], str]
+) -> list[str]:
     """``--arm NAME=SPEC`` per arm, versions resolved by ``python(version)``."""
     flags: list[str] = []
     for arm in arms:

@@ -33,9 +33,10 @@ class SummaryRow:
 def tally(items: Sequence[tuple[str, Judged, str]], status: str) -> FlagTally:
     """The flagged changes of ``items`` whose status is ``status`` (regression, improvement)."""
     chosen = [
-        (what, j.summary, unit) for what, j, unit in items if j.flagged and j.status == status
+        (what, j.summary, unit)
+        for what, j, unit in items
+        if j.flagged and j.status == status and j.summary is not None
     ]
-    chosen = [(what, s, unit) for what, s, unit in chosen if s is not None]
     if not chosen:
         return FlagTally(0, None, None, None, None, "")
     percents = [s.percent for _, s, _ in chosen if s.percent is not None]

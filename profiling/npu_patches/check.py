@@ -217,7 +217,7 @@ def _changed_since_pin(root: Path, pin: Pin, applied: list[Path]) -> list[str]:
     applied patches on top (an added file absent from both counts as unchanged)."""
     with tempfile.TemporaryDirectory() as scratch:
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        steps = [("read-tree", pin.commit)]
+        steps: list[tuple[str, ...]] = [("read-tree", pin.commit)]
         if applied:
             steps.append(("apply", "--cached", *[str(p) for p in applied]))
         steps.append(("write-tree",))

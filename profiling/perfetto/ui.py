@@ -367,7 +367,7 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
             return  # the browser went away mid-transfer (or stopped reading): not fetched
         self.server.sent_whole(self.request)
 
-    def list_directory(self, path: str | Path) -> None:
+    def list_directory(self, path: str | os.PathLike[str]) -> None:
         self.send_error(HTTPStatus.NOT_FOUND)  # no directory listings
         return None
 

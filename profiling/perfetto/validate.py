@@ -120,7 +120,7 @@ def validate_bytes(data: bytes, name: str = "<trace>") -> TraceReport:
     return report
 
 
-def _descriptor(desc, seen: _Tracks, report: TraceReport) -> None:
+def _descriptor(desc: pb.TrackDescriptor, seen: _Tracks, report: TraceReport) -> None:
     is_counter = desc.HasField("counter")
     described = seen.described
     if desc.uuid in described and described[desc.uuid] != is_counter:
@@ -133,7 +133,7 @@ def _descriptor(desc, seen: _Tracks, report: TraceReport) -> None:
     described[desc.uuid] = is_counter
 
 
-def _event(packet, seen: _Tracks, report: TraceReport) -> None:
+def _event(packet: pb.TracePacket, seen: _Tracks, report: TraceReport) -> None:
     event = packet.track_event
     uuid = event.track_uuid
     where = f"track {uuid:#x} at {packet.timestamp}"

@@ -242,16 +242,17 @@ class CompileProfiler:
         from compile_ahead.profiling.session.rung_profile import profile_rung
         from compile_ahead.profiling.traces.compile_jobs import begin_job, end_job
 
-        assert self.foreign is not None
+        foreign = self.foreign
+        assert foreign is not None
         w = self.writer
-        job = begin_job(w, 0, time.monotonic_ns(), label=self.foreign.name)
+        job = begin_job(w, 0, time.monotonic_ns(), label=foreign.name)
         try:
             with (
-                ProgressLine(f"compiling {self.foreign.name}"),
+                ProgressLine(f"compiling {foreign.name}"),
                 passprofile.recording_passes(self.pass_file),
             ):
                 profile, result = profile_rung(
-                    lambda: compile_foreign(self.foreign, self.shapes, self.options),
+                    lambda: compile_foreign(foreign, self.shapes, self.options),
                     0,
                     self.pass_file,
                     self.sampler,

@@ -11,8 +11,14 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
+
+if TYPE_CHECKING:
+    import openvino as ov
+
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
 
 _SHAPE = re.compile(r"^(?P<name>[^=]+)=\[(?P<dims>[0-9,\s]*)\]$")
 
@@ -63,7 +69,7 @@ class ForeignCompile:
     compile_s: float
 
 
-def read_static(path: Path, shapes: dict[str, list[int]]):
+def read_static(path: Path, shapes: dict[str, list[int]]) -> ov.Model:
     """Read the model and make every input static; name the input and the flag otherwise."""
     from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
 
@@ -99,7 +105,9 @@ def read_static(path: Path, shapes: dict[str, list[int]]):
     return model
 
 
-def compile_foreign(path: Path, shapes: dict[str, list[int]], options) -> ForeignCompile:
+def compile_foreign(
+    path: Path, shapes: dict[str, list[int]], options: CompileOptions
+) -> ForeignCompile:
     from compile_ahead.runtime.base.ov_core import compile_model
     from compile_ahead.runtime.compile.settings.options import device_config
 

@@ -238,8 +238,12 @@ def parse_lines(lines: Iterable[str]) -> PassProfile:
 
 def _nest(profile: PassProfile) -> None:
     """Parent and depth from the managers' bounds (containment)."""
-    timed = [i for i, m in enumerate(profile.managers) if m.start_ns is not None and m.end_ns]
-    timed.sort(key=lambda i: (profile.managers[i].start_ns, -profile.managers[i].end_ns))
+    spans = [
+        (m.start_ns, -m.end_ns, i)
+        for i, m in enumerate(profile.managers)
+        if m.start_ns is not None and m.end_ns
+    ]
+    timed = [i for _, _, i in sorted(spans)]
     stack: list[int] = []
     for i in timed:
         m = profile.managers[i]

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from compile_ahead import itt_collector
 from compile_ahead.itt_collector import IttEvent, PhaseAggregate
@@ -107,15 +109,28 @@ def _compile_region(events: list[IttEvent]) -> IttEvent | None:
     return max(regions, key=lambda e: e.dur_ns) if regions else None
 
 
+class TimedCompile(Protocol):
+    """What a profiled compile returns: the runtime's CompileResult, a foreign model's compile."""
+
+    @property
+    def build_s(self) -> float: ...
+
+    @property
+    def compile_s(self) -> float: ...
+
+
+Compiled = TypeVar("Compiled", bound=TimedCompile)
+
+
 def profile_rung(
-    compile_fn,
+    compile_fn: Callable[[], Compiled],
     capacity: int,
     pass_file: Path | None,
     sampler: RssSampler | None,
     observe: bool = True,
     reset_after: bool = True,
     exclude_tids: frozenset[int] = frozenset(),
-):
+) -> tuple[RungProfile, Compiled]:
     """Run ``compile_fn()`` (returning a runtime CompileResult) under the counters.
 
     Returns (RungProfile, CompileResult). ITT events inside the compile's time window are kept,

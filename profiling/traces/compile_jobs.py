@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compile_ahead.profiling.perfetto.writer import Args, TraceWriter, Track
+from compile_ahead.profiling.perfetto.writer import Args, ArgValue, TraceWriter, Track
 
 if TYPE_CHECKING:
     from compile_ahead.profiling.session.rung_profile import RungProfile
@@ -131,7 +131,9 @@ def end_job(
         passes = _pass_spans(profile)
         if passes:
             emit_nested(writer, writer.track("transformations", parent=job), passes)
-        args = {k + "_ms": round(v / 1e6, 3) for k, v in phases.items() if v is not None}
+        args: dict[str, ArgValue] = {
+            k + "_ms": round(v / 1e6, 3) for k, v in phases.items() if v is not None
+        }
         if profile.rss_peak is not None:
             args["rss_peak_bytes"] = profile.rss_peak
         args.update(extra_args or {})

@@ -24,6 +24,7 @@ from compile_ahead.profiling.perfetto.writer import (
     KV_RESERVED_BYTES,
     PROCESS_RSS_BYTES,
     TOKENS_PER_S,
+    ArgValue,
     TraceWriteError,
     TraceWriter,
 )
@@ -186,7 +187,7 @@ class TraceRunEvents(RunEvents):
     def sequence_stopped(self, sequence: int, reason: str, tokens: int, ts: int) -> None:
         """An instant on the decode track: the batch's steps go on without this sequence."""
         self.slicer.flush()
-        args = {"sequence": sequence, "reason": reason, "tokens": tokens}
+        args: dict[str, ArgValue] = {"sequence": sequence, "reason": reason, "tokens": tokens}
         self.writer.instant(self.device, f"sequence {sequence} stopped: {reason}", ts, args)
 
     def counters(self, ts: int, values: dict[str, float]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +26,7 @@ from compile_ahead.profiling.trials.runner import (
 )
 
 
-def _progress(quiet: bool):
+def _progress(quiet: bool) -> Callable[[TrialRecord, int], None]:
     def show(record: TrialRecord, total: int) -> None:
         if quiet:
             return

@@ -27,6 +27,8 @@ from scipy import stats as scipy_stats
 from compile_ahead.errors import CompileAheadError
 
 Better = Literal["lower", "higher"] | None
+# Paired values: a list of floats, or an array of them (the summary passes its arrays on).
+Values = Sequence[float] | np.ndarray
 
 # Exact enumeration up to 2^20 sign vectors; beyond that scipy's permutation_test draws a seeded
 # Monte Carlo sample. The enumeration is our own because scipy's exact permutation_test gives
@@ -44,7 +46,7 @@ def _t_quantile(q: float, df: int) -> float:
 
 
 def paired_t_ci(
-    control: Sequence[float], treatment: Sequence[float], level: float = 0.95
+    control: Values, treatment: Values, level: float = 0.95
 ) -> tuple[float, float] | None:
     """The paired-t interval of mean(treatment - control), the interval of scipy's ttest_rel
     (tests hold them equal) from scipy's t quantile: ttest_rel itself costs 0.2 ms a call, and
@@ -141,7 +143,7 @@ def minimal_detectable_effect(
     return mde_noncentrality(n, alpha, power) * sd / math.sqrt(n)
 
 
-def log_ratios(control: Sequence[float], treatment: Sequence[float]) -> np.ndarray | None:
+def log_ratios(control: Values, treatment: Values) -> np.ndarray | None:
     """log(treatment / control) per pair; None when a value is not positive."""
     a = np.asarray(control, dtype=np.float64)
     b = np.asarray(treatment, dtype=np.float64)
@@ -168,7 +170,7 @@ def min_sign_flip_p(n: int) -> float:
     return 2.0 / 2**n if n >= 1 else 1.0
 
 
-def geometric_mean_ratio(control: Sequence[float], treatment: Sequence[float]) -> float | None:
+def geometric_mean_ratio(control: Values, treatment: Values) -> float | None:
     """exp(mean(log(treatment / control))); None when a value is not positive or the ratio
     is past the float range."""
     logs = log_ratios(control, treatment)

@@ -9,7 +9,12 @@ as interrupted (exit 130) as soon as it starts. It uses ``_signal``, the C modul
 ``signal`` module wraps: ``signal`` imports ``enum``, which alone takes milliseconds.
 """
 
-import _signal
+# True for type checkers only (mypy reads the name): importing typing here would cost its time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal as _signal  # typeshed has no stub for _signal; signal re-exports its names
+else:
+    import _signal
 
 INTERRUPT_SIGNALS = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 

@@ -193,7 +193,7 @@ def at_exit(cleanup: Callable[[], object]) -> None:
     """Call the bound method ``cleanup`` when the process exits (``run_exit_hooks``) while its
     object lives, e.g. to remove temporary files that threads still write."""
     with _registry_lock:
-        _exit_hooks.append(weakref.WeakMethod(cleanup))  # type: ignore[arg-type]
+        _exit_hooks.append(weakref.WeakMethod(cleanup))
 
 
 def run_exit_hooks() -> None:

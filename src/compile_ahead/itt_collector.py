@@ -93,7 +93,7 @@ def collector_status() -> CollectorStatus:
     bound = tuple(itt.bound_libraries()) if itt is not None else ()
     own = itt is not None and compile_ahead._ITT_COLLECTOR_PATH is not None
     return CollectorStatus(
-        path=itt.__file__ if own else None,
+        path=itt.__file__ if itt is not None and own else None,
         env_value=os.environ.get(compile_ahead.ITT_ENV),
         openvino_loaded_first=compile_ahead._OPENVINO_LOADED_BEFORE_ITT,
         bound_libraries=bound,

@@ -103,7 +103,7 @@ def guarded_streams() -> Iterator[Streams]:
     # None: the descriptor was closed when Python started (`>&-`); what goes there is dropped.
     out, err = (stream if stream is not None else io.StringIO() for stream in saved)
     streams = Streams(GuardedStream(out, "standard output"), GuardedStream(err, "standard error"))
-    sys.stdout, sys.stderr = streams.out, streams.err  # type: ignore[assignment]
+    sys.stdout, sys.stderr = streams.out, streams.err
     try:
         yield streams
     finally:

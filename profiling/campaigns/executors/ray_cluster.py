@@ -23,6 +23,8 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import wait as wait_futures
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import WAIT_SLICE_S, in_background
@@ -30,6 +32,9 @@ from compile_ahead.profiling.campaigns import fingerprint
 from compile_ahead.profiling.campaigns.block import BlockTask, run_block
 from compile_ahead.profiling.campaigns.coordinator import Hooks
 from compile_ahead.profiling.campaigns.models import identity_difference, model_identity
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 SLOT = "node_slot"
 DEFAULT_RETRIES = 3
@@ -63,7 +68,7 @@ def _probe_node(models: list[tuple[str, str | None]]) -> dict:
     }
 
 
-def _join(ray, address: str, timeout_s: float, options: dict) -> None:
+def _join(ray: ModuleType, address: str, timeout_s: float, options: dict) -> None:
     """``ray.init(address=...)``, or one line if the cluster does not answer within
     ``timeout_s`` (the join left running on its helper thread; the process ends soon after)."""
     joined = in_background(lambda: ray.init(address=address, **options), "ray-join")
@@ -79,7 +84,7 @@ def _join(ray, address: str, timeout_s: float, options: dict) -> None:
     joined.result()
 
 
-def _ray():
+def _ray() -> ModuleType:
     try:
         import ray
     except ImportError:
@@ -165,7 +170,7 @@ class RayExecutor:
             _, pending = self.ray.wait(pending, num_returns=len(pending), timeout=WAIT_SLICE_S)
         return self.ray.get(refs)
 
-    def _submit(self, task: BlockTask, avoid: set[str]):
+    def _submit(self, task: BlockTask, avoid: set[str]) -> ObjectRef:
         options = dict(self._options)
         if avoid:
             options["label_selector"] = {"ray.io/node-id": f"!in({','.join(sorted(avoid))})"}
@@ -201,7 +206,7 @@ class RayExecutor:
                 self.ray.cancel(ref, force=True)
             raise
 
-    def _result(self, ref, task: BlockTask) -> dict:
+    def _result(self, ref: ObjectRef, task: BlockTask) -> dict:
         try:
             return self.ray.get(ref)
         except self.ray.exceptions.RayError as err:

@@ -15,6 +15,7 @@ has its page.
 
 from __future__ import annotations
 
+import functools
 import shlex
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -230,20 +231,21 @@ def cell_rows(
 ) -> list[CrossRow]:
     """One row per endpoint and treatment of a cell (and its top-1 count)."""
     a = done.analysis
-    base = {"cell": run.label, "cell_dir": run.dirname, "machine": run.machine,
-            "control": a.control}  # fmt: skip
+    row = functools.partial(
+        CrossRow, cell=run.label, cell_dir=run.dirname, machine=run.machine, control=a.control
+    )
     rows = []
     for ep in table_endpoints(kind, done, chosen):
         for t, s in a.comparisons[ep.key].items():
             j = a.judgements.get(ep.key, {}).get(t)
             pairs = 0 if s is None else s.n
-            rows.append(CrossRow(**base, endpoint=ep.key, label=ep.label, unit=ep.unit,
-                                 treatment=t, pairs=pairs, summary=s, judgement=j))  # fmt: skip
+            rows.append(row(endpoint=ep.key, label=ep.label, unit=ep.unit,
+                            treatment=t, pairs=pairs, summary=s, judgement=j))  # fmt: skip
     for tally in a.tallies:
         if kind != "compile" and tally.label.startswith(TOP1_TALLY):
             rows += [
-                CrossRow(**base, endpoint="top1", label=tally.label, unit="", treatment=arm,
-                         pairs=run.blocks, summary=None, judgement=None, count=text)
+                row(endpoint="top1", label=tally.label, unit="", treatment=arm,
+                    pairs=run.blocks, summary=None, judgement=None, count=text)
                 for arm, text in tally.per_arm.items()
                 if arm != a.control
             ]  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+from matplotlib.figure import Figure
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -18,7 +19,7 @@ from compile_ahead.profiling.trials.report import display_unit
 from compile_ahead.profiling.trials.stats import PairedSummary
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
     with writing(path):
         fig.savefig(path, dpi=110)
@@ -61,7 +62,8 @@ def history(panels: list[WallPanel], arms: list[str], title: str, path: Path) ->
         for x, point in enumerate(panel.points):
             if point is None:
                 continue
-            mean, low, high = (v / div if v is not None else None for v in point)
+            mean = point[0] / div
+            low, high = (v / div if v is not None else None for v in point[1:])
             if low is not None and high is not None:
                 ax.errorbar(
                     [x], [mean], yerr=[[mean - low], [high - mean]], fmt="o", color="C0", capsize=4

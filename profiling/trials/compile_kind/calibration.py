@@ -75,7 +75,9 @@ def delta_arm(control: str, delta_pct: float, cpu_s: Mapping[int, float]) -> Arm
     )
 
 
-def describe(control: str, arm: str, delta_pct: float, cpu_s: Mapping[int, float], trials: int):
+def describe(
+    control: str, arm: str, delta_pct: float, cpu_s: Mapping[int, float], trials: int
+) -> tuple[dict, str]:
     """(experiment.json's "calibration", the report's context line)."""
     spin = {str(c): s * delta_pct / 100.0 for c, s in cpu_s.items()}
     exp = {"delta_pct": delta_pct, "control": control, "arm": arm, "spin_s": spin,

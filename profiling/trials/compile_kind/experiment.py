@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.trials.analysis import Analysis, Endpoint, Reason, result_field
+from compile_ahead.profiling.trials.analysis import (
+    Analysis,
+    Endpoint,
+    Getter,
+    Reason,
+    result_field,
+)
 from compile_ahead.profiling.trials.arms import PROBE_TIMEOUT_S, ArmSpec, probe
 from compile_ahead.profiling.trials.compile_kind import trial_values as cv
 from compile_ahead.profiling.trials.runner import Arm
@@ -279,13 +285,14 @@ def symmetric_collector_env(
     return env, unset
 
 
-def _sum_rungs(*path: str):
+def _sum_rungs(*path: str) -> Getter:
     def get(result: dict) -> float | None:
         rungs = result.get("rungs")
         if not isinstance(rungs, list) or not rungs:
             return None
         values = [result_field(*path)(r) for r in rungs]
-        return None if any(v is None for v in values) else sum(values)  # type: ignore[misc]
+        present = [v for v in values if v is not None]
+        return None if len(present) < len(values) else sum(present)
 
     return get
 
@@ -305,7 +312,7 @@ def measure_reason(measure: str) -> Reason:
     return reason
 
 
-def _first_of(*getters):
+def _first_of(*getters: Getter) -> Getter:
     def get(result: dict) -> float | None:
         return next((v for g in getters if (v := g(result)) is not None), None)
 

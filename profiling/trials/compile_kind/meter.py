@@ -19,6 +19,7 @@ import os
 import resource
 import time
 from pathlib import Path
+from types import ModuleType
 
 COUNTER_EVENTS = ("instructions:u", "cycles:u", "task-clock")
 # measure name in a compile record -> counter event
@@ -56,7 +57,7 @@ def reset_peak_rss() -> str | None:
     return None
 
 
-def load_counters(path: str | None):
+def load_counters(path: str | None) -> tuple[ModuleType | None, str | None]:
     """(compile_ahead._perfcounters loaded from its file, None) or (None, reason)."""
     if not path:
         return None, "no counter module given"
@@ -102,7 +103,7 @@ class CompileMeter:
             spin(self.spin_s)
 
     def end(self) -> dict:
-        readings = self._window.stop() if self._window is not None else {}
+        readings: dict[str, dict] = self._window.stop() if self._window is not None else {}
         t1 = time.perf_counter()
         user, system = cpu_seconds()
         t0, user0, system0, rss0 = self._start

@@ -41,6 +41,12 @@ import resource
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the worker loads these from their files (load_module), never by import
+    from compile_ahead.profiling.session.passprofile import PassProfile
+    from compile_ahead.profiling.trials.compile_kind.meter import CompileMeter
 
 # The package this file belongs to: compile_ahead/ when installed, the source checkout's root
 # (which has the same layout) in an editable install.
@@ -57,7 +63,7 @@ def _max_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def load_module(name: str):
+def load_module(name: str) -> ModuleType:
     """A compile_ahead module (PACKAGE_FILES) loaded from its file beside this one (the
     pass-profile parser needs only the standard library, the decompression marks only
     OpenVINO): this arm's interpreter may have no compile_ahead installed."""
@@ -73,7 +79,7 @@ def load_module(name: str):
     return module
 
 
-def add_self_times(totals: dict, runs: dict, profile) -> None:
+def add_self_times(totals: dict, runs: dict, profile: PassProfile) -> None:
     """Accumulate a rung's per-pass self times into manager -> pass -> seconds (and run counts)."""
     for (manager, name), (count, ns) in profile.self_times().items():
         per_manager = totals.setdefault(manager, {})
@@ -115,7 +121,7 @@ class ExtensionCounters:
         return out
 
 
-def _extension_counters(wanted: bool):
+def _extension_counters(wanted: bool) -> tuple[ExtensionCounters | None, str]:
     """(ExtensionCounters or None, reason when None)."""
     if not wanted:
         return None, "not requested"
@@ -128,22 +134,22 @@ def _extension_counters(wanted: bool):
 class PassRecorder:
     """Pass-profile records of each compile, read from the profile file as it grows."""
 
-    def __init__(self, passprofile, path: str) -> None:
+    def __init__(self, passprofile: ModuleType, path: str) -> None:
         self._passprofile = passprofile
         self._path = path
         self._offset = 0
 
-    def next_profile(self):
+    def next_profile(self) -> PassProfile | None:
         """Every record written since the last call (None when nothing was written)."""
         if not os.path.exists(self._path):
             return None
         end = os.path.getsize(self._path)
-        profile = self._passprofile.parse_file(self._path, self._offset, end)
+        profile: PassProfile = self._passprofile.parse_file(self._path, self._offset, end)
         self._offset = end
         return profile
 
 
-def _compile_passes(profile) -> dict:
+def _compile_passes(profile: PassProfile) -> dict:
     self_s: dict[str, dict[str, float]] = {}
     runs: dict[str, dict[str, int]] = {}
     add_self_times(self_s, runs, profile)
@@ -168,7 +174,7 @@ def _pass_recorder(manifest: dict, pass_file: str) -> PassRecorder | None:
     return PassRecorder(passprofile, pass_file)
 
 
-def _setup(manifest: dict, measure) -> dict:
+def _setup(manifest: dict, measure: ModuleType) -> dict:
     """Pin and prefetch as the manifest asks, before openvino loads; what was done."""
     done: dict = {}
     if manifest.get("cpus"):
@@ -180,7 +186,10 @@ def _setup(manifest: dict, measure) -> dict:
     return done
 
 
-def compile_rung(core, model, device: str, config: dict, manifest: dict, tools: dict) -> list:
+# core and model are openvino's Core and Model (openvino ships no type information).
+def compile_rung(
+    core: Any, model: Any, device: str, config: dict, manifest: dict, tools: dict
+) -> list:
     """The rung's compiles (warm-ups first), one measured record each."""
     meter, ext, passes = tools["meter"], tools["ext"], tools["passes"]
     spins = manifest.get("calibration_spin_s") or {}
@@ -205,7 +214,7 @@ def compile_rung(core, model, device: str, config: dict, manifest: dict, tools: 
     return records
 
 
-def _rung_entry(rung: dict, read: tuple[float, float, float], marks: tuple, compiles: list):
+def _rung_entry(rung: dict, read: tuple[float, float, float], marks: tuple, compiles: list) -> dict:
     first = next(c for c in compiles if not c["warmup"])
     entry = {
         "capacity": rung["capacity"],
@@ -239,7 +248,7 @@ def _pass_totals(rungs: list, read_transformations_s: float) -> dict:
     return {"total_transformations_s": total, "pass_self_s": self_s, "pass_runs": runs}
 
 
-def read_and_compile(core, modules: tuple, manifest: dict, tools: dict) -> tuple[list, float]:
+def read_and_compile(core: Any, modules: tuple, manifest: dict, tools: dict) -> tuple[list, float]:
     """Every rung read, re-marked and compiled: (rung entries, pass time spent in the reads)."""
     decompression, fold_guard = modules
     device, config, passes = manifest["device"], dict(manifest.get("config", {})), tools["passes"]
@@ -333,7 +342,7 @@ def main(argv: list[str]) -> int:
 MEASURES = ("wall", "cpu", "instructions", "cycles", "task_clock", "peak_rss", "pass_self")
 
 
-def _measures(meter, profiling: bool) -> dict:
+def _measures(meter: CompileMeter, profiling: bool) -> dict:
     """Each measure's availability in this trial: {"available": bool, "reason": text}."""
     unavailable = dict(meter.unavailable)
     if not profiling:

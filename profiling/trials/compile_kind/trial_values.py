@@ -66,7 +66,9 @@ def _rungs(result: dict) -> list[dict]:
     return [r for r in rungs if isinstance(r, dict)] if isinstance(rungs, list) else []
 
 
-def rung_getter(index: int, path: tuple[str, ...], statistic: str):
+def rung_getter(
+    index: int, path: tuple[str, ...], statistic: str
+) -> Callable[[dict], float | None]:
     def get(result: dict) -> float | None:
         rungs = _rungs(result)
         return rung_value(rungs[index], path, statistic) if index < len(rungs) else None
@@ -74,14 +76,19 @@ def rung_getter(index: int, path: tuple[str, ...], statistic: str):
     return get
 
 
-def total_getter(path: tuple[str, ...], statistic: str, combine: Callable = sum):
+def total_getter(
+    path: tuple[str, ...],
+    statistic: str,
+    combine: Callable[[list[float]], float] = sum,
+) -> Callable[[dict], float | None]:
     """Over the rungs (sum by default; max for a peak): None when any rung lacks a value."""
 
     def get(result: dict) -> float | None:
         values = [rung_value(r, path, statistic) for r in _rungs(result)]
-        if not values or any(v is None for v in values):
+        present = [v for v in values if v is not None]
+        if not values or len(present) < len(values):
             return None
-        return float(combine(values))
+        return float(combine(present))
 
     return get
 

@@ -1,0 +1,3 @@
+"""Types of the native module built from ext/native_module.cpp."""
+
+def openvino_build_number() -> str: ...
