@@ -6,13 +6,13 @@ at B=4 `run --batch 4` gives LLMPipeline's batched greedy tokens, per sequence."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import ir_fixtures
 import numpy as np
 import pytest
 from cli import run_cli
-from test_ir_models import EXACT, EXACT_F32, EXPORTS
 
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
@@ -21,8 +21,15 @@ from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
+from conftest import F32
 
 pytestmark = pytest.mark.slow
+
+# Exact math on both sides, as in test_ir_models.py: f32 compute and KV, and no dynamic int8
+# quantization of activations (which rounds differently per graph shape).
+EXACT = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+EXACT_F32 = replace(F32, extra_config=EXACT)
+EXPORTS = [(a, f) for a in ir_fixtures.ARCHITECTURES for f in ir_fixtures.FORMATS]
 
 LADDER = Ladder.parse("16,32,64,128")
 # Ragged, the longest on the first rung: 60 decode steps take it past 16, 32 and 64.
