@@ -61,9 +61,7 @@ def _place_past(
     head_dim = param.get_output_partial_shape(0)[3].get_length()
     old_targets = list(param.output(0).get_target_inputs())
     param.set_element_type(kv_type)
-    param.set_partial_shape(
-        ov.PartialShape([spec.batch, kv_heads, spec.input_capacity, head_dim])
-    )
+    param.set_partial_shape(ov.PartialShape([spec.batch, kv_heads, spec.input_capacity, head_dim]))
     param.set_friendly_name(name)
     param.output(0).get_tensor().set_names({name})
     view = param.output(0)
