@@ -315,3 +315,11 @@ def page_events(page):
     from page_events import PageEvents
 
     return PageEvents(page)
+
+
+@pytest.fixture(scope="session")
+def ir_exports(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """Tiny optimum-intel exports (ir_fixtures.py), per (architecture, weight format)."""
+    from ir_fixtures import make_all_in_subprocess
+
+    return make_all_in_subprocess(tmp_path_factory.mktemp("ir-exports"))

@@ -222,18 +222,6 @@ def test_profile_compile_batch_profiles_batched_rungs(tmp_path):
     )
 
 
-def test_graphs_cut_from_an_ir_refuse_a_batch_in_one_line():
-    from compile_ahead.errors import CompileAheadError
-    from compile_ahead.runtime.ladder.batch_config import check_source_batchable
-    from compile_ahead.runtime.sources.ir_source import IRSource
-
-    assert IRSource.built_from_weights is False
-    ir = IRSource.__new__(IRSource)  # what the check reads is the class's, not a file's
-    check_source_batchable(1, ir)
-    with pytest.raises(CompileAheadError, match=r"^--batch 4: graphs cut from an OpenVINO IR"):
-        check_source_batchable(4, ir)
-
-
 def test_a_report_over_the_prompts_file_is_refused_and_the_file_kept(tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("5 17 301\n3 4 5\n")

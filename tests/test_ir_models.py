@@ -41,11 +41,6 @@ DECODE = LADDER.top - len(PROMPT)
 EXPORTS = [(a, f) for a in ir_fixtures.ARCHITECTURES for f in ir_fixtures.FORMATS]
 
 
-@pytest.fixture(scope="session")
-def ir_exports(tmp_path_factory) -> dict[tuple[str, str], Path]:
-    return ir_fixtures.make_all_in_subprocess(tmp_path_factory.mktemp("ir-exports"))
-
-
 _genai_cache: dict[tuple[Path, tuple[int, ...], int], list[int]] = {}
 
 

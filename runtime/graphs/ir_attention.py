@@ -55,9 +55,11 @@ def _replace(sdpa: ov.Node, k_cat: ov.Node, v_cat: ov.Node, capacity: int) -> bo
     ms = mask.get_partial_shape()
     if qs.is_dynamic or ks.is_dynamic or ms.is_dynamic or q.get_element_type() != ov.Type.f32:
         return False
-    _, heads, L, hd = (d.get_length() for d in qs)
+    batch, heads, L, hd = (d.get_length() for d in qs)
     kv = ks[1].get_length()
     if heads % kv or len(ms) != 4 or ms[1].get_length() != 1 or ms[2].get_length() != L:
+        return False
+    if ms[0].get_length() not in (1, batch):  # one mask per sequence, or one for all
         return False
     group = heads // kv
     past_k, new_k = k_cat.input_value(0), k_cat.input_value(1)
@@ -67,7 +69,7 @@ def _replace(sdpa: ov.Node, k_cat: ov.Node, v_cat: ov.Node, capacity: int) -> bo
     else:
         scale = _const(1.0 / np.sqrt(hd), np.float32)
     # Rows (g, i) g-major: query head kv_i * G + g of token i, as the GQA repeat orders heads.
-    qg = ops.reshape(q, _const([1, kv, group * L, hd]), False)
+    qg = ops.reshape(q, _const([batch, kv, group * L, hd]), False)
     qg = ops.multiply(qg, scale)
     mask = _additive(mask)
     m_past, m_new = ops.variadic_split(mask, _const(-1), _const([capacity, L])).outputs()
@@ -78,7 +80,7 @@ def _replace(sdpa: ov.Node, k_cat: ov.Node, v_cat: ov.Node, capacity: int) -> bo
     probs = ops.softmax(ops.concat([s_past, s_new], -1), -1)
     p_past, p_new = ops.variadic_split(probs, _const(-1), _const([capacity, L])).outputs()
     out = ops.add(ops.matmul(p_past, past_v, False, False), ops.matmul(p_new, new_v, False, False))
-    out = ops.reshape(out, _const([1, heads, L, hd]), False)
+    out = ops.reshape(out, _const([batch, heads, L, hd]), False)
     for target in list(sdpa.output(0).get_target_inputs()):
         target.replace_source_output(out.output(0))
     return True

@@ -3,15 +3,16 @@
 After OpenVINO's ``stateful_to_stateless_transformation`` each layer reads past K/V inputs and
 returns ``present`` = Concat(past, new) along the sequence axis. For the ladder:
 
-- the past inputs take our stores' element type and a static [1, kv_heads, B, head_dim] shape
-  (B = the bound buffer's slots; a rung of capacity C < B reads the first C, the Slice copying
-  only that prefix), so the host binds its buffers once and passes nothing per step;
+- the past inputs take our stores' element type and a static [B, kv_heads, S, head_dim] shape
+  (B = the sequences of a batch, S = the bound buffer's slots; a rung of capacity C < S reads
+  the first C, the Slice copying only that prefix), so the host binds its buffers once and
+  passes nothing per step;
 - each present output is cut to the Concat's new-token input: only the L new rows come out,
   never the whole cache;
 - a prefill chunk (L > 1) gathers the hidden row of ``last_index`` before the LM head, so one
   row of logits is computed instead of L;
-- input_ids, attention_mask and position_ids get static shapes [1, L], [1, C + L], [1, L]; the
-  mask (fed per step) hides the unwritten past slots;
+- input_ids, attention_mask and position_ids get static shapes [B, L], [B, C + L], [B, L]; the
+  mask and positions (fed per step, per sequence) hide each sequence's unwritten past slots;
 - a decode graph attends without the KV concat (ir_attention.py).
 
 The weights are the IR's constants as read (memory-mapped): compressed stays compressed.
@@ -60,7 +61,7 @@ def _place_past(
     head_dim = param.get_output_partial_shape(0)[3].get_length()
     old_targets = list(param.output(0).get_target_inputs())
     param.set_element_type(kv_type)
-    param.set_partial_shape(ov.PartialShape([1, kv_heads, spec.input_capacity, head_dim]))
+    param.set_partial_shape(ov.PartialShape([spec.batch, kv_heads, spec.input_capacity, head_dim]))
     param.set_friendly_name(name)
     param.output(0).get_tensor().set_names({name})
     view = param.output(0)
@@ -150,7 +151,8 @@ def build_ir_step_model(
     logits = next(p for p in model.outputs if LOGITS in p.get_names())
     if L > 1 or spec.dynamic:
         gather_last(model, logits)
-    shapes = {INPUT_IDS: [1, L], ATTENTION_MASK: [1, C + L], POSITION_IDS: [1, L]}
+    b = spec.batch
+    shapes = {INPUT_IDS: [b, L], ATTENTION_MASK: [b, C + L], POSITION_IDS: [b, L]}
     if spec.dynamic:
         shapes = {INPUT_IDS: [1, -1], ATTENTION_MASK: [1, -1], POSITION_IDS: [1, -1]}
     for param in model.get_parameters():

@@ -67,15 +67,6 @@ def check_batch(config: RunConfig) -> None:
         )
 
 
-def check_source_batchable(batch: int, source: ModelSource) -> None:
-    """Only graphs built from weights (graphs/decoder.py) take a batch yet."""
-    if batch > 1 and not source.built_from_weights:
-        raise CompileAheadError(
-            f"--batch {batch}: graphs cut from an OpenVINO IR (graphs/ir_step.py) are not "
-            "batchable yet; batch 1 only for an IR"
-        )
-
-
 def _prompt_length(prompt: RunProtocol | Prompt, source: ModelSource, default: int) -> int:
     if isinstance(prompt, RunProtocol):
         return len(prompt.prompt)

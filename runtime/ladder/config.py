@@ -36,7 +36,6 @@ from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.ladder.batch_config import (
     batch_size,
     check_batch,
-    check_source_batchable,
     settle_sequences,
 )
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER, LADDER_ALIGNMENT, Ladder
@@ -322,7 +321,6 @@ class RunConfig:
     def _settle_batch(self, source: ModelSource, schedule: Schedule) -> SettledRun:
         """B sequences: each one's protocol, a ladder holding the longest prompt, prefill
         token by token through the batched decode graph (batch_config.py)."""
-        check_source_batchable(batch_size(self.batch, self.prompts), source)
         ladder, sequences = settle_sequences(self, source, DEFAULT_PROMPT_LEN, default_prompt_len)
         longest = max(sequences, key=lambda seq: len(seq.prompt))
         first = next(r for r in ladder.rungs if r >= len(longest.prompt) + 1)
