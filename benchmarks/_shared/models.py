@@ -4,8 +4,11 @@ model config's shapes. Needs optimum-intel for the exports (the ``test`` extra).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
+from functools import cache
 from pathlib import Path
 
 from compile_ahead.runtime.model.architecture import ModelConfig
@@ -26,13 +29,45 @@ QWEN25_05B = dict(
 )
 FORMATS = ("fp16", "int8", "int4")
 
+# optimum-intel requires torchvision, and pip's wheel may be built for another torch than the
+# CPU one installed ("operator torchvision::nms does not exist"); transformers imports it
+# whenever it is present, which takes down an export or a random init that never needs it.
+# None in sys.modules makes `import torchvision` fail and find_spec report it absent.
+_HIDE_TORCHVISION = 'import sys\nsys.modules["torchvision"] = None\n'
+
+
+@cache
+def _torchvision_imports() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True)
+    return probe.returncode == 0
+
+
+def _import_transformers():
+    """transformers, with a torchvision that cannot import hidden from it."""
+    if not _torchvision_imports():
+        sys.modules["torchvision"] = None  # type: ignore[assignment]
+    import transformers
+
+    return transformers
+
+
+def _exporter_env(workdir: Path) -> dict[str, str]:
+    """The environment of an optimum-cli process, hiding a torchvision that cannot import."""
+    env = dict(os.environ)
+    if not _torchvision_imports():
+        hide = workdir / "_hide_torchvision"
+        hide.mkdir(parents=True, exist_ok=True)
+        (hide / "sitecustomize.py").write_text(_HIDE_TORCHVISION)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hide), env.get("PYTHONPATH")]))
+    return env
+
 
 def save_random_checkpoint(path: Path, seed: int = 0) -> Path:
     if (path / "config.json").exists():
         return path
     import torch
-    import transformers as tf
 
+    tf = _import_transformers()
     torch.manual_seed(seed)
     model = tf.Qwen2ForCausalLM(tf.Qwen2Config(**QWEN25_05B)).to(torch.bfloat16).eval()
     model.save_pretrained(path)
@@ -44,7 +79,8 @@ def export(checkpoint: Path, out: Path, fmt: str) -> Path:
         return out
     cmd = ["optimum-cli", "export", "openvino", "--model", str(checkpoint)]
     cmd += ["--task", "text-generation-with-past", "--weight-format", fmt, str(out)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    env = _exporter_env(out.parent)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return out
 
 
@@ -58,7 +94,10 @@ def hf_checkpoint(cfg: ModelConfig, target: Path, dtype: str) -> Path:
     if (target / "config.json").exists() and any(target.glob("*.safetensors")):
         return target
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    tf = _import_transformers()
+    LlamaConfig, LlamaForCausalLM = tf.LlamaConfig, tf.LlamaForCausalLM
+    Qwen2Config, Qwen2ForCausalLM = tf.Qwen2Config, tf.Qwen2ForCausalLM
 
     shapes = dict(
         vocab_size=cfg.vocab_size,
