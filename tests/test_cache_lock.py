@@ -22,7 +22,10 @@ def test_a_lock_name_linked_elsewhere_creates_and_locks_nothing(tmp_path):
     target = tmp_path / "victim-not-yet-there"
     lock = tmp_path / ".thing.lock"
     lock.symlink_to(target)
-    with pytest.raises(CompileAheadError, match="cannot open the lock"), cache_lock(lock, "thing", io.StringIO()):
+    with (
+        pytest.raises(CompileAheadError, match="cannot open the lock"),
+        cache_lock(lock, "thing", io.StringIO()),
+    ):
         pass
     assert not target.exists()
 
@@ -32,7 +35,10 @@ def test_a_hard_linked_lock_is_refused(tmp_path):
     other.write_text("keep")
     lock = tmp_path / ".thing.lock"
     os.link(other, lock)
-    with pytest.raises(CompileAheadError, match="one name"), cache_lock(lock, "thing", io.StringIO()):
+    with (
+        pytest.raises(CompileAheadError, match="one name"),
+        cache_lock(lock, "thing", io.StringIO()),
+    ):
         pass
     assert other.read_text() == "keep"
 
@@ -42,5 +48,8 @@ def test_another_users_lock_file_is_refused(tmp_path):
     lock = tmp_path / ".thing.lock"
     lock.write_text("")
     os.chown(lock, 65534, 65534)
-    with pytest.raises(CompileAheadError, match="this user's"), cache_lock(lock, "thing", io.StringIO()):
+    with (
+        pytest.raises(CompileAheadError, match="this user's"),
+        cache_lock(lock, "thing", io.StringIO()),
+    ):
         pass
