@@ -63,6 +63,19 @@ class LoopbackServer(ThreadingHTTPServer):
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__((HOST, port), handler)
 
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def hosts(self) -> set[str]:
+        """The Host headers that name this server (a page on another name that resolves
+        here, DNS rebinding, names something else)."""
+        return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
+
+    def named_by(self, handler: BaseHTTPRequestHandler) -> bool:
+        """Whether the request's Host header names this server."""
+        return handler.headers.get("Host", "").lower() in self.hosts()
+
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
             self.shutdown_request(request)  # every slot busy: closed, no thread started

@@ -126,7 +126,7 @@ class PageServer(LoopbackServer):
     @property
     def url(self) -> str:
         """The page's address, token included."""
-        return f"http://{HOST}:{self.server_address[1]}/{self.token}/"
+        return f"http://{HOST}:{self.port}/{self.token}/"
 
 
 class PageHandler(BaseHTTPRequestHandler):
@@ -141,8 +141,7 @@ class PageHandler(BaseHTTPRequestHandler):
         pass  # http.server's access log would bury the link
 
     def _ours(self) -> bool:
-        port = self.server.server_address[1]
-        return self.headers.get("Host") in {f"{HOST}:{port}", f"localhost:{port}"}
+        return self.server.named_by(self)
 
     def do_GET(self) -> None:
         admitted = path_after_token(self.path, self.server.token)

@@ -206,14 +206,6 @@ class TraceServer(LoopbackServer):
         self._lock = threading.Lock()
         super().__init__(port, TraceRequestHandler)
 
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-    def hosts(self) -> set[str]:
-        """The Host headers that name this server."""
-        return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
-
     def origins(self) -> set[str]:
         """The pages allowed to ask: the online UI, or offline the UI this server serves."""
         if self.ui is None:
@@ -294,7 +286,7 @@ class TraceRequestHandler(SimpleHTTPRequestHandler):
         if path is None:
             refuse(self)
             return None
-        if self.headers.get("Host", "").lower() not in self.server.hosts():
+        if not self.server.named_by(self):
             self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "not a name of this server")
             return None
         origin = self.headers.get("Origin")
