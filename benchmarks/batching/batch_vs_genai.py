@@ -3,7 +3,10 @@ LLMPipeline batched greedy generate on the same IR, per weight format, B in {1, 
 
 Both arms live in one process and are timed in interleaved rounds (the order of the B values
 and of the two arms rotates by round, as the project's trial design orders arms), so machine
-drift hits every arm alike:
+drift hits every arm alike. The model a process compiles first decodes slower for as long as
+the process lives (peers/decode_vs_genai.py measured it), so each format runs in two fresh
+processes, one building our graphs first and one LLMPipeline first, half the rounds each; the
+ratio is over all rounds, each order's printed beside it.
 
 - ours: the decode graph of capacity C (default 1024) at batch B, bound to a KV arena of B
   sequences; a step is one call (B tokens in) plus writing each sequence's new K/V row, the
@@ -18,7 +21,7 @@ B over B=1, ours beside the peer's. Both sides take the device defaults.
 
     python benchmarks/batching/batch_vs_genai.py [--workdir DIR] [--formats fp16,int8,int4]
         [--ir DIR ...] [--capacity 1024] [--batches 1,2,4,8] [--prompt 128] [--steps 16]
-        [--rounds 3]
+        [--rounds 4]
 
 Without ``--ir`` the IRs are random-weight qwen2.5-0.5b exports made in ``--workdir`` (reused
 when there); ``--ir`` names exports to use instead (each labelled by its folder name).
@@ -27,6 +30,7 @@ when there); ``--ir`` names exports to use instead (each labelled by its folder 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -35,7 +39,7 @@ import numpy as np
 import openvino as ov
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
-from _shared.common import median, orders, ratio
+from _shared.common import fresh_json, median, orders, ratio
 from _shared.models import FORMATS, prepare
 
 from compile_ahead.runtime.compile.settings.options import CompileOptions
@@ -45,6 +49,7 @@ from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 ARMS = ("ours", "genai")
+ORDERS = ARMS  # which arm a worker process builds first
 
 
 class OursAt:
@@ -123,28 +128,90 @@ def _models(args: argparse.Namespace) -> dict[str, Path]:
     return prepare(args.workdir, tuple(args.formats.split(",")))
 
 
-def _measure(args, dirs, batches, options):
-    """Per (model, B): our compile seconds, and each arm's per-round step seconds."""
-    compile_s: dict[tuple[str, int], float] = {}
-    steps: dict[tuple[str, str, int], list[float]] = {}
-    for label, model_dir in dirs.items():
-        source = resolve_model(str(model_dir))
-        ours = {b: OursAt(source, b, args.capacity, options, args.prompt) for b in batches}
+def worker(model_dir: Path, args: argparse.Namespace, batches: list[int], first: str) -> dict:
+    """Every B of one model in this process, ``first`` built first (the model a process
+    compiles first decodes slower for as long as it lives): our compile seconds per B and
+    each arm's per-round step seconds per B."""
+    options = CompileOptions().resolved()
+    source = resolve_model(str(model_dir))
+
+    def make_ours() -> dict[int, OursAt]:
+        return {b: OursAt(source, b, args.capacity, options, args.prompt) for b in batches}
+
+    if first == "ours":
+        ours = make_ours()
         genai = GenaiBatch(model_dir, source.config.vocab_size)
+    else:
+        genai = GenaiBatch(model_dir, source.config.vocab_size)
+        ours = make_ours()
+    steps: dict[str, dict[int, list[float]]] = {arm: {b: [] for b in batches} for arm in ARMS}
+    for r, order in orders(batches, args.rounds):
+        for b in order:
+            ours[b].step_s(1)  # one warm step after the other arms ran
+            for arm in ARMS[r % 2 :] + ARMS[: r % 2]:
+                if arm == "ours":
+                    value = ours[b].step_s(args.steps)
+                else:
+                    value = genai.step_s(b, args.prompt, args.steps)
+                steps[arm][b].append(value)
+    return {"compile_s": {b: ours[b].compile_s for b in batches}, "steps": steps}
+
+
+def _measure(args, dirs, batches):
+    """Per (model, B): our compile seconds (median over the processes), and each arm's
+    per-round step seconds with the order each round's process built the arms in."""
+    compile_s: dict[tuple[str, int], float] = {}
+    steps: dict[tuple[str, str, int], list[tuple[str, float]]] = {}
+    half = max(1, args.rounds // 2)
+    for label, model_dir in dirs.items():
+        results = {first: run_worker(model_dir, args, first, half) for first in ORDERS}
         for b in batches:
-            compile_s[(label, b)] = ours[b].compile_s
-        for r, order in orders(batches, args.rounds):
-            for b in order:
-                ours[b].step_s(1)  # one warm step after the other arms ran
-                for arm in ARMS[r % 2 :] + ARMS[: r % 2]:
-                    if arm == "ours":
-                        value = ours[b].step_s(args.steps)
-                    else:
-                        value = genai.step_s(b, args.prompt, args.steps)
-                    steps.setdefault((label, arm, b), []).append(value)
-            print(f"{label}: round {r + 1}/{args.rounds} done", flush=True)
-        del ours, genai
+            compile_s[(label, b)] = median([r["compile_s"][str(b)] for r in results.values()])
+            for arm in ARMS:
+                steps[(label, arm, b)] = [
+                    (first, v) for first, r in results.items() for v in r["steps"][arm][str(b)]
+                ]
+        print(f"{label}: measured ({half} rounds in each of {len(ORDERS)} processes)", flush=True)
     return compile_s, steps
+
+
+def run_worker(model_dir: Path, args: argparse.Namespace, first: str, rounds: int) -> dict:
+    command = [
+        sys.executable, __file__, "--worker", str(model_dir), "--first", first,
+        "--rounds", str(rounds), "--capacity", str(args.capacity), "--batches", args.batches,
+        "--prompt", str(args.prompt), "--steps", str(args.steps),
+    ]  # fmt: skip
+    return fresh_json(command)
+
+
+def _values(steps: list[tuple[str, float]], first: str | None = None) -> list[float]:
+    return [v for f, v in steps if first is None or f == first]
+
+
+def _print_model(label: str, model_dir: Path, batches: list[int], compile_s, steps) -> None:
+    print(f"{label}: {resolve_model(str(model_dir)).weight_format.summary}")
+    first, last = batches[0], batches[-1]
+    for b in batches:
+        ours, theirs = steps[(label, "ours", b)], steps[(label, "genai", b)]
+        by_order = ", ".join(
+            f"{f} built first {ratio(_values(theirs, f), _values(ours, f)):.2f}x" for f in ORDERS
+        )
+        print(
+            f"  B={b}: compile [B,C] {compile_s[(label, b)]:.2f} s "
+            f"({compile_s[(label, b)] / compile_s[(label, first)]:.2f}x B={first}); "
+            f"step ours {median(_values(ours)) * 1e3:.2f} ms, LLMPipeline "
+            f"{median(_values(theirs)) * 1e3:.2f} ms, ratio "
+            f"{ratio(_values(theirs), _values(ours)):.2f}x ({by_order})"
+        )
+    gain = {
+        arm: (last / median(_values(steps[(label, arm, last)])))
+        / (first / median(_values(steps[(label, arm, first)])))
+        for arm in ARMS
+    }
+    print(
+        f"  aggregate tokens/s B={last} over B={first}: ours {gain['ours']:.2f}x, "
+        f"LLMPipeline {gain['genai']:.2f}x"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,37 +223,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", default="1,2,4,8")
     p.add_argument("--prompt", type=int, default=128, help="prompt tokens (our filled slots)")
     p.add_argument("--steps", type=int, default=16, help="decode steps timed per round")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=4, help="split between the two build orders")
+    p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--first", choices=ORDERS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
+    if args.worker is not None:
+        print(json.dumps(worker(args.worker, args, batches, args.first)))
+        return 0
     dirs = _models(args)
     options = CompileOptions().resolved()
     print(
         f"device CPU, inference {options.inference_precision}, our KV {options.kv_precision}, "
-        f"C={args.capacity}, prompt {args.prompt}, {args.steps} steps x {args.rounds} rounds"
+        f"C={args.capacity}, prompt {args.prompt}, {args.steps} steps x {args.rounds} rounds",
+        flush=True,
     )
-    compile_s, steps = _measure(args, dirs, batches, options)
+    compile_s, steps = _measure(args, dirs, batches)
     print("\nresults (medians; ratio = ours / LLMPipeline per step, paired rounds)")
-    first, last = batches[0], batches[-1]
-    for label in dirs:
-        print(f"{label}: {resolve_model(str(dirs[label])).weight_format.summary}")
-        for b in batches:
-            ours, theirs = steps[(label, "ours", b)], steps[(label, "genai", b)]
-            print(
-                f"  B={b}: compile [B,C] {compile_s[(label, b)]:.2f} s "
-                f"({compile_s[(label, b)] / compile_s[(label, first)]:.2f}x B={first}); "
-                f"step ours {median(ours) * 1e3:.2f} ms, LLMPipeline {median(theirs) * 1e3:.2f} "
-                f"ms, ratio {ratio(theirs, ours):.2f}x"
-            )
-        gain = {
-            arm: (last / median(steps[(label, arm, last)]))
-            / (first / median(steps[(label, arm, first)]))
-            for arm in ARMS
-        }
-        print(
-            f"  aggregate tokens/s B={last} over B={first}: ours {gain['ours']:.2f}x, "
-            f"LLMPipeline {gain['genai']:.2f}x"
-        )
+    for label, model_dir in dirs.items():
+        _print_model(label, model_dir, batches, compile_s, steps)
     return 0
 
 
