@@ -51,9 +51,11 @@ def check_batch_arms(arms: Sequence[str], batch: int) -> None:
     """Refuse, in one line, arms that decode one sequence when the experiment has B > 1."""
     single = [a for a in arms if a in SINGLE_SEQUENCE_ARMS]
     if batch > 1 and single:
+        rest = [a for a in arms if a not in SINGLE_SEQUENCE_ARMS]
+        instead = f"--arms {','.join(rest)}" if len(rest) > 1 else "other arms"
         raise CompileAheadError(
             f"--batch {batch}: the arm(s) {', '.join(single)} (OpenVINO's NPUW pipeline) "
-            "decode one sequence; drop them or use --batch 1"
+            f"decode one sequence; run {instead}, or --batch 1"
         )
 
 
