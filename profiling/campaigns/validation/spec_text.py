@@ -23,7 +23,7 @@ REPORT_KEYS = ("endpoints",)
 _FLAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 # Flags the campaign sets for each block itself, and flags that are axes or arms.
 RESERVED = {"out", "pairs", "warmup", "first-block", "quiet", "no-plot", "ir-dir", "timeout"}
-RESERVED |= {"arm", "arms", "model", "synthetic-dtype", "ladder", "ov-config", "help"}
+RESERVED |= {"arm", "arms", "model", "synthetic-dtype", "ladder", "ov-config", "batch", "help"}
 
 
 def _strings(value: object, where: str) -> Iterator[tuple[str, str]]:
@@ -126,8 +126,7 @@ def measured_endpoints(
     from compile_ahead.runtime.ladder.capacities import Ladder
 
     flags = {k.replace("_", "-"): v for k, v in options.items()}
-    given = [*batches, flags.get("batch", 1)]
-    batch = max((b for b in given if isinstance(b, int)), default=1)
+    batch = max((b for b in batches if isinstance(b, int)), default=1)
     keys: dict[str, None] = {}
     for text in ladders:
         rungs = Ladder.parse(text).rungs
