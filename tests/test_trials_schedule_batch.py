@@ -134,3 +134,23 @@ def test_ragged_prompts_spread_around_the_given_length() -> None:
     assert ragged_lengths(64, 8) == (48, 53, 57, 62, 66, 71, 75, 80)
     assert ragged_lengths(2, 4) == (2, 2, 2, 2)  # never below one token
     assert sum(ragged_lengths(512, 4)) == 4 * 512
+
+
+@pytest.mark.slow
+def test_genai_arm_generates_the_batch_beside_a_schedule(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    proc = run_cli(
+        "ab", "baselines", *TINY, "--arms", "genai,i2", "--batch", "2", "--prompt-len", "16,24",
+        "--decode-tokens", "30", "--pairs", "1", "--warmup", "0", "--out", out, "--quiet",
+        "--no-plot",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "schedule_ab.json").read_text())
+    genai = next(t["result"] for t in data["trials"] if t["arm"] == "genai")
+    assert genai["batch"] == 2 and genai["prompt_lens"] == [16, 24]
+    assert genai["tokens_generated"] == 60 and genai["tokens_per_s"] > 0
+    ours = next(t["result"] for t in data["trials"] if t["arm"] == "i2")
+    # ours: the prompt's last step's token, then 30 decode steps
+    assert ours["batch"] == 2 and ours["tokens_generated"] == 62
+    step = next(e for e in data["endpoints"] if e["key"] == "step_time")
+    assert step["comparisons"]["i2"]["n"] == 1
