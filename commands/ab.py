@@ -43,6 +43,7 @@ from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
     trial_timeout,
 )
+from compile_ahead.profiling.trials.schedule_kind import batch as schedule_batch
 from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
 from compile_ahead.profiling.trials.schedule_kind import run as schedule_run
 from compile_ahead.profiling.trials.schedule_kind.baselines import BASELINES
@@ -100,7 +101,15 @@ def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> N
     )
     add_synthetic_dtype_option(s)
     add_ladder_option(s, auto=False)
-    add_protocol_options(s)
+    add_protocol_options(s, per_sequence=True)
+    s.add_argument(
+        "--batch",
+        type=count(1),
+        default=None,
+        metavar="B",
+        help="B sequences per trial (`compile-ahead run --batch B`), prompts ragged around "
+        "--prompt-len unless it gives one length per sequence (default 1)",
+    )
     add_prefill_options(s)
     add_graph_option(s)
     add_placement_options(s)
@@ -240,8 +249,8 @@ def run_schedule_ab(args: argparse.Namespace) -> int:
 
 
 def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> ScheduleTrials:
-    """The trials' ladder, prompt and decode lengths, and the flags each `compile-ahead run`
-    trial gets: the run configuration checked once here (not in every trial), its device
+    """The trials' ladder, batch, prompt and decode lengths, and the flags each `compile-ahead
+    run` trial gets: the run configuration checked once here (not in every trial), its device
     defaults resolved here so every trial gets the same. A --command template says its own
     flags (its trials need not run this OpenVINO)."""
     from compile_ahead.runtime.ladder.config import Prompt, RunConfig
@@ -253,20 +262,44 @@ def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> Sc
             f"{', '.join(upstream)} compile with their pipeline's own properties"
         )
     ladder = _fixed_ladder(args)
+    batch, lengths = _batch(args, schedules, ladder)
     if args.command is None:
-        config = run_config_from_args(args, None, compile_options(args))
+        settled = argparse.Namespace(**vars(args))  # the run configuration of every trial
+        settled.batch = batch if batch > 1 else None
+        settled.prompt_len = lengths if batch > 1 else lengths[0]
+        config = run_config_from_args(settled, None, compile_options(args))
         passed = _run_flags(args, config)
     else:
-        config = RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens)
+        config = RunConfig(None, ladder, Prompt(lengths[0]), args.decode_tokens)
         ov_config_from_args(args, check=True)
         passed = ()
-    prompt_len, decode_tokens = _lengths(config, ladder)
+    decode_tokens = _lengths(lengths, config.decode_tokens, ladder)
     dtype = args.synthetic_dtype
     model_flags = () if dtype is None else ("--synthetic-dtype", dtype)
     return ScheduleTrials(
-        schedules, args.model, ladder, prompt_len, decode_tokens, args.command, passed,
-        model_flags,
+        schedules, args.model, ladder, _center(args.prompt_len, lengths), decode_tokens,
+        args.command, passed, model_flags, batch, lengths if batch > 1 else (),
     )  # fmt: skip
+
+
+def _batch(
+    args: argparse.Namespace, schedules: tuple[str, ...], ladder: Ladder
+) -> tuple[int, tuple[int, ...]]:
+    """B and each sequence's prompt length (schedule_kind/batch.py), the arms checked to
+    decode B sequences."""
+    from compile_ahead.runtime.ladder.config import default_prompt_len
+
+    batch, lengths = schedule_batch.batch_and_lengths(
+        args.batch, args.prompt_len, default_prompt_len(ladder)
+    )
+    schedule_batch.check_batch_arms(schedules, batch)
+    return batch, lengths
+
+
+def _center(given: int | tuple[int, ...] | None, lengths: tuple[int, ...]) -> int:
+    """The experiment's prompt length: the one given (ragged lengths spread around it), else
+    the mean of the lengths."""
+    return given if isinstance(given, int) else round(sum(lengths) / len(lengths))
 
 
 def _fixed_ladder(args: argparse.Namespace) -> Ladder:
@@ -297,15 +330,23 @@ def _run_flags(args: argparse.Namespace, config: RunConfig) -> tuple[str, ...]:
     return tuple(passed)
 
 
-def _lengths(config: RunConfig, ladder: Ladder) -> tuple[int, int]:
-    """The trials' prompt and decode lengths: every trial decodes them all, below the top."""
-    prompt_len, decode_tokens = config.lengths(ladder)
-    if prompt_len + decode_tokens > ladder.top:
+def _lengths(lengths: tuple[int, ...], decode_tokens: int | None, ladder: Ladder) -> int:
+    """The trials' decode length (default: up to the top rung from the longest prompt): every
+    trial decodes them all, every sequence below the top."""
+    from compile_ahead.runtime.ladder.config import check_prompt_fits
+
+    for length in lengths:
+        check_prompt_fits(length, ladder)
+    longest = max(lengths)
+    tokens = decode_tokens if decode_tokens is not None else ladder.top - longest
+    if tokens <= 0:
+        raise CompileAheadError(f"--decode-tokens must be positive, got {tokens}")
+    if longest + tokens > ladder.top:
+        what = f"--prompt-len {longest}" if len(lengths) == 1 else f"the longest prompt {longest}"
         raise CompileAheadError(
-            f"--prompt-len {prompt_len} + --decode-tokens {decode_tokens} exceeds the top "
-            f"rung {ladder.top}"
+            f"{what} + --decode-tokens {tokens} exceeds the top rung {ladder.top}"
         )
-    return prompt_len, decode_tokens
+    return tokens
 
 
 class _Refusing(ExactParser):
@@ -352,7 +393,6 @@ def check_cell(argv: list[str]) -> None:
     trial: its flags, arms and ladder, and its compile properties against the device (as
     `ab` checks them before it writes anything); CompileAheadError (one line) otherwise."""
     from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
-    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 
     args = _cell_parser().parse_args(argv)
     if args.ab_kind == "compile":
@@ -362,9 +402,9 @@ def check_cell(argv: list[str]) -> None:
         for text in args.arm:
             _check_arm_properties(text, args.device)
         return
-    schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
+    schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
     ladder = _fixed_ladder(args)
-    _lengths(RunConfig(None, ladder, Prompt(args.prompt_len), args.decode_tokens), ladder)
+    _lengths(_batch(args, schedules, ladder)[1], args.decode_tokens, ladder)
     key = ("run", args.device, tuple(sorted(ov_config_from_args(args).items())))
     if key not in _CHECKED_PROPERTIES:  # the properties of `compile-ahead run`, this OpenVINO
         ov_config_from_args(args, check=True)

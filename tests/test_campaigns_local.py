@@ -26,6 +26,7 @@ from campaign_helpers import (
     run,
     sleep_spec,
 )
+from cli import command
 
 DEADLINE_S = 600.0
 
@@ -60,6 +61,59 @@ def test_compile_campaign_cells_are_what_ab_reports(tmp_path: Path) -> None:
     again = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
     assert again.returncode == 0 and "0 to run" in again.stderr
     assert [tuple(r) for r in done_blocks(store)] == [tuple(r) for r in rows]
+
+
+TINY_BATCH = """
+[campaign]
+kind = "schedule"
+pairs = 1
+warmup = 0
+arms = ["i1", "i2"]
+
+[axes]
+model = ["tiny"]
+ladder = ["16,32,64"]
+batch = [1, 2]
+
+[options]
+prompt-len = 12
+decode-tokens = 30
+"""
+
+
+def test_a_batch_axis_runs_each_cell_at_its_batch(tmp_path: Path) -> None:
+    """Real tiny runs: the batch-2 cell's trials decode two sequences, and the status, the
+    report and the compare page name each cell's batch."""
+    spec = tmp_path / "batch.toml"
+    spec.write_text(TINY_BATCH)
+    store = tmp_path / "s.sqlite"
+    proc = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert_each_block_done_once(store, cells=2, pairs=1, trials=2)
+    with connect(store) as conn:
+        rows = conn.execute(
+            "SELECT b.cell, t.result FROM trials t JOIN blocks b ON b.id = t.block_id"
+        ).fetchall()
+    batches = {(r["cell"], json.loads(r["result"]).get("batch")) for r in rows}
+    assert batches == {(0, None), (1, 2)}  # a batch-1 run reports no batch fields
+    status = run(campaign_command("status", str(store)), tmp_path)
+    assert "axes: model: tiny; ladder: 16,32,64; batch: 1 | 2" in status.stdout, status.stdout
+    report = tmp_path / "report"
+    proc = run(campaign_command("report", str(store), "--out", str(report), "--no-plot"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cells = json.loads((report / "campaign.json").read_text())["cells"]
+    assert [c["cell"] for c in cells] == [
+        "model=tiny, ladder=16,32,64, batch=1",
+        "model=tiny, ladder=16,32,64, batch=2",
+    ]
+    batch_cell = next(report.glob("cell01-*/schedule_ab.md")).read_text()
+    assert "batch 2: prompts 9,15 tokens" in batch_cell
+    assert "Decode tok/s, all sequences (aggregate)" in batch_cell
+    assert "sequence boundary windows" in batch_cell
+    page = tmp_path / "compare.html"
+    proc = run(command("compare", str(store), "--out", str(page)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "model=tiny, ladder=16,32,64, batch=2" in page.read_text()
 
 
 def _wait(condition, what: str) -> None:

@@ -25,7 +25,9 @@ def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     ("edit", "message"),
     [
         (lambda s: s.replace("[axes]", "[axes]\nprecision = [\"f32\"]"),
-         "unknown axis 'precision'; axes: model, synthetic_dtype, ladder, ov_config"),
+         "unknown axis 'precision'; axes: model, synthetic_dtype, ladder, ov_config, batch"),
+        (lambda s: s.replace("[axes]", "[axes]\nbatch = [1, 2]"),
+         "axis batch is for schedule and baselines campaigns"),
         (lambda s: s.replace('ladder = ["32,64", "64,128"]', "ladder = []"),
          "axis ladder is empty: the grid has no cell"),
         (lambda s: s.replace('"A=current"', '"A=/no/such/python"'),
@@ -56,6 +58,7 @@ def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         (lambda s: s + '\n[options]\nrepeat = 2\nREPEAT = 3\n',
          "unrecognized arguments: --REPEAT=3"),
         (lambda s: s + '\n[options]\nir_dir = "x"\n', "options.ir_dir is set by the campaign"),
+        (lambda s: s + '\n[options]\nbatch = 2\n', "options.batch is set by the campaign"),
         # [report] is checked as [campaign] is
         (lambda s: s + '\n[report]\nfoo = 1\n', "unknown key report.foo; keys: endpoints"),
         (lambda s: s + '\n[report]\nendpoints = ["nope"]\n',
@@ -125,6 +128,62 @@ def test_report_endpoints_of_a_schedule_campaign(tmp_path: Path, endpoints: str,
     spec = sleep_spec(tmp_path / "sched.toml", 0.1)
     spec.write_text(spec.read_text() + f"\n[report]\nendpoints = {endpoints}\n")
     assert known in _one_line_refusal(spec, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ("[0]", "axis batch takes integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8]), got 0"),
+        ('["four"]', 'axis batch takes integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8]), '
+                     'got "four"'),
+        ("[1, 1.5]", "axis batch takes integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8]), "
+                     "got 1.5"),
+        ("[true]", "axis batch takes integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8]), "
+                   "got true"),
+        ("[]", "axis batch is empty: the grid has no cell"),
+        ("[2, 2]", "axis batch names a value twice"),
+        ("4", "axis batch must be a list of values"),
+    ],
+)  # fmt: skip
+def test_bad_batch_axis_one_line_nothing_written(tmp_path: Path, values: str, message: str):
+    spec = sleep_spec(tmp_path / "sched.toml", 0.1)
+    spec.write_text(spec.read_text().replace("[axes]", f"[axes]\nbatch = {values}"))
+    assert message in _one_line_refusal(spec, tmp_path)
+
+
+def test_a_batch_axis_gives_each_cell_its_batch(tmp_path: Path) -> None:
+    spec_path = sleep_spec(tmp_path / "sched.toml", 0.1)
+    spec_path.write_text(spec_path.read_text().replace("[axes]", "[axes]\nbatch = [1, 4]"))
+    spec = load_spec(spec_path, check_cell)
+    assert [c.label for c in spec.cells] == [
+        "model=tiny, ladder=64,128, batch=1",
+        "model=tiny, ladder=64,128, batch=4",
+        "model=tiny, ladder=128,256, batch=1",
+        "model=tiny, ladder=128,256, batch=4",
+    ]
+    assert spec.cells[1].dirname == "cell01-tiny_64-128_4"
+    assert spec.cells[1].argv[:8] == (
+        "ab", "schedule", "--model", "tiny", "--ladder", "64,128", "--batch", "4",
+    )  # fmt: skip
+    assert spec.canonical["axes"]["batch"] == [1, 4]
+
+
+def test_a_spec_without_the_batch_axis_keeps_its_identity() -> None:
+    """Cells, their directories and the digest a store was made with, as before the axis."""
+    spec = load_spec(Path(__file__).parents[1] / "campaigns/seed_generality_quick.toml", check_cell)
+    assert spec.digest == "5611698fddb93156"
+    assert spec.cells[0].dirname == "cell00-qwen2.5-0.5b_bf16_128-256-512"
+    assert spec.cells[0].label == "model=qwen2.5-0.5b, synthetic_dtype=bf16, ladder=128,256,512"
+    assert "--batch" not in spec.cells[0].argv and "batch" not in spec.canonical["axes"]
+
+
+def test_report_endpoints_of_a_batch_campaign(tmp_path: Path) -> None:
+    spec_path = sleep_spec(tmp_path / "sched.toml", 0.1)
+    text = spec_path.read_text() + '\n[report]\nendpoints = ["batch_tok_s", "step_time"]\n'
+    spec_path.write_text(text)
+    assert "'batch_tok_s' is not an endpoint" in _one_line_refusal(spec_path, tmp_path)
+    spec_path.write_text(text.replace("[axes]", "[axes]\nbatch = [1, 2]"))
+    assert load_spec(spec_path, check_cell).report_endpoints == ("batch_tok_s", "step_time")
 
 
 def test_a_good_campaign_expands_to_its_cells(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@
     synthetic_dtype = ["bf16", "f16"] # a preset's synthetic weights
     ladder = ["1024,2048,4096", "2048,4096,8192"]
     ov_config = [[], ["INFERENCE_PRECISION_HINT=f32"]]   # compile properties per cell
+    batch = [1, 2, 4, 8]              # sequences per trial (schedule, baselines: --batch)
 
     [options]                         # any other `ab KIND` flag, the same in every cell,
     prompt-len = 128                  # by its exact name (spec_text.py)
@@ -44,6 +45,10 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.environments import built_environment
 from compile_ahead.profiling.campaigns.validation.arms import CampaignArm, parse_campaign_arm
+from compile_ahead.profiling.campaigns.validation.axes import (
+    check_axes_for_kind,
+    check_axis_values,
+)
 from compile_ahead.profiling.campaigns.validation.identity import campaign_identity
 from compile_ahead.profiling.campaigns.validation.limits import check_grid_size
 from compile_ahead.profiling.campaigns.validation.spec_text import (
@@ -60,8 +65,13 @@ CheckCell = Callable[[list[str]], None]
 Progress = Callable[[int, int], None]
 
 KINDS = ("compile", "schedule", "baselines")
-AXES = ("model", "synthetic_dtype", "ladder", "ov_config")
-_AXIS_FLAGS = {"model": "--model", "synthetic_dtype": "--synthetic-dtype", "ladder": "--ladder"}
+AXES = ("model", "synthetic_dtype", "ladder", "ov_config", "batch")
+_AXIS_FLAGS = {
+    "model": "--model",
+    "synthetic_dtype": "--synthetic-dtype",
+    "ladder": "--ladder",
+    "batch": "--batch",
+}
 _TABLES = {"campaign", "axes", "options", "report"}
 _CAMPAIGN_KEYS = {"name", "kind", "pairs", "warmup", "arms", "timeout"}
 
@@ -193,29 +203,10 @@ def _campaign(table: dict, path: Path) -> dict:
 
 
 def _axes(table: dict, path: Path) -> dict[str, list]:
+    """The axes in AXES order (a spec without an axis keeps the cells it always had)."""
     if "model" not in table:
         raise CompileAheadError(f"{path}: [axes] needs model = [...] (one or more models)")
-    axes: dict[str, list] = {}
-    for axis in AXES:
-        if axis not in table:
-            continue
-        values = table[axis]
-        if not isinstance(values, list):
-            raise CompileAheadError(f"{path}: axis {axis} must be a list of values")
-        if not values:
-            raise CompileAheadError(f"{path}: axis {axis} is empty: the grid has no cell")
-        good = (
-            (lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v))
-            if axis == "ov_config"
-            else (lambda v: isinstance(v, str) and v.strip())
-        )
-        if not all(good(v) for v in values):
-            what = "lists of KEY=VALUE strings" if axis == "ov_config" else "non-empty strings"
-            raise CompileAheadError(f"{path}: axis {axis} takes {what}")
-        if len({json.dumps(v) for v in values}) != len(values):
-            raise CompileAheadError(f"{path}: axis {axis} names a value twice")
-        axes[axis] = values
-    return axes
+    return {axis: check_axis_values(axis, table[axis], path) for axis in AXES if axis in table}
 
 
 def _cell_argv(
@@ -298,6 +289,7 @@ def load_spec(path: Path, check: CheckCell, progress: Progress | None = None) ->
     _check_keys(data, path)
     camp = _campaign(_table(data, "campaign", path), path)
     axes = _axes(_table(data, "axes", path), path)
+    check_axes_for_kind(axes, camp["kind"], path)
     check_grid_size(path, math.prod(len(v) for v in axes.values()), camp["pairs"])
     options = _table(data, "options", path)
     flags = option_flags(options, path)
@@ -337,7 +329,8 @@ def load_spec(path: Path, check: CheckCell, progress: Progress | None = None) ->
             progress(checked, len(spec.cells))
     if endpoints is not None:
         ladders = axes.get("ladder", ["default"])
-        check_endpoints(endpoints, camp["kind"], map(str, ladders), options, path)
+        batches = axes.get("batch", [])
+        check_endpoints(endpoints, camp["kind"], map(str, ladders), options, path, batches)
     try:
         identity = campaign_identity(canonical, spec.kind, spec.arms, compile_arms, options)
     except CompileAheadError as err:

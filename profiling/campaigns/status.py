@@ -1,5 +1,6 @@
-"""`campaign status`: blocks done of all, failures with their reason, blocks in flight, the
-coordinator (if one runs), and an ETA from the blocks' median wall on the last run's nodes.
+"""`campaign status`: the grid's axes, blocks done of all, failures with their reason, blocks
+in flight, the coordinator (if one runs), and an ETA from the blocks' median wall on the last
+run's nodes.
 
 Blocks are counted, not rows (a block interrupted twice has two rows), by their latest attempt.
 A block is in flight only while the coordinator that submitted it holds the store's lock: a row
@@ -9,7 +10,9 @@ it) is an interrupted block, which the next run marks and runs again.
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -47,6 +50,7 @@ def _lines(store: Store, store_path: Path, running: bool) -> list[str]:
     counts = _block_counts(store, holder)
     lines = [
         f"campaign {spec.name} ({spec.kind}), store {store_path}",
+        f"axes: {_axes_text(conn)}",
         f"blocks: {len(done)} done of {total} ({100 * len(done) / max(total, 1):.0f}%); cells "
         f"complete: {complete} of {cells}",
         f"in flight: {counts['in flight']}; interrupted earlier (run again): "
@@ -68,6 +72,17 @@ def _lines(store: Store, store_path: Path, running: bool) -> list[str]:
             f"{f['host'] or '?'}: {f['error']}"
         )
     return lines
+
+
+def _axes_text(conn: sqlite3.Connection) -> str:
+    """Each axis with its values across the cells, in the spec's order (e.g. batch: 1 | 2)."""
+    values: dict[str, list[str]] = {}
+    for (axes,) in conn.execute("SELECT axes FROM cells ORDER BY idx"):
+        for axis, value in json.loads(axes).items():
+            text = ("+".join(map(str, value)) or "none") if isinstance(value, list) else str(value)
+            if text not in values.setdefault(axis, []):
+                values[axis].append(text)
+    return "; ".join(f"{axis}: {' | '.join(v)}" for axis, v in values.items()) or "none"
 
 
 def _block_counts(store: Store, holder: str | None) -> Counter[str]:

@@ -23,7 +23,7 @@ REPORT_KEYS = ("endpoints",)
 _FLAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 # Flags the campaign sets for each block itself, and flags that are axes or arms.
 RESERVED = {"out", "pairs", "warmup", "first-block", "quiet", "no-plot", "ir-dir", "timeout"}
-RESERVED |= {"arm", "arms", "model", "synthetic-dtype", "ladder", "ov-config", "help"}
+RESERVED |= {"arm", "arms", "model", "synthetic-dtype", "ladder", "ov-config", "batch", "help"}
 
 
 def _strings(value: object, where: str) -> Iterator[tuple[str, str]]:
@@ -98,10 +98,16 @@ def report_table(report: dict, path: Path) -> tuple[str, ...] | None:
 
 
 def check_endpoints(
-    chosen: tuple[str, ...], kind: str, ladders: Iterable[str], options: dict, path: Path
+    chosen: tuple[str, ...],
+    kind: str,
+    ladders: Iterable[str],
+    options: dict,
+    path: Path,
+    batches: Iterable[object] = (),
 ) -> None:
-    """Every chosen endpoint is one that some cell of the campaign measures."""
-    known = measured_endpoints(kind, ladders, options)
+    """Every chosen endpoint is one that some cell of the campaign measures (``batches``: the
+    batch axis's values; a cell at batch > 1 measures the batch's endpoints too)."""
+    known = measured_endpoints(kind, ladders, options, batches)
     for key in chosen:
         if key not in known:
             raise CompileAheadError(
@@ -110,14 +116,17 @@ def check_endpoints(
             )
 
 
-def measured_endpoints(kind: str, ladders: Iterable[str], options: dict) -> list[str]:
-    """The keys of the endpoints that `ab KIND` analyses for cells of these ladders and
-    options, in the order its reports list them."""
+def measured_endpoints(
+    kind: str, ladders: Iterable[str], options: dict, batches: Iterable[object] = ()
+) -> list[str]:
+    """The keys of the endpoints that `ab KIND` analyses for cells of these ladders, options
+    and batches, in the order its reports list them."""
     from compile_ahead.profiling.trials.compile_kind.experiment import compile_endpoints
     from compile_ahead.profiling.trials.schedule_kind.experiment import schedule_endpoints
     from compile_ahead.runtime.ladder.capacities import Ladder
 
     flags = {k.replace("_", "-"): v for k, v in options.items()}
+    batch = max((b for b in batches if isinstance(b, int)), default=1)
     keys: dict[str, None] = {}
     for text in ladders:
         rungs = Ladder.parse(text).rungs
@@ -125,6 +134,6 @@ def measured_endpoints(kind: str, ladders: Iterable[str], options: dict) -> list
             pass_profile = flags.get("pass-profile") is True
             eps = compile_endpoints(rungs, pass_profile, flags.get("counters") is True)
         else:
-            eps = schedule_endpoints(rungs)
+            eps = schedule_endpoints(rungs, batch)
         keys |= dict.fromkeys(e.key for e in eps)
     return list(keys)

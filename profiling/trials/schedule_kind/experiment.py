@@ -13,6 +13,7 @@ import re
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.analysis import (
@@ -23,13 +24,15 @@ from compile_ahead.profiling.trials.analysis import (
     result_field,
 )
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
+from compile_ahead.profiling.trials.schedule_kind.batch import prompt_len_text
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
 
 SCHEDULE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 # Placeholders a --command template may use; {out} is where the trial writes its JSON report.
-TEMPLATE_KEYS = ("schedule", "model", "ladder", "prompt_len", "decode_tokens", "out")
+# At B > 1, {prompt_len} is one length per sequence (16,40,...) and {batch} is B.
+TEMPLATE_KEYS = ("schedule", "model", "ladder", "prompt_len", "decode_tokens", "batch", "out")
 
 
 def known_arms() -> tuple[str, ...]:
@@ -69,18 +72,21 @@ def run_command(
     schedule: str,
     model: str,
     ladder: Ladder,
-    prompt_len: int,
+    prompt_len: int | str,
     decode_tokens: int,
     template: str | None = None,
     extra: Sequence[str] = (),
+    batch: int = 1,
 ) -> tuple[str, ...]:
-    """The trial's command line; ``template`` replaces the default `compile-ahead run`."""
+    """The trial's command line; ``template`` replaces the default `compile-ahead run`.
+    ``prompt_len`` is one length, or at ``batch`` > 1 one per sequence (16,40,...)."""
     values = {
         "schedule": schedule,
         "model": model,
         "ladder": ladder_arg(ladder),
         "prompt_len": str(prompt_len),
         "decode_tokens": str(decode_tokens),
+        "batch": str(batch),
     }
     if template is None:
         return (
@@ -117,14 +123,20 @@ def make_arms(
     template: str | None = None,
     extra: Sequence[str] = (),
     model_flags: Sequence[str] = (),
+    prompt_lens: Sequence[int] = (),
 ) -> list[Arm]:
     """Our schedules run `compile-ahead run` with ``extra`` (or ``template``, which says its
     own flags); npuw-b0/npuw-b1 run the upstream baseline trial (OpenVINO's NPU LLM pipeline
     on CPU, pyramid off/on) and genai LLMPipeline, with the same protocol. ``model_flags``
-    (which weights, e.g. --synthetic-dtype) go to every arm but a template."""
+    (which weights, e.g. --synthetic-dtype) go to every arm but a template. ``prompt_lens``
+    (a batch: one per sequence, batch.py) make every trial run that batch; without them a
+    trial's command line is the batch-1 one it always was."""
     from compile_ahead.profiling.trials.schedule_kind.genai_trial import ARM as GENAI_ARM
     from compile_ahead.profiling.trials.schedule_kind.upstream_trial import ARMS as UPSTREAM_ARMS
 
+    batch = len(prompt_lens) if len(prompt_lens) > 1 else 1
+    batch_flags = ("--batch", str(batch)) if batch > 1 else ()
+    prompt: int | str = prompt_len_text(prompt_lens) if batch > 1 else prompt_len
     arms: list[Arm] = []
     for s in schedules:
         command: tuple[str, ...]
@@ -133,11 +145,13 @@ def make_arms(
             command = (*upstream_command(s, model, ladder, prompt_len, decode_tokens), *model_flags)
             info = {"schedule": s, "upstream": True}
         elif s == GENAI_ARM:
-            command = (*genai_command(model, ladder, prompt_len, decode_tokens), *model_flags)
+            command = (*genai_command(model, ladder, prompt, decode_tokens), *model_flags)
+            command += batch_flags
             info = {"schedule": s, "upstream": True}
         else:
             ours = (*extra, *(model_flags if template is None else ()))
-            command = run_command(s, model, ladder, prompt_len, decode_tokens, template, ours)
+            ours += batch_flags if template is None else ()
+            command = run_command(s, model, ladder, prompt, decode_tokens, template, ours, batch)
             info = {"schedule": s}
         arms.append(Arm(s, command, info=info))
     return arms
@@ -157,7 +171,7 @@ def upstream_command(
 
 
 def genai_command(
-    model: str, ladder: Ladder, prompt_len: int, decode_tokens: int
+    model: str, ladder: Ladder, prompt_len: int | str, decode_tokens: int
 ) -> tuple[str, ...]:
     return (
         sys.executable, "-m", "compile_ahead.profiling.trials.schedule_kind.genai_trial",
@@ -209,7 +223,9 @@ def _decode_graphs_foreground(result: dict) -> float | None:
     return None if total is None or prefill is None else total - prefill
 
 
-def schedule_endpoints(ladder: Sequence[int]) -> list[Endpoint]:
+def schedule_endpoints(ladder: Sequence[int], batch: int = 1) -> list[Endpoint]:
+    """The endpoints of a schedule experiment; at ``batch`` > 1 also the batch's aggregate
+    decode rate and its time per step (the run report's batch fields)."""
     f = result_field
     eps = [
         Endpoint("foreground_compile", "Foreground compile wall", "s", "lower",
@@ -237,6 +253,13 @@ def schedule_endpoints(ladder: Sequence[int]) -> list[Endpoint]:
         Endpoint(f"tok_s_{c}", f"Decode tok/s, rung C={c}", "tok/s", "higher", _rung_tok_s(c))
         for c in ladder
     ]
+    if batch > 1:
+        eps += [
+            Endpoint("batch_tok_s", "Decode tok/s, all sequences (aggregate)", "tok/s",
+                     "higher", f("tokens_per_s")),
+            Endpoint("step_time", "Decode step time, mean (one token per sequence)", "s",
+                     "lower", f("step_s_mean")),
+        ]  # fmt: skip
     return eps
 
 
@@ -263,19 +286,36 @@ def readiness_tally(per_block: dict[str, list[dict | None]]) -> Tally:
     return Tally("Boundaries ready in time", per_arm)
 
 
-Window = dict[object, list[tuple[int, object, object]]]  # boundary -> [(step, top1, digest)]
+Window = dict[object, list[tuple[int, object, object]]]  # window -> [(step, top1, digest)]
+SHOWN_DISAGREEING = 6  # disagreeing windows a tally names
 
 
 def _nearest(ladder: list[int], context: int) -> int:
     return min(ladder, key=lambda c: abs(context - c))
 
 
+class SequenceWindow(NamedTuple):
+    """A batch's window: one sequence's steps around one boundary."""
+
+    sequence: int
+    boundary: int
+
+
+def _window_key(entry: dict, boundary: int) -> object:
+    """A window's key: its boundary, and in a batch (entries naming their sequence) the
+    sequence too, so each sequence's window is compared with the same sequence's."""
+    sequence = entry.get("sequence")
+    return SequenceWindow(sequence, boundary) if isinstance(sequence, int) else boundary
+
+
 def boundary_windows(result: dict) -> Window:
-    """Top-1 ids (and logits digests) around each boundary, keyed by the boundary.
+    """Top-1 ids (and logits digests) around each boundary, keyed by the boundary (in a batch,
+    by (sequence, boundary)).
 
     The runtime's report lists per-step entries in ``boundary_tokens`` ({step, context, top1,
-    logits_digest}); each is assigned to the nearest ladder capacity. A report may instead put
-    ``top1`` lists (and a ``logits_digest``) in its ``boundaries`` records.
+    logits_digest}, and ``sequence`` in a batch); each is assigned to the nearest ladder
+    capacity. A report may instead put ``top1`` lists (and a ``logits_digest``) in its
+    ``boundaries`` records.
     """
     windows: Window = {}
     entries = [e for e in result.get("boundary_tokens") or [] if isinstance(e, dict)]
@@ -285,7 +325,7 @@ def boundary_windows(result: dict) -> Window:
             context = e.get("context")
             if not isinstance(context, int) or not isinstance(e.get("step"), int):
                 continue
-            windows.setdefault(_nearest(ladder, context), []).append(
+            windows.setdefault(_window_key(e, _nearest(ladder, context)), []).append(
                 (e["step"], e.get("top1"), e.get("logits_digest"))
             )
         return windows
@@ -299,9 +339,12 @@ def boundary_windows(result: dict) -> Window:
     return windows
 
 
-def agreement_counts(control: dict, treatment: dict) -> tuple[int, int, int, int, int, int]:
-    """(boundaries whose every top-1 agrees, boundaries compared; steps agreeing, steps
-    compared; logits digests equal, digests compared) between two runs."""
+def agreement_counts(
+    control: dict, treatment: dict, disagreeing: list[object] | None = None
+) -> tuple[int, int, int, int, int, int]:
+    """(windows whose every top-1 agrees, windows compared; steps agreeing, steps compared;
+    logits digests equal, digests compared) between two runs, a window per boundary (per
+    sequence and boundary in a batch). ``disagreeing`` gets the keys of windows that differ."""
     ref = boundary_windows(control)
     agree = total = tok_agree = tok_total = dig_eq = dig_total = 0
     for key, steps in boundary_windows(treatment).items():
@@ -325,25 +368,50 @@ def agreement_counts(control: dict, treatment: dict) -> tuple[int, int, int, int
         if compared or missing:
             total += 1
             agree += int(all_equal and not missing)
+            if disagreeing is not None and not (all_equal and not missing):
+                disagreeing.append(key)
     return agree, total, tok_agree, tok_total, dig_eq, dig_total
 
 
+def _disagreeing_text(keys: list[object]) -> str:
+    """The sequences of a batch whose windows disagreed, e.g. "sequence 1 at 128 (2 blocks)"."""
+    per_window: dict[SequenceWindow, int] = {}
+    for key in keys:
+        if isinstance(key, SequenceWindow):
+            per_window[key] = per_window.get(key, 0) + 1
+    named = [
+        f"sequence {seq} at {boundary}" + (f" ({n} blocks)" if n > 1 else "")
+        for (seq, boundary), n in sorted(per_window.items())
+    ]
+    more = len(named) - SHOWN_DISAGREEING
+    return ", ".join(named[:SHOWN_DISAGREEING]) + (f" and {more} more" if more > 0 else "")
+
+
 def agreement_tally(per_block: dict[str, list[dict | None]], control: str) -> Tally:
+    """Per arm, top-1 agreement with the control at the same steps; in a batch each
+    sequence's windows against the same sequence's, the disagreeing sequences named."""
     per_arm = {control: "control"}
     for arm, results in per_block.items():
         if arm == control:
             continue
-        sums = [0] * 6
+        sums, disagreeing, batched = [0] * 6, list[object](), False
         for ref, res in zip(per_block[control], results, strict=True):
             if ref is not None and res is not None:
-                sums = [s + c for s, c in zip(sums, agreement_counts(ref, res), strict=True)]
+                counts = agreement_counts(ref, res, disagreeing)
+                sums = [s + c for s, c in zip(sums, counts, strict=True)]
+                batched = batched or any(
+                    isinstance(k, SequenceWindow) for k in boundary_windows(res)
+                )
         a, n, ta, tn, de, dn = sums
         if n == 0:
             per_arm[arm] = "\u2014"
             continue
-        text = f"{a} / {n} boundaries ({ta} / {tn} steps top-1 equal)"
+        windows = "sequence boundary windows" if batched else "boundaries"
+        text = f"{a} / {n} {windows} ({ta} / {tn} steps top-1 equal)"
         if dn:
             text += f"; logits digest equal {de} / {dn}"
+        if _disagreeing_text(disagreeing):
+            text += f"; disagreeing: {_disagreeing_text(disagreeing)}"
         per_arm[arm] = text
     return Tally(f"Boundary top-1 agreement with {control}", per_arm)
 

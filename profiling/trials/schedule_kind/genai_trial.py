@@ -10,9 +10,12 @@ or preset is first built as the stateful model of runtime/graphs/stateful.py and
 (that
 time is reported as ir_export_s, on the critical path but not in the foreground compile).
 LLMPipeline cannot be teacher-forced, so it generates greedily from the protocol's prompt for
-the same number of tokens (EOS ignored); its boundary top-1 ids are left out, because they
-answer a different input sequence than the teacher-forced arms'. Its foreground compile is
-the pipeline's load (read + compile_model); per-token times come from its own metrics.
+the same number of tokens (EOS ignored). With ``--batch B --prompt-len P0,P1,...`` it
+generates for B prompts at once (left-padded, masked), as a batched `compile-ahead run` is
+given them, and reports the batch's aggregate rate and step time beside. Its boundary top-1
+ids are left out, because they answer a different input sequence than the teacher-forced
+arms'. Its foreground compile is the pipeline's load (read + compile_model); per-token times
+come from its own metrics.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from compile_ahead.runtime.ladder.reporting.report import RunReport
     from compile_ahead.runtime.sources.base import ModelSource
 
@@ -66,10 +71,33 @@ class GenaiTrial:
 
     model: str
     ladder: str
-    prompt_len: int
+    prompt_lens: tuple[int, ...]  # one per sequence
     decode_tokens: int
     report: Path
     synthetic_dtype: str | None
+
+    @property
+    def prompt_len(self) -> int:
+        """The longest prompt (the only one at batch 1)."""
+        return max(self.prompt_lens)
+
+
+def _lengths(text: str) -> tuple[int, ...]:
+    """--prompt-len: one length, or one per sequence (16,40,128)."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 16,40, got {text!r}") from None
+
+
+def _trial(args: argparse.Namespace, error: Callable[[str], NoReturn]) -> GenaiTrial:
+    lengths: tuple[int, ...] = args.prompt_len
+    if len(lengths) == 1:
+        lengths *= args.batch
+    if len(lengths) != args.batch:
+        error(f"--batch {args.batch} needs one --prompt-len per sequence, got {len(lengths)}")
+    fields = {k: v for k, v in vars(args).items() if k not in ("prompt_len", "batch")}
+    return GenaiTrial(prompt_lens=lengths, **fields)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,18 +106,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--model", required=True)
     p.add_argument("--ladder", required=True)
-    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--prompt-len", type=_lengths, default=(128,))
     p.add_argument("--decode-tokens", type=int, required=True)
     p.add_argument("--report", type=Path, required=True)
     p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
-    trial = GenaiTrial(**vars(p.parse_args(argv)))
+    p.add_argument("--batch", type=int, default=1, help="prompts generated together")
+    trial = _trial(p.parse_args(argv), p.error)
 
     from compile_ahead.output.atomic import write_json_atomic
 
     t_start = time.perf_counter()  # critical path: IR export, load, generate
     with tempfile.TemporaryDirectory(prefix="genai-trial-") as tmp:
         directory, source, export_s = model_directory(trial.model, Path(tmp), trial.synthetic_dtype)
-        timed = _generate(directory, source, trial.prompt_len, trial.decode_tokens)
+        timed = _generate(directory, source, trial.prompt_lens, trial.decode_tokens)
     timed["export_s"] = export_s
     timed["critical_path_s"] = time.perf_counter() - t_start
     report = _report(trial, source, timed)
@@ -100,16 +129,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _generate(
-    directory: Path, source: ModelSource, prompt_len: int, decode_tokens: int
+    directory: Path, source: ModelSource, prompt_lens: tuple[int, ...], decode_tokens: int
 ) -> dict[str, Any]:
-    """LLMPipeline loaded (timed) and generating the teacher-forced prompt's continuation."""
+    """LLMPipeline loaded (timed) and generating the teacher-forced prompts' continuations
+    (several: left-padded, the padding masked)."""
     import numpy as np
     import openvino as ov
     import openvino_genai as genai
 
     from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 
-    proto = teacher_forced(source.config.vocab_size, prompt_len, decode_tokens)
+    vocab = source.config.vocab_size
+    prompts = [teacher_forced(vocab, n, decode_tokens).prompt for n in prompt_lens]
     t0 = time.perf_counter()
     pipe = genai.LLMPipeline(str(directory), "CPU")
     load_s = time.perf_counter() - t0
@@ -118,8 +149,12 @@ def _generate(
     cfg.ignore_eos = True
     cfg.eos_token_id = 0
     cfg.stop_token_ids = set()
-    ids = np.asarray([proto.prompt], np.int64)
-    inputs = genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
+    ids = np.zeros((len(prompts), max(prompt_lens)), np.int64)
+    mask = np.zeros_like(ids)
+    for row, prompt in enumerate(prompts):
+        ids[row, ids.shape[1] - len(prompt) :] = prompt
+        mask[row, ids.shape[1] - len(prompt) :] = 1
+    inputs = genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(mask))
     g0 = time.perf_counter()
     result = pipe.generate(inputs, cfg)
     generate_s = time.perf_counter() - g0
@@ -142,6 +177,10 @@ def _report(trial: GenaiTrial, source: ModelSource, timed: dict[str, Any]) -> Ru
     steps_s = [float(d) / 1e6 for d in raw.m_durations]
     contexts = [trial.prompt_len + 1 + i for i in range(len(steps_s))]
     extra = {"ir_export_s": timed["export_s"], "generate_s": timed["generate_s"]}
+    generated = sum(len(t) for t in result.tokens)
+    ends = [n + len(t) for n, t in zip(trial.prompt_lens, result.tokens, strict=True)]
+    if len(trial.prompt_lens) > 1:
+        extra |= _batch_fields(trial, generated, ttft_s, steps_s)
     return RunReport(
         model=source.describe(),
         device="CPU (openvino-genai LLMPipeline)",
@@ -151,8 +190,8 @@ def _report(trial: GenaiTrial, source: ModelSource, timed: dict[str, Any]) -> Ru
         prompt_len=trial.prompt_len,
         decode_tokens=trial.decode_tokens,
         protocol="greedy from the teacher-forced prompt (LLMPipeline cannot be forced)",
-        tokens_decoded=len(result.tokens[0]),
-        context_final=trial.prompt_len + len(result.tokens[0]),
+        tokens_decoded=generated,
+        context_final=max(ends),
         foreground_compile_s=timed["load_s"],
         prefill_s=ttft_s,
         decode_s=sum(steps_s),
@@ -166,6 +205,21 @@ def _report(trial: GenaiTrial, source: ModelSource, timed: dict[str, Any]) -> Ru
         peak_rss_bytes=peak_rss_bytes(),
         extra={**extra, "genai": timed["genai"].__version__},
     )
+
+
+def _batch_fields(
+    trial: GenaiTrial, generated: int, ttft_s: float, steps_s: list[float]
+) -> dict[str, Any]:
+    """A batch's fields as `compile-ahead run --batch` names them: the aggregate rate over the
+    generate (prefill and decode steps), the time per decode step (one token per sequence)."""
+    total_s = ttft_s + sum(steps_s)
+    return {
+        "batch": len(trial.prompt_lens),
+        "prompt_lens": list(trial.prompt_lens),
+        "tokens_generated": generated,
+        "tokens_per_s": generated / total_s if total_s > 0 else None,
+        "step_s_mean": sum(steps_s) / len(steps_s) if steps_s else None,
+    }
 
 
 if __name__ == "__main__":

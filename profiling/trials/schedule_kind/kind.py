@@ -22,13 +22,13 @@ class ScheduleKind:
         self, exp: dict, records: list[TrialRecord], plan: Plan, arms: list[Arm]
     ) -> ExperimentAnalysis:
         ladder = tuple(exp["ladder"])
-        analysis = analyse(records, plan, experiment.schedule_endpoints(ladder))
+        batch = exp.get("batch", 1)  # absent: a batch-1 experiment
+        analysis = analyse(records, plan, experiment.schedule_endpoints(ladder, batch))
         experiment.add_tallies(analysis, records)
         context = {
             "model": experiment.model_label(records),
             "devices": experiment.devices(records),
-            "workload": f"prompt {exp['prompt_len']} tokens, {exp['decode_tokens']} decoded "
-            f"tokens, ladder {','.join(map(str, ladder))}",
+            "workload": _workload(exp, ladder),
             "control": plan.arms[0],
             **baselines.describe(plan.arms),
         }
@@ -41,6 +41,16 @@ class ScheduleKind:
 
     def plots(self, a: ExperimentAnalysis, out: Path) -> list[Path]:
         return []
+
+
+def _workload(exp: dict, ladder: tuple[int, ...]) -> str:
+    """The protocol every trial ran: at B > 1, the batch and each sequence's prompt."""
+    rungs = ",".join(map(str, ladder))
+    decoded = f"{exp['decode_tokens']} decoded tokens, ladder {rungs}"
+    if exp.get("batch", 1) == 1:
+        return f"prompt {exp['prompt_len']} tokens, {decoded}"
+    lengths = ",".join(map(str, exp.get("prompt_lens") or []))
+    return f"batch {exp['batch']}: prompts {lengths} tokens, {decoded} per sequence"
 
 
 SCHEDULE = ScheduleKind()

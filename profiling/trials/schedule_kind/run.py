@@ -30,6 +30,8 @@ class ScheduleTrials:
     template: str | None  # a --command template instead of `compile-ahead run`
     run_flags: tuple[str, ...]  # each `compile-ahead run` trial's settled run flags
     model_flags: tuple[str, ...]  # which weights (e.g. --synthetic-dtype), for every arm
+    batch: int = 1  # sequences per trial
+    prompt_lens: tuple[int, ...] = ()  # B > 1: each sequence's prompt length (batch.py)
 
     @property
     def upstream(self) -> tuple[str, ...]:
@@ -44,7 +46,7 @@ def run_schedule_experiment(trials: ScheduleTrials, design: DesignOptions, out: 
     plan = make_plan(trials.schedules, design.pairs, design.warmup, design.first_block)
     arms = schedule_ab.make_arms(
         trials.schedules, trials.model, trials.ladder, trials.prompt_len, trials.decode_tokens,
-        trials.template, trials.run_flags, trials.model_flags,
+        trials.template, trials.run_flags, trials.model_flags, trials.prompt_lens,
     )  # fmt: skip
     mark_output_dir(out)
     exp = {
@@ -53,6 +55,8 @@ def run_schedule_experiment(trials: ScheduleTrials, design: DesignOptions, out: 
         "prompt_len": trials.prompt_len, "decode_tokens": trials.decode_tokens,
         "invocation": design.invocation, "first_block": design.first_block,
     }  # fmt: skip
+    if trials.batch > 1:  # a batch-1 experiment's record is what it always was
+        exp |= {"batch": trials.batch, "prompt_lens": list(trials.prompt_lens)}
     records = run_experiment(plan, arms, out, exp, _KINDS, design.timeout_s, design.quiet)
     report_experiment(out, exp, records, _KINDS, no_plot=design.no_plot)
     return 0
