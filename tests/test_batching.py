@@ -1,6 +1,6 @@
 """A batch of sequences through the ladder: each sequence's greedy tokens equal its own batch-1
 run and transformers' greedy, on every schedule, with ragged prompts, an EOS mid-run and
-boundaries crossed; the batch flags of `run` and what they refuse."""
+boundaries crossed, whole and split graphs; the batch flags of `run` and what they refuse."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 import pytest
 from cli import run_cli, run_profile_compile
 
+from compile_ahead.runtime.compile.settings.modes import GraphMode
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy
@@ -25,8 +26,9 @@ DECODE_TOKENS = 60
 EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
 
 
-def _batch1(source, protocol, schedule="i1"):
-    result = run_ladder(source, RunConfig(SCHEDULES[schedule], LADDER, protocol, options=F32))
+def _batch1(source, protocol, schedule="i1", graph=None):
+    config = RunConfig(SCHEDULES[schedule], LADDER, protocol, options=F32, graph=graph)
+    result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
     return [result.first_token, *result.predicted]
 
@@ -39,25 +41,55 @@ def _eos_mid_run(tokens: list[int]) -> int:
     raise AssertionError(f"no token to stop on in {tokens}")
 
 
-@pytest.fixture(scope="module")
-def checkpoint_case(tiny_qwen2_dir):
-    """The protocols (one with an EOS mid-run), each one's batch-1 tokens, and transformers'."""
-    source = resolve_model(str(tiny_qwen2_dir))
+def _case(source, model_dir, graph=None):
+    """The protocols (one with an EOS mid-run), each one's batch-1 tokens in ``graph`` mode,
+    and transformers' greedy tokens from ``model_dir``."""
     plain = [greedy(p, DECODE_TOKENS) for p in PROMPTS]
-    free = _batch1(source, plain[EOS_SEQUENCE])
+    free = _batch1(source, plain[EOS_SEQUENCE], graph=graph)
     eos = _eos_mid_run(free)
     protocols = list(plain)
     protocols[EOS_SEQUENCE] = greedy(PROMPTS[EOS_SEQUENCE], DECODE_TOKENS, (eos,))
-    alone = [_batch1(source, p) for p in protocols]
-    reference = [reference_greedy(tiny_qwen2_dir, p, DECODE_TOKENS + 1)[0] for p in PROMPTS]
+    alone = [_batch1(source, p, graph=graph) for p in protocols]
+    reference = [reference_greedy(model_dir, p, DECODE_TOKENS + 1)[0] for p in PROMPTS]
     return source, protocols, alone, reference
+
+
+@pytest.fixture(scope="module")
+def checkpoint_case(tiny_qwen2_dir):
+    return _case(resolve_model(str(tiny_qwen2_dir)), tiny_qwen2_dir)
+
+
+@pytest.fixture(scope="module")
+def split_preset_case():
+    """The tiny preset in split graphs; transformers reads the preset's own checkpoint."""
+    source = resolve_model("tiny")
+    assert source.model_dir is not None, "the tiny preset has a checkpoint directory"
+    return _case(source, source.model_dir, GraphMode.SPLIT)
 
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
 def test_each_sequence_equals_its_batch1_run_and_transformers(checkpoint_case, schedule):
-    source, protocols, alone, reference = checkpoint_case
+    _check_batch(checkpoint_case, schedule)
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_split_graphs_each_sequence_equals_its_batch1_run_and_transformers(
+    split_preset_case, schedule
+):
+    """`--graph split --batch 3`: [3, C] weight parts and attention cores, each sequence with
+    its own positions and mask, give each sequence its own split batch-1 run's tokens."""
+    _check_batch(split_preset_case, schedule, GraphMode.SPLIT)
+
+
+def _check_batch(case, schedule: str, graph=None) -> None:
+    source, protocols, alone, reference = case
     config = RunConfig(
-        SCHEDULES[schedule], LADDER, protocols[0], options=F32, prompts=tuple(protocols)
+        SCHEDULES[schedule],
+        LADDER,
+        protocols[0],
+        options=F32,
+        prompts=tuple(protocols),
+        graph=graph,
     )
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
@@ -131,10 +163,6 @@ def test_run_batch_report(tmp_path):
         (
             ["--prompt-ids", "1,2", "--prompt-ids", ",".join(["7"] * 200)],
             "the prompt of sequence 1 (200 tokens) does not fit the top rung (128)",
-        ),
-        (
-            ["--prompt-len", "4,10", "--graph", "split"],
-            "--batch 2: split graphs (--graph split) are not batchable yet",
         ),
         (
             ["--prompt-len", "4,10", "--prefill-shape", "paged"],

@@ -3,7 +3,7 @@ refused before anything is compiled.
 
 A batch is B sequences stepped together through static [B, C] graphs, each with its own
 prompt, its own past length and its own stop. ``check_batch`` checks what needs no model (B
-against the prompts given, the graph mode, the prefill flags); ``settle_sequences`` makes each
+against the prompts given, the prefill flags); ``settle_sequences`` makes each
 sequence's protocol once the model is known. Batch 1 is the run it always was: neither is
 called then.
 
@@ -43,9 +43,7 @@ def batch_size(batch: int | None, prompts: Sequence[object]) -> int:
 
 
 def check_batch(config: RunConfig) -> None:
-    """B against the prompts given and against what is batchable yet; one line each."""
-    from compile_ahead.runtime.compile.settings.modes import GraphMode
-
+    """B against the prompts given and the prefill flags; one line each."""
     batch, prompts = config.batch, config.prompts
     if batch is not None and batch < 1:
         raise CompileAheadError(f"--batch must be >= 1, got {batch}")
@@ -56,10 +54,6 @@ def check_batch(config: RunConfig) -> None:
         )
     if b == 1:
         return
-    if config.graph == GraphMode.SPLIT:
-        raise CompileAheadError(
-            f"--batch {b}: split graphs (--graph split) are not batchable yet; use --graph whole"
-        )
     if config.prefill_chunk not in (None, 1) or config.prefill_shape is not None:
         raise CompileAheadError(
             f"--batch {b}: a batch is prefilled token by token through the batched decode "

@@ -81,7 +81,12 @@ class LadderRunner:
         prompt_len = len(self.protocol.prompt)
         # The compile layer decides where and how each rung is compiled.
         self.builder = RungBuilder(
-            source, self.options, config.graph, config.placement, config.compile_timeout_s
+            source,
+            self.options,
+            config.graph,
+            config.placement,
+            config.compile_timeout_s,
+            config.batch,
         )
         self.first = self._rung_for(prompt_len + 1)
         assert self.options.kv_precision is not None
