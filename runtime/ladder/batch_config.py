@@ -3,7 +3,8 @@ refused before anything is compiled.
 
 A batch is B sequences stepped together through static [B, C] graphs, each with its own
 prompt, its own past length and its own stop. ``check_batch`` checks what needs no model (B
-against the prompts given, the prefill flags); ``settle_sequences`` makes each
+against the prompts given, the prefill flags, whether the device compiles a graph of B
+sequences at all: compile/settings/batch_probe.py); ``settle_sequences`` makes each
 sequence's protocol once the model is known. Batch 1 is the run it always was: neither is
 called then.
 
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.settings.batch_probe import check_batch_compiles
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol, greedy, teacher_forced
 
 if TYPE_CHECKING:
@@ -59,6 +61,7 @@ def check_batch(config: RunConfig) -> None:
             f"--batch {b}: a batch is prefilled token by token through the batched decode "
             "graph; --prefill-chunk and --prefill-shape take batch 1 only"
         )
+    check_batch_compiles(config.options, b)  # the device itself, before any rung
 
 
 def _prompt_length(prompt: RunProtocol | Prompt, source: ModelSource, default: int) -> int:
