@@ -105,7 +105,7 @@ def test_profile_compile_refuses_a_batch_the_device_cannot_take(tmp_path, one_se
     env, log = one_sequence_device
     out = earlier_output(tmp_path / "prof", {"report.json": "keep me"})
     args = ["--model", "tiny", "--ladder", "16,32", "--out", out]
-    proc = run_profile_compile(*args, "--batch", "4", env=env)
+    proc = run_profile_compile(*args, "--batch", "1,4", env=env)
     _refused(proc, "profile-compile", 4)
     assert (out / "report.json").read_text() == "keep me"
     assert "batch_probe_N4" in _compiled(log)

@@ -250,6 +250,68 @@ def test_profile_compile_batch_profiles_batched_rungs(tmp_path):
     )
 
 
+@pytest.mark.parametrize("graph", ["whole", "split"])
+def test_profile_compile_profiles_each_rung_at_each_batch_given(tmp_path, graph):
+    """`--batch 1,3`: a row per (rung, B) in the table and the report, each compile of a graph
+    of that B, and decode steps timed on each."""
+    out = tmp_path / "profile"
+    args = ["--model", "tiny", "--ladder", "16,32", "--inference-precision", "f32"]
+    args += ["--graph", graph, "--decode-tokens", "2", "--out", out]
+    proc = run_profile_compile(*args, "--batch", "1,3")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    rows = [(r["capacity"], r["batch"], r["kind"]) for r in report["rungs"]]
+    assert rows == [(16, 1, "decode"), (16, 3, "decode"), (32, 1, "decode"), (32, 3, "decode")]
+    assert all(r["phases_ns"]["compile_model"] > 0 for r in report["rungs"])
+    decode = [(d["capacity"], d["batch"], d["steps"]) for d in report["decode"]]
+    assert decode == [(16, 1, 2), (16, 3, 2), (32, 1, 2), (32, 3, 2)]
+    assert _table(proc.stdout) == [
+        ["rung", "C", "B", "kind"],
+        ["16", "1", "decode"],
+        ["16", "3", "decode"],
+        ["32", "1", "decode"],
+        ["32", "3", "decode"],
+    ]
+    one = run_profile_compile(*args[:-2], "--out", tmp_path / "one")  # B=1 alone: no B column
+    assert one.returncode == 0, one.stderr
+    assert _table(one.stdout) == [["rung", "C", "kind"], ["16", "decode"], ["32", "decode"]]
+
+
+def _table(stdout: str) -> list[list[str]]:
+    """The per-rung table's leading columns: its head (to the kind) and each row's."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rung C"))
+    rows = lines[start : lines.index("", start)][:-1]  # the footnote ends it
+    cells = [row.split() for row in rows]
+    return [cells[0][: cells[0].index("kind") + 1]] + [
+        row[: row.index("decode") + 1] for row in cells[1:]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("batch", "says"),
+    [
+        ("1,1", "argument --batch: each B once, got '1,1'"),
+        ("0,2", "argument --batch: each B must be >= 1, got '0,2'"),
+        ("2,x", "argument --batch: expected an integer or comma-separated integers"),
+    ],
+)
+def test_profile_compile_bad_batch_list_is_one_line(tmp_path, batch, says):
+    proc = run_profile_compile("--model", "tiny", "--batch", batch, "--out", tmp_path / "p")
+    assert proc.returncode == 2 and says in proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert not (tmp_path / "p").exists()
+
+
+def test_profile_compile_batch_list_with_a_schedule_is_refused(tmp_path):
+    proc = run_profile_compile(
+        "--model", "tiny", "--batch", "1,2", "--schedule", "i2", "--out", tmp_path / "p"
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "profile-compile: error: --batch 1,2: --schedule overlays one run; give one B"
+    )
+
+
 def test_a_report_over_the_prompts_file_is_refused_and_the_file_kept(tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("5 17 301\n3 4 5\n")
