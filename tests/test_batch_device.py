@@ -21,7 +21,7 @@ REFUSAL = "this device compiles one sequence per graph"
 
 # Patches openvino's Core once openvino loads (not before: profile-compile arms the ITT
 # collector first), and names every model compiled in $COMPILED_LOG.
-ONE_SEQUENCE_DEVICE = f'''
+ONE_SEQUENCE_DEVICE = f"""
 import importlib.abc, importlib.util, os, sys
 
 def _patch(core_class):
@@ -55,7 +55,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 sys.meta_path.insert(0, _Finder())
-'''
+"""
 
 
 @pytest.fixture

@@ -52,7 +52,8 @@ def check_batch_compiles(options: CompileOptions, batch: int) -> None:
     try:
         config = device_config(options)
     except RuntimeError as err:  # no such device (the commands refuse it before this)
-        raise CompileAheadError(f"--device {options.device}: {openvino_error_summary(err)}")
+        summary = openvino_error_summary(err)
+        raise CompileAheadError(f"--device {options.device}: {summary}") from None
     error = _batch_error(options.device, config, batch)
     if error is not None:
         raise CompileAheadError(
