@@ -50,6 +50,21 @@ def prompt_lengths(text: str) -> int | tuple[int, ...]:
     return values[0] if len(values) == 1 else values
 
 
+def batch_sizes(text: str) -> tuple[int, ...]:
+    """profile-compile's --batch: one B, or several (1,8), each once, each >= 1."""
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer or comma-separated integers, got {text!r}"
+        ) from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"each B must be >= 1, got {text!r}")
+    if len(set(values)) < len(values):
+        raise argparse.ArgumentTypeError(f"each B once, got {text!r}")
+    return values
+
+
 def read_prompts_file(path: Path) -> tuple[Prompt, ...]:
     """--prompts FILE: a prompt per non-blank line."""
     from compile_ahead.runtime.ladder.config import Prompt

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from compile_ahead.profiling.session.compile_profiler import ProfileOptions
+    from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.ladder.config import RunConfig
 
 # Everything else is imported where used: the console script notes the interrupt signals
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
     """Which graphs of each rung are profiled, and a model compiled as it is."""
+    from compile_ahead.commands.batch_options import batch_sizes
     from compile_ahead.profiling.session.compile_profiler import GRAPH_KINDS
     from compile_ahead.runtime.compile.settings.modes import PrefillShape, choices
 
@@ -84,11 +86,12 @@ def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--batch",
-        type=int,
+        type=batch_sizes,
         default=None,
-        metavar="B",
-        help="profile [B, C] decode graphs (B sequences per step); with --schedule the run "
-        "decodes B copies of its prompt (default 1)",
+        metavar="B[,B...]",
+        help="profile [B, C] decode graphs (B sequences per step), each rung at each B given "
+        "(e.g. 1,8: a row per rung and B); with --schedule (one B) the run decodes B copies "
+        "of its prompt (default 1)",
     )
     p.add_argument(
         "--graph-kind",
@@ -161,13 +164,10 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
 
 
 def check_args(args: argparse.Namespace) -> RunConfig:
-    """Every flag checked before any work; the run configuration they give (its ladder the
-    rungs to profile, its schedule the overlay's)."""
-    from compile_ahead.commands.options import (
-        compile_options,
-        model_inputs,
-        run_config_from_args,
-    )
+    """Every flag checked before any work, each B given (``args.batches``) against the device;
+    the run configuration of the first B (its ladder the rungs to profile, its schedule the
+    overlay's)."""
+    from compile_ahead.commands.options import compile_options, model_inputs
     from compile_ahead.output.checks import check_not_inputs, check_replaceable_dir
     from compile_ahead.profiling.session.compile_profiler import graph_kinds
 
@@ -178,25 +178,37 @@ def check_args(args: argparse.Namespace) -> RunConfig:
     # at the failed profile's place beside it).
     check_replaceable_dir(args.out, "--out")
     check_not_inputs({"--out": args.out}, model_inputs(args))
-    config = run_config_from_args(
-        args,
+    options = compile_options(args)
+    args.batches = args.batch or (None,)  # None: the configuration's own (one sequence)
+    configs = [_config_at(args, options, batch) for batch in args.batches]
+    if "prefill" in graph_kinds(args.graph_kind) and configs[0].graph == "split":
+        raise CompileAheadError(
+            f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
+        )
+    return configs[0]
+
+
+def _config_at(args: argparse.Namespace, options: CompileOptions, batch: int | None) -> RunConfig:
+    """The run configuration of one B (checked, the device asked whether it takes B)."""
+    import argparse
+
+    from compile_ahead.commands.options import run_config_from_args
+    from compile_ahead.profiling.session.compile_profiler import graph_kinds
+
+    if batch is not None and batch > 1 and "prefill" in graph_kinds(args.graph_kind):
+        raise CompileAheadError(
+            f"--batch {batch}: prefill graphs take one sequence; use --graph-kind decode"
+        )
+    return run_config_from_args(
+        argparse.Namespace(**{**vars(args), "batch": batch}),
         args.schedule,
-        compile_options(args),
+        options,
         # A profiled prefill graph's chunk is capped at each rung (prefill_plan); the overlay
         # run prefills as a run does. Without --schedule, --decode-tokens times steps per rung.
         prefill_chunk=None,
         prefill_shape=None,
         decode_tokens=args.decode_tokens if args.schedule is not None else None,
     )
-    if "prefill" in graph_kinds(args.graph_kind) and config.graph == "split":
-        raise CompileAheadError(
-            f"--graph-kind {args.graph_kind}: a prefill graph exists only whole; use --graph whole"
-        )
-    if "prefill" in graph_kinds(args.graph_kind) and (args.batch or 1) > 1:
-        raise CompileAheadError(
-            f"--batch {args.batch}: prefill graphs take one sequence; use --graph-kind decode"
-        )
-    return config
 
 
 def _check_profile_flags(args: argparse.Namespace) -> None:
@@ -221,6 +233,9 @@ def _check_profile_flags(args: argparse.Namespace) -> None:
             raise CompileAheadError("--prefill-chunk is for --graph-kind prefill or both")
     if args.prefill_shape is not None and "prefill" not in kinds:
         raise CompileAheadError("--prefill-shape is for --graph-kind prefill or both")
+    if args.batch is not None and len(args.batch) > 1 and args.schedule is not None:
+        given = ",".join(map(str, args.batch))
+        raise CompileAheadError(f"--batch {given}: --schedule overlays one run; give one B")
 
 
 def profile_options(args: argparse.Namespace) -> ProfileOptions:
@@ -239,6 +254,7 @@ def profile_options(args: argparse.Namespace) -> ProfileOptions:
         py_spy=args.py_spy,
         steps_per_slice=args.steps_per_slice,
         top=args.top,
+        batches=tuple(b or 1 for b in args.batches),
         invocation=args.invocation,
     )
 
@@ -265,11 +281,11 @@ def run_profile(args: argparse.Namespace, config: RunConfig) -> int:
             profiler.profile_model()
         for capacity in profiler.ladder if profiler.foreign is None else ():
             for kind in graph_kinds(args.graph_kind):
-                plan = None
-                if kind == "prefill":
-                    plan = prefill_plan(
-                        args.device, capacity, args.prefill_chunk, args.prefill_shape
-                    )
+                if kind == "decode":  # a row per B given
+                    for batch in profiler.settings.batches:
+                        profiler.profile_rung(capacity, batch=batch)
+                    continue
+                plan = prefill_plan(args.device, capacity, args.prefill_chunk, args.prefill_shape)
                 profiler.profile_rung(capacity, plan)
         if args.schedule is not None:
             profiler.overlay_schedule()

@@ -1,6 +1,6 @@
 """A batch of sequences through the ladder: each sequence's greedy tokens equal its own batch-1
 run and transformers' greedy, on every schedule, with ragged prompts, an EOS mid-run and
-boundaries crossed; the batch flags of `run` and what they refuse."""
+boundaries crossed, whole and split graphs; the batch flags of `run` and what they refuse."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 import pytest
 from cli import run_cli, run_profile_compile
 
+from compile_ahead.runtime.compile.settings.modes import GraphMode
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy
@@ -25,8 +26,9 @@ DECODE_TOKENS = 60
 EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
 
 
-def _batch1(source, protocol, schedule="i1"):
-    result = run_ladder(source, RunConfig(SCHEDULES[schedule], LADDER, protocol, options=F32))
+def _batch1(source, protocol, schedule="i1", graph=None):
+    config = RunConfig(SCHEDULES[schedule], LADDER, protocol, options=F32, graph=graph)
+    result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
     return [result.first_token, *result.predicted]
 
@@ -39,25 +41,55 @@ def _eos_mid_run(tokens: list[int]) -> int:
     raise AssertionError(f"no token to stop on in {tokens}")
 
 
-@pytest.fixture(scope="module")
-def checkpoint_case(tiny_qwen2_dir):
-    """The protocols (one with an EOS mid-run), each one's batch-1 tokens, and transformers'."""
-    source = resolve_model(str(tiny_qwen2_dir))
+def _case(source, model_dir, graph=None):
+    """The protocols (one with an EOS mid-run), each one's batch-1 tokens in ``graph`` mode,
+    and transformers' greedy tokens from ``model_dir``."""
     plain = [greedy(p, DECODE_TOKENS) for p in PROMPTS]
-    free = _batch1(source, plain[EOS_SEQUENCE])
+    free = _batch1(source, plain[EOS_SEQUENCE], graph=graph)
     eos = _eos_mid_run(free)
     protocols = list(plain)
     protocols[EOS_SEQUENCE] = greedy(PROMPTS[EOS_SEQUENCE], DECODE_TOKENS, (eos,))
-    alone = [_batch1(source, p) for p in protocols]
-    reference = [reference_greedy(tiny_qwen2_dir, p, DECODE_TOKENS + 1)[0] for p in PROMPTS]
+    alone = [_batch1(source, p, graph=graph) for p in protocols]
+    reference = [reference_greedy(model_dir, p, DECODE_TOKENS + 1)[0] for p in PROMPTS]
     return source, protocols, alone, reference
+
+
+@pytest.fixture(scope="module")
+def checkpoint_case(tiny_qwen2_dir):
+    return _case(resolve_model(str(tiny_qwen2_dir)), tiny_qwen2_dir)
+
+
+@pytest.fixture(scope="module")
+def split_preset_case():
+    """The tiny preset in split graphs; transformers reads the preset's own checkpoint."""
+    source = resolve_model("tiny")
+    assert source.model_dir is not None, "the tiny preset has a checkpoint directory"
+    return _case(source, source.model_dir, GraphMode.SPLIT)
 
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
 def test_each_sequence_equals_its_batch1_run_and_transformers(checkpoint_case, schedule):
-    source, protocols, alone, reference = checkpoint_case
+    _check_batch(checkpoint_case, schedule)
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_split_graphs_each_sequence_equals_its_batch1_run_and_transformers(
+    split_preset_case, schedule
+):
+    """`--graph split --batch 3`: [3, C] weight parts and attention cores, each sequence with
+    its own positions and mask, give each sequence its own split batch-1 run's tokens."""
+    _check_batch(split_preset_case, schedule, GraphMode.SPLIT)
+
+
+def _check_batch(case, schedule: str, graph=None) -> None:
+    source, protocols, alone, reference = case
     config = RunConfig(
-        SCHEDULES[schedule], LADDER, protocols[0], options=F32, prompts=tuple(protocols)
+        SCHEDULES[schedule],
+        LADDER,
+        protocols[0],
+        options=F32,
+        prompts=tuple(protocols),
+        graph=graph,
     )
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
@@ -131,10 +163,6 @@ def test_run_batch_report(tmp_path):
         (
             ["--prompt-ids", "1,2", "--prompt-ids", ",".join(["7"] * 200)],
             "the prompt of sequence 1 (200 tokens) does not fit the top rung (128)",
-        ),
-        (
-            ["--prompt-len", "4,10", "--graph", "split"],
-            "--batch 2: split graphs (--graph split) are not batchable yet",
         ),
         (
             ["--prompt-len", "4,10", "--prefill-shape", "paged"],
@@ -219,6 +247,68 @@ def test_profile_compile_batch_profiles_batched_rungs(tmp_path):
     assert refused.stderr.strip() == (
         "profile-compile: error: --batch 3: prefill graphs take one sequence; use --graph-kind "
         "decode"
+    )
+
+
+@pytest.mark.parametrize("graph", ["whole", "split"])
+def test_profile_compile_profiles_each_rung_at_each_batch_given(tmp_path, graph):
+    """`--batch 1,3`: a row per (rung, B) in the table and the report, each compile of a graph
+    of that B, and decode steps timed on each."""
+    out = tmp_path / "profile"
+    args = ["--model", "tiny", "--ladder", "16,32", "--inference-precision", "f32"]
+    args += ["--graph", graph, "--decode-tokens", "2", "--out", out]
+    proc = run_profile_compile(*args, "--batch", "1,3")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    rows = [(r["capacity"], r["batch"], r["kind"]) for r in report["rungs"]]
+    assert rows == [(16, 1, "decode"), (16, 3, "decode"), (32, 1, "decode"), (32, 3, "decode")]
+    assert all(r["phases_ns"]["compile_model"] > 0 for r in report["rungs"])
+    decode = [(d["capacity"], d["batch"], d["steps"]) for d in report["decode"]]
+    assert decode == [(16, 1, 2), (16, 3, 2), (32, 1, 2), (32, 3, 2)]
+    assert _table(proc.stdout) == [
+        ["rung", "C", "B", "kind"],
+        ["16", "1", "decode"],
+        ["16", "3", "decode"],
+        ["32", "1", "decode"],
+        ["32", "3", "decode"],
+    ]
+    one = run_profile_compile(*args[:-2], "--out", tmp_path / "one")  # B=1 alone: no B column
+    assert one.returncode == 0, one.stderr
+    assert _table(one.stdout) == [["rung", "C", "kind"], ["16", "decode"], ["32", "decode"]]
+
+
+def _table(stdout: str) -> list[list[str]]:
+    """The per-rung table's leading columns: its head (to the kind) and each row's."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rung C"))
+    rows = lines[start : lines.index("", start)][:-1]  # the footnote ends it
+    cells = [row.split() for row in rows]
+    return [cells[0][: cells[0].index("kind") + 1]] + [
+        row[: row.index("decode") + 1] for row in cells[1:]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("batch", "says"),
+    [
+        ("1,1", "argument --batch: each B once, got '1,1'"),
+        ("0,2", "argument --batch: each B must be >= 1, got '0,2'"),
+        ("2,x", "argument --batch: expected an integer or comma-separated integers"),
+    ],
+)
+def test_profile_compile_bad_batch_list_is_one_line(tmp_path, batch, says):
+    proc = run_profile_compile("--model", "tiny", "--batch", batch, "--out", tmp_path / "p")
+    assert proc.returncode == 2 and says in proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert not (tmp_path / "p").exists()
+
+
+def test_profile_compile_batch_list_with_a_schedule_is_refused(tmp_path):
+    proc = run_profile_compile(
+        "--model", "tiny", "--batch", "1,2", "--schedule", "i2", "--out", tmp_path / "p"
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "profile-compile: error: --batch 1,2: --schedule overlays one run; give one B"
     )
 
 

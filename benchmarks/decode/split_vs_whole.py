@@ -100,7 +100,7 @@ def split_breakdown(step, context: int, n: int) -> dict[str, float]:
     totals = {"weight parts": 0.0, "attention cores": 0.0, "head": 0.0, "whole step": 0.0}
     for _ in range(n):
         s0 = time.perf_counter()
-        parts.embed(11)
+        parts.embed(np.asarray([11], np.int64))
         parts.past_length[...] = context
         for w, a in zip(parts.requests, step.requests, strict=False):
             t0 = time.perf_counter()

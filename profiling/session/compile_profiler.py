@@ -80,6 +80,7 @@ class ProfileOptions:
     steps_per_slice: int
     top: int  # rows of the top-passes table
     invocation: dict[str, object] | None  # how the command was started
+    batches: tuple[int, ...] = (1,)  # each rung's decode graph is profiled at each B
 
 
 class CompileProfiler:
@@ -272,9 +273,11 @@ class CompileProfiler:
             self.pass_profiles.append(profile.passes)
 
     # -- one rung -------------------------------------------------------------------------
-    def profile_rung(self, capacity: int, prefill: PrefillPlan | None = None) -> None:
-        """Compile one rung's decode graph, or its prefill graph as ``prefill`` plans it,
-        under the counters."""
+    def profile_rung(
+        self, capacity: int, prefill: PrefillPlan | None = None, batch: int = 1
+    ) -> None:
+        """Compile one rung's decode graph for ``batch`` sequences, or its prefill graph as
+        ``prefill`` plans it (one sequence), under the counters."""
         from compile_ahead import itt_collector
         from compile_ahead.profiling.session.progress_line import ProgressLine
         from compile_ahead.profiling.session.rung_profile import profile_rung
@@ -284,7 +287,6 @@ class CompileProfiler:
         w = self.writer
         kv = self.options.kv_precision
         assert kv is not None
-        batch = self.config.batch or 1  # prefill graphs take one sequence (check_args)
         if prefill is None:
             spec = GraphSpec(capacity, 1, kv, batch=batch)
         else:
@@ -293,6 +295,7 @@ class CompileProfiler:
         shape = None if prefill is None else prefill.shape
         job = begin_job(w, capacity, time.monotonic_ns(), chunk=chunk, shape=shape)
         what = f"C={capacity}" if prefill is None else f"prefill C={capacity} L={chunk} {shape}"
+        what += f" B={batch}" if batch > 1 else ""
         try:
             with (
                 ProgressLine(f"compiling {what} for {self.options.device}"),
@@ -327,7 +330,7 @@ class CompileProfiler:
         )
         if tokens:
             decode = self._decode_on_rung(result.step, capacity, tokens, flow, profile.end_ns)
-            self.report["decode"].append({"capacity": capacity, **decode})
+            self.report["decode"].append({"capacity": capacity, "batch": batch, **decode})
         del result  # one rung's compiled weights resident at a time
         w.counter(self.graphs_track, None, 0)
 
@@ -474,7 +477,7 @@ class CompileProfiler:
         r = self.report
         if r["rungs"]:
             print()
-            print(format_table(r["rungs"]))
+            print(format_table(r["rungs"], by_batch=self.settings.batches != (1,)))
         if self.pass_profiles:
             totals = passprofile.pass_self_totals(self.pass_profiles)
             print()
@@ -514,9 +517,12 @@ def fmt_mb(value: int | None) -> str:
     return "n/a" if value is None else f"{value / 2**20:.0f}"
 
 
-def format_table(rungs: list[dict]) -> str:
+def format_table(rungs: list[dict], by_batch: bool = False) -> str:
+    """A row per profiled compile; ``by_batch``: with a B column (rungs profiled at several
+    B, or at one B above 1)."""
     head = (
         "rung C",
+        *(("B",) if by_batch else ()),
         "kind",
         "total s",
         "build s",
@@ -533,6 +539,7 @@ def format_table(rungs: list[dict]) -> str:
         rows.append(
             (
                 str(r["capacity"]),
+                *((str(r.get("batch", 1)),) if by_batch else ()),
                 _kind(r),
                 _fmt_s(ph["total"]),
                 _fmt_s(ph["build"]),

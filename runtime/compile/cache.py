@@ -649,8 +649,10 @@ def step_graph_identity(spec: GraphSpec) -> dict[str, object]:
     return {"graph": spec.kind, **_spec_fields(spec)}
 
 
-def weight_part_identity(index: int, kv_precision: str) -> dict[str, object]:
-    return {"graph": "weight-part", "index": index, "kv_precision": kv_precision}
+def weight_part_identity(index: int, kv_precision: str, batch: int = 1) -> dict[str, object]:
+    """A split weight part; batch only when above 1, so batch-1 entries keep their key."""
+    identity = {"graph": "weight-part", "index": index, "kv_precision": kv_precision}
+    return identity if batch == 1 else {**identity, "batch": batch}
 
 
 def attention_core_identity(spec: GraphSpec) -> dict[str, object]:

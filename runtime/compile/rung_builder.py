@@ -7,9 +7,9 @@ and gets a CompileResult (compile/result.py) whose step is ready to bind; it sta
 compiles on the placement's threads (``submit``). profile-compile asks the same way.
 
 - whole: the rung's whole step graph (ModelSource.build_graph), compiled or imported;
-- split: the weight parts are compiled once (``prepare``, or lazily with the first rung) and
-  a rung is only its weightless attention core (compile/split_step.py), compiled on the
-  calling thread whatever the placement;
+- split: the weight parts are compiled once per batch size (``prepare``, or lazily with the
+  first rung of that B) and a rung is only its weightless attention core
+  (compile/split_step.py), compiled on the calling thread whatever the placement;
 - foreground compiles and retries always compile in this process, on the calling thread.
 """
 
@@ -57,14 +57,16 @@ class RungBuilder:
         graph: GraphMode = GraphMode.WHOLE,
         placement: PlacementKind = PlacementKind.IN_PROCESS,
         compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
+        batch: int = 1,
     ):
         """``options`` resolved, the modes as the run configuration settled them (checked
-        there: ladder/config.py)."""
+        there: ladder/config.py); ``batch`` the B whose weight parts ``prepare`` compiles."""
         self.source = source
         self.options = options
         self.graph = graph
+        self.batch = batch
         self.placement = make_placement(placement, source, options, compile_timeout_s)
-        self.weight_parts: WeightParts | None = None
+        self.weight_parts: dict[int, WeightParts] = {}  # by batch size
 
     def submit(self, work: Callable[[], T], name: str) -> Future[T]:
         """Start background work (compiles) on a thread of the placement; its future."""
@@ -83,14 +85,17 @@ class RungBuilder:
         """What a rung's compile is called in events and traces."""
         return "attention" if self.graph == GraphMode.SPLIT else spec.kind
 
-    def prepare(self) -> CacheOutcome | None:
-        """Compile what every rung shares (split: the weight parts); what the compile cache
-        did for it, or None when there is nothing to share."""
+    def prepare(self, batch: int | None = None) -> CacheOutcome | None:
+        """Compile what every rung of ``batch`` (default: the builder's) shares (split: the
+        weight parts); what the compile cache did for it, or None when nothing is shared."""
         if not self.shares_weights:
             return None
-        if self.weight_parts is None:
-            self.weight_parts = WeightParts(self.source, self.options)
-        return self.weight_parts.cache_outcome
+        return self._weight_parts(self.batch if batch is None else batch).cache_outcome
+
+    def _weight_parts(self, batch: int) -> WeightParts:
+        if batch not in self.weight_parts:
+            self.weight_parts[batch] = WeightParts(self.source, self.options, batch)
+        return self.weight_parts[batch]
 
     def build(
         self, spec: GraphSpec, background: bool = False, worker_fault: Fault | None = None
@@ -102,9 +107,8 @@ class RungBuilder:
         if self.shares_weights:
             if spec.chunk > 1:
                 raise AssertionError("split graphs prefill token by token (RunConfig checks)")
-            self.prepare()
-            assert self.weight_parts is not None
-            return compile_attention_core(self.weight_parts, spec, self.options)
+            parts = self._weight_parts(spec.batch)
+            return compile_attention_core(parts, spec, self.options)
         if background:
             return self.placement.compile(spec, worker_fault)
         return compile_step(self.source, spec, self.options, store_later=True)

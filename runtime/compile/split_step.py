@@ -4,6 +4,10 @@ All tensors between calls are pre-bound host buffers (set_output_tensor on one r
 same buffer as input of the next), so a token is 2N+1 infer calls and no copies. One compiled
 attention core serves every layer through one infer request per layer, each bound to that
 layer's KV buffers.
+
+At batch B > 1 every buffer leads with B and the past lengths are one per sequence: the weight
+parts are compiled for that B (a [B, C] rung needs [B] parts), the host gathers each
+sequence's embedding row, and one step takes B tokens and gives B rows of logits.
 """
 
 from __future__ import annotations
@@ -64,10 +68,11 @@ def _compile(
 class WeightParts:
     """The weight-bearing part of the decoder, compiled once and shared by every rung."""
 
-    def __init__(self, source: ModelSource, options: CompileOptions):
+    def __init__(self, source: ModelSource, options: CompileOptions, batch: int = 1):
         options = options.resolved()
         cfg = source.config
         self.source = source
+        self.batch = batch
         self.kv_precision = options.kv_precision
         assert self.kv_precision is not None
         kv_dtype, kv_type = STORAGE_DTYPES[self.kv_precision], OV_TYPES[self.kv_precision]
@@ -76,10 +81,12 @@ class WeightParts:
         compiled = [
             _compile(
                 source,
-                functools.partial(split_graphs.build_weight_part, cfg, source.weights, i, kv),
+                functools.partial(
+                    split_graphs.build_weight_part, cfg, source.weights, i, kv, batch
+                ),
                 options,
                 f"weight part {i}",
-                weight_part_identity(i, kv),
+                weight_part_identity(i, kv, batch),
             )
             for i in range(cfg.num_layers + 1)
         ]
@@ -88,16 +95,16 @@ class WeightParts:
         self.cache_outcomes = [o for _, o in compiled]
         self.requests = [c.create_infer_request() for c in self.compiled]
         d, qd, hd = cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.head_dim
-        n = cfg.num_layers
+        n, b = cfg.num_layers, batch
         # Buffers: hidden[i] is layer i's input residual; the host writes hidden[0].
-        self.hidden = [np.zeros((1, 1, d), np.float32) for _ in range(n)]
-        self.query = [np.zeros((1, cfg.num_heads, 1, hd), np.float32) for _ in range(n)]
-        kv_shape = (1, cfg.num_kv_heads, 1, hd)
+        self.hidden = [np.zeros((b, 1, d), np.float32) for _ in range(n)]
+        self.query = [np.zeros((b, cfg.num_heads, 1, hd), np.float32) for _ in range(n)]
+        kv_shape = (b, cfg.num_kv_heads, 1, hd)
         self.new_keys = [np.zeros(kv_shape, kv_dtype) for _ in range(n)]
         self.new_values = [np.zeros(kv_shape, kv_dtype) for _ in range(n)]
-        self.attn = [np.zeros((1, 1, qd), np.float32) for _ in range(n)]
-        self.logits = np.zeros((1, cfg.vocab_size), np.float32)
-        self.past_length = np.zeros((), np.int64)
+        self.attn = [np.zeros((b, 1, qd), np.float32) for _ in range(n)]
+        self.logits = np.zeros((b, cfg.vocab_size), np.float32)
+        self.past_length = np.zeros(split_graphs.past_length_shape(b), np.int64)
         past = _shared(self.past_length)
         for i, req in enumerate(self.requests):
             if i < n:
@@ -139,17 +146,19 @@ class WeightParts:
             note="; ".join(notes) or None,
         )
 
-    def embed(self, token: int) -> None:
-        """Gather the token's embedding row on the host, decompressed to f32."""
-        row = self._embed.array[token]
+    def embed(self, ids: np.ndarray) -> None:
+        """Gather each sequence's embedding row on the host, decompressed to f32."""
+        rows = self._embed.array[np.asarray(ids, np.int64).reshape(self.batch)]
         bf16 = self._embed.element_type == ov.Type.bf16
-        self.hidden[0][0, 0] = bf16_bits_to_f32(row) if bf16 else row
+        self.hidden[0][:, 0] = bf16_bits_to_f32(rows) if bf16 else rows
 
 
 class SplitStep:
-    """One rung in split mode; the same interface as CompiledStep (decode only)."""
+    """One rung in split mode; the same interface as CompiledStep (decode only): at batch
+    B > 1 it takes ids [B] and past lengths [B] and gives logits [B, vocab]."""
 
     def __init__(self, parts: WeightParts, compiled_core: ov.CompiledModel, spec: GraphSpec):
+        assert spec.batch == parts.batch, "a rung's attention core and its weight parts"
         cfg = parts.source.config
         self.parts = parts
         self.compiled = compiled_core
@@ -175,15 +184,18 @@ class SplitStep:
             req.set_tensor(past_value_name(0), values[i])
         self.bound = arena
 
-    def run(self, ids: np.ndarray, past_length: int, last_index: int = 0) -> StepOutput:
+    def run(
+        self, ids: np.ndarray, past_length: int | np.ndarray, last_index: int = 0
+    ) -> StepOutput:
         parts = self.parts
-        parts.embed(int(ids[0]))
+        parts.embed(ids)
         parts.past_length[...] = past_length
         for weights, attention in zip(parts.requests, self.requests, strict=False):
             weights.infer()
             attention.infer()
         parts.requests[-1].infer()
-        return StepOutput(parts.logits[0], parts.new_keys, parts.new_values)
+        logits = parts.logits if parts.batch > 1 else parts.logits[0]  # [B, vocab], or [vocab]
+        return StepOutput(logits, parts.new_keys, parts.new_values)
 
 
 def compile_attention_core(

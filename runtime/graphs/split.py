@@ -8,6 +8,9 @@ The decoder is cut at every attention:
   layer -> that layer's attention output. One compiled core serves every layer.
 The embedding row is gathered on the host. Every piece is the same function the whole step
 graph uses (graphs/decoder.py), so the math is identical.
+
+A batched piece (B > 1) leads every tensor with B and takes past_length [B]: each sequence has
+its own positions (RoPE) and its own mask over the past slots, as the whole batched graph.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ def _qkv_results(
     layer: int,
     past_len: ov.Output,
     kv_type: ov.Type,
+    batch: int,
 ) -> list[ov.Node]:
-    q, k, v = decoder.layer_qkv(cfg, w, x, layer, decoder.rope_tables(cfg, past_len, 1), 1)
+    rope = decoder.rope_tables(cfg, past_len, 1, batch)
+    q, k, v = decoder.layer_qkv(cfg, w, x, layer, rope, 1, batch)
     new_k, _ = decoder.as_stored(k, kv_type)
     new_v, _ = decoder.as_stored(v, kv_type)
     return [
@@ -49,50 +54,57 @@ def _qkv_results(
     ]
 
 
+def past_length_shape(batch: int) -> list[int]:
+    """One past length for one sequence, one per sequence for a batch."""
+    return [] if batch == 1 else [batch]
+
+
 def build_weight_part(
-    cfg: ModelConfig, store: WeightStore, index: int, kv_precision: str
+    cfg: ModelConfig, store: WeightStore, index: int, kv_precision: str, batch: int = 1
 ) -> ov.Model:
-    """Part ``index`` in 0..num_layers (num_layers is the head), see the module docstring."""
+    """Part ``index`` in 0..num_layers (num_layers is the head) for ``batch`` sequences, see
+    the module docstring."""
     w = decoder.WeightConstants(store)
     kv_type = OV_TYPES[kv_precision]
     d, qd = cfg.hidden_size, cfg.num_heads * cfg.head_dim
-    x = ops.parameter([1, 1, d], ov.Type.f32, name=HIDDEN_IN)
+    x = ops.parameter([batch, 1, d], ov.Type.f32, name=HIDDEN_IN)
     params = [x]
     results = []
     hidden = x.output(0)
     if index > 0:
-        attn = ops.parameter([1, 1, qd], ov.Type.f32, name=ATTN_IN)
+        attn = ops.parameter([batch, 1, qd], ov.Type.f32, name=ATTN_IN)
         params.append(attn)
         hidden = decoder.layer_out(cfg, w, hidden, attn.output(0), index - 1)
     if index < cfg.num_layers:
-        past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
+        past_len = ops.parameter(past_length_shape(batch), ov.Type.i64, name=PAST_LENGTH)
         params.append(past_len)
         if index > 0:
             results.append(ops.result(hidden, name=HIDDEN_OUT))
-        results += _qkv_results(cfg, w, hidden, index, past_len, kv_type)
+        results += _qkv_results(cfg, w, hidden, index, past_len, kv_type, batch)
         name = f"weights_part{index}"
     else:
-        row = ops.reshape(hidden, decoder.const([1, d], np.int64), False).output(0)
+        row = ops.reshape(hidden, decoder.const([batch, d], np.int64), False).output(0)
         results.append(ops.result(decoder.lm_head(cfg, w, row), name=LOGITS))
         name = "weights_head"
     decoder.name_io(params, results)
-    return ov.Model(results, params, name)
+    return ov.Model(results, params, name + (f"_N{batch}" if batch > 1 else ""))
 
 
 def build_attention_core(cfg: ModelConfig, spec: GraphSpec) -> ov.Model:
-    """Weightless attention of one layer at capacity C (decode, one token)."""
+    """Weightless attention of one layer at capacity C (decode, one token per sequence)."""
     kv_type = OV_TYPES[spec.kv_precision]
-    hd = cfg.head_dim
-    q = ops.parameter([1, cfg.num_heads, 1, hd], ov.Type.f32, name=QUERY)
-    new_k = ops.parameter([1, cfg.num_kv_heads, 1, hd], kv_type, name=NEW_KEY)
-    new_v = ops.parameter([1, cfg.num_kv_heads, 1, hd], kv_type, name=NEW_VALUE)
-    past_len = ops.parameter([], ov.Type.i64, name=PAST_LENGTH)
+    hd, B = cfg.head_dim, spec.batch
+    q = ops.parameter([B, cfg.num_heads, 1, hd], ov.Type.f32, name=QUERY)
+    new_k = ops.parameter([B, cfg.num_kv_heads, 1, hd], kv_type, name=NEW_KEY)
+    new_v = ops.parameter([B, cfg.num_kv_heads, 1, hd], kv_type, name=NEW_VALUE)
+    past_len = ops.parameter(past_length_shape(B), ov.Type.i64, name=PAST_LENGTH)
     past_params, past_k, past_v = decoder.past_kv_inputs(cfg, spec, 0)
     k = ops.convert(new_k, ov.Type.f32).output(0) if kv_type != ov.Type.f32 else new_k.output(0)
     v = ops.convert(new_v, ov.Type.f32).output(0) if kv_type != ov.Type.f32 else new_v.output(0)
-    masks = decoder.AttentionMasks(cfg, past_len, spec.capacity, 1)
+    masks = decoder.AttentionMasks(cfg, past_len, spec.capacity, 1, B)
     out = decoder.attention(cfg, q.output(0), k, v, past_k, past_v, masks)
     params = [q, new_k, new_v, past_len, *past_params]
     results = [ops.result(out, name=ATTN_OUT)]
     decoder.name_io(params, results)
-    return ov.Model(results, params, f"attention_C{spec.capacity}_B{spec.input_capacity}")
+    batch = f"_N{B}" if B > 1 else ""
+    return ov.Model(results, params, f"attention_C{spec.capacity}{batch}_B{spec.input_capacity}")

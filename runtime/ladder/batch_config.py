@@ -3,7 +3,8 @@ refused before anything is compiled.
 
 A batch is B sequences stepped together through static [B, C] graphs, each with its own
 prompt, its own past length and its own stop. ``check_batch`` checks what needs no model (B
-against the prompts given, the graph mode, the prefill flags); ``settle_sequences`` makes each
+against the prompts given, the prefill flags, whether the device compiles a graph of B
+sequences at all: compile/settings/batch_probe.py); ``settle_sequences`` makes each
 sequence's protocol once the model is known. Batch 1 is the run it always was: neither is
 called then.
 
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.settings.batch_probe import check_batch_compiles
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol, greedy, teacher_forced
 
 if TYPE_CHECKING:
@@ -43,9 +45,7 @@ def batch_size(batch: int | None, prompts: Sequence[object]) -> int:
 
 
 def check_batch(config: RunConfig) -> None:
-    """B against the prompts given and against what is batchable yet; one line each."""
-    from compile_ahead.runtime.compile.settings.modes import GraphMode
-
+    """B against the prompts given and the prefill flags; one line each."""
     batch, prompts = config.batch, config.prompts
     if batch is not None and batch < 1:
         raise CompileAheadError(f"--batch must be >= 1, got {batch}")
@@ -56,15 +56,12 @@ def check_batch(config: RunConfig) -> None:
         )
     if b == 1:
         return
-    if config.graph == GraphMode.SPLIT:
-        raise CompileAheadError(
-            f"--batch {b}: split graphs (--graph split) are not batchable yet; use --graph whole"
-        )
     if config.prefill_chunk not in (None, 1) or config.prefill_shape is not None:
         raise CompileAheadError(
             f"--batch {b}: a batch is prefilled token by token through the batched decode "
             "graph; --prefill-chunk and --prefill-shape take batch 1 only"
         )
+    check_batch_compiles(config.options, b)  # the device itself, before any rung
 
 
 def _prompt_length(prompt: RunProtocol | Prompt, source: ModelSource, default: int) -> int:

@@ -321,6 +321,7 @@ class RunConfig:
     def _settle_batch(self, source: ModelSource, schedule: Schedule) -> SettledRun:
         """B sequences: each one's protocol, a ladder holding the longest prompt, prefill
         token by token through the batched decode graph (batch_config.py)."""
+        self.check_graph_mode(source)
         ladder, sequences = settle_sequences(self, source, DEFAULT_PROMPT_LEN, default_prompt_len)
         longest = max(sequences, key=lambda seq: len(seq.prompt))
         first = next(r for r in ladder.rungs if r >= len(longest.prompt) + 1)

@@ -80,8 +80,9 @@ class LadderRunner:
         self.faults = FaultInjector(config.faults)
         prompt_len = len(self.protocol.prompt)
         # The compile layer decides where and how each rung is compiled.
+        timeout = config.compile_timeout_s
         self.builder = RungBuilder(
-            source, self.options, config.graph, config.placement, config.compile_timeout_s
+            source, self.options, config.graph, config.placement, timeout, config.batch
         )
         self.first = self._rung_for(prompt_len + 1)
         assert self.options.kv_precision is not None
