@@ -25,8 +25,8 @@ DECODE_TOKENS = 60
 EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
 
 
-def _batch1(source, protocol, schedule="i1"):
-    result = run_ladder(source, RunConfig(SCHEDULES[schedule], LADDER, protocol, options=F32))
+def _batch1(source, protocol, schedule="i1", ladder=LADDER):
+    result = run_ladder(source, RunConfig(SCHEDULES[schedule], ladder, protocol, options=F32))
     assert result.error is None and result.completed, result.error
     return [result.first_token, *result.predicted]
 
@@ -137,8 +137,8 @@ def test_run_batch_report(tmp_path):
             "--batch 2: split graphs (--graph split) are not batchable yet",
         ),
         (
-            ["--prompt-len", "4,10", "--prefill-shape", "paged"],
-            "--batch 2: a batch is prefilled token by token",
+            ["--prompt-len", "4,10", "--prefill-chunk", "64"],
+            "--prefill-chunk 64 exceeds the first rung (16)",
         ),
         (["--batch", "4000000"], "the KV for 4000000 sequences of up to 128 tokens needs"),
     ],
