@@ -11,8 +11,8 @@ import subprocess
 
 import numpy as np
 import pytest
+from batch_runs import batch1_tokens, eos_mid_run
 from cli import run_cli
-from test_batching import _batch1, _eos_mid_run
 
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
@@ -39,10 +39,10 @@ def ragged_case(tiny_qwen2_dir):
     """The protocols, each one's batch-1 tokens, and transformers' greedy tokens."""
     source = resolve_model(str(tiny_qwen2_dir))
     protocols = [greedy(p, n) for p, n in zip(PROMPTS, DECODE_TOKENS, strict=True)]
-    free = _batch1(source, protocols[EOS_SEQUENCE], ladder=LADDER)
-    eos = _eos_mid_run(free)
+    free = batch1_tokens(source, protocols[EOS_SEQUENCE], LADDER)
+    eos = eos_mid_run(free)
     protocols[EOS_SEQUENCE] = greedy(PROMPTS[EOS_SEQUENCE], DECODE_TOKENS[EOS_SEQUENCE], (eos,))
-    alone = [_batch1(source, p, ladder=LADDER) for p in protocols]
+    alone = [batch1_tokens(source, p, LADDER) for p in protocols]
     reference = [
         reference_greedy(tiny_qwen2_dir, p, n + 1)
         for p, n in zip(PROMPTS, DECODE_TOKENS, strict=True)
@@ -132,7 +132,7 @@ def test_static_chunked_prefill_at_batch_3_matches_token_by_token_and_batch1(tmp
     assert tokens == [s["tokens"] for s in stepped["sequences"]]
     source = resolve_model("tiny")
     for prompt, got in zip(PROMPTS, tokens, strict=True):
-        assert got == _batch1(source, greedy(prompt, 40), ladder=LADDER)
+        assert got == batch1_tokens(source, greedy(prompt, 40), LADDER)
     assert chunked["prefill"]["path"] == "static" and chunked["prefill"]["chunk"] == 16
     assert chunked["prefill"]["chosen_by"] == "flag"
     assert stepped["prefill"]["path"] == "decode-graph" and stepped["prefill"]["chunk"] == 1

@@ -8,6 +8,7 @@ import json
 import subprocess
 
 import pytest
+from batch_runs import batch1_tokens, eos_mid_run
 from cli import run_cli, run_profile_compile
 
 from compile_ahead.runtime.ladder.capacities import Ladder
@@ -25,30 +26,16 @@ DECODE_TOKENS = 60
 EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
 
 
-def _batch1(source, protocol, schedule="i1", ladder=LADDER):
-    result = run_ladder(source, RunConfig(SCHEDULES[schedule], ladder, protocol, options=F32))
-    assert result.error is None and result.completed, result.error
-    return [result.first_token, *result.predicted]
-
-
-def _eos_mid_run(tokens: list[int]) -> int:
-    """A token of ``tokens`` first generated after the first boundary, to stop on."""
-    for i in range(20, len(tokens) - 10):
-        if tokens[i] not in tokens[:i]:
-            return tokens[i]
-    raise AssertionError(f"no token to stop on in {tokens}")
-
-
 @pytest.fixture(scope="module")
 def checkpoint_case(tiny_qwen2_dir):
     """The protocols (one with an EOS mid-run), each one's batch-1 tokens, and transformers'."""
     source = resolve_model(str(tiny_qwen2_dir))
     plain = [greedy(p, DECODE_TOKENS) for p in PROMPTS]
-    free = _batch1(source, plain[EOS_SEQUENCE])
-    eos = _eos_mid_run(free)
+    free = batch1_tokens(source, plain[EOS_SEQUENCE], LADDER)
+    eos = eos_mid_run(free)  # after the first boundary here
     protocols = list(plain)
     protocols[EOS_SEQUENCE] = greedy(PROMPTS[EOS_SEQUENCE], DECODE_TOKENS, (eos,))
-    alone = [_batch1(source, p) for p in protocols]
+    alone = [batch1_tokens(source, p, LADDER) for p in protocols]
     reference = [reference_greedy(tiny_qwen2_dir, p, DECODE_TOKENS + 1)[0] for p in PROMPTS]
     return source, protocols, alone, reference
 
