@@ -321,8 +321,8 @@ def add_prefill_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="tokens per prefill call: 1 prefills token by token on the first decode graph, "
-        "larger values compile a prefill graph (default: chosen per device from the prompt "
-        "length)",
+        "larger values compile a prefill graph, which a batch runs each sequence's prompt on "
+        "in turn (default: chosen per device from the (longest) prompt's length)",
     )
     p.add_argument(
         "--prefill-shape",

@@ -8,6 +8,7 @@ import json
 import subprocess
 
 import pytest
+from batch_runs import batch1_tokens, eos_mid_run
 from cli import run_cli, run_profile_compile
 
 from compile_ahead.runtime.compile.settings.modes import GraphMode
@@ -26,30 +27,15 @@ DECODE_TOKENS = 60
 EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
 
 
-def _batch1(source, protocol, schedule="i1", graph=None):
-    config = RunConfig(SCHEDULES[schedule], LADDER, protocol, options=F32, graph=graph)
-    result = run_ladder(source, config)
-    assert result.error is None and result.completed, result.error
-    return [result.first_token, *result.predicted]
-
-
-def _eos_mid_run(tokens: list[int]) -> int:
-    """A token of ``tokens`` first generated after the first boundary, to stop on."""
-    for i in range(20, len(tokens) - 10):
-        if tokens[i] not in tokens[:i]:
-            return tokens[i]
-    raise AssertionError(f"no token to stop on in {tokens}")
-
-
 def _case(source, model_dir, graph=None):
     """The protocols (one with an EOS mid-run), each one's batch-1 tokens in ``graph`` mode,
     and transformers' greedy tokens from ``model_dir``."""
     plain = [greedy(p, DECODE_TOKENS) for p in PROMPTS]
-    free = _batch1(source, plain[EOS_SEQUENCE], graph=graph)
-    eos = _eos_mid_run(free)
+    free = batch1_tokens(source, plain[EOS_SEQUENCE], LADDER, graph=graph)
+    eos = eos_mid_run(free)  # after the first boundary here
     protocols = list(plain)
     protocols[EOS_SEQUENCE] = greedy(PROMPTS[EOS_SEQUENCE], DECODE_TOKENS, (eos,))
-    alone = [_batch1(source, p, graph=graph) for p in protocols]
+    alone = [batch1_tokens(source, p, LADDER, graph=graph) for p in protocols]
     reference = [reference_greedy(model_dir, p, DECODE_TOKENS + 1)[0] for p in PROMPTS]
     return source, protocols, alone, reference
 
@@ -165,8 +151,8 @@ def test_run_batch_report(tmp_path):
             "the prompt of sequence 1 (200 tokens) does not fit the top rung (128)",
         ),
         (
-            ["--prompt-len", "4,10", "--prefill-shape", "paged"],
-            "--batch 2: a batch is prefilled token by token",
+            ["--prompt-len", "4,10", "--prefill-chunk", "64"],
+            "--prefill-chunk 64 exceeds the first rung (16)",
         ),
         (["--batch", "4000000"], "the KV for 4000000 sequences of up to 128 tokens needs"),
     ],

@@ -182,3 +182,29 @@ def test_split_graphs_on_an_ir_are_refused_at_any_batch(ir_exports, tmp_path):
             "graph is cut, not rebuilt); use --graph whole"
         )
     assert report.read_text() == "an earlier report"
+
+
+# Ragged prompts of 5, 17, 40 and 33 tokens: the longest takes the paged prefill graph (each
+# sequence's prompt on it in turn, into its own row of the batch's KV), the first rung is 64.
+LONG_PROMPTS = [
+    [5, 17, 300, 44, 9],
+    list(range(5, 22)),
+    [(7 * i) % 509 + 1 for i in range(40)],
+    [(11 * i) % 503 + 2 for i in range(33)],
+]
+
+
+def test_batch_4_prefilled_on_the_paged_graph_equals_llmpipeline(ir_exports):
+    """B=4 whose prompts go through the paged prefill graph, one sequence at a time: each
+    sequence's tokens are still LLMPipeline's batched greedy ones."""
+    model_dir = ir_exports[("qwen2", "fp16")]
+    expected = genai_batch_greedy(model_dir, LONG_PROMPTS, DECODE_TOKENS + 1)
+    source = resolve_model(str(model_dir))
+    protocols = tuple(greedy(p, DECODE_TOKENS) for p in LONG_PROMPTS)
+    config = RunConfig(SCHEDULES["i3"], LADDER, protocols[0], options=EXACT_F32, prompts=protocols)
+    result = run_ladder(source, config)
+    assert result.error is None and result.completed, result.error
+    assert result.report.prefill["path"] == "paged"
+    assert [s["prompt_len"] for s in result.report.prefill["sequences"]] == [5, 17, 40, 33]
+    assert [s["tokens"] for s in result.sequences] == expected
+    assert [(b.from_rung, b.to) for b in result.report.boundaries] == [(64, 128)]

@@ -6,7 +6,7 @@ Per step the host writes only the token ids, positions and the attention mask (o
 filled past slots and the chunk, zeros over the unwritten slots); the past K/V are the store's
 buffers bound once as shared tensors, and the new K/V rows come back as small outputs.
 
-A batched graph (spec.batch B > 1, decode only: a batch is prefilled token by token) takes ids
+A batched graph (spec.batch B > 1, decode only: prefill graphs take one sequence) takes ids
 [B] and past lengths [B]: each sequence gets its own position and its own mask row, so a
 sequence sees only its own filled slots, whatever the others' lengths.
 """

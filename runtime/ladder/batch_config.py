@@ -8,11 +8,12 @@ sequences at all: compile/settings/batch_probe.py); ``settle_sequences`` makes e
 sequence's protocol once the model is known. Batch 1 is the run it always was: neither is
 called then.
 
-Prefill of a batch goes token by token through the batched decode graph: a sequence still in
-its prompt is fed its next prompt token, one past it its last generated token, in the same
-step. That takes ragged prompts with no padding and no graph of its own, and holds each
-sequence's results to its batch-1 run; its cost is one step per prompt token of the longest
-prompt (the paged and chunked prefill graphs take one sequence).
+A batch is prefilled as a batch-1 run of its longest prompt would be (ladder/prefill.py):
+with a prefill graph (the paged one on CPU, the static chunked one elsewhere, or as
+--prefill-shape / --prefill-chunk say) each sequence's prompt runs on that batch-1 graph in
+turn, its K/V written into its own row of the batch's store, so ragged prompts need no
+padding; with chunk 1 (short prompts, or --prefill-chunk 1) they go token by token through the
+batched decode graph, every sequence in its prompt fed its next prompt token each step.
 """
 
 from __future__ import annotations
@@ -56,11 +57,6 @@ def check_batch(config: RunConfig) -> None:
         )
     if b == 1:
         return
-    if config.prefill_chunk not in (None, 1) or config.prefill_shape is not None:
-        raise CompileAheadError(
-            f"--batch {b}: a batch is prefilled token by token through the batched decode "
-            "graph; --prefill-chunk and --prefill-shape take batch 1 only"
-        )
     check_batch_compiles(config.options, b)  # the device itself, before any rung
 
 

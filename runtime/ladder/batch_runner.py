@@ -1,14 +1,17 @@
-"""A batch of B sequences through the ladder: one batched step per token, each sequence greedy
-(or teacher-forced) on its own.
+"""A batch of B sequences through the ladder: each sequence's prompt prefilled, then one
+batched step per token, each sequence greedy (or teacher-forced) on its own.
 
-Every step feeds each live sequence one token: its next prompt token while it is in its prompt
-(prefill token by token, ragged prompts with no padding: batch_config.py), then its last
-generated (or forced) token. Each sequence has its own past length; the active rung is the
-smallest that holds the longest live sequence's next slot, so a boundary is crossed when that
-sequence needs it, and copy-and-grow copies every sequence's rows (reserve-and-commit commits
-each one's pages as it writes them). A sequence that reaches EOS, its own token limit or the top
-rung stops: from then on its row is fed nothing it keeps (past length 0, its new K/V dropped)
-and no token of it is reported. The run ends when every sequence has stopped.
+Prefill follows the run's plan (batch_config.py): with a prefill graph, each sequence's prompt
+runs on that batch-1 graph in turn, its K/V written into its own row of the store, and its
+last logits give its first token; token by token (chunk 1), every step feeds a sequence still
+in its prompt its next prompt token. Either way ragged prompts need no padding. Then every
+step feeds each live sequence its last generated (or forced) token. Each sequence has its own
+past length; the active rung is the smallest that holds the longest live sequence's next slot,
+so a boundary is crossed when that sequence needs it, and copy-and-grow copies every
+sequence's rows (reserve-and-commit commits each one's pages as it writes them). A sequence
+that reaches EOS, its own token limit or the top rung stops: from then on its row is fed
+nothing it keeps (past length 0, its new K/V dropped) and no token of it is reported. The run
+ends when every sequence has stopped.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 from compile_ahead.interrupts import deferred
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung
+from compile_ahead.runtime.ladder.prefill import prefill_chunks
 from compile_ahead.runtime.ladder.reporting.batch import batch_fields
 from compile_ahead.runtime.ladder.reporting.report import RunReport
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol
@@ -39,6 +43,7 @@ class SequenceState:
     logits: list[np.ndarray] = field(default_factory=list)  # each token's, when kept
     stop_reason: str | None = None
     first_token_ns: int | None = None
+    prefill_ns: int = 0  # its prompt's time: on the prefill graph, or its prompt steps'
 
     @property
     def live(self) -> bool:
@@ -49,6 +54,15 @@ class SequenceState:
         if self.fed < len(prompt):
             return prompt[self.fed]
         return self.protocol.next_input(self.fed - len(prompt), self.tokens[-1])
+
+    @property
+    def in_prompt(self) -> bool:
+        return self.fed < len(self.protocol.prompt)
+
+    def prefilled(self, logits: np.ndarray, ts: int, keep_logits: bool) -> None:
+        """Its whole prompt was prefilled at once: ``logits`` are its last token's."""
+        self.fed = len(self.protocol.prompt) - 1
+        self.take(logits, ts, keep_logits)
 
     def take(self, logits: np.ndarray, ts: int, keep_logits: bool) -> None:
         """The logits of the token just fed: past the prompt they give the next token, and
@@ -95,8 +109,12 @@ class BatchDecode:
         """Every sequence from its prompt to its stop; why the run ended."""
         r = self.runner
         active = r._before_decoding()  # the first rung's batched decode graph, in use
-        assert active is not None, "a batch prefills through the decode graph"
-        r.policy.rung_taken(r.first, 0)
+        if active is None:  # a prefill graph: each sequence's prompt on it, then the rung
+            self._prefill_each()
+            if not self._live().any():
+                return "completed"
+            active = r._take_first_rung()
+        r.policy.rung_taken(r.first, r._kv.length)
         step = 0
         while (live := self._live()).any():
             need = r._rung_for(int(r._kv.lengths[live].max()) + 1)
@@ -109,6 +127,28 @@ class BatchDecode:
                 self._step(active, step, live)
             step += 1
         return "completed"
+
+    def _prefill_each(self) -> None:
+        """Each sequence's prompt on the batch-1 prefill graph in turn, into its own row of
+        the store; its last logits give its first token. The graph is dropped afterwards."""
+        r = self.runner
+        step, keep = r._prefill_step, r.config.keep_logits
+        for s in self.sequences:
+            row = r._kv.sequence(s.index)
+            step.bind(row.arena)
+            p0 = now_ns()
+            logits = prefill_chunks(step, s.protocol.prompt, row)
+            p1 = now_ns()
+            s.prefill_ns = p1 - p0
+            r.events.prefill(r.first, len(s.protocol.prompt), p0, p1)
+            s.prefilled(logits, p1, keep)
+            if s.stop_reason is not None:
+                r.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), p1)
+        r._first_token_ns = now_ns()  # decode waits for the first rung from here
+        r._memory(r._first_token_ns)
+        r.jobs.store_entries()  # what was compiled for the first tokens, off their path
+        r.jobs.release(r.first, r.prefill_plan.chunk)
+        r._prefill_step = None
 
     def _live(self) -> np.ndarray:
         return np.array([s.live for s in self.sequences])
@@ -135,6 +175,8 @@ class BatchDecode:
         keep = r.config.keep_logits
         for s in self.sequences:
             if live[s.index]:
+                if s.in_prompt:
+                    s.prefill_ns += b - a
                 s.take(out.logits[s.index], b, keep)
                 t = int(before[s.index])
                 if s.fed > len(s.protocol.prompt) and r._record_window(t):
@@ -156,9 +198,19 @@ class BatchDecode:
     def amend(self, report: RunReport, command_ns: int, step_ns: list[int]) -> None:
         """The batch's part of the run report."""
         report.tokens_decoded = sum(max(0, len(s.tokens) - 1) for s in self.sequences)
-        report.prefill = {"path": "token by token, batched decode graph", "chunk": 1}
+        plan = self.runner.prefill_plan
+        by_graph = plan.uses_graph
+        each = [s.prefill_ns for s in self.sequences]
+        # On a prefill graph the prompts run one after another; token by token, together.
+        report.prefill_s = (sum(each) if by_graph else max(each)) / 1e9
+        report.prefill["prefill_s"] = report.prefill_s
+        report.prefill["sequences"] = [
+            {"sequence": s.index, "prompt_len": len(s.protocol.prompt), "prefill_s": ns / 1e9}
+            for s, ns in zip(self.sequences, each, strict=True)
+        ]
         sequences = [s.to_json(command_ns, report.stop_reason) for s in self.sequences]
-        report.extra.update(batch_fields(report, sequences, step_ns))
+        from_prefill = sum(1 for s in self.sequences if s.tokens) if by_graph else 0
+        report.extra.update(batch_fields(report, sequences, step_ns, from_prefill))
 
     def results(self) -> tuple[list[dict[str, Any]], list[list[np.ndarray]]]:
         """Each sequence's report entry and, when kept, its tokens' logits."""

@@ -319,13 +319,21 @@ class RunConfig:
         return SettledRun.settle(config, config.schedule, ladder, protocol, prefill)
 
     def _settle_batch(self, source: ModelSource, schedule: Schedule) -> SettledRun:
-        """B sequences: each one's protocol, a ladder holding the longest prompt, prefill
-        token by token through the batched decode graph (batch_config.py)."""
+        """A batch's ladder and sequences (batch_config.py), and the prefill its longest
+        prompt gets: each sequence's prompt on that batch-1 prefill graph, or with chunk 1
+        token by token through the batched decode graph."""
         self.check_graph_mode(source)
         ladder, sequences = settle_sequences(self, source, DEFAULT_PROMPT_LEN, default_prompt_len)
         longest = max(sequences, key=lambda seq: len(seq.prompt))
         first = next(r for r in ladder.rungs if r >= len(longest.prompt) + 1)
-        prefill = choose_prefill(self.options.device, len(longest.prompt), first, 1)
+        prefill = choose_prefill(
+            self.options.device,
+            len(longest.prompt),
+            first,
+            self.prefill_chunk,
+            self.prefill_shape,
+            graph_available=self.graph != GraphMode.SPLIT,
+        )
         return SettledRun.settle(self, schedule, ladder, longest, prefill, sequences)
 
     def check_graph_mode(self, source: ModelSource) -> None:

@@ -100,6 +100,11 @@ class KVStore:
         self.lengths[rows] += 1
         self.length = int(self.lengths.max())
 
+    def sequence(self, index: int) -> SequenceKV:
+        """Sequence ``index`` of the batch as a one-sequence store: where a batch-1 prefill
+        graph writes that sequence's prompt."""
+        return SequenceKV(self, index)
+
     def on_compiled(self, step: Bindable) -> None:
         """A rung graph was compiled: a shared buffer binds it now, off the critical path."""
         if self.shared_buffer:
@@ -114,6 +119,35 @@ class KVStore:
 
     def release_retired(self) -> None:
         """Free memory a boundary left behind, once no request is bound to it."""
+
+
+class SequenceKV:
+    """One sequence of a batch's store, as a batch-1 run's store looks to prefill: its own
+    filled length, and appending after it into its row of the live buffer (``arena``, views
+    of the store's memory: valid until the store grows). Pages are committed as its rows are
+    written, as for any store."""
+
+    def __init__(self, store: KVStore, index: int):
+        self.store = store
+        self.index = index
+        self.arena = store.arena.row(index)
+
+    @property
+    def length(self) -> int:
+        return int(self.store.lengths[self.index])
+
+    def append(self, out: StepOutput, n: int) -> None:
+        """Store a batch-1 step's first n new K/V rows after this sequence's filled slots."""
+        start = self.length
+        if start + n > self.arena.capacity:
+            raise CompileAheadError(
+                f"KV store full: sequence {self.index}'s {start} + {n} slots exceed capacity "
+                f"{self.arena.capacity}"
+            )
+        for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
+            self.arena.write(layer, start, k[:, :, :n], v[:, :, :n])
+        self.store.lengths[self.index] += n
+        self.store.length = int(self.store.lengths.max())
 
 
 class TopCapacityKV(KVStore):

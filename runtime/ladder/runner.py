@@ -106,7 +106,7 @@ class LadderRunner:
             self.events,
             self.faults,
             self.builder.submit,
-            on_ready=lambda step: self.store.on_compiled(step) if self.store else None,
+            on_ready=self._on_compiled,
             label=self.builder.label,
             cache=self.options.cache,
         )
@@ -258,7 +258,8 @@ class LadderRunner:
                 self._prefill_step = self.jobs.compile(
                     self.first, False, 0, self.prefill_plan.chunk
                 ).step
-                self.store.take_into_use(self._prefill_step)
+                if self.batch == 1:  # a batch binds it to each sequence's row in turn
+                    self.store.take_into_use(self._prefill_step)
                 if self.decode_compile == DecodeCompile.DURING_PREFILL:
                     self._compile_first_rungs()
                 return None
@@ -384,6 +385,12 @@ class LadderRunner:
         return rung
 
     # -- helpers -----------------------------------------------------------------------
+    def _on_compiled(self, step: Any) -> None:
+        """A graph compiled: bound to a shared KV buffer now, off the critical path, when it
+        takes the store's batch (a batch's prefill graph takes one sequence's row)."""
+        if self.store is not None and step.spec.batch == self.batch:
+            self.store.on_compiled(step)
+
     def _top_reached(self) -> str:
         top = self.rungs[-1]
         if top >= self.source.config.max_position_embeddings:

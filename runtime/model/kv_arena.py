@@ -111,6 +111,11 @@ class KVArena:
         per_sequence = 2 * self.cfg.num_layers * self.cfg.num_kv_heads * length * self.row_bytes
         return self.batch * per_sequence
 
+    def row(self, sequence: int) -> KVArena:
+        """Sequence ``sequence``'s K/V as a one-sequence arena over this one's memory (no
+        copy): what a batch-1 graph binds to write or read that sequence alone."""
+        return ArenaRow(self, sequence)
+
     def close(self) -> None:
         """Unmap now. Every bound request must have been rebound or released first."""
         self.keys.clear()
@@ -118,3 +123,26 @@ class KVArena:
         # A view still alive elsewhere keeps the mapping; it goes when that view does.
         with contextlib.suppress(BufferError):
             self._map.close()
+
+
+class ArenaRow(KVArena):
+    """One sequence of a batched arena, [1, kv_heads, capacity, head_dim] views into its
+    memory: it owns nothing, so it is valid only while that arena is open."""
+
+    def __init__(self, parent: KVArena, sequence: int):  # no mapping of its own
+        if not 0 <= sequence < parent.batch:
+            raise IndexError(f"sequence {sequence} of a batch of {parent.batch}")
+        self.cfg = parent.cfg
+        self.capacity = parent.capacity
+        self.precision = parent.precision
+        self.batch = 1
+        self.shape = (1, *parent.shape[1:])
+        self.row_bytes = parent.row_bytes
+        self.stride = parent.stride
+        self.nbytes = 0  # the parent's memory
+        self.keys = [k[sequence : sequence + 1] for k in parent.keys]
+        self.values = [v[sequence : sequence + 1] for v in parent.values]
+
+    def close(self) -> None:
+        self.keys.clear()
+        self.values.clear()

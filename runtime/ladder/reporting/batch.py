@@ -12,12 +12,17 @@ MIB = 2**20
 
 
 def batch_fields(
-    report: RunReport, sequences: list[dict[str, Any]], step_ns: list[int]
+    report: RunReport,
+    sequences: list[dict[str, Any]],
+    step_ns: list[int],
+    from_prefill: int = 0,
 ) -> dict[str, Any]:
     """The report's batch fields. A step feeds every live sequence one token (a prompt token
-    or its last one), so every generated token, first ones included, is a step's output."""
+    or its last one); every generated token is a step's output but the ``from_prefill`` first
+    tokens a prefill graph gave, which the aggregate rate over the step time leaves out."""
     batch = len(sequences)
     generated = sum(s["tokens_generated"] for s in sequences)
+    stepped = generated - from_prefill
     steps_s = sum(step_ns) / 1e9
     per_sequence = {
         f"{name}_per_sequence": (value / batch if value is not None else None)
@@ -35,7 +40,7 @@ def batch_fields(
         "step_s_mean": steps_s / len(step_ns) if step_ns else None,
         "step_s_median": sorted(step_ns)[len(step_ns) // 2] / 1e9 if step_ns else None,
         "tokens_generated": generated,
-        "tokens_per_s": generated / steps_s if steps_s > 0 else None,
+        "tokens_per_s": stepped / steps_s if steps_s > 0 else None,
         **per_sequence,
     }
 

@@ -1,0 +1,30 @@
+"""What the batching tests share: a sequence's batch-1 tokens to hold a batch to, and a token
+to stop on mid-run."""
+
+from __future__ import annotations
+
+from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.config import RunConfig
+from compile_ahead.runtime.ladder.run_protocol import RunProtocol
+from compile_ahead.runtime.ladder.runner import run_ladder
+from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from conftest import F32
+
+
+def batch1_tokens(
+    source, protocol: RunProtocol, ladder: Ladder, schedule: str = "i1", graph=None
+) -> list[int]:
+    """``protocol`` run alone (batch 1, f32, whole or ``graph``): its first token and every
+    decoded one."""
+    config = RunConfig(SCHEDULES[schedule], ladder, protocol, options=F32, graph=graph)
+    result = run_ladder(source, config)
+    assert result.error is None and result.completed, result.error
+    return [result.first_token, *result.predicted]
+
+
+def eos_mid_run(tokens: list[int]) -> int:
+    """A token of ``tokens`` first generated from its 21st token on, to stop on."""
+    for i in range(20, len(tokens) - 10):
+        if tokens[i] not in tokens[:i]:
+            return tokens[i]
+    raise AssertionError(f"no token to stop on in {tokens}")
