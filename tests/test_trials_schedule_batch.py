@@ -114,7 +114,6 @@ def test_npuw_arms_are_refused_at_batch_above_1(tmp_path: Path, kind: str) -> No
         (["--batch", "3", "--prompt-len", "8,9"], "--batch 3 needs one --prompt-len per sequence"),
         (["--prompt-len", "60,90", "--decode-tokens", "50"],
          "the longest prompt 90 + --decode-tokens 50 exceeds the top rung 128"),
-        (["--batch", "2", "--graph", "split"], "split graphs (--graph split) are not batchable"),
     ],
 )  # fmt: skip
 def test_bad_batch_arguments_are_refused_in_one_line(
