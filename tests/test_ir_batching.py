@@ -164,26 +164,6 @@ def test_run_batch_4_equals_llmpipeline_batched_greedy(ir_exports, tmp_path, fmt
     assert [(b["from"], b["to"]) for b in got["boundaries"]] == [(16, 32), (32, 64), (64, 128)]
 
 
-def test_split_graphs_on_an_ir_are_refused_at_any_batch(ir_exports, tmp_path):
-    """An IR's graph is cut, not rebuilt, so it has no split graphs: a batch does not slip
-    past that refusal (one line, before any rung is compiled or the report is written)."""
-    model_dir = ir_exports[("qwen2", "fp16")]
-    report = tmp_path / "run.json"
-    report.write_text("an earlier report")
-    for batch in (["--prompt-ids", "5,17"], ["--prompt-ids", "5,17", "--prompt-ids", "3,4,5"]):
-        proc = run_cli(
-            *["run", "--model", model_dir, "--schedule", "i2", "--ladder", "16,32"],
-            *["--graph", "split", *batch, "--no-progress", "--report", report],
-            *["--cache-dir", tmp_path / "cache"],
-        )
-        assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.strip() == (
-            "compile-ahead: error: --graph split is not available for an OpenVINO IR (its "
-            "graph is cut, not rebuilt); use --graph whole"
-        )
-    assert report.read_text() == "an earlier report"
-
-
 # Ragged prompts of 5, 17, 40 and 33 tokens: the longest takes the paged prefill graph (each
 # sequence's prompt on it in turn, into its own row of the batch's KV), the first rung is 64.
 LONG_PROMPTS = [
