@@ -6,35 +6,23 @@ at B=4 `run --batch 4` gives LLMPipeline's batched greedy tokens, per sequence."
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import ir_fixtures
-import numpy as np
 import pytest
 from cli import run_cli
+from ir_batch_reference import DECODE_TOKENS, EXACT_F32, LADDER, PROMPTS, genai_batch_greedy
 
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import F32
 
 pytestmark = pytest.mark.slow
 
-# Exact math on both sides, as in test_ir_models.py: f32 compute and KV, and no dynamic int8
-# quantization of activations (which rounds differently per graph shape).
-EXACT = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
-EXACT_F32 = replace(F32, extra_config=EXACT)
 EXPORTS = [(a, f) for a in ir_fixtures.ARCHITECTURES for f in ir_fixtures.FORMATS]
-
-LADDER = Ladder.parse("16,32,64,128")
-# Ragged, the longest on the first rung: 60 decode steps take it past 16, 32 and 64.
-PROMPTS = [[5, 17, 300], list(range(3, 15)), [7, 8, 9, 10, 11, 12, 13], [42, 99]]
-DECODE_TOKENS = 60
 EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
 _alone: dict[tuple[Path, tuple], list[int]] = {}
 
@@ -104,30 +92,6 @@ def test_batched_rung_graph_interface(ir_exports):
     assert outputs["logits"] == [4, 1, cfg.vocab_size]
     # The batched decode graph still attends without the KV concat.
     assert "ScaledDotProductAttention" not in {op.get_type_name() for op in model.get_ops()}
-
-
-def genai_batch_greedy(model_dir: Path, prompts: list[list[int]], new_tokens: int):
-    """LLMPipeline's batched greedy tokens, ragged prompts left-padded under the mask."""
-    import openvino as ov
-    import openvino_genai as genai
-
-    pipe = genai.LLMPipeline(
-        str(model_dir), "CPU", INFERENCE_PRECISION_HINT="f32", KV_CACHE_PRECISION="f32", **EXACT
-    )
-    cfg = genai.GenerationConfig()
-    cfg.max_new_tokens = new_tokens
-    cfg.do_sample = False
-    cfg.ignore_eos = True
-    cfg.eos_token_id = 0
-    cfg.stop_token_ids = set()
-    width = max(map(len, prompts))
-    ids = np.zeros((len(prompts), width), np.int64)
-    mask = np.zeros_like(ids)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt) :] = prompt
-        mask[row, width - len(prompt) :] = 1
-    out = pipe.generate(genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(mask)), cfg)
-    return [[int(t) for t in tokens] for tokens in out.tokens]
 
 
 @pytest.mark.parametrize("fmt", list(ir_fixtures.FORMATS))

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import ir_fixtures
-import numpy as np
 import pytest
 from cli import run_cli
-from test_ir_batching import DECODE_TOKENS, EXACT_F32, LADDER, PROMPTS, genai_batch_greedy
+from ir_batch_reference import DECODE_TOKENS, EXACT_F32, LADDER, PROMPTS, genai_batch_greedy
+from toy_decoder import toy_decoder_ir
 
 from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy
@@ -98,45 +98,12 @@ def test_run_graph_split_batch_4_on_an_ir_and_its_cached_parts(ir_exports, tmp_p
     assert [j["cache"] for j in one["compile_jobs"] if j["capacity"] == 0] == ["miss"]
 
 
-def _decoder_without_attention(tmp_path: Path) -> Path:
-    """A one-layer stateful decoder with optimum's interface whose past K/V reach the logits
-    without any attention: nothing for the split cut to cut at."""
-    import openvino as ov
-    from openvino import opset13 as ops
-    from openvino.op.util import Variable, VariableInfo
-
-    names = ("input_ids", "attention_mask", "position_ids")
-    ids, mask, positions = (ops.parameter([-1, -1], ov.Type.i64, name=n) for n in names)
-    beam = ops.parameter([-1], ov.Type.i32, name="beam_idx")
-    hidden = ops.convert(ops.unsqueeze(ids, ops.constant(np.int64(-1))), ov.Type.f32)
-    new = ops.broadcast(hidden, ops.constant(np.array([1, 2, 1, 4])))
-    empty = ops.broadcast(ops.constant(np.float32(0)), ops.constant(np.array([1, 2, 0, 4])))
-    total, sinks = hidden, []
-    for kind in ("key", "value"):
-        info = VariableInfo()
-        info.data_shape = ov.PartialShape([-1, 2, -1, 4])
-        info.data_type = ov.Type.f32
-        info.variable_id = f"past_key_values.0.{kind}present.0.{kind}"
-        var = Variable(info)
-        past = ops.gather(ops.read_value(empty, var), beam, ops.constant(np.int64(0)))
-        cat = ops.concat([past, new], 2)
-        sinks.append(ops.assign(cat, var))
-        total = ops.add(total, ops.reduce_sum(cat, ops.constant(np.array([0, 1, 2, 3])), False))
-    vocab = ops.constant(np.ones((1, 1, 8), np.float32))
-    logits = ops.result(ops.multiply(total, vocab))
-    logits.output(0).get_tensor().set_names({"logits"})
-    params = [ids, mask, positions, beam]
-    for p in params:
-        p.output(0).get_tensor().set_names({p.get_friendly_name()})
-    model = ov.Model([logits], sinks, params, "no_attention")
-    ov.save_model(model, str(tmp_path / "openvino_model.xml"), compress_to_fp16=False)
-    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 64}))
-    return tmp_path
-
-
 def test_split_graphs_of_an_ir_without_attention_are_refused(tmp_path):
-    """One line, exit 2, before any rung is compiled or the report is written."""
-    model_dir = _decoder_without_attention(tmp_path / "model")
+    """A decoder whose KV cache reaches the logits through no attention has nothing to cut
+    at: one line, exit 2, before any rung is compiled or the report is written."""
+    model_dir = tmp_path / "model"
+    toy_decoder_ir(model_dir)
+    (model_dir / "config.json").write_text(json.dumps({"max_position_embeddings": 64}))
     report = tmp_path / "run.json"
     report.write_text("an earlier report")
     proc = run_cli(
