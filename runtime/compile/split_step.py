@@ -74,10 +74,10 @@ def compile_part(
 
 class CompiledParts(ABC):
     """Weight parts compiled once per batch size and shared by every rung of it: the buffers
-    each layer's attention core reads and writes (query, new K/V rows, attention output, past
-    lengths, per layer ``query[i]`` etc.), the parts' requests in order and the logits
-    ([B, vocab]). WeightParts builds them from weights, ir_split_parts.IRWeightParts cuts
-    them from an IR."""
+    each layer's attention core reads and writes (``query[i]``, ``new_keys[i]``,
+    ``new_values[i]``, ``attn[i]`` and ``past_length``), the parts' requests in order and the
+    logits ([B, vocab]). WeightParts builds them from weights, ir_split_parts.IRWeightParts
+    cuts them from an IR."""
 
     source: ModelSource
     batch: int
