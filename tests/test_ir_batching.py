@@ -6,35 +6,23 @@ at B=4 `run --batch 4` gives LLMPipeline's batched greedy tokens, per sequence."
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import ir_fixtures
-import numpy as np
 import pytest
 from cli import run_cli
+from ir_batch_reference import DECODE_TOKENS, EXACT_F32, LADDER, PROMPTS, genai_batch_greedy
 
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import F32
 
 pytestmark = pytest.mark.slow
 
-# Exact math on both sides, as in test_ir_models.py: f32 compute and KV, and no dynamic int8
-# quantization of activations (which rounds differently per graph shape).
-EXACT = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
-EXACT_F32 = replace(F32, extra_config=EXACT)
 EXPORTS = [(a, f) for a in ir_fixtures.ARCHITECTURES for f in ir_fixtures.FORMATS]
-
-LADDER = Ladder.parse("16,32,64,128")
-# Ragged, the longest on the first rung: 60 decode steps take it past 16, 32 and 64.
-PROMPTS = [[5, 17, 300], list(range(3, 15)), [7, 8, 9, 10, 11, 12, 13], [42, 99]]
-DECODE_TOKENS = 60
 EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
 _alone: dict[tuple[Path, tuple], list[int]] = {}
 
@@ -106,30 +94,6 @@ def test_batched_rung_graph_interface(ir_exports):
     assert "ScaledDotProductAttention" not in {op.get_type_name() for op in model.get_ops()}
 
 
-def genai_batch_greedy(model_dir: Path, prompts: list[list[int]], new_tokens: int):
-    """LLMPipeline's batched greedy tokens, ragged prompts left-padded under the mask."""
-    import openvino as ov
-    import openvino_genai as genai
-
-    pipe = genai.LLMPipeline(
-        str(model_dir), "CPU", INFERENCE_PRECISION_HINT="f32", KV_CACHE_PRECISION="f32", **EXACT
-    )
-    cfg = genai.GenerationConfig()
-    cfg.max_new_tokens = new_tokens
-    cfg.do_sample = False
-    cfg.ignore_eos = True
-    cfg.eos_token_id = 0
-    cfg.stop_token_ids = set()
-    width = max(map(len, prompts))
-    ids = np.zeros((len(prompts), width), np.int64)
-    mask = np.zeros_like(ids)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt) :] = prompt
-        mask[row, width - len(prompt) :] = 1
-    out = pipe.generate(genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(mask)), cfg)
-    return [[int(t) for t in tokens] for tokens in out.tokens]
-
-
 @pytest.mark.parametrize("fmt", list(ir_fixtures.FORMATS))
 def test_run_batch_4_equals_llmpipeline_batched_greedy(ir_exports, tmp_path, fmt):
     """`run --batch 4` on an IR: each sequence's tokens are LLMPipeline's batched greedy ones.
@@ -162,26 +126,6 @@ def test_run_batch_4_equals_llmpipeline_batched_greedy(ir_exports, tmp_path, fmt
         assert seq["tokens"] == tokens[: len(seq["tokens"])]
         assert len(seq["tokens"]) == len(tokens) or seq["stop_reason"] == "eos"
     assert [(b["from"], b["to"]) for b in got["boundaries"]] == [(16, 32), (32, 64), (64, 128)]
-
-
-def test_split_graphs_on_an_ir_are_refused_at_any_batch(ir_exports, tmp_path):
-    """An IR's graph is cut, not rebuilt, so it has no split graphs: a batch does not slip
-    past that refusal (one line, before any rung is compiled or the report is written)."""
-    model_dir = ir_exports[("qwen2", "fp16")]
-    report = tmp_path / "run.json"
-    report.write_text("an earlier report")
-    for batch in (["--prompt-ids", "5,17"], ["--prompt-ids", "5,17", "--prompt-ids", "3,4,5"]):
-        proc = run_cli(
-            *["run", "--model", model_dir, "--schedule", "i2", "--ladder", "16,32"],
-            *["--graph", "split", *batch, "--no-progress", "--report", report],
-            *["--cache-dir", tmp_path / "cache"],
-        )
-        assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.strip() == (
-            "compile-ahead: error: --graph split is not available for an OpenVINO IR (its "
-            "graph is cut, not rebuilt); use --graph whole"
-        )
-    assert report.read_text() == "an earlier report"
 
 
 # Ragged prompts of 5, 17, 40 and 33 tokens: the longest takes the paged prefill graph (each

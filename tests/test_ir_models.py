@@ -446,15 +446,3 @@ def test_weight_format_of_float_irs():
     y = ops.matmul(ops.matmul(x, f32, False, True), bf16, False, True)
     model = ov.Model([ops.result(y)], [x])
     assert dict(weight_format(model).parts) == {"FP32": 1, "BF16": 1}
-
-
-def test_graph_split_refused(ir_exports):
-    source = resolve_model(str(ir_exports[("qwen2", "fp16")]))
-    settings = RunConfig(
-        SCHEDULES["i2"], LADDER, greedy(PROMPT, 4), graph="split", options=EXACT_F32
-    )
-    with pytest.raises(CompileAheadError) as err:
-        run = run_ladder(source, settings)
-        if run.error is not None:
-            raise run.error
-    assert "--graph split" in _one_line(err)

@@ -8,8 +8,9 @@ compiles on the placement's threads (``submit``). profile-compile asks the same 
 
 - whole: the rung's whole step graph (ModelSource.build_graph), compiled or imported;
 - split: the weight parts are compiled once per batch size (``prepare``, or lazily with the
-  first rung of that B) and a rung is only its weightless attention core
-  (compile/split_step.py), compiled on the calling thread whatever the placement;
+  first rung of that B; built from weights, compile/split_step.py, or cut from an IR,
+  compile/ir_split_parts.py) and a rung is only its weightless attention core, compiled on
+  the calling thread whatever the placement;
 - foreground compiles and retries always compile in this process, on the calling thread.
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, TypeVar
 
+from compile_ahead.runtime.compile.ir_split_parts import IRWeightParts
 from compile_ahead.runtime.compile.placements import make_placement
 from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.settings.modes import (
@@ -27,8 +29,9 @@ from compile_ahead.runtime.compile.settings.modes import (
     PlacementKind,
 )
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.compile.split_step import CompiledParts, WeightParts
 from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.sources.ir_source import IRSource
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.cache import CacheOutcome
@@ -66,7 +69,7 @@ class RungBuilder:
         self.graph = graph
         self.batch = batch
         self.placement = make_placement(placement, source, options, compile_timeout_s)
-        self.weight_parts: dict[int, WeightParts] = {}  # by batch size
+        self.weight_parts: dict[int, CompiledParts] = {}  # by batch size
 
     def submit(self, work: Callable[[], T], name: str) -> Future[T]:
         """Start background work (compiles) on a thread of the placement; its future."""
@@ -92,9 +95,14 @@ class RungBuilder:
             return None
         return self._weight_parts(self.batch if batch is None else batch).cache_outcome
 
-    def _weight_parts(self, batch: int) -> WeightParts:
+    def _weight_parts(self, batch: int) -> CompiledParts:
         if batch not in self.weight_parts:
-            self.weight_parts[batch] = WeightParts(self.source, self.options, batch)
+            source = self.source
+            self.weight_parts[batch] = (
+                IRWeightParts(source, self.options, batch)
+                if isinstance(source, IRSource)
+                else WeightParts(source, self.options, batch)
+            )
         return self.weight_parts[batch]
 
     def build(
@@ -107,8 +115,7 @@ class RungBuilder:
         if self.shares_weights:
             if spec.chunk > 1:
                 raise AssertionError("split graphs prefill token by token (RunConfig checks)")
-            parts = self._weight_parts(spec.batch)
-            return compile_attention_core(parts, spec, self.options)
+            return self._weight_parts(spec.batch).compile_core(spec, self.options)
         if background:
             return self.placement.compile(spec, worker_fault)
         return compile_step(self.source, spec, self.options, store_later=True)

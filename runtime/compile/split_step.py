@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import numpy as np
@@ -49,23 +50,83 @@ def _shared(array: np.ndarray, element_type: ov.Type | None = None) -> ov.Tensor
     return ov.Tensor(array, list(array.shape), element_type)
 
 
-def _compile(
+def compile_part(
     source: ModelSource,
     build: Callable[[], ov.Model],
     options: CompileOptions,
     what: str,
     graph: dict[str, object],
+    restorable: bool = True,
 ) -> tuple[ov.CompiledModel, CacheOutcome]:
-    """Import the graph from the compile cache (options.cache), or build and compile it."""
+    """Import the graph from the compile cache (options.cache), or build and compile it.
+    ``restorable``: a weightless entry may restore its weights from ``build``'s graph (ours;
+    an IR's are not, as for its whole graphs: compile/step_compile.py)."""
 
     def compile_fn(opts: CompileOptions) -> Compiled:
         return Compiled(compile_model(build(), opts.device, device_config(opts), what))
 
-    compiled, outcome, _ = cached_compile(options.cache, source, graph, options, compile_fn, build)
+    model_fn = build if restorable else None
+    compiled, outcome, _ = cached_compile(
+        options.cache, source, graph, options, compile_fn, model_fn
+    )
     return compiled.model, outcome
 
 
-class WeightParts:
+class CompiledParts(ABC):
+    """Weight parts compiled once per batch size and shared by every rung of it: the buffers
+    each layer's attention core reads and writes (``query[i]``, ``new_keys[i]``,
+    ``new_values[i]``, ``attn[i]`` and ``past_length``), the parts' requests in order and the
+    logits ([B, vocab]). WeightParts builds them from weights, ir_split_parts.IRWeightParts
+    cuts them from an IR."""
+
+    source: ModelSource
+    batch: int
+    kv_precision: str
+    compiled: list[ov.CompiledModel]
+    cache_outcomes: list[CacheOutcome]
+    compile_s: float
+    requests: list[ov.InferRequest]
+    query: list[np.ndarray]
+    new_keys: list[np.ndarray]
+    new_values: list[np.ndarray]
+    attn: list[np.ndarray]
+    past_length: np.ndarray
+    logits: np.ndarray
+
+    @abstractmethod
+    def feed(self, ids: np.ndarray, past_length: int | np.ndarray) -> None:
+        """Write one step's inputs: a token per sequence after its ``past_length`` slots."""
+
+    def compile_core(self, spec: GraphSpec, options: CompileOptions) -> CompileResult:
+        """A rung of these parts: its attention core, compiled or imported."""
+        return compile_attention_core(self, spec, options)
+
+    @property
+    def cache_state(self) -> str:
+        """hit when every part was imported, off when no part used the cache, else miss."""
+        states = {o.state for o in self.cache_outcomes}
+        return states.pop() if len(states) == 1 else "miss"
+
+    @property
+    def import_s(self) -> float:
+        return sum(o.import_s for o in self.cache_outcomes)
+
+    @property
+    def cache_outcome(self) -> CacheOutcome:
+        """The parts' outcomes as one: their state (cache_state), import seconds summed,
+        stored when every miss was, their notes joined."""
+        misses = [o for o in self.cache_outcomes if o.state == "miss"]
+        notes = sorted({o.note for o in self.cache_outcomes if o.note})
+        return CacheOutcome(
+            self.cache_state,  # type: ignore[arg-type]
+            import_s=self.import_s,
+            verify_s=sum(o.verify_s for o in self.cache_outcomes),
+            stored=bool(misses) and all(o.stored for o in misses),
+            note="; ".join(notes) or None,
+        )
+
+
+class WeightParts(CompiledParts):
     """The weight-bearing part of the decoder, compiled once and shared by every rung."""
 
     def __init__(self, source: ModelSource, options: CompileOptions, batch: int = 1):
@@ -73,13 +134,13 @@ class WeightParts:
         cfg = source.config
         self.source = source
         self.batch = batch
-        self.kv_precision = options.kv_precision
-        assert self.kv_precision is not None
-        kv_dtype, kv_type = STORAGE_DTYPES[self.kv_precision], OV_TYPES[self.kv_precision]
-        kv = self.kv_precision
+        kv = options.kv_precision
+        assert kv is not None
+        self.kv_precision = kv
+        kv_dtype, kv_type = STORAGE_DTYPES[kv], OV_TYPES[kv]
         t0 = time.perf_counter()
         compiled = [
-            _compile(
+            compile_part(
                 source,
                 functools.partial(
                     split_graphs.build_weight_part, cfg, source.weights, i, kv, batch
@@ -122,42 +183,22 @@ class WeightParts:
         self.requests[n].set_tensor(LOGITS, _shared(self.logits))
         self._embed = source.weights.get("model.embed_tokens.weight")
 
-    @property
-    def cache_state(self) -> str:
-        """hit when every part was imported, off when no part used the cache, else miss."""
-        states = {o.state for o in self.cache_outcomes}
-        return states.pop() if len(states) == 1 else "miss"
-
-    @property
-    def import_s(self) -> float:
-        return sum(o.import_s for o in self.cache_outcomes)
-
-    @property
-    def cache_outcome(self) -> CacheOutcome:
-        """The parts' outcomes as one: their state (cache_state), import seconds summed,
-        stored when every miss was, their notes joined."""
-        misses = [o for o in self.cache_outcomes if o.state == "miss"]
-        notes = sorted({o.note for o in self.cache_outcomes if o.note})
-        return CacheOutcome(
-            self.cache_state,  # type: ignore[arg-type]
-            import_s=self.import_s,
-            verify_s=sum(o.verify_s for o in self.cache_outcomes),
-            stored=bool(misses) and all(o.stored for o in misses),
-            note="; ".join(notes) or None,
-        )
-
     def embed(self, ids: np.ndarray) -> None:
         """Gather each sequence's embedding row on the host, decompressed to f32."""
         rows = self._embed.array[np.asarray(ids, np.int64).reshape(self.batch)]
         bf16 = self._embed.element_type == ov.Type.bf16
         self.hidden[0][:, 0] = bf16_bits_to_f32(rows) if bf16 else rows
 
+    def feed(self, ids: np.ndarray, past_length: int | np.ndarray) -> None:
+        self.embed(ids)
+        self.past_length[...] = past_length
+
 
 class SplitStep:
     """One rung in split mode; the same interface as CompiledStep (decode only): at batch
     B > 1 it takes ids [B] and past lengths [B] and gives logits [B, vocab]."""
 
-    def __init__(self, parts: WeightParts, compiled_core: ov.CompiledModel, spec: GraphSpec):
+    def __init__(self, parts: CompiledParts, compiled_core: ov.CompiledModel, spec: GraphSpec):
         assert spec.batch == parts.batch, "a rung's attention core and its weight parts"
         cfg = parts.source.config
         self.parts = parts
@@ -188,8 +229,7 @@ class SplitStep:
         self, ids: np.ndarray, past_length: int | np.ndarray, last_index: int = 0
     ) -> StepOutput:
         parts = self.parts
-        parts.embed(ids)
-        parts.past_length[...] = past_length
+        parts.feed(ids, past_length)
         for weights, attention in zip(parts.requests, self.requests, strict=False):
             weights.infer()
             attention.infer()
@@ -199,12 +239,12 @@ class SplitStep:
 
 
 def compile_attention_core(
-    parts: WeightParts, spec: GraphSpec, options: CompileOptions
+    parts: CompiledParts, spec: GraphSpec, options: CompileOptions
 ) -> CompileResult:
     """A rung in split mode: only its attention core is compiled, in the same precision as
     the rest (on an AMX CPU an f32 core spends more converting the bf16 cache than a bf16 core
     spends in total)."""
-    compiled, outcome = _compile(
+    compiled, outcome = compile_part(
         parts.source,
         lambda: split_graphs.build_attention_core(parts.source.config, spec),
         options.resolved(),

@@ -27,7 +27,7 @@ def _const(value: ArrayLike, dtype: DTypeLike = np.int64) -> ov.Output:
     return ops.constant(np.asarray(value, dtype=dtype)).output(0)
 
 
-def _concat_behind(value: ov.Output, concats: set[str]) -> ov.Node | None:
+def concat_behind(value: ov.Output, concats: set[str]) -> ov.Node | None:
     """The KV Concat a SDPA key/value input repeats, if only GQA ops lie in between."""
     node = value.get_node()
     for _ in range(4):
@@ -95,8 +95,8 @@ def replace_attention(model: ov.Model, kv: KVInputs, capacity: int) -> int:
             continue
         if node.get_attributes().get("causal", False):
             continue  # the mask input is not the whole mask
-        k_cat = _concat_behind(node.input_value(1), concats)
-        v_cat = _concat_behind(node.input_value(2), concats)
+        k_cat = concat_behind(node.input_value(1), concats)
+        v_cat = concat_behind(node.input_value(2), concats)
         if k_cat is not None and v_cat is not None and _replace(node, k_cat, v_cat, capacity):
             replaced += 1
     return replaced

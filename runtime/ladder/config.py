@@ -337,12 +337,10 @@ class RunConfig:
         return SettledRun.settle(self, schedule, ladder, longest, prefill, sequences)
 
     def check_graph_mode(self, source: ModelSource) -> None:
-        """The graph mode against how the source makes its graphs."""
-        if self.graph == GraphMode.SPLIT and not source.built_from_weights:
-            raise CompileAheadError(
-                "--graph split is not available for an OpenVINO IR (its graph is cut, not "
-                "rebuilt); use --graph whole"
-            )
+        """The graph mode against how the source makes its graphs: split graphs only of a
+        model they can be cut from (an IR's attention the cut takes)."""
+        if self.graph == GraphMode.SPLIT:
+            source.check_split()
 
     def _ladder_and_protocol(self, source: ModelSource) -> tuple[Ladder, RunProtocol]:
         max_positions = source.config.max_position_embeddings

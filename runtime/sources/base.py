@@ -41,8 +41,8 @@ class ModelSource(ABC):
     origin: str  # checkpoint path, or how the synthetic weights were made
     model_dir: Path | None = None  # where a tokenizer may live
 
-    # Whether rung graphs are built from the weights by graphs/decoder.py (so split graphs and
-    # the baselines built from weights work too) or cut from a graph the user brought (an IR).
+    # Whether rung graphs are built from the weights by graphs/decoder.py (so the baselines
+    # built from weights work too) or cut from a graph the user brought (an IR).
     built_from_weights: ClassVar[bool] = True
 
     @property
@@ -71,6 +71,11 @@ class ModelSource(ABC):
     def reopen(self) -> ReopenSpec:
         """How a compile worker opens this same model (weights_identity then tells whether it
         found the same weights)."""
+
+    def check_split(self) -> None:
+        """Refuse, in one line, a model whose split graphs (--graph split) cannot be made;
+        graphs built from weights always can."""
+        return None
 
     def weights_identity(self) -> dict[str, Any] | None:
         """What the weight values are, as taken when they were opened (the compile cache's

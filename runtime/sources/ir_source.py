@@ -1,4 +1,5 @@
-"""A stateful decoder IR (optimum-intel export) as a model source: rung graphs cut from it."""
+"""A stateful decoder IR (optimum-intel export) as a model source: rung graphs cut from it,
+whole per rung or split at its attentions."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
+from compile_ahead.runtime.graphs.ir_split import cut_weights
 from compile_ahead.runtime.graphs.ir_step import IRStep
 from compile_ahead.runtime.graphs.paged_prefill import PagedPrefillStep, paged_prefill_model
 from compile_ahead.runtime.graphs.spec import GraphSpec
@@ -28,16 +30,16 @@ from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 
 
 class NoWeightStore(WeightStore):
-    """An IR's weights live in its .bin and run only as its own graph: our builders (split
-    graphs, the stateful baseline) cannot take them, and say so."""
+    """An IR's weights live in its .bin and run only as its own graph (cut per rung, or split
+    at its attentions): our builders (the stateful baseline) cannot take them, and say so."""
 
     def __init__(self, where: str):
         self.where = where
 
     def get(self, name: str) -> WeightTensor:
         raise CompileAheadError(
-            f"{self.where}: an OpenVINO IR runs only as its own graph cut per rung (--graph "
-            "whole); --graph split and the baselines built from weights cannot use it"
+            f"{self.where}: an OpenVINO IR runs only as its own graph, cut per rung or split at "
+            "its attentions; the baselines built from weights cannot use it"
         )
 
     def names(self) -> Iterator[str]:
@@ -47,7 +49,7 @@ class NoWeightStore(WeightStore):
 @dataclass(frozen=True)
 class IRSource(ModelSource):
     """A stateful decoder IR: cut per rung (graphs/ir_cut.py) and driven by graphs/ir_step.py,
-    never rebuilt."""
+    or split at its attentions (graphs/ir_split.py); never rebuilt."""
 
     files: IRFiles | None = None
     weight_format: WeightFormat = field(default_factory=lambda: WeightFormat(()))
@@ -64,16 +66,34 @@ class IRSource(ModelSource):
 
     def build_graph(self, spec: GraphSpec) -> ov.Model:
         """The IR read, made stateless and cut to one rung (graphs/ir_cut.py), never rebuilt."""
-        assert self.files is not None
         self.check_capacity(spec.capacity, spec.chunk)
+        if spec.paged:  # the IR as exported, in paged-attention form
+            return paged_prefill_model(self._read())
+        model, kv = stateless(self._read(), self._where)
+        return build_ir_step_model(model, kv, spec)
+
+    def split_weights(self, batch: int, kv_precision: str) -> ov.Model:
+        """The IR's weight side for ``batch`` sequences, every attention cut out; its parts
+        are graphs/ir_split.py's weight_part."""
+        model, kv = stateless(self._read(), self._where)
+        return cut_weights(model, kv, self.config, batch, kv_precision, self._where)
+
+    def check_split(self) -> None:
+        """Refuse, in one line, an IR whose attention the split cut cannot take."""
+        self.split_weights(1, "f32")
+
+    @property
+    def _where(self) -> str:
+        return str(self.files.xml if self.files is not None else self.name)
+
+    def _read(self) -> ov.Model:
+        """The IR as this run opened it (never from files that changed since)."""
+        assert self.files is not None
         if _ir_identity(self.files) != self.file_identity:
             raise CompileAheadError(
                 f"{self.files.xml}: the IR changed on disk since this run opened it; run again"
             )
-        if spec.paged:  # the IR as exported, in paged-attention form
-            return paged_prefill_model(read_ir(self.files))
-        model, kv = stateless(read_ir(self.files), str(self.files.xml))
-        return build_ir_step_model(model, kv, spec)
+        return read_ir(self.files)
 
     def make_step(self, compiled: ov.CompiledModel, spec: GraphSpec) -> IRStep | PagedPrefillStep:
         if spec.paged:
