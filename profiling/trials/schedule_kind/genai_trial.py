@@ -90,13 +90,16 @@ def _lengths(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected integers like 16,40, got {text!r}") from None
 
 
-def _trial(args: argparse.Namespace, error: Callable[[str], NoReturn]) -> GenaiTrial:
-    lengths: tuple[int, ...] = args.prompt_len
+def _trial(flags: dict[str, Any], error: Callable[[str], NoReturn]) -> GenaiTrial:
+    """The trial from its flags (the parser's values by name): one prompt length per
+    sequence, one length given for all of them."""
+    fields = dict(flags)
+    lengths: tuple[int, ...] = fields.pop("prompt_len")
+    batch: int = fields.pop("batch")
     if len(lengths) == 1:
-        lengths *= args.batch
-    if len(lengths) != args.batch:
-        error(f"--batch {args.batch} needs one --prompt-len per sequence, got {len(lengths)}")
-    fields = {k: v for k, v in vars(args).items() if k not in ("prompt_len", "batch")}
+        lengths *= batch
+    if len(lengths) != batch:
+        error(f"--batch {batch} needs one --prompt-len per sequence, got {len(lengths)}")
     return GenaiTrial(prompt_lens=lengths, **fields)
 
 
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", type=Path, required=True)
     p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
     p.add_argument("--batch", type=int, default=1, help="prompts generated together")
-    trial = _trial(p.parse_args(argv), p.error)
+    trial = _trial(vars(p.parse_args(argv)), p.error)
 
     from compile_ahead.output.atomic import write_json_atomic
 
