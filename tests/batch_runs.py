@@ -22,6 +22,16 @@ def batch1_tokens(
     return [result.first_token, *result.predicted]
 
 
+def run_batch(source, protocols, ladder: Ladder, schedule: str, **config):
+    """``protocols`` as one batch (f32) on ``schedule``; the completed result."""
+    run = RunConfig(
+        SCHEDULES[schedule], ladder, protocols[0], options=F32, prompts=tuple(protocols), **config
+    )
+    result = run_ladder(source, run)
+    assert result.error is None and result.completed, result.error
+    return result
+
+
 def eos_mid_run(tokens: list[int]) -> int:
     """A token of ``tokens`` first generated from its 21st token on, to stop on."""
     for i in range(20, len(tokens) - 10):

@@ -11,16 +11,14 @@ import subprocess
 
 import numpy as np
 import pytest
-from batch_runs import batch1_tokens, eos_mid_run
+from batch_runs import batch1_tokens, eos_mid_run, run_batch
 from cli import run_cli
 
 from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.run_protocol import greedy
-from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
-from conftest import F32, reference_greedy
+from conftest import reference_greedy
 
 LADDER = Ladder.parse("48,64,96,128")
 # Ragged prompts of 5, 17 and 40 tokens: the longest (>= 32) takes the paged prefill graph by
@@ -55,16 +53,7 @@ def test_each_sequence_prefilled_on_the_paged_graph_equals_batch1_and_transforme
     ragged_case, schedule
 ):
     source, protocols, alone, reference = ragged_case
-    config = RunConfig(
-        SCHEDULES[schedule],
-        LADDER,
-        protocols[0],
-        options=F32,
-        prompts=tuple(protocols),
-        keep_logits=True,
-    )
-    result = run_ladder(source, config)
-    assert result.error is None and result.completed, result.error
+    result = run_batch(source, protocols, LADDER, schedule, keep_logits=True)
     got = [s["tokens"] for s in result.sequences]
     assert got == alone
     for tokens, logits, (ref, ref_logits) in zip(

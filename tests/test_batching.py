@@ -8,7 +8,7 @@ import json
 import subprocess
 
 import pytest
-from batch_runs import batch1_tokens, eos_mid_run
+from batch_runs import batch1_tokens, eos_mid_run, run_batch
 from cli import run_cli, run_profile_compile
 
 from compile_ahead.runtime.compile.settings.modes import GraphMode
@@ -69,16 +69,7 @@ def test_split_graphs_each_sequence_equals_its_batch1_run_and_transformers(
 
 def _check_batch(case, schedule: str, graph=None) -> None:
     source, protocols, alone, reference = case
-    config = RunConfig(
-        SCHEDULES[schedule],
-        LADDER,
-        protocols[0],
-        options=F32,
-        prompts=tuple(protocols),
-        graph=graph,
-    )
-    result = run_ladder(source, config)
-    assert result.error is None and result.completed, result.error
+    result = run_batch(source, protocols, LADDER, schedule, graph=graph)
     got = [s["tokens"] for s in result.sequences]
     assert got == alone
     for tokens, ref in zip(got, reference, strict=True):
