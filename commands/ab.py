@@ -28,6 +28,7 @@ from compile_ahead.commands.options import (
 from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import check_new_dir, check_not_inputs, mark_output_dir
+from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag, parser_flags, subcommand
 from compile_ahead.profiling.results_format.experiment import load_experiment
 from compile_ahead.profiling.results_format.records import load_records
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
@@ -48,6 +49,7 @@ from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_
 from compile_ahead.profiling.trials.schedule_kind import run as schedule_run
 from compile_ahead.profiling.trials.schedule_kind.baselines import BASELINES
 from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
+from compile_ahead.runtime.ladder.batch_bound import check_batch_size
 from compile_ahead.runtime.ladder.capacities import Ladder
 
 if TYPE_CHECKING:
@@ -104,11 +106,19 @@ def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> N
     add_protocol_options(s, per_sequence=True)
     s.add_argument(
         "--batch",
-        type=count(1),
+        type=int,
         default=None,
         metavar="B",
-        help="B sequences per trial (`compile-ahead run --batch B`), prompts ragged around "
-        "--prompt-len unless it gives one length per sequence (default 1)",
+        help="B sequences per trial (`compile-ahead run --batch B`), each with the prompt "
+        "--prompt-len gives (one length for all, or one per sequence) (default 1)",
+    )
+    s.add_argument(
+        "--prompt-spread",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="at --batch B > 1, ragged prompts: the B lengths evenly spread over --prompt-len "
+        "+- F of it (e.g. 0.25; default 0: every sequence the same length)",
     )
     add_prefill_options(s)
     add_graph_option(s)
@@ -289,8 +299,10 @@ def _batch(
     decode B sequences."""
     from compile_ahead.runtime.ladder.config import default_prompt_len
 
+    if args.batch is not None:
+        check_batch_size(args.batch)  # before B lengths are made
     batch, lengths = schedule_batch.batch_and_lengths(
-        args.batch, args.prompt_len, default_prompt_len(ladder)
+        args.batch, args.prompt_len, default_prompt_len(ladder), args.prompt_spread
     )
     schedule_batch.check_batch_arms(schedules, batch)
     return batch, lengths
@@ -388,7 +400,27 @@ def _cell_parser() -> argparse.ArgumentParser:
     return ab_parser()
 
 
-def check_cell(argv: list[str]) -> None:
+class CellChecks:
+    """The `ab` command's checks of a campaign's cells (profiling/campaigns/spec.py,
+    CheckCell): a cell's command line, and the long flags of `ab KIND` an ``[options]`` key
+    may name, read from this parser."""
+
+    def __call__(self, argv: list[str]) -> None:
+        _check_cell_argv(argv)
+
+    def flags(self, kind: str) -> dict[str, AbFlag]:
+        return _kind_flags(kind)
+
+
+check_cell = CellChecks()  # what `campaign` checks a spec's cells with
+
+
+@functools.cache
+def _kind_flags(kind: str) -> dict[str, AbFlag]:
+    return parser_flags(subcommand(subcommand(_cell_parser(), "ab"), kind))
+
+
+def _check_cell_argv(argv: list[str]) -> None:
     """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model or
     trial: its flags, arms and ladder, and its compile properties against the device (as
     `ab` checks them before it writes anything); CompileAheadError (one line) otherwise."""

@@ -1,6 +1,9 @@
-"""The batch flags of `run` and `generate`: --batch B and one prompt per sequence, given as
---prompt-ids repeated, --prompt-len with one length per sequence (16,40,128), or --prompts FILE
-(one prompt a line: token ids separated by spaces or commas, or text for the model's tokenizer).
+"""The prompt and batch flags of `run` and `generate`: what each of B sequences is fed.
+
+The prompts are given one way: --prompt TEXT, --prompt-ids (repeated: one sequence each),
+--prompts FILE (one prompt a line: token ids separated by spaces or commas, or text for the
+model's tokenizer) or --prompt-len (teacher-forced; 16,40,128: one length per sequence), or
+none (the default teacher-forced prompt). One prompt with --batch B feeds all B sequences.
 
 Importing this module must not load OpenVINO (options.py's rule).
 """
@@ -13,11 +16,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.ladder.batch_bound import MAX_BATCH, check_batch_size
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.ladder.config import Prompt
 
-IDS_LINE = re.compile(r"^\s*\d+(\s*[,\s]\s*\d+)*\s*,?\s*$")
+# A --prompts line of token ids: non-negative integers separated by spaces or commas (a
+# trailing comma allowed). A line of nothing but digits, signs, commas, semicolons and blanks
+# that is not that is a mistake, refused with its line number rather than read as text.
+IDS_LINE = re.compile(r"^\d+(?:(?:\s*,\s*|\s+)\d+)*\s*,?$")
+IDS_LIKE = re.compile(r"^[\s,;]*[-+]?\d+(?:[\s,;]+[-+]?\d+)*[\s,;]*$")
+# --prompts: at most this much text (B prompts of a long context each), and B lines.
+PROMPTS_MAX_BYTES = 64 * 2**20
 
 
 def add_batch_options(p: argparse.ArgumentParser) -> None:
@@ -51,68 +61,106 @@ def prompt_lengths(text: str) -> int | tuple[int, ...]:
 
 
 def batch_sizes(text: str) -> tuple[int, ...]:
-    """profile-compile's --batch: one B, or several (1,8), each once, each >= 1."""
+    """profile-compile's --batch: one B, or several (1,8), each once, each in 1..MAX_BATCH."""
     try:
         values = tuple(int(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected an integer or comma-separated integers, got {text!r}"
         ) from None
-    if min(values) < 1:
-        raise argparse.ArgumentTypeError(f"each B must be >= 1, got {text!r}")
+    if not all(1 <= b <= MAX_BATCH for b in values):
+        raise argparse.ArgumentTypeError(f"each B must be in 1..{MAX_BATCH}, got {text!r}")
     if len(set(values)) < len(values):
         raise argparse.ArgumentTypeError(f"each B once, got {text!r}")
     return values
 
 
 def read_prompts_file(path: Path) -> tuple[Prompt, ...]:
-    """--prompts FILE: a prompt per non-blank line."""
+    """--prompts FILE: a prompt per non-blank line (a regular file of at most
+    PROMPTS_MAX_BYTES and MAX_BATCH prompts), each naming its line in its refusals."""
+    from compile_ahead.output.input_files import read_input_text
     from compile_ahead.runtime.ladder.config import Prompt
 
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    except (OSError, UnicodeDecodeError) as err:
-        raise CompileAheadError(f"--prompts {path}: cannot read it ({err})") from None
-    prompts = tuple(
-        Prompt(ids=",".join(re.split(r"[\s,]+", line.strip(", "))))
-        if IDS_LINE.match(line)
-        # A text line; a tokenizer encodes it once the model is known.
-        else Prompt(text=line)
-        for line in lines
-        if line
-    )
+    text = read_input_text(path, f"--prompts {path}", PROMPTS_MAX_BYTES)
+    prompts: list[Prompt] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if len(prompts) == MAX_BATCH:
+            raise CompileAheadError(
+                f"--prompts {path}: more than {MAX_BATCH} prompts (one per sequence, B at most "
+                f"{MAX_BATCH}); line {number} is the first beyond"
+            )
+        origin = f"--prompts {path} line {number}"
+        if IDS_LINE.match(line):
+            prompts.append(
+                Prompt(ids=",".join(re.split(r"[\s,]+", line.strip(", "))), origin=origin)
+            )
+        elif IDS_LIKE.match(line):
+            raise CompileAheadError(
+                f"{origin}: {line[:40]!r} looks like token ids but is not: ids are "
+                "non-negative integers separated by spaces or commas"
+            )
+        else:  # a text line; a tokenizer encodes it once the model is known
+            prompts.append(Prompt(text=line, origin=origin))
     if not prompts:
         raise CompileAheadError(f"--prompts {path} holds no prompt (one a line)")
-    return prompts
+    return tuple(prompts)
+
+
+def given_prompt_flags(args: argparse.Namespace) -> list[str]:
+    """The prompt flags a command line gave (PROMPT_FLAGS), in that order."""
+    values = {
+        "--prompt": getattr(args, "prompt", None),
+        "--prompt-ids": getattr(args, "prompt_ids", None) or None,
+        "--prompts": getattr(args, "prompts", None),
+        "--prompt-len": getattr(args, "prompt_len", None),
+    }
+    return [flag for flag, value in values.items() if value is not None]
+
+
+def check_one_way(args: argparse.Namespace) -> None:
+    """The sequences' prompts given one way: two prompt flags are refused, whatever B."""
+    given = given_prompt_flags(args)
+    if len(given) > 1:
+        raise CompileAheadError(
+            f"give the prompts one way, not {' and '.join(given)}: text (--prompt), token "
+            "ids (--prompt-ids, repeated for a batch), a file (--prompts) or teacher-forced "
+            "lengths (--prompt-len)"
+        )
 
 
 def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """RunConfig's batch fields from a command's flags (none for a command without --batch):
-    ``batch``, ``prompts`` (one per sequence; empty for one sequence) and ``protocol`` (the
-    one sequence's prompt, or the first of the batch's)."""
+    """RunConfig's prompt fields from a command's flags: ``batch`` (B as given, None: one
+    sequence per prompt given), ``prompts`` (one per sequence, when the flags give several)
+    and ``protocol`` (the one prompt every sequence is fed, or the batch's first).
+
+    Exactly one prompt flag, or none (the default teacher-forced prompt). One prompt with
+    --batch B feeds every one of the B sequences that prompt; several (--prompt-ids
+    repeated, --prompt-len 16,40, --prompts FILE) give one per sequence, and B must match.
+    """
     from compile_ahead.runtime.ladder.config import Prompt
 
-    if not hasattr(args, "batch"):
-        return {}
+    check_one_way(args)
+    batch = getattr(args, "batch", None)
+    if isinstance(batch, int):
+        check_batch_size(batch)
     ids = getattr(args, "prompt_ids", None) or []
     lengths = getattr(args, "prompt_len", None)
-    text = getattr(args, "prompt", None)
-    given = {
-        "--prompt-ids": [Prompt(ids=i) for i in ids] if len(ids) > 1 else None,
-        "--prompt-len": [Prompt(n) for n in lengths] if isinstance(lengths, tuple) else None,
-        "--prompts": (
-            list(read_prompts_file(args.prompts)) if getattr(args, "prompts", None) else None
-        ),
-    }
-    ways = [flag for flag, prompts in given.items() if prompts]
-    if len(ways) > 1:
-        raise CompileAheadError(f"give the batch's prompts one way, not {' and '.join(ways)}")
-    if ways:
-        prompts = tuple(given[ways[0]] or ())
-    else:  # one prompt (or none: the default length) for one sequence
-        length = lengths if isinstance(lengths, int) else None
-        single = Prompt(length, ids[0] if ids else None, text)
-        given_one = ids or text is not None or length is not None
-        prompts = (single,) if args.batch is not None and given_one else ()
-        return {"batch": args.batch, "prompts": prompts, "protocol": single}
-    return {"batch": args.batch, "prompts": prompts, "protocol": prompts[0]}
+    if len(ids) > 1:
+        prompts = tuple(Prompt(ids=i) for i in ids)
+    elif isinstance(lengths, tuple):
+        prompts = tuple(Prompt(n) for n in lengths)
+    elif getattr(args, "prompts", None) is not None:
+        prompts = read_prompts_file(args.prompts)
+    else:  # one prompt (or the default length) for every sequence
+        single = Prompt(lengths, ids[0] if ids else None, getattr(args, "prompt", None))
+        return {"batch": batch, "prompts": (), "protocol": single}
+    if isinstance(batch, int) and batch != len(prompts):
+        raise CompileAheadError(
+            f"--batch {batch} needs {batch} prompts but {len(prompts)} were given (one prompt "
+            "feeds every sequence; several give one each)"
+        )
+    check_batch_size(len(prompts), "the prompts given")
+    return {"batch": batch, "prompts": prompts, "protocol": prompts[0]}

@@ -101,8 +101,10 @@ def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.profiling.campaigns.block_dirs import blocks_folder
     from compile_ahead.profiling.campaigns.coordinator import Executor, run_campaign
     from compile_ahead.profiling.campaigns.spec import load_spec
+    from compile_ahead.profiling.campaigns.store_lock import refuse_link
     from compile_ahead.profiling.campaigns.validation.limits import CheckProgress
 
+    refuse_link(args.store)  # before the spec's checks: nothing is made beside a link
     if args.executor == "local" and args.address is not None:
         raise CompileAheadError("--address is for --executor ray")
 

@@ -20,9 +20,7 @@ from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.compile.settings.modes import GraphMode
 from compile_ahead.runtime.ladder.config import FittedRung, Prompt, RunConfig, SettledRun
 from compile_ahead.runtime.ladder.greedy import Generation, generate
-from compile_ahead.runtime.ladder.runner import run_ladder
 from compile_ahead.runtime.ladder.schedules import get_schedule
-from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 
 
@@ -95,12 +93,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"model: {source.label}")
         print(f"compiling capacity {capacity} on {options.device} ...", flush=True)
-    if settled.batch > 1:
-        return generate_batch(args, source, config, settled)
     result = generate(source, settled)
     report = generation_report(result, source.describe(), settled)
-    if args.prompt is not None:
-        report["text"] = load_tokenizer(source.model_dir, source.name).decode(result.tokens)
+    if any(
+        isinstance(p, Prompt) and p.text is not None for p in (config.protocol, *config.prompts)
+    ):
+        tokenizer = load_tokenizer(source.model_dir, source.name)
+        for seq in report["sequences"]:
+            seq["text"] = tokenizer.decode(seq["tokens"])
     if args.json:
         print(json.dumps(report))
     else:
@@ -108,34 +108,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def generate_batch(
-    args: argparse.Namespace, source: ModelSource, config: RunConfig, settled: SettledRun
-) -> int:
-    """B sequences generated together: each one's tokens (and text), then the run's summary."""
-    result = run_ladder(source, settled)
-    if result.report.interrupted:
-        raise KeyboardInterrupt
-    if result.error is not None:
-        raise result.error
-    tokenizer = None
-    if any(isinstance(p, Prompt) and p.text is not None for p in config.prompts):
-        tokenizer = load_tokenizer(source.model_dir, source.name)
-    for seq in result.sequences:
-        if tokenizer is not None:
-            seq["text"] = tokenizer.decode(seq["tokens"])
-    if args.json:
-        print(json.dumps(result.report.to_json()))
-        return 0
-    for seq in result.sequences:
-        print(f"sequence {seq['sequence']} tokens: {seq['tokens']}")
-        if "text" in seq:
-            print(f"sequence {seq['sequence']} text: {seq['text']}")
-    print(result.report.summary())
-    return 0
-
-
 def generation_report(result: Generation, model: dict, config: SettledRun) -> dict:
-    """What `generate` prints (or gives as one JSON object)."""
+    """What `generate` prints (or gives as one JSON object), the same keys at every B:
+    the run's, and each sequence's prompt length, tokens and stop in ``sequences``."""
     run, options = result.report, config.options
     return {
         **model,
@@ -145,9 +120,17 @@ def generation_report(result: Generation, model: dict, config: SettledRun) -> di
         "ov_config": options.extra_config,
         "decode_defaults": run.decode_defaults,
         "capacity": run.ladder[-1],
-        "prompt_tokens": run.prompt_len,
-        "tokens": result.tokens,
-        "stop_reason": result.stop_reason,
+        "batch": len(result.sequences),
+        "max_new_tokens": run.decode_tokens + 1,
+        "sequences": [
+            {
+                "sequence": i,
+                "prompt_tokens": seq.prompt_tokens,
+                "tokens": seq.tokens,
+                "stop_reason": seq.stop_reason,
+            }
+            for i, seq in enumerate(result.sequences)
+        ],
         "compile_s": round(run.first_token_compile_s, 3),
         "generate_s": round(run.critical_path_s - run.first_token_compile_s, 3),
         "compile_cache_dir": run.compile_cache_dir,
@@ -163,13 +146,17 @@ def generation_report(result: Generation, model: dict, config: SettledRun) -> di
 
 
 def print_generation(report: dict, result: Generation) -> None:
-    print(f"tokens: {report['tokens']}")
-    if "text" in report:
-        print(f"text: {report['text']}")
-    print(
-        f"stop: {report['stop_reason']}; compile {report['compile_s']} s, "
-        f"generate {report['generate_s']} s"
-    )
+    sequences = report["sequences"]
+    for seq in sequences:
+        # One sequence prints as it always did; a batch names each of its sequences.
+        name = f"sequence {seq['sequence']} " if len(sequences) > 1 else ""
+        print(f"{name}tokens: {seq['tokens']}")
+        if "text" in seq:
+            print(f"{name}text: {seq['text']}")
+        if len(sequences) > 1:
+            print(f"{name}stop: {seq['stop_reason']}")
+    stop = f"stop: {sequences[0]['stop_reason']}; " if len(sequences) == 1 else ""
+    print(f"{stop}compile {report['compile_s']} s, generate {report['generate_s']} s")
     graphs = "; ".join(f"{k} {o.summary()}" for k, o in result.cache.items())
     where = f" {report['compile_cache_dir']}" if report["compile_cache_dir"] else ""
     print(f"compile cache{where}: {graphs}")

@@ -302,14 +302,12 @@ def add_protocol_options(
     )
     p.add_argument(
         "--decode-tokens",
-        "--max-new-tokens",
-        dest="decode_tokens",
         type=int,
         default=None,
         metavar="T",
         help=decode_help
-        or "decode steps; greedy: tokens to generate at most, ending earlier at EOS "
-        "(default: up to the top rung's capacity)",
+        or "decode steps after the prompt; greedy: the first token comes from the prompt, "
+        "then T steps, ending earlier at EOS (default: up to the top rung's capacity)",
     )
 
 
@@ -352,6 +350,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "sequence of a batch each)",
     )
     p.add_argument("--prompt", default=None, help="greedy mode: generate from this text")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        metavar="T",
+        help="greedy: tokens to generate per sequence at most, the first included (as "
+        "transformers and LLMPipeline count them), ending earlier at EOS; instead of "
+        "--decode-tokens T-1",
+    )
     add_batch_options(p)
     add_prefill_options(p)
     p.add_argument(
@@ -360,6 +367,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default=3,
         help="decode steps recorded on each side of a boundary (default 3)",
     )
+    add_fault_options(p)
+
+
+def add_fault_options(p: argparse.ArgumentParser) -> None:
+    """Fault injection, for tests and benchmarks."""
     faults = p.add_argument_group("fault injection (tests and benchmarks)")
     faults.add_argument(
         "--inject-compile-delay",
@@ -427,23 +439,42 @@ def faults_from_args(args: argparse.Namespace) -> Faults:
     )
 
 
+def decode_steps(args: argparse.Namespace) -> int | None:
+    """The decode steps a run takes: --decode-tokens T, or --max-new-tokens T (greedy: new
+    tokens, the first included, which the prompt's last logits give: T - 1 steps)."""
+    new = getattr(args, "max_new_tokens", None)
+    if new is None:
+        return args.decode_tokens
+    if args.decode_tokens is not None:
+        raise CompileAheadError(
+            "give --decode-tokens (decode steps) or --max-new-tokens (new tokens, the first "
+            "included), not both"
+        )
+    if not any(getattr(args, name, None) for name in ("prompt", "prompt_ids", "prompts")):
+        raise CompileAheadError(
+            "--max-new-tokens counts generated tokens: it needs a greedy prompt (--prompt, "
+            "--prompt-ids or --prompts); a teacher-forced run takes --decode-tokens"
+        )
+    if new < 2:
+        raise CompileAheadError(
+            f"--max-new-tokens must be >= 2 on a ladder run (its first token and at least one "
+            f"decode step), got {new}"
+        )
+    return new - 1
+
+
 def run_config_from_args(
     args: argparse.Namespace, schedule: str | None, options: CompileOptions, **given: Any
 ) -> RunConfig:
     """The run configuration a command's flags give, checked (RunConfig.validate) before any
     model is opened. A flag the command does not have keeps the configuration's default;
     ``given`` sets fields the command's flags mean otherwise (profile-compile's prefill)."""
-    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+    from compile_ahead.runtime.ladder.config import RunConfig
 
-    prompt = Prompt(
-        args.prompt_len, getattr(args, "prompt_ids", None), getattr(args, "prompt", None)
-    )
-    batch = batch_from_args(args)  # a command with --batch: the prompt of each sequence
-    fields: dict[str, Any] = batch | dict(
+    fields: dict[str, Any] = batch_from_args(args) | dict(  # what each sequence is fed
         schedule=get_schedule(schedule) if schedule is not None else None,
         ladder=ladder_choice(args),
-        protocol=batch.get("protocol", prompt),
-        decode_tokens=args.decode_tokens,
+        decode_tokens=decode_steps(args),
         options=options,
         graph=getattr(args, "graph", None),
         placement=getattr(args, "compile_placement", None),

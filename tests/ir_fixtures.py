@@ -1,7 +1,8 @@
 """Tiny random decoders exported by optimum-intel's real exporter (optimum-cli), FP16, INT8 and
-INT4, for the IR tests. Run as a script to (re)make them outside pytest:
+INT4, for the IR tests; and Qwen2 exports at the head_dims real models use, FP16 and BF16.
+Run as a script to (re)make them outside pytest:
 
-    python tests/ir_fixtures.py OUT_DIR
+    python tests/ir_fixtures.py OUT_DIR [--head-dims]
 
 Needs the ``test`` extra (optimum-intel, nncf, openvino-tokenizers, torch, transformers<5.6).
 Each architecture gets a small byte-level BPE tokenizer so the export also carries
@@ -39,6 +40,17 @@ FORMATS = {
     "int4": ["--weight-format", "int4", "--group-size", "32", "--ratio", "1.0"],
 }
 SYMMETRIC_INT4 = {"llama"}
+# The head_dims real models use (Qwen2.5-0.5B, TinyLlama, Llama-3.2-1B: 64; Llama-3-8B,
+# Qwen2.5-7B: 128), each hidden 256 in this many query heads (half as many KV heads).
+HEAD_DIM_HEADS = {64: 4, 128: 2}
+# name -> (the checkpoint's torch dtype, optimum-cli weight options). Published checkpoints are
+# mostly bf16 and exported with --weight-format fp16 (bf16-fp16). optimum-intel 2.2 offers no
+# bf16 weight format: a bf16 checkpoint exported without one keeps its weights in bf16 (bf16).
+DTYPE_FORMATS = {
+    "fp16": ("float32", FORMATS["fp16"]),
+    "bf16-fp16": ("bfloat16", FORMATS["fp16"]),
+    "bf16": ("bfloat16", []),
+}
 CORPUS = [
     "compile ahead, not up front: the next capacity compiles while the device decodes.",
     "A static-shape device cannot grow a KV cache, so runtimes compile one graph per capacity.",
@@ -99,14 +111,33 @@ def save_checkpoint(arch: str, path: Path, seed: int) -> Path:
     return path
 
 
+def save_head_dim_checkpoint(path: Path, head_dim: int, dtype: str) -> Path:
+    """A Qwen2 of hidden 256 at ``head_dim``, saved in ``dtype`` (a torch dtype's name)."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(head_dim)
+    heads = HEAD_DIM_HEADS[head_dim]
+    shapes = SHAPES | dict(hidden_size=256, num_attention_heads=heads)
+    config = tf.Qwen2Config(**shapes | dict(num_key_value_heads=heads // 2))
+    model = tf.Qwen2ForCausalLM(config).eval().to(getattr(torch, dtype))
+    model.save_pretrained(path)
+    return path
+
+
 def export(checkpoint: Path, out: Path, fmt: str, symmetric: bool) -> Path:
-    """optimum-cli export openvino, run in this process (one import for every export)."""
+    """optimum-cli export openvino of one of FORMATS, run in this process."""
+    options = FORMATS[fmt] + (["--sym"] if fmt == "int4" and symmetric else [])
+    return export_with(checkpoint, out, options)
+
+
+def export_with(checkpoint: Path, out: Path, options: list[str]) -> Path:
+    """optimum-cli export openvino with these weight options, run in this process (one import
+    for every export)."""
     from optimum.commands.optimum_cli import main
 
     args = ["optimum-cli", "export", "openvino", "--model", str(checkpoint)]
-    args += ["--task", "text-generation-with-past", *FORMATS[fmt]]
-    if fmt == "int4" and symmetric:
-        args.append("--sym")
+    args += ["--task", "text-generation-with-past", *options]
     saved = sys.argv
     sys.argv = [*args, str(out)]
     try:
@@ -133,17 +164,17 @@ def torchvision_imports() -> bool:
     return probe.returncode == 0
 
 
-def make_all_in_subprocess(root: Path) -> dict[tuple[str, str], Path]:
-    """make_all in a fresh exporter process, with a torchvision that cannot import hidden."""
+def make_all_in_subprocess(root: Path, head_dims: bool = False) -> dict[tuple[str, str], Path]:
+    """make_all (make_head_dims if ``head_dims``) in a fresh exporter process, with a
+    torchvision that cannot import hidden."""
     env = dict(os.environ)
     if not torchvision_imports():
         hide = root / "_hide_torchvision"
         hide.mkdir(parents=True, exist_ok=True)
         (hide / "sitecustomize.py").write_text(HIDE_TORCHVISION)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hide), env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, __file__, str(root)], env=env, capture_output=True, text=True
-    )
+    argv = [sys.executable, __file__, str(root), *(["--head-dims"] if head_dims else [])]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"exporting the IR fixtures failed:\n{proc.stderr[-3000:]}")
     made = {}
@@ -169,8 +200,25 @@ def make_all(root: Path) -> dict[tuple[str, str], Path]:
     return made
 
 
+def make_head_dims(root: Path) -> dict[tuple[str, str], Path]:
+    """Every (qwen2-hd<head_dim>, DTYPE_FORMATS name) export under root; existing exports are
+    reused."""
+    made = {}
+    for head_dim in HEAD_DIM_HEADS:
+        for name, (dtype, options) in DTYPE_FORMATS.items():
+            checkpoint = root / f"qwen2-hd{head_dim}-{dtype}-hf"
+            if not (checkpoint / "config.json").exists():
+                save_head_dim_checkpoint(checkpoint, head_dim, dtype)
+            out = root / f"qwen2-hd{head_dim}-{name}"
+            if not (out / "openvino_model.xml").exists():
+                export_with(checkpoint, out, options)
+            made[(f"qwen2-hd{head_dim}", name)] = out
+    return made
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2 or sys.argv[2:] not in ([], ["--head-dims"]):
         sys.exit(__doc__)
-    for (arch, fmt), path in make_all(Path(sys.argv[1])).items():
+    make = make_head_dims if sys.argv[2:] else make_all
+    for (arch, fmt), path in make(Path(sys.argv[1])).items():
         print(f"{MADE}{arch} {fmt} {path}")

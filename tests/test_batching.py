@@ -133,9 +133,9 @@ def test_run_batch_report(tmp_path):
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--batch", "0"], "--batch must be >= 1, got 0"),
+        (["--batch", "0"], "--batch must be in 1..4096 (sequences stepped together), got 0"),
         (["--batch", "3", "--prompt-len", "4,10"], "--batch 3 needs 3 prompts but 2 were given"),
-        (["--batch", "2", "--prompt-ids", "1,2"], "--batch 2 needs 2 prompts but 1 were given"),
+        (["--batch", "3", "--prompt-ids", "1,2", "--prompt-ids", "3"], "--batch 3 needs 3 prompts"),
         (["--prompt-len", "4,300"], "--prompt-len 300 must be in 1..127"),
         (
             ["--prompt-ids", "1,2", "--prompt-ids", ",".join(["7"] * 200)],
@@ -145,7 +145,7 @@ def test_run_batch_report(tmp_path):
             ["--prompt-len", "4,10", "--prefill-chunk", "64"],
             "--prefill-chunk 64 exceeds the first rung (16)",
         ),
-        (["--batch", "4000000"], "the KV for 4000000 sequences of up to 128 tokens needs"),
+        (["--batch", "4000000"], "--batch must be in 1..4096"),
     ],
 )
 def test_bad_batch_input_is_one_line_and_writes_nothing(tmp_path, args, says):
@@ -178,7 +178,7 @@ def test_generate_batch_gives_each_prompt_its_own_tokens():
     for ids in prompts:
         proc = _generate("--prompt-ids", ids)
         assert proc.returncode == 0, proc.stderr
-        alone.append(json.loads(proc.stdout)["tokens"])
+        alone.append(json.loads(proc.stdout)["sequences"][0]["tokens"])
     proc = _generate(*[arg for ids in prompts for arg in ("--prompt-ids", ids)])
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -269,7 +269,7 @@ def _table(stdout: str) -> list[list[str]]:
     ("batch", "says"),
     [
         ("1,1", "argument --batch: each B once, got '1,1'"),
-        ("0,2", "argument --batch: each B must be >= 1, got '0,2'"),
+        ("0,2", "argument --batch: each B must be in 1..4096, got '0,2'"),
         ("2,x", "argument --batch: expected an integer or comma-separated integers"),
     ],
 )

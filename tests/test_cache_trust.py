@@ -301,7 +301,11 @@ def test_weights_changed_with_mtime_put_back_miss(ckpt, tmp_path, capsys):
     wait_until_settled(ckpt)
     changed = generate(ckpt, *cache, capsys=capsys)
     assert {g["cache"] for g in changed["compile_cache"].values()} == {"miss"}
-    assert changed["tokens"] == control["tokens"] != first["tokens"]
+    assert (
+        changed["sequences"][0]["tokens"]
+        == control["sequences"][0]["tokens"]
+        != first["sequences"][0]["tokens"]
+    )
 
 
 def negated(path: Path, tensor: str) -> bytes:
@@ -335,7 +339,11 @@ def test_a_synthetic_checkpoint_changed_in_place_misses(tmp_path, monkeypatch, c
     wait_until_settled(weights.parent)
     changed = generate("tiny", *cache, capsys=capsys)
     assert {g["cache"] for g in changed["compile_cache"].values()} == {"miss"}
-    assert changed["tokens"] == control["tokens"] != first["tokens"]
+    assert (
+        changed["sequences"][0]["tokens"]
+        == control["sequences"][0]["tokens"]
+        != first["sequences"][0]["tokens"]
+    )
 
 
 def test_generate_says_hit_miss_or_off_per_graph(ckpt, tmp_path, capsys):

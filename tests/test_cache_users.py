@@ -88,7 +88,7 @@ def test_another_users_swapped_entry_is_never_imported(
     other_user.sh(f"cd {shlex.quote(str(root))} && mkdir -m 0777 {' '.join(PREFIXES)}")
     control, _ = generate(a, ["--no-cache"], capsys)
     other, _ = generate(b, ["--no-cache"], capsys)
-    assert control["tokens"] != other["tokens"]
+    assert control["sequences"][0]["tokens"] != other["sequences"][0]["tokens"]
     cache = ["--cache-dir", str(root)]
     first, _ = generate(a, cache, capsys)
     assert states(first) == {"miss"}
@@ -107,7 +107,7 @@ def test_another_users_swapped_entry_is_never_imported(
         other_user.sh(f"cp {src} {tmp} && mv -f {tmp} {dst}", check=False)
 
     again, err = generate(a, cache, capsys)
-    assert again["tokens"] == control["tokens"]
+    assert again["sequences"][0]["tokens"] == control["sequences"][0]["tokens"]
     assert states(again) == {"hit"}  # the victim's own entry, untouched
     assert warning_lines(err) == []
     for path in victims:
@@ -135,7 +135,7 @@ def test_names_another_user_planted_in_a_shared_root_are_never_used(
     control, _ = generate(a, ["--no-cache"], capsys)
     cache = ["--cache-dir", str(root), "--cache-max-gb", "0.001"]  # entries fit, `precious` not
     report, err = generate(a, cache, capsys)
-    assert report["tokens"] == control["tokens"]
+    assert report["sequences"][0]["tokens"] == control["sequences"][0]["tokens"]
     assert states(report) == {"off"}
     why = (
         "is a symbolic link"
@@ -181,7 +181,7 @@ def test_a_cache_root_another_user_can_change_is_not_used(
 
     control, _ = generate(a, ["--no-cache"], capsys)
     report, err = generate(a, ["--cache-dir", str(root)], capsys)
-    assert report["tokens"] == control["tokens"]
+    assert report["sequences"][0]["tokens"] == control["sequences"][0]["tokens"]
     assert states(report) == {"off"}
     assert_one_line_warning(err, str(root), why, "compiling without the cache")
     assert files_under(reachable_tmp) == []
@@ -229,11 +229,14 @@ def test_an_entry_that_is_not_this_users_own_is_not_imported(
         why = "can be written by other users"
 
     again, err = generate(a, cache, capsys)
-    assert again["tokens"] == control["tokens"]
+    assert again["sequences"][0]["tokens"] == control["sequences"][0]["tokens"]
     assert states(again) == {"miss"}
     assert_one_line_warning(err, str(entry), "unusable", why)
     third, _ = generate(a, cache, capsys)
-    assert states(third) == {"hit"} and third["tokens"] == control["tokens"]
+    assert (
+        states(third) == {"hit"}
+        and third["sequences"][0]["tokens"] == control["sequences"][0]["tokens"]
+    )
 
 
 def test_an_earlier_caches_wider_modes_are_narrowed(models, tmp_path, monkeypatch, capsys):
@@ -248,7 +251,10 @@ def test_an_earlier_caches_wider_modes_are_narrowed(models, tmp_path, monkeypatc
     for path, mode in ((root, 0o775), (entry.parent, 0o775), (entry, 0o644)):
         path.chmod(mode)
     again, err = generate(a, [], capsys)
-    assert states(again) == {"hit"} and again["tokens"] == control["tokens"]
+    assert (
+        states(again) == {"hit"}
+        and again["sequences"][0]["tokens"] == control["sequences"][0]["tokens"]
+    )
     assert warning_lines(err) == []
     modes = [stat.S_IMODE(p.stat().st_mode) for p in (root, entry.parent, entry)]
     assert modes == [0o700, 0o700, 0o600]

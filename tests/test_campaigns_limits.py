@@ -12,6 +12,10 @@ import pytest
 from campaign_helpers import campaign_command, run
 from sleep_trial import campaign_toml
 
+from compile_ahead.commands.ab import check_cell
+from compile_ahead.profiling.campaigns.spec import load_spec
+from compile_ahead.runtime.ladder.batch_bound import MAX_BATCH
+
 REFUSED_WITHIN_S = 60.0  # a refusal reads the file and multiplies: seconds, even under load
 
 
@@ -78,3 +82,30 @@ def _step(line: str) -> re.Match[str]:
     found = re.fullmatch(r"campaign: ([\d,]+) of 10,000 cells checked \.\.\.", line)
     assert found, line
     return found
+
+
+def _batches(path: Path, values: str) -> Path:
+    """A sleeping schedule campaign of one ladder and these batch axis values."""
+    text = campaign_toml(0.1, cells=1, pairs=1).replace("[axes]", f"[axes]\nbatch = {values}")
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("values", "got"), [("[100000000]", 100000000), ("[4097]", 4097), ("[1, 8, 4097]", 4097)]
+)
+def test_a_batch_beyond_the_bound_is_refused_before_anything_is_written(tmp_path, values, got):
+    """As `run --batch` refuses it: not a store, a blocks folder and a block that hangs."""
+    spec = _batches(tmp_path / "b.toml", values)
+    line = _refused(tmp_path, spec)
+    assert line == (
+        f"compile-ahead: error: {spec}: axis batch must be in 1..{MAX_BATCH} (sequences stepped "
+        f"together), got {got}"
+    )
+    assert not (tmp_path / "s.sqlite").exists() and not (tmp_path / "s.sqlite.blocks").exists()
+
+
+def test_a_batch_at_the_bound_passes_the_spec_check(tmp_path: Path) -> None:
+    spec = load_spec(_batches(tmp_path / "b.toml", f"[1, {MAX_BATCH}]"), check_cell)
+    assert [c.axes["batch"] for c in spec.cells] == [1, MAX_BATCH]
+    assert ("--batch", str(MAX_BATCH)) == spec.cells[1].argv[6:8]

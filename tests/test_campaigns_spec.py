@@ -43,20 +43,21 @@ def campaign(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
          "cell model=tiny, ladder=32,33: ab compile:"),
         (lambda s: s + '\n[options]\npairs = 3\n', "options.pairs is set by the campaign"),
         (lambda s: s + '\n[options]\nno-such-flag = true\n',
-         "ab compile: unrecognized arguments: --no-such-flag"),
+         "options.no-such-flag is not a flag of `ab compile`"),
         (lambda s: s.replace('kind = "compile"', 'kind = "schedule"'),
          "ab schedule: --arms: a=current, b=current"),
         # an option is one of `ab`'s flags exactly: no abbreviation, no "=VALUE" in its name
         (lambda s: s + '\n[options]\nladde = "16,48"\n',
-         "ab compile: unrecognized arguments: --ladde=16,48"),
+         "options.ladde is not a flag of `ab compile`: keys are its flag names exactly"),
         (lambda s: s + '\n[options]\nar = "C=current,NUM_STREAMS=1"\n',
-         "ab compile: unrecognized arguments: --ar=C=current,NUM_STREAMS=1"),
+         "options.ar is not a flag of `ab compile`"),
         (lambda s: s + '\n[options]\n"ladder=16,64" = true\n',
          "options.'ladder=16,64' is not the name of an `ab` flag"),
         (lambda s: s + '\n[options]\n"--repeat" = 2\n',
          "options.'--repeat' is not the name of an `ab` flag"),
         (lambda s: s + '\n[options]\nrepeat = 2\nREPEAT = 3\n',
-         "unrecognized arguments: --REPEAT=3"),
+         "options.REPEAT is not a flag of `ab compile`: keys are its flag names as `ab` "
+         "spells them; write repeat"),
         (lambda s: s + '\n[options]\nir_dir = "x"\n', "options.ir_dir is set by the campaign"),
         (lambda s: s + '\n[options]\nbatch = 2\n', "options.batch is set by the campaign"),
         # [report] is checked as [campaign] is
@@ -120,6 +121,36 @@ def test_a_name_from_the_files_name_is_checked_and_shown_escaped(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
+    "text",
+    ["", "  \n\t\n", "# a campaign, one day\n\n# [campaign]\n"],
+    ids=["empty", "blank", "comments"],
+)
+def test_an_empty_spec_is_refused_as_empty(tmp_path: Path, text: str) -> None:
+    """Not as the first key it lacks (``campaign.kind must be one of ...``)."""
+    spec = tmp_path / "empty.toml"
+    spec.write_text(text)
+    line = _one_line_refusal(spec, tmp_path)
+    assert line == (
+        f"compile-ahead: error: {spec}: the campaign file is empty (no [campaign] table): it "
+        "needs [campaign] (kind, pairs, arms) and [axes] (model = [...])"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[axes]\nmodel = ["tiny"]\n', "no [campaign] table: it gives kind, pairs and arms"),
+        ('kind = "compile"\npairs = 2\n[axes]\nmodel = ["tiny"]\n',
+         "kind is outside any table: keys go under [campaign], [axes], [options] or [report]"),
+    ],
+)  # fmt: skip
+def test_a_spec_without_its_campaign_table_says_so(tmp_path: Path, text: str, message: str):
+    spec = tmp_path / "headless.toml"
+    spec.write_text(text)
+    assert f"{spec}: {message}" in _one_line_refusal(spec, tmp_path)
+
+
+@pytest.mark.parametrize(
     ("endpoints", "known"),
     [('["critical_path", "tok_s_128", "nope"]', "'nope' is not an endpoint of this schedule"),
      ('["compile_64"]', "'compile_64' is not an endpoint of this schedule")],
@@ -133,13 +164,14 @@ def test_report_endpoints_of_a_schedule_campaign(tmp_path: Path, endpoints: str,
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ("[0]", "axis batch takes integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8]), got 0"),
-        ('["four"]', 'axis batch takes integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8]), '
-                     'got "four"'),
-        ("[1, 1.5]", "axis batch takes integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8]), "
-                     "got 1.5"),
-        ("[true]", "axis batch takes integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8]), "
-                   "got true"),
+        ("[0]", "axis batch must be in 1..4096 (sequences stepped together), got 0"),
+        ("[-1]", "axis batch must be in 1..4096 (sequences stepped together), got -1"),
+        ('["four"]', 'axis batch takes integers in 1..4096 (sequences per trial, e.g. [1, 2, 4, '
+                     '8]), got "four"'),
+        ("[1, 1.5]", "axis batch takes integers in 1..4096 (sequences per trial, e.g. [1, 2, 4, "
+                     "8]), got 1.5"),
+        ("[true]", "axis batch takes integers in 1..4096 (sequences per trial, e.g. [1, 2, 4, "
+                   "8]), got true"),
         ("[]", "axis batch is empty: the grid has no cell"),
         ("[2, 2]", "axis batch names a value twice"),
         ("4", "axis batch must be a list of values"),

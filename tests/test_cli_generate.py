@@ -30,7 +30,7 @@ def test_generate_json_matches_reference(tiny_qwen2_dir, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["synthetic"] is False
     assert out["model"] == str(tiny_qwen2_dir)
-    assert out["tokens"] == reference_greedy(tiny_qwen2_dir, prompt, 6)[0]
+    assert out["sequences"][0]["tokens"] == reference_greedy(tiny_qwen2_dir, prompt, 6)[0]
 
 
 def test_generate_labels_synthetic_preset(capsys):
@@ -86,8 +86,8 @@ def test_generate_from_text_with_the_checkpoint_tokenizer(tiny_qwen2_dir, tmp_pa
     )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["tokens"] == reference_greedy(tiny_qwen2_dir, [5, 17, 99], 4)[0]
-    assert out["text"].split() == [f"w{t}" for t in out["tokens"]]
+    assert out["sequences"][0]["tokens"] == reference_greedy(tiny_qwen2_dir, [5, 17, 99], 4)[0]
+    assert out["sequences"][0]["text"].split() == [f"w{t}" for t in out["sequences"][0]["tokens"]]
 
 
 def _transformers_generate(model_dir, prompt: list[int], steps: int) -> list[int]:
@@ -134,4 +134,4 @@ def test_generate_stops_at_eos_where_transformers_stops(
     argv = ["generate", "--model", str(model_dir), "--prompt-ids", ids, "--stop-at-eos"]
     argv += ["--max-new-tokens", str(steps), "--inference-precision", "f32", "--json"]
     assert main([*argv, "--no-cache"]) == 0
-    assert json.loads(capsys.readouterr().out)["tokens"] == expected
+    assert json.loads(capsys.readouterr().out)["sequences"][0]["tokens"] == expected

@@ -53,7 +53,7 @@ def test_a_prefill_shape_is_honoured_for_a_short_prompt(tiny_qwen2_dir, tmp_path
     assert main(["generate", *common, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["prefill"]["path"], out["prefill"]["chosen_by"]) == ("static", "flag")
-    assert out["tokens"] == reference_greedy(tiny_qwen2_dir, PROMPT, 4)[0]
+    assert out["sequences"][0]["tokens"] == reference_greedy(tiny_qwen2_dir, PROMPT, 4)[0]
 
 
 def test_ladder_auto_below_one_rung_blames_the_model_not_the_prompt(

@@ -136,7 +136,7 @@ def test_cli_run_and_generate_match_llmpipeline(ir_exports, tmp_path, capsys):
     capsys.readouterr()
     assert main(["generate", *common, "--prompt-ids", ids, "--max-new-tokens", "20", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["tokens"] == expected[:20]
+    assert out["sequences"][0]["tokens"] == expected[:20]
     assert out["model_format"] == "openvino-ir"
 
     # A text prompt goes through the export's openvino-tokenizers IRs.
@@ -146,8 +146,8 @@ def test_cli_run_and_generate_match_llmpipeline(ir_exports, tmp_path, capsys):
     ids = Tokenizer.from_file(str(model_dir / "tokenizer.json")).encode(text).ids
     assert main(["generate", *common, "--prompt", text, "--max-new-tokens", "6", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["tokens"] == genai_greedy(model_dir, ids, 6)
-    assert isinstance(out["text"], str)
+    assert out["sequences"][0]["tokens"] == genai_greedy(model_dir, ids, 6)
+    assert isinstance(out["sequences"][0]["text"], str)
 
 
 # -- the IR stays what it is -------------------------------------------------------------------

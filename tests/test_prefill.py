@@ -361,11 +361,14 @@ def test_generate_reports_first_token(tiny_qwen2_dir, capsys):
     parts = out["startup_s"] + out["compile_s"] + out["prefill_s"]
     assert out["first_token_s"] >= parts - 2e-3  # each figure rounded to 1 ms
     assert min(out["compile_s"], out["prefill_s"]) > 0
-    assert out["tokens"] == reference_greedy(tiny_qwen2_dir, PROMPT, 5)[0]
+    assert out["sequences"][0]["tokens"] == reference_greedy(tiny_qwen2_dir, PROMPT, 5)[0]
     # Token by token on request gives the same tokens.
     assert main([*argv, "--json", "--prefill-chunk", "1"]) == 0
     by_token = json.loads(capsys.readouterr().out)
-    assert by_token["prefill"]["path"] == "decode-graph" and by_token["tokens"] == out["tokens"]
+    assert (
+        by_token["prefill"]["path"] == "decode-graph"
+        and by_token["sequences"][0]["tokens"] == out["sequences"][0]["tokens"]
+    )
 
 
 @pytest.mark.parametrize("shape", ["dynamic", "paged"])

@@ -23,8 +23,8 @@ def test_ab_schedule_at_batch_2_runs_batched_trials_end_to_end(tmp_path: Path) -
     out = tmp_path / "res"
     proc = run_cli(
         "ab", "schedule", *TINY, "--arms", "i1,i2", "--batch", "2", "--prompt-len", "20",
-        "--decode-tokens", "50", "--pairs", "1", "--warmup", "0", "--out", out, "--quiet",
-        "--no-plot",
+        "--prompt-spread", "0.25", "--decode-tokens", "50", "--pairs", "1", "--warmup", "0",
+        "--out", out, "--quiet", "--no-plot",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     exp = json.loads((out / "experiment.json").read_text())
@@ -109,8 +109,12 @@ def test_npuw_arms_are_refused_at_batch_above_1(tmp_path: Path, kind: str) -> No
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--batch", "0"], "argument --batch: must be at least 1, got 0"),
-        (["--batch", "four"], "argument --batch: expected an integer, got 'four'"),
+        (["--batch", "0"], "--batch must be in 1..4096 (sequences stepped together), got 0"),
+        (["--batch", "100000000"], "--batch must be in 1..4096"),
+        (["--batch", "four"], "argument --batch: invalid int value: 'four'"),
+        (["--batch", "2", "--prompt-spread", "1.5"], "--prompt-spread must be in [0, 1)"),
+        (["--batch", "2", "--prompt-len", "8,9", "--prompt-spread", "0.2"],
+         "--prompt-spread spreads one --prompt-len"),
         (["--batch", "3", "--prompt-len", "8,9"], "--batch 3 needs one --prompt-len per sequence"),
         (["--prompt-len", "60,90", "--decode-tokens", "50"],
          "the longest prompt 90 + --decode-tokens 50 exceeds the top rung 128"),
@@ -128,11 +132,12 @@ def test_bad_batch_arguments_are_refused_in_one_line(
 
 
 def test_ragged_prompts_spread_around_the_given_length() -> None:
-    assert ragged_lengths(64, 1) == (64,)
-    assert ragged_lengths(64, 2) == (48, 80)
-    assert ragged_lengths(64, 8) == (48, 53, 57, 62, 66, 71, 75, 80)
-    assert ragged_lengths(2, 4) == (2, 2, 2, 2)  # never below one token
-    assert sum(ragged_lengths(512, 4)) == 4 * 512
+    assert ragged_lengths(64, 1, 0.25) == (64,)
+    assert ragged_lengths(64, 2, 0.25) == (48, 80)
+    assert ragged_lengths(64, 8, 0.25) == (48, 53, 57, 62, 66, 71, 75, 80)
+    assert ragged_lengths(2, 4, 0.25) == (2, 2, 2, 2)  # never below one token
+    assert sum(ragged_lengths(512, 4, 0.25)) == 4 * 512
+    assert ragged_lengths(64, 3, 0.0) == (64, 64, 64)  # no spread: one length for all
 
 
 @pytest.mark.slow

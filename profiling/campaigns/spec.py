@@ -16,7 +16,8 @@
     batch = [1, 2, 4, 8]              # sequences per trial (schedule, baselines: --batch)
 
     [options]                         # any other `ab KIND` flag, the same in every cell,
-    prompt-len = 128                  # by its exact name (spec_text.py)
+    prompt-len = 128                  # by its exact name; a list as the flag takes one
+                                      # (spec_text.py)
 
     [report]
     endpoints = ["critical_path"]     # optional: keys of endpoints the cells measure, for the
@@ -41,9 +42,11 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.campaigns.environments import built_environment
+from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag
 from compile_ahead.profiling.campaigns.validation.arms import CampaignArm, parse_campaign_arm
 from compile_ahead.profiling.campaigns.validation.axes import (
     check_axes_for_kind,
@@ -59,8 +62,17 @@ from compile_ahead.profiling.campaigns.validation.spec_text import (
 )
 from compile_ahead.shown_text import hidden_character
 
+
 # Checks one cell's `ab KIND ...` command line as `ab` does before any work (one line if not).
-CheckCell = Callable[[list[str]], None]
+class CheckCell(Protocol):
+    """The `ab` command's checks of a campaign (commands/ab.py): a cell's command line, and
+    the long flags of `ab KIND` that an ``[options]`` key may name."""
+
+    def __call__(self, argv: list[str]) -> None: ...
+
+    def flags(self, kind: str) -> dict[str, AbFlag]: ...
+
+
 # Told (cells checked, cells) as the cells are checked (limits.CheckProgress).
 Progress = Callable[[int, int], None]
 
@@ -150,6 +162,12 @@ def _table(data: dict, name: str, path: Path) -> dict:
 
 def _check_keys(data: dict, path: Path) -> None:
     unknown = sorted(set(data) - _TABLES)
+    loose = [key for key in unknown if not isinstance(data[key], dict)]
+    if loose:
+        raise CompileAheadError(
+            f"{path}: {loose[0]} is outside any table: keys go under [campaign], [axes], "
+            "[options] or [report]"
+        )
     if unknown:
         raise CompileAheadError(
             f"{path}: unknown table [{unknown[0]}]; tables: {', '.join(sorted(_TABLES))}"
@@ -162,6 +180,18 @@ def _check_keys(data: dict, path: Path) -> None:
     unknown = sorted(set(_table(data, "axes", path)) - set(AXES))
     if unknown:
         raise CompileAheadError(f"{path}: unknown axis {unknown[0]!r}; axes: {', '.join(AXES)}")
+
+
+def _check_has_campaign(data: dict, path: Path) -> None:
+    """A file with no [campaign] table (an empty one, or only comments) is refused as that,
+    not by the first of its keys it lacks."""
+    if not data:
+        raise CompileAheadError(
+            f"{path}: the campaign file is empty (no [campaign] table): it needs [campaign] "
+            "(kind, pairs, arms) and [axes] (model = [...])"
+        )
+    if "campaign" not in data:
+        raise CompileAheadError(f"{path}: no [campaign] table: it gives kind, pairs and arms")
 
 
 def _integer(value: object, key: str, low: int, path: Path) -> int:
@@ -287,12 +317,13 @@ def load_spec(path: Path, check: CheckCell, progress: Progress | None = None) ->
     text, data = _load_toml(path)
     check_text(data, path)
     _check_keys(data, path)
+    _check_has_campaign(data, path)
     camp = _campaign(_table(data, "campaign", path), path)
     axes = _axes(_table(data, "axes", path), path)
     check_axes_for_kind(axes, camp["kind"], path)
     check_grid_size(path, math.prod(len(v) for v in axes.values()), camp["pairs"])
     options = _table(data, "options", path)
-    flags = option_flags(options, path)
+    flags = option_flags(options, camp["kind"], check.flags(camp["kind"]), path)
     compile_arms: tuple[CampaignArm, ...] = ()
     if camp["kind"] == "compile":
         compile_arms = tuple(parse_campaign_arm(a, str(path)) for a in camp["arms"])

@@ -20,7 +20,8 @@ The attention mask and the KV inputs stay behind with the IR's attention, so no 
 depends on the capacity. An IR the cut cannot take is refused in one line (before anything is
 compiled): a weight part that still reads the mask or the past (layers that use them outside
 attention), or an attention the core cannot stand for (causal flag, no mask, extra inputs, K/V
-not the layer's own cache, a scale computed in the graph).
+not the layer's own cache, a scale computed in the graph; a constant behind Converts, as an
+FP16 export keeps 1/8 in f16, is its value).
 """
 
 from __future__ import annotations
@@ -100,13 +101,30 @@ def _layer_attentions(model: ov.Model, kv: KVInputs, where: str) -> list[ov.Node
     return [found[i] for i in range(len(pairs))]
 
 
+def _folded(value: ov.Output) -> ov.Tensor | None:
+    """The tensor a Constant behind zero or more Converts holds, each Convert evaluated by
+    OpenVINO (so rounded as the graph rounds it); None for anything computed otherwise."""
+    node = value.get_node()
+    if node.get_type_name() == "Constant":
+        return node.get_tensor_view()
+    if node.get_type_name() != "Convert":
+        return None
+    source = _folded(node.input_value(0))
+    if source is None:
+        return None
+    tensor = ov.Tensor(node.get_output_element_type(0), source.get_shape())
+    return tensor if node.evaluate([tensor], [source]) else None
+
+
 def _scale(sdpa: ov.Node, head_dim: int, where: str) -> float:
+    """The attention's scale: a scalar constant, possibly stored in another type behind
+    Converts (an FP16 export keeps 1/8 in f16). SDPA's scale has its query's type, f32."""
     if sdpa.get_input_size() < 5:
         return 1.0 / float(np.sqrt(head_dim))
-    node = sdpa.input_value(4).get_node()
-    if node.get_type_name() != "Constant" or int(np.prod(node.get_output_shape(0))) != 1:
+    tensor = _folded(sdpa.input_value(4))
+    if tensor is None or tensor.get_size() != 1 or tensor.get_element_type() != ov.Type.f32:
         raise _refuse(where, "an attention scale computed in the graph")
-    return float(np.asarray(node.get_data(), np.float64).reshape(-1)[0])
+    return float(tensor.data.reshape(-1)[0])
 
 
 def _query(sdpa: ov.Node, cfg: ModelConfig, where: str) -> ov.Output:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.settings.batch_probe import check_batch_compiles
+from compile_ahead.runtime.ladder.batch_bound import check_batch_size
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol, greedy, teacher_forced
 
 if TYPE_CHECKING:
@@ -48,9 +49,9 @@ def batch_size(batch: int | None, prompts: Sequence[object]) -> int:
 def check_batch(config: RunConfig) -> None:
     """B against the prompts given and the prefill flags; one line each."""
     batch, prompts = config.batch, config.prompts
-    if batch is not None and batch < 1:
-        raise CompileAheadError(f"--batch must be >= 1, got {batch}")
-    b = batch_size(batch, prompts)
+    if batch is not None:
+        check_batch_size(batch)
+    b = check_batch_size(batch_size(batch, prompts), "the prompts given")
     if prompts and b != len(prompts):
         raise CompileAheadError(
             f"--batch {b} needs {b} prompts but {len(prompts)} were given ({WAYS_TO_GIVE_PROMPTS})"

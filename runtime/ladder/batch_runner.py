@@ -30,6 +30,7 @@ from compile_ahead.runtime.ladder.reporting.report import RunReport
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol
 
 TOKEN_LIMIT = "token limit"
+MEMORY_SAMPLES = 64  # KV memory samples while a batch's prompts are prefilled
 
 
 @dataclass
@@ -133,17 +134,25 @@ class BatchDecode:
         the store; its last logits give its first token. The graph is dropped afterwards."""
         r = self.runner
         step, keep = r._prefill_step, r.config.keep_logits
-        for s in self.sequences:
-            row = r._kv.sequence(s.index)
-            step.bind(row.arena)
-            p0 = now_ns()
-            logits = prefill_chunks(step, s.protocol.prompt, row)
-            p1 = now_ns()
-            s.prefill_ns = p1 - p0
-            r.events.prefill(r.first, len(s.protocol.prompt), p0, p1)
-            s.prefilled(logits, p1, keep)
-            if s.stop_reason is not None:
-                r.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), p1)
+        # The KV's memory is sampled as rows fill (about MEMORY_SAMPLES times) and when the
+        # prefill ends, interrupted or not, so the report counts the rows written.
+        every = max(1, len(self.sequences) // MEMORY_SAMPLES)
+        try:
+            for s in self.sequences:
+                row = r._kv.sequence(s.index)
+                step.bind(row.arena)
+                p0 = now_ns()
+                logits = prefill_chunks(step, s.protocol.prompt, row)
+                p1 = now_ns()
+                s.prefill_ns = p1 - p0
+                r.events.prefill(r.first, len(s.protocol.prompt), p0, p1)
+                s.prefilled(logits, p1, keep)
+                if s.stop_reason is not None:
+                    r.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), p1)
+                if s.index % every == 0:
+                    r._memory(p1)
+        finally:
+            r._memory(now_ns())
         r._first_token_ns = now_ns()  # decode waits for the first rung from here
         r._memory(r._first_token_ns)
         r.jobs.store_entries()  # what was compiled for the first tokens, off their path

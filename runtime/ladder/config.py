@@ -107,6 +107,8 @@ class Prompt:
     ids: str | None = None
     text: str | None = None
     stop_at_eos: bool = True
+    # Where the prompt was given ("--prompts FILE line 3"), for its refusals; not its identity.
+    origin: str | None = field(default=None, compare=False)
 
     @property
     def greedy(self) -> bool:
@@ -116,7 +118,7 @@ class Prompt:
         if self.ids is not None:
             from compile_ahead.runtime.sources.tokenizer import parse_token_ids
 
-            parse_token_ids(self.ids, vocab_size=None)  # the ids' spelling, before the model
+            parse_token_ids(self.ids, None, self.origin)  # the ids' spelling, before the model
 
     def tokens(self, source: ModelSource) -> list[int]:
         """The greedy prompt's ids, checked against the model's vocabulary."""
@@ -129,9 +131,9 @@ class Prompt:
         vocab = source.config.vocab_size
         if self.text is not None:
             tokenizer = load_tokenizer(source.model_dir, source.name)
-            return encode_prompt(tokenizer, self.text, vocab, source.name)
+            return encode_prompt(tokenizer, self.text, vocab, source.name, self.origin)
         assert self.ids is not None
-        return parse_token_ids(self.ids, vocab)
+        return parse_token_ids(self.ids, vocab, self.origin)
 
 
 def default_prompt_len(ladder: Ladder) -> int:
@@ -299,15 +301,8 @@ class RunConfig:
                 "with room to decode"
             )
         config.check_graph_mode(source)
-        config.faults.check_rungs(ladder)
         first = next(r for r in ladder.rungs if r >= prompt_len + 1)
-        if config.faults.worker_faults:
-            early = sorted(c for c in config.faults.worker_faults if c <= first)
-            if early:
-                raise CompileAheadError(
-                    f"--inject-worker-fault {early[0]}: the worker compiles only the rungs after "
-                    f"the first one used ({first}, compiled in the foreground before decoding)"
-                )
+        config._check_faults_on(ladder, first)
         prefill = choose_prefill(
             config.options.device,
             prompt_len,
@@ -326,6 +321,7 @@ class RunConfig:
         ladder, sequences = settle_sequences(self, source, DEFAULT_PROMPT_LEN, default_prompt_len)
         longest = max(sequences, key=lambda seq: len(seq.prompt))
         first = next(r for r in ladder.rungs if r >= len(longest.prompt) + 1)
+        self._check_faults_on(ladder, first)
         prefill = choose_prefill(
             self.options.device,
             len(longest.prompt),
@@ -335,6 +331,18 @@ class RunConfig:
             graph_available=self.graph != GraphMode.SPLIT,
         )
         return SettledRun.settle(self, schedule, ladder, longest, prefill, sequences)
+
+    def _check_faults_on(self, ladder: Ladder, first: int) -> None:
+        """The fault flags against the settled ladder, at any B: each names a rung of it,
+        and a worker fault only a rung the worker compiles (those after ``first``, the first
+        rung used, which compiles in the foreground)."""
+        self.faults.check_rungs(ladder)
+        early = sorted(c for c in self.faults.worker_faults if c <= first)
+        if early:
+            raise CompileAheadError(
+                f"--inject-worker-fault {early[0]}: the worker compiles only the rungs after "
+                f"the first one used ({first}, compiled in the foreground before decoding)"
+            )
 
     def check_graph_mode(self, source: ModelSource) -> None:
         """The graph mode against how the source makes its graphs: split graphs only of a

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.base.precision import STORAGE_DTYPES
 from compile_ahead.runtime.ladder.schedules import KVPolicy
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import Bindable, KVArena
@@ -237,46 +236,3 @@ def make_store(
     if policy is KVPolicy.COPY_GROW:
         return GrowingKV(cfg, rungs, precision, first, batch)
     return TopCapacityKV(cfg, rungs, precision, policy.value, batch)
-
-
-def available_memory_bytes() -> int | None:
-    """MemAvailable of the host, or None where /proc/meminfo does not say."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def check_kv_fits(
-    policy: KVPolicy,
-    cfg: ModelConfig,
-    rungs: tuple[int, ...],
-    slots: int,
-    precision: str,
-    batch: int = 1,
-) -> None:
-    """Refuse, before allocating, a run whose KV would not fit the host's available memory:
-    what the policy holds at its peak for ``slots`` tokens (copy-grow: both buffers during
-    the last copy; reserve-commit: only the pages written), for ``batch`` sequences."""
-    per_slot = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * batch
-    per_slot *= STORAGE_DTYPES[precision].itemsize
-    rung = next((r for r in rungs if r >= slots), rungs[-1])
-    if policy is KVPolicy.COPY_GROW:
-        below = [r for r in rungs if r < rung]
-        need = per_slot * (rung + (below[-1] if below else 0))
-    elif policy is KVPolicy.RESERVE_COMMIT:
-        need = per_slot * slots
-    else:
-        need = per_slot * rungs[-1]
-    available = available_memory_bytes()
-    if available is not None and need > available:
-        sequences = f"{batch} sequences of up to {slots}" if batch > 1 else f"{slots}"
-        raise CompileAheadError(
-            f"the KV for {sequences} tokens needs {need} bytes ({need / 2**30:.2f} GiB, "
-            f"{policy.value}, rung {rung}) but only {available / 2**30:.2f} GiB of memory is "
-            "available"
-        )

@@ -30,7 +30,8 @@ from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJob, CompileJobs
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.faults import FaultInjector
-from compile_ahead.runtime.ladder.kv_store import KVStore, check_kv_fits, make_store
+from compile_ahead.runtime.ladder.kv_store import KVStore, make_store
+from compile_ahead.runtime.ladder.memory_check import check_run_fits
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
 from compile_ahead.runtime.ladder.reporting.accounting import RunAccounting
 from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, FanOut, RunEvents
@@ -93,7 +94,7 @@ class LadderRunner:
         self.decode_defaults = self.builder.decode_defaults
         slots = min(prompt_len + self.protocol.decode_tokens, self.rungs[-1])
         self.batch = config.batch  # sequences stepped together (batch_runner.py: B > 1)
-        check_kv_fits(
+        check_run_fits(
             self.schedule.kv, source.config, self.rungs, slots, self.kv_precision, self.batch
         )
         self.accounting = RunAccounting(now_ns(), 0)

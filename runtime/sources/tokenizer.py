@@ -45,31 +45,37 @@ def load_tokenizer(model_dir: Path | None, model_name: str) -> TextTokenizer:
         raise CompileAheadError(f"{path}: cannot load tokenizer ({err})") from None
 
 
-def parse_token_ids(text: str, vocab_size: int | None) -> list[int]:
+def parse_token_ids(text: str, vocab_size: int | None, origin: str | None = None) -> list[int]:
     """--prompt-ids' comma-separated ids, checked against the vocabulary (None: only their
-    spelling, before the model is known)."""
+    spelling, before the model is known); ``origin`` names where they were given (a
+    --prompts line), --prompt-ids by default."""
+    what = origin or "--prompt-ids"
     try:
         ids = [int(part) for part in text.replace(" ", "").split(",") if part]
     except ValueError:
-        raise CompileAheadError(
-            f"--prompt-ids must be comma-separated integers, got {text!r}"
-        ) from None
+        raise CompileAheadError(f"{what} must be comma-separated integers, got {text!r}") from None
     if not ids:
-        raise CompileAheadError("--prompt-ids is empty")
+        raise CompileAheadError(f"{what} is empty")
     if vocab_size is not None:
-        check_token_ids(ids, vocab_size, "--prompt-ids")
+        check_token_ids(ids, vocab_size, what)
     return ids
 
 
 def encode_prompt(
-    tokenizer: TextTokenizer, text: str, vocab_size: int, model_name: str
+    tokenizer: TextTokenizer,
+    text: str,
+    vocab_size: int,
+    model_name: str,
+    origin: str | None = None,
 ) -> list[int]:
     """--prompt through the model's tokenizer (load_tokenizer), refused like --prompt-ids when
-    it encodes to nothing or to ids the model has no embedding for (another model's)."""
+    it encodes to nothing or to ids the model has no embedding for (another model's);
+    ``origin`` names where the text was given (a --prompts line), --prompt by default."""
+    what = origin or "--prompt"
     ids = [int(i) for i in tokenizer.encode(text).ids]
     if not ids:
-        raise CompileAheadError("the prompt encodes to no tokens")
-    check_token_ids(ids, vocab_size, f"--prompt (the tokenizer of {model_name})")
+        raise CompileAheadError(f"{what}: the prompt encodes to no tokens")
+    check_token_ids(ids, vocab_size, f"{what} (the tokenizer of {model_name})")
     return ids
 
 

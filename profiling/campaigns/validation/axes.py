@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.ladder.batch_bound import MAX_BATCH, check_batch_size
 
 # Axes that only schedule experiments (`ab schedule`, `ab baselines`) take.
 SCHEDULE_ONLY_AXES = ("batch",)
@@ -20,15 +21,26 @@ def _properties(value: object) -> bool:
 
 
 def _batch(value: object) -> bool:
-    # TOML's true is not a batch of one, nor 1.5 or "4" a batch at all
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    # TOML's true is not a batch of one, nor 1.5 or "4" a batch at all (range: _check_bounds)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 _CHECKS = {"ov_config": _properties, "batch": _batch}
 _WHAT = {
     "ov_config": "lists of KEY=VALUE strings",
-    "batch": "integers >= 1 (sequences per trial, e.g. [1, 2, 4, 8])",
+    "batch": f"integers in 1..{MAX_BATCH} (sequences per trial, e.g. [1, 2, 4, 8])",
 }
+
+
+def _check_bounds(axis: str, values: list, path: Path) -> None:
+    """Each batch within the bound `run` and `ab` hold every B to (batch_bound.py): one line
+    here, before the store or a block's folder exists, not a cell that runs and hangs."""
+    if axis == "batch":
+        for value in values:
+            try:
+                check_batch_size(value, f"axis {axis}")
+            except CompileAheadError as err:
+                raise CompileAheadError(f"{path}: {err}") from None
 
 
 def check_axis_values(axis: str, values: object, path: Path) -> list:
@@ -42,6 +54,7 @@ def check_axis_values(axis: str, values: object, path: Path) -> list:
     if bad is not None:  # TOML has no null: None is no value's
         what = _WHAT.get(axis, "non-empty strings")
         raise CompileAheadError(f"{path}: axis {axis} takes {what}, got {json.dumps(bad)}")
+    _check_bounds(axis, values, path)
     if len({json.dumps(v) for v in values}) != len(values):
         raise CompileAheadError(f"{path}: axis {axis} names a value twice")
     return values

@@ -72,8 +72,7 @@ def campaign_identity(
     what its arms and option files hold and run."""
     from compile_ahead.runtime.compile.settings.properties import load_properties_file
 
-    flags = {k.replace("_", "-"): v for k, v in options.items()}
-    device = str(flags.get("device", "CPU"))
+    device = str(options.get("device", "CPU"))  # keys: `ab`'s flag names (spec_text.py)
     if kind == "compile":
         per_arm = {a.name: _arm_identity(a, device) for a in compile_arms}
     else:  # schedules, all run by this interpreter's compile-ahead
@@ -81,8 +80,8 @@ def campaign_identity(
         per_arm = {name: {"openvino": build} for name in arms}
     files = {}
     for key in ("ov-config-file",):
-        if isinstance(flags.get(key), str):
-            files[flags[key]] = load_properties_file(flags[key], device, f"options.{key}")
+        if isinstance(options.get(key), str):
+            files[options[key]] = load_properties_file(options[key], device, f"options.{key}")
     identity = {"design": design, "arms": per_arm, "files": files}
     return json.loads(json.dumps(identity))  # as the store holds it: tuples are lists
 

@@ -3,20 +3,25 @@ them before anything is written).
 
 - Every key and string of the file is free of control, format and line-separator characters
   (shown_text.py): names and values reach the terminal, the store and the report's headings.
-- An `[options]` key is the name of one `ab` flag as `ab` spells it (``prompt-len`` or
-  ``prompt_len``), nothing else: no ``--``, no ``=VALUE``, no other characters. Each becomes
-  ``--NAME=VALUE``, so `ab`'s parser (which takes no abbreviation) matches the name exactly and
-  never reads a value as a flag.
+- An `[options]` key is the name of one flag of `ab KIND` exactly as `ab` spells it
+  (``prompt-len``; not ``prompt_len``, nor a prefix such as ``prompt``), read from `ab`'s own
+  parser (ab_flags.py), nothing else: no ``--``, no ``=VALUE``. Each becomes ``--NAME=VALUE``,
+  so `ab`'s parser never reads a value as a flag. A TOML list becomes one flag per item for a
+  flag that repeats (``shape``), one comma-joined value for a flag that takes a
+  comma-separated list (``prompt-len = [16, 40]`` is ``--prompt-len=16,40``), and is refused
+  for a flag that takes one value (argparse would keep the last item only).
 - `[report]` takes ``endpoints`` only, each the key of an endpoint the campaign's cells measure.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag, Takes
 from compile_ahead.shown_text import hidden_character, shown
 
 REPORT_KEYS = ("endpoints",)
@@ -51,33 +56,89 @@ def check_text(data: dict, path: Path) -> None:
             )
 
 
-def option_flags(options: dict, path: Path) -> list[str]:
-    """The `ab` flags of the `[options]` table, ``--NAME=VALUE`` (``--NAME`` for true)."""
+def option_flags(options: dict, kind: str, known: dict[str, AbFlag], path: Path) -> list[str]:
+    """The `ab KIND` flags of the `[options]` table (``known``: `ab KIND`'s long flags), each
+    value given as its flag takes it (ab_flags.py); one line naming the key otherwise."""
     flags: list[str] = []
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = {}  # what a flag sets -> the key that set it
     for key, value in options.items():
-        if not _FLAG_NAME.fullmatch(key):
+        flag = _option_flag(key, kind, known, path)
+        if flag.dest in seen:
             raise CompileAheadError(
-                f"{path}: options.{shown(key)!r} is not the name of an `ab` flag: write it as "
-                'ab spells it, without "--" or "=VALUE" (e.g. prompt-len = 128)'
+                f"{path}: options.{seen[flag.dest]} and options.{key} are one flag"
             )
-        flag = key.replace("_", "-")
-        if flag in RESERVED:
-            raise CompileAheadError(
-                f"{path}: options.{key} is set by the campaign (axes, arms, pairs, warmup, "
-                "timeout) or per block; remove it"
-            )
-        if flag in seen:
-            raise CompileAheadError(f"{path}: options.{seen[flag]} and options.{key} are one flag")
-        seen[flag] = key
-        for v in value if isinstance(value, list) else [value]:
-            if v is True:
-                flags.append(f"--{flag}")
-            elif isinstance(v, str | int | float) and v is not False:
-                flags.append(f"--{flag}={v}")
-            elif v is not False:
-                raise CompileAheadError(f"{path}: options.{key} must be a string, number or true")
+        seen[flag.dest] = key
+        flags += _flag_argv(flag, key, value, path)
     return flags
+
+
+def _option_flag(key: str, kind: str, known: dict[str, AbFlag], path: Path) -> AbFlag:
+    """The flag an `[options]` key names: exactly one of `ab KIND`'s, and not the campaign's."""
+    if not _FLAG_NAME.fullmatch(key):
+        raise CompileAheadError(
+            f"{path}: options.{shown(key)!r} is not the name of an `ab` flag: write it as "
+            'ab spells it, without "--" or "=VALUE" (e.g. prompt-len = 128)'
+        )
+    if key.lower().replace("_", "-") in RESERVED:  # however spelled: the campaign sets it
+        raise CompileAheadError(
+            f"{path}: options.{key} is set by the campaign (axes, arms, pairs, warmup, "
+            "timeout) or per block; remove it"
+        )
+    if key not in known:
+        raise CompileAheadError(
+            f"{path}: options.{key} is not a flag of `ab {kind}`: {_hint(key, known)}"
+        )
+    return known[key]
+
+
+def _hint(key: str, known: dict[str, AbFlag]) -> str:
+    """What to write instead of an `[options]` key that is no flag's name."""
+    settable = [name for name in known if name not in RESERVED]
+    spelled = key.lower().replace("_", "-")
+    if spelled in settable:
+        return f"keys are its flag names as `ab` spells them; write {spelled}"
+    close = difflib.get_close_matches(key, settable, n=1)
+    if close:
+        return f"keys are its flag names exactly; did you mean {close[0]}?"
+    return "keys are its flag names exactly (see its --help)"
+
+
+def _flag_argv(flag: AbFlag, key: str, value: object, path: Path) -> list[str]:
+    """``--NAME=VALUE`` for an `[options]` value: ``--NAME`` for a switch that is true; a list
+    one flag per item for a flag that repeats, joined by commas for a flag that takes a
+    comma-separated list, and refused for any other flag (argparse would keep its last item)."""
+    if flag.takes is Takes.NOTHING:
+        if not isinstance(value, bool):
+            raise CompileAheadError(
+                f"{path}: options.{key}: --{flag.name} is a switch: write {key} = true "
+                "(or leave it out)"
+            )
+        return [f"--{flag.name}"] if value else []
+    if not isinstance(value, list):
+        return [f"--{flag.name}={_value(value, flag, key, path)}"]
+    items = [_value(v, flag, f"{key}[{n}]", path) for n, v in enumerate(value)]
+    if flag.takes is Takes.REPEATED:
+        return [f"--{flag.name}={item}" for item in items]
+    if flag.takes is Takes.ONE:
+        raise CompileAheadError(
+            f"{path}: options.{key} is a list, but --{flag.name} takes one value: give one "
+            "(a list is for a flag that repeats, or takes a comma-separated list)"
+        )
+    if not items:
+        raise CompileAheadError(
+            f"{path}: options.{key} is an empty list: give a value or remove it"
+        )
+    return [f"--{flag.name}={','.join(items)}"]
+
+
+def _value(value: object, flag: AbFlag, where: str, path: Path) -> str:
+    """A value of a flag's `[options]` key as its command line writes it."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise CompileAheadError(
+            f"{path}: options.{where} must be a string or a number (--{flag.name} takes "
+            f"{flag.takes.value})"
+        )
+    return str(value)
 
 
 def report_table(report: dict, path: Path) -> tuple[str, ...] | None:
@@ -125,14 +186,13 @@ def measured_endpoints(
     from compile_ahead.profiling.trials.schedule_kind.experiment import schedule_endpoints
     from compile_ahead.runtime.ladder.capacities import Ladder
 
-    flags = {k.replace("_", "-"): v for k, v in options.items()}
     batch = max((b for b in batches if isinstance(b, int)), default=1)
     keys: dict[str, None] = {}
     for text in ladders:
         rungs = Ladder.parse(text).rungs
         if kind == "compile":
-            pass_profile = flags.get("pass-profile") is True
-            eps = compile_endpoints(rungs, pass_profile, flags.get("counters") is True)
+            pass_profile = options.get("pass-profile") is True  # keys: `ab`'s flag names
+            eps = compile_endpoints(rungs, pass_profile, options.get("counters") is True)
         else:
             eps = schedule_endpoints(rungs, batch)
         keys |= dict.fromkeys(e.key for e in eps)

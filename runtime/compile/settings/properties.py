@@ -55,15 +55,21 @@ def _value_text(value: object, where: str) -> str:
     raise CompileAheadError(f"{where}: expected a string or number, got {json.dumps(value)}")
 
 
+# A -load_config file is a few properties per device: a stated cap keeps a wrong path (a
+# device, a huge file) from filling memory.
+PROPERTIES_FILE_MAX_BYTES = 2**20
+
+
 def load_properties_file(path: str | Path, device: str, what: str) -> dict[str, str]:
     """The entry of ``device`` in a benchmark_app ``-load_config`` file: ``{"CPU": {"KEY":
     "VALUE"}}``. ``NPU.0`` falls back to the ``NPU`` entry; no entry for the device is an error
     (the file would silently do nothing)."""
+    from compile_ahead.output.input_files import read_input_text
+
     path = Path(path).expanduser()
+    text = read_input_text(path, f"{what} {path}", PROPERTIES_FILE_MAX_BYTES)
     try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise CompileAheadError(f"{what} {path}: {err.strerror or err}") from None
+        data = json.loads(text)
     except ValueError as err:
         raise CompileAheadError(f"{what} {path}: not JSON ({err})") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.ladder.reporting.report import RunReport
 
 MIB = 2**20
+SHOWN_SEQUENCES = 8  # the summary's per-sequence lines; beyond, one line folds the rest
 
 
 def batch_fields(
@@ -62,13 +63,16 @@ def batch_lines(extra: dict[str, Any]) -> list[str]:
         + _mib(extra.get("kv_committed_peak_bytes_per_sequence"))
         + " MiB"
     ]
-    for s in sequences:
+    shown = sequences if len(sequences) <= SHOWN_SEQUENCES else sequences[: SHOWN_SEQUENCES - 1]
+    for s in shown:
         first = s["first_token_s"]
         when = f"first token {first:.2f} s" if first is not None else "no token"
         lines.append(
             f"  sequence {s['sequence']}: prompt {s['prompt_len']}, "
             f"{s['tokens_generated']} tokens, {when}, stop: {s['stop_reason']}"
         )
+    if len(shown) < len(sequences):
+        lines.append(f"  ... {len(sequences) - len(shown)} more sequences (each in the report)")
     return lines
 
 

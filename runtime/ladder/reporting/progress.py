@@ -22,6 +22,7 @@ class ProgressBar(RunEvents):
         self._logged_ns = 0
         self._logged_rung: int | None = None
         self._done = 0
+        self._prompts = 0  # prefilled so far
         self._total = total
         self._bar = tqdm(
             total=total,
@@ -51,6 +52,21 @@ class ProgressBar(RunEvents):
         with self._lock:
             self._compile = f"C={capacity} {'ready' if ok else 'FAILED'}"
         self._refresh()
+
+    def prefill(self, capacity: int, tokens: int, begin: int, end: int) -> None:
+        """A prompt prefilled: logged at the first and then every ``log_every_s``, so a
+        batch of many prompts shows its prefill going on."""
+        self._prompts += 1
+        if not self._log or (self._prompts > 1 and end - self._logged_ns < self._log_every_ns):
+            return
+        self._logged_ns = end
+        with self._lock:
+            state = self._compile
+        print(
+            f"prefilling: {self._prompts} prompt(s) done, rung {capacity}, compile: {state}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def step(self, token_index: int, capacity: int, begin: int, end: int) -> None:
         if self._log:

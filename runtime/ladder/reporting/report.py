@@ -215,7 +215,8 @@ class RunReport:
         lines.append(
             f"KV reserved avg {_mib(self.kv_reserved_avg_bytes)} MiB "
             f"(peak {_mib(self.kv_reserved_peak_bytes)}), committed avg "
-            f"{_mib(self.kv_committed_avg_bytes)} MiB; graphs resident max "
+            f"{_mib(self.kv_committed_avg_bytes)} MiB (peak "
+            f"{_mib(self.kv_committed_peak_bytes)}); graphs resident max "
             f"{self.graphs_resident_max}; peak RSS {_mib(self.peak_rss_bytes, 0)} MiB"
         )
         lines += batch_lines(self.extra)
@@ -231,7 +232,7 @@ class RunReport:
         line = (
             f"first token {self.first_token_s:.2f} s from the command's start (startup "
             f"{self.startup_s:.2f} s, compile/import {self.first_token_compile_s:.2f} s, prefill "
-            f"{self.prefill_s:.2f} s of {self.prompt_len} tokens: {how})"
+            f"{self.prefill_s:.2f} s of {_prefilled(plan, self.prompt_len)}: {how})"
         )
         if plan.get("chunk", 1) > 1:
             when = DECODE_COMPILE_WORDS[plan.get("decode_compile", "during-prefill")]
@@ -308,3 +309,12 @@ def _boundary_line(b: BoundaryRecord) -> str:
         f"{head} compile {b.compile_s:.2f} s{how}, margin {_seconds(b.ready_margin_s)}, "
         f"wait {_seconds(b.wait_s, 3)}, migration {migration}, {b.bytes_copied} B copied"
     )
+
+
+def _prefilled(plan: dict[str, Any], prompt_len: int) -> str:
+    """What the prefill time covers: one prompt's tokens, or a batch's prompts and theirs."""
+    sequences = plan.get("sequences")
+    if not sequences:
+        return f"{prompt_len} tokens"
+    tokens = sum(s["prompt_len"] for s in sequences)
+    return f"{len(sequences)} prompts, {tokens} tokens"
