@@ -1,4 +1,8 @@
-"""`compile-ahead ab compile|schedule|baselines`: paired, counterbalanced A/B trials."""
+"""`compile-ahead ab compile|schedule|baselines`: paired, counterbalanced A/B trials.
+
+The experiments' engine and analysis (numpy among what they load) are imported by the
+functions that run them, not here: building the command-line parser must stay light.
+"""
 
 from __future__ import annotations
 
@@ -32,27 +36,19 @@ from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag, parser
 from compile_ahead.profiling.results_format.experiment import load_experiment
 from compile_ahead.profiling.results_format.records import load_records
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
-from compile_ahead.profiling.trials.compile_kind import run as compile_run
-from compile_ahead.profiling.trials.experiment import (
-    completion_status,
-    report_experiment,
-    save_experiment,
-)
-from compile_ahead.profiling.trials.kinds import KINDS
 from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.profiling.trials.runner import (
     DEFAULT_TRIAL_TIMEOUT_S,
     trial_timeout,
 )
 from compile_ahead.profiling.trials.schedule_kind import batch as schedule_batch
-from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
-from compile_ahead.profiling.trials.schedule_kind import run as schedule_run
 from compile_ahead.profiling.trials.schedule_kind.baselines import BASELINES
-from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
+from compile_ahead.profiling.trials.schedule_kind.template import TEMPLATE_KEYS
 from compile_ahead.runtime.ladder.batch_bound import check_batch_size
 from compile_ahead.runtime.ladder.capacities import Ladder
 
 if TYPE_CHECKING:
+    from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
     from compile_ahead.runtime.ladder.config import RunConfig
 
 
@@ -128,7 +124,7 @@ def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> N
         "--command",
         default=None,
         help="trial command template instead of `compile-ahead run`; placeholders "
-        + ", ".join("{" + k + "}" for k in schedule_ab.TEMPLATE_KEYS),
+        + ", ".join("{" + k + "}" for k in TEMPLATE_KEYS),
     )
     _common(s, pairs=5)
 
@@ -236,6 +232,8 @@ def _out_dir(args: argparse.Namespace, kind: str) -> Path:
 
 
 def run_compile_ab(args: argparse.Namespace) -> int:
+    from compile_ahead.profiling.trials.compile_kind import run as compile_run
+
     specs = [parse_arm(text, args.device) for text in args.arm]
     arms_plan = compile_run.with_aa(specs, args.aa)
     run = ab_options.compile_run_from_args(args)
@@ -243,12 +241,17 @@ def run_compile_ab(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    from compile_ahead.profiling.trials.compile_kind import run as compile_run
+
     cal = ab_options.calibration_from_args(args)
     run = ab_options.compile_run_from_args(args)
     return compile_run.run_calibrate(run, cal, lambda: _out_dir(args, "calibrate"))
 
 
 def run_schedule_ab(args: argparse.Namespace) -> int:
+    from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+    from compile_ahead.profiling.trials.schedule_kind import run as schedule_run
+
     schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
     out = _out_dir(args, "schedule")
     trials = _schedule_trials(args, schedules)
@@ -263,6 +266,7 @@ def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> Sc
     run` trial gets: the run configuration checked once here (not in every trial), its device
     defaults resolved here so every trial gets the same. A --command template says its own
     flags (its trials need not run this OpenVINO)."""
+    from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
     from compile_ahead.runtime.ladder.config import Prompt, RunConfig
 
     upstream = [a for a in schedules if a in BASELINES]
@@ -425,6 +429,7 @@ def _check_cell_argv(argv: list[str]) -> None:
     trial: its flags, arms and ladder, and its compile properties against the device (as
     `ab` checks them before it writes anything); CompileAheadError (one line) otherwise."""
     from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
+    from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
 
     args = _cell_parser().parse_args(argv)
     if args.ab_kind == "compile":
@@ -449,6 +454,7 @@ def check_run_available() -> None:
         from compile_ahead.commands import run
 
         run.register(ExactParser().add_subparsers())
+        run.import_runtime()
     except ImportError as err:
         raise CompileAheadError(f"the compile-ahead CLI cannot load: {err}") from err
 
@@ -460,6 +466,13 @@ def run_baselines(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     """Re-analyse a results directory (e.g. after a failed or interrupted run), or pool
     several runs of one experiment into a new one (--out)."""
+    from compile_ahead.profiling.trials.experiment import (
+        completion_status,
+        report_experiment,
+        save_experiment,
+    )
+    from compile_ahead.profiling.trials.kinds import KINDS
+
     dirs: list[Path] = args.directory
     if len(dirs) == 1 and args.out is None:
         out = dirs[0]

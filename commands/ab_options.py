@@ -1,25 +1,26 @@
 """The flags of `ab compile` and `ab calibrate`: what they compile and how each trial measures
 it, and the typed configurations built from them once (profiling/trials/compile_kind/run.py
-runs them)."""
+runs them). What the configurations are made of is imported where they are made: building the
+parser loads none of the trials' engine."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compile_ahead.commands.options import add_ladder_option, add_synthetic_dtype_option, count
-from compile_ahead.profiling.session.foreign_model import parse_shapes
-from compile_ahead.profiling.trials.arms import parse_arm
-from compile_ahead.profiling.trials.compile_kind import calibration
-from compile_ahead.profiling.trials.compile_kind.experiment import MeasureOptions, parse_ladder
-from compile_ahead.profiling.trials.compile_kind.run import Calibration, CompileOptions, CompileRun
 from compile_ahead.profiling.trials.compile_kind.trial_values import (
     DEFAULT_REPEAT,
     STATISTICS,
     TIME_STATISTIC_DEFAULT,
 )
 from compile_ahead.profiling.trials.run_options import DesignOptions
+
+if TYPE_CHECKING:
+    from compile_ahead.profiling.trials.compile_kind.experiment import MeasureOptions
+    from compile_ahead.profiling.trials.compile_kind.run import Calibration, CompileRun
 
 
 def _cpu_range(part: str, text: str) -> tuple[int, int]:
@@ -147,6 +148,8 @@ def design_from_args(args: argparse.Namespace) -> DesignOptions:
 
 
 def measure_from_args(args: argparse.Namespace) -> MeasureOptions:
+    from compile_ahead.profiling.trials.compile_kind.experiment import MeasureOptions
+
     warmup = args.compile_warmup
     if warmup is None:
         warmup = 1 if args.repeat > 1 else 0
@@ -155,6 +158,10 @@ def measure_from_args(args: argparse.Namespace) -> MeasureOptions:
 
 def compile_run_from_args(args: argparse.Namespace) -> CompileRun:
     """`ab compile`'s and `ab calibrate`'s configuration, its ladder and shapes checked here."""
+    from compile_ahead.profiling.session.foreign_model import parse_shapes
+    from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
+    from compile_ahead.profiling.trials.compile_kind.run import CompileOptions, CompileRun
+
     compile_options = CompileOptions(
         model=args.model,
         ladder=parse_ladder(args.ladder),
@@ -171,5 +178,9 @@ def compile_run_from_args(args: argparse.Namespace) -> CompileRun:
 
 def calibration_from_args(args: argparse.Namespace) -> Calibration:
     """`ab calibrate`'s own flags: the known change, then the control."""
+    from compile_ahead.profiling.trials.arms import parse_arm
+    from compile_ahead.profiling.trials.compile_kind import calibration
+    from compile_ahead.profiling.trials.compile_kind.run import Calibration
+
     delta = calibration.parse_delta(args.delta)
     return Calibration(parse_arm(args.arm, args.device), delta, args.calibration_trials, args.aa)

@@ -3,9 +3,11 @@
 Each command module of this package has ``register(subparsers)``, which adds its parser and
 sets ``func`` on it; the function returns the process exit code. The modules are imported when
 the parser is built, and each imports what its command runs only when it runs, so `--help`
-stays fast. How a command runs (signals, streams, one-line errors, the exit) is running.py's.
-This module imports nothing at its top: the console script notes the interrupt signals
-(early_signals.py) before it loads anything that takes time.
+stays fast: building the parser loads none of numpy, scipy, matplotlib, OpenVINO, torch,
+transformers or Ray (tests/test_startup_imports.py holds it). How a command runs (signals,
+streams, one-line errors, the exit) is running.py's. This module imports nothing at its top:
+the console script notes the interrupt signals (early_signals.py) before it loads anything
+that takes time.
 """
 
 from __future__ import annotations

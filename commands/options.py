@@ -1,7 +1,8 @@
 """Command-line options shared by `run`, `generate`, `profile-compile` and `ab`: one definition
 of each flag, one ladder parser, one prompt check, one graph-mode default.
 
-Importing this module must not load OpenVINO (profile-compile arms its profiling first).
+Importing this module must not load OpenVINO (profile-compile arms its profiling first), nor
+anything else heavy: the whole parser is held to that (main.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from compile_ahead.commands.batch_options import (
     prompt_lengths,
 )
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.base.precision import PRECISIONS
+from compile_ahead.runtime.base.precision_names import PRECISIONS
 from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB
 from compile_ahead.runtime.compile.settings.modes import (
     DEFAULT_COMPILE_TIMEOUT_S,

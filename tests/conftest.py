@@ -174,7 +174,7 @@ def prefilled(source, prompt: list[int], capacity: int, options=F32, chunk=1, sh
     step = compile_step(source, spec, options).step
     store = make_store(KVPolicy.SHARED_MAX, source.config, (capacity,), kv, capacity)
     store.take_into_use(step)
-    logits = prefill_chunks(step, prompt, store)
+    logits = prefill_chunks(step, prompt, store.sequence(0))
     n, arena = store.length, store.arena
     keys = np.stack([k[:, :, :n] for k in arena.keys])
     values = np.stack([v[:, :, :n] for v in arena.values])

@@ -73,7 +73,7 @@ def test_each_sequence_prefilled_on_the_paged_graph_equals_batch1_and_transforme
     assert all(s["prefill_s"] > 0 for s in prefill["sequences"])
     assert report.prefill_s == pytest.approx(sum(s["prefill_s"] for s in prefill["sequences"]))
     # No prompt step: the batch steps only decode, the first tokens came from the prompts.
-    assert report.extra["batch_steps"] == max(len(t) for t in got) - 1
+    assert report.batch is not None and report.batch.batch_steps == max(len(t) for t in got) - 1
     if schedule != "b0":  # b0 runs on the top rung only
         crossed = [(b.from_rung, b.to) for b in report.boundaries]
         assert crossed == [(48, 64), (64, 96), (96, 128)], crossed
@@ -128,7 +128,8 @@ def test_static_chunked_prefill_at_batch_3_matches_token_by_token_and_batch1(tmp
     for report in (chunked, stepped):
         lengths = [s["prompt_len"] for s in report["prefill"]["sequences"]]
         assert lengths == [5, 17, 40] and report["prefill"]["prefill_s"] > 0
-    assert chunked["batch_steps"] == 40 and stepped["batch_steps"] == 40 + 40
+    # Token by token, the 5 calls while every sequence was in its prompt are the prefill.
+    assert chunked["batch_steps"] == 40 and stepped["batch_steps"] == 40 + 40 - 5
     _check_trace(trace, [5, 17, 40], decode_steps=40)
 
 

@@ -81,7 +81,7 @@ def _check_batch(case, schedule: str, graph=None) -> None:
         crossed = [(b.from_rung, b.to) for b in result.report.boundaries]
         assert crossed == [(16, 32), (32, 64), (64, 128)], crossed
     # The EOS sequence stopped after the first boundary; nothing of it after its stop.
-    assert result.report.extra["batch"] == len(PROMPTS)
+    assert result.report.batch is not None and result.report.batch.batch == len(PROMPTS)
 
 
 @pytest.mark.parametrize("schedule", ["i2", "i3"])
@@ -207,7 +207,9 @@ def test_batch_trace_has_one_decode_track_and_each_stop(tmp_path):
         assert sorted(stops) == [f"sequence {i} stopped: token limit" for i in range(3)]
         decode_tracks = {r["track_id"] for r in rows if r["name"].startswith("decode")}
         assert len(decode_tracks) == 1
-        assert sum(r["name"].startswith("decode") for r in rows) == 10 + 20 + 1 - 1
+        # 10 + 20 calls for the longest sequence; the first 4, while every sequence was in
+        # its prompt (the shortest has 4 tokens), are the prefill.
+        assert sum(r["name"].startswith("decode") for r in rows) == 10 + 20 - 4
 
 
 def test_profile_compile_batch_profiles_batched_rungs(tmp_path):

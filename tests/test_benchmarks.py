@@ -56,6 +56,24 @@ def test_a_benchmark_result_is_strict_json_and_renders_on_the_compare_page(tmp_p
     assert f"[0].graph</td><td>{first['graph']}</td>" in html
 
 
+def test_the_startup_benchmark_times_every_arm(tmp_path) -> None:
+    """One round of each arm (fresh processes), its warm run checked warm; no time asserted."""
+    result = tmp_path / "startup.json"
+    script = ROOT / "benchmarks" / "startup" / "startup_vs_openvino.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--rounds", "1", "--json", str(result)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--help / import openvino:" in done.stdout
+    summary = json.loads(result.read_text(), parse_constant=_refuse_constant)["results"]["summary"]
+    assert set(summary) == {"import openvino", "--help", "run (warm)"}
+    assert summary["import openvino"]["wall_ratio"] == 1.0
+    assert all(arm["wall_median_s"] > 0 for arm in summary.values())
+
+
 def test_a_value_that_is_not_a_number_is_written_as_null(tmp_path) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:

@@ -1,13 +1,15 @@
-"""What a campaign trusts, through `compile-ahead campaign run|status` and `ab compile`: the
-blocks' folder beside the store is compile-ahead's own (a folder another user made, one others
-can write, or a link is refused in one line, before anything is written); a trial runs no code a
-manifest names; nothing is made or written beside a store that is refused (no lock file, no
-file changed through a link); and one coordinator runs a store file, whatever its name."""
+"""What a campaign trusts, through `compile-ahead campaign run|status|report`, `compare` and
+`ab compile`: the blocks' folder beside the store is compile-ahead's own (a folder another user
+made, one others can write, or a link is refused in one line, before anything is written); a
+trial runs no code a manifest names; nothing is made or written beside a store that is refused
+(no lock file, no file changed through a link); a store named by a symbolic link is refused by
+every command; and one coordinator runs a store file, whatever its name."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from campaign_helpers import campaign_command, connect, integrity, run, sleep_spec
+from cli import command as cli_command
 
 from compile_ahead.profiling.campaigns.block import BlockTask, run_block
 from compile_ahead.profiling.campaigns.models import model_identity
@@ -281,3 +284,84 @@ def test_one_coordinator_per_store_file_whatever_its_name(tmp_path: Path) -> Non
     # no coordinator now: the second name is still refused (SQLite's log is kept per name)
     _refused(_run(spec, tmp_path / "hl.sqlite", tmp_path), "2 names (hard links)")
     assert _count(store, "done") == 4
+
+
+# -- a store is used by its own name, never through a link ----------------------------------
+@pytest.fixture(scope="module")
+def made_store(tmp_path_factory) -> Path:
+    """A campaign store of sleeping trials, run by the public command."""
+    root = tmp_path_factory.mktemp("linked")
+    store = root / "c.sqlite"
+    assert _run(sleep_spec(root / "c.toml", 0.0), store, root).returncode == 0
+    return store
+
+
+def _entries(directory: Path) -> dict[str, tuple[int, float]]:
+    """Every name under ``directory`` (links not followed) with its size and mtime."""
+    return {
+        str(p.relative_to(directory)): (p.lstat().st_size, p.lstat().st_mtime)
+        for p in sorted(directory.rglob("*"))
+    }
+
+
+def _store_commands(spec: Path, link: Path) -> dict[str, list[str]]:
+    out = link.parent / "report"
+    return {
+        "run": campaign_command("run", str(spec), "--store", str(link), "--quiet"),
+        "status": campaign_command("status", str(link)),
+        "report": campaign_command("report", str(link), "--out", str(out), "--no-plot"),
+        "compare": cli_command("compare", str(link)),
+    }
+
+
+@pytest.mark.parametrize("command", ["run", "status", "report", "compare"])
+@pytest.mark.parametrize("target", ["store", "dangling"])
+def test_a_symlinked_store_is_refused_by_every_command(made_store, tmp_path, command, target):
+    """`--store link.sqlite` (and a store argument) naming a link, to a store or to nothing,
+    is refused in one line: no STORE.blocks beside the link, nothing written to the target."""
+    work, real = tmp_path / "work", tmp_path / "real"
+    work.mkdir()
+    real.mkdir()
+    shutil.copyfile(made_store, real / "c.sqlite")
+    spec = sleep_spec(tmp_path / "sleep.toml", seconds=0.0)
+    link = work / "link.sqlite"
+    link.symlink_to(real / ("c.sqlite" if target == "store" else "absent.sqlite"))
+    before = (_entries(work), _entries(real))
+    line = _refused(run(_store_commands(spec, link)[command], tmp_path), str(link))
+    # compare reads whatever DIR is: a link to nothing is no file to it
+    nothing = command == "compare" and target == "dangling"
+    assert ("no such file" if nothing else "symbolic link") in line, line
+    assert (_entries(work), _entries(real)) == before
+    if target == "store":
+        assert integrity(real / "c.sqlite") == "ok"
+
+
+def test_a_store_in_a_linked_directory_is_the_store_itself(made_store, tmp_path):
+    """A link among the directories above the store is followed as in any path: the store,
+    its journal and its blocks' folder are the ones in the directory it leads to."""
+    real = tmp_path / "real"
+    real.mkdir()
+    shutil.copyfile(made_store, real / "c.sqlite")
+    (tmp_path / "alias").symlink_to(real, target_is_directory=True)
+    spec = sleep_spec(tmp_path / "sleep.toml", seconds=0.0)
+    done = _run(spec, tmp_path / "alias" / "c.sqlite", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in real.iterdir()) == ["c.sqlite", "c.sqlite.blocks"]
+    status = run(campaign_command("status", "alias/c.sqlite"), tmp_path)
+    assert status.returncode == 0 and "4 done of 4" in status.stdout, status.stderr
+
+
+def test_another_users_link_to_our_store_in_a_shared_directory_is_refused(
+    made_store, tmp_path: Path, other_user, reachable_tmp: Path
+) -> None:
+    """Another user links camp.sqlite in a sticky shared directory to a store of ours: a run
+    by that name is refused, makes no blocks' folder there and leaves our store as it was."""
+    shared = _shared_dir(reachable_tmp)
+    ours = tmp_path / "ours.sqlite"
+    shutil.copyfile(made_store, ours)
+    other_user.sh(f"ln -s {ours} {shared / 'camp.sqlite'}")
+    spec = sleep_spec(tmp_path / "sleep.toml", seconds=0.0)
+    before = _entries(tmp_path)
+    _refused(_run(spec, shared / "camp.sqlite", tmp_path), "symbolic link")
+    assert [p.name for p in shared.iterdir()] == ["camp.sqlite"]
+    assert _entries(tmp_path) == before

@@ -136,3 +136,55 @@ def test_run_never_writes_its_report_or_trace_over_the_model(tiny_qwen2_dir, tmp
     cached = ["run", "--model", "model", "--ladder", "tiny", "--no-progress", "--cache-dir"]
     _refused(_cli(*cached, "cache", "--trace", str(entry), cwd=tmp_path), str(entry))
     assert entry.read_bytes() == b"compiled"
+
+
+SIDE_SUFFIXES = ["-wal", "-shm", "-journal"]
+
+
+def _report_argv(out: str) -> list[str]:
+    return ["campaign", "report", "c.sqlite", "--out", out, "--no-plot"]
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["absent", "present"])
+@pytest.mark.parametrize("suffix", SIDE_SUFFIXES)
+@pytest.mark.parametrize("command", ["compare", "campaign report"])
+def test_an_output_at_a_stores_sqlite_side_file_is_refused(
+    store, tmp_path, command, suffix, present
+):
+    """SQLite makes and deletes STORE-wal, -shm and -journal as it opens and closes the store:
+    an output there, while the store is closed (no such file) or open, is refused, and the next
+    command that opens the store finds it as it was."""
+    shutil.copyfile(store, tmp_path / "c.sqlite")
+    out = f"c.sqlite{suffix}"
+    if present:
+        (tmp_path / out).write_bytes(b"")
+    before = _digests(tmp_path)
+    argv = ["compare", "c.sqlite", "--out", out] if command == "compare" else _report_argv(out)
+    line = _refused(_cli(*argv, cwd=tmp_path), out)
+    assert "SQLite" in line and "c.sqlite" in line, line
+    assert _digests(tmp_path) == before
+    assert (tmp_path / out).exists() == present
+
+
+@pytest.mark.parametrize("suffix", SIDE_SUFFIXES)
+def test_an_output_at_a_side_file_is_refused_however_it_is_spelled(store, tmp_path, suffix):
+    """Another spelling of the name (``./``, a linked directory, an absolute path), or an
+    output directory inside that name, is the side file's name all the same."""
+    shutil.copyfile(store, tmp_path / "c.sqlite")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path, target_is_directory=True)
+    before = _digests(tmp_path)
+    for out in (f"./sub/../c.sqlite{suffix}", f"alias/c.sqlite{suffix}",
+                str(tmp_path / f"c.sqlite{suffix}")):  # fmt: skip
+        _refused(_cli("compare", "c.sqlite", "--out", out, cwd=tmp_path), out)
+    inside = f"c.sqlite{suffix}/report"
+    _refused(_cli(*_report_argv(inside), cwd=tmp_path), inside)
+    assert _digests(tmp_path) == before and not (tmp_path / f"c.sqlite{suffix}").exists()
+
+
+def test_a_name_like_the_side_file_of_another_store_is_an_output_as_any(store, tmp_path):
+    """Only the side files of a store the command reads are its inputs."""
+    shutil.copyfile(store, tmp_path / "c.sqlite")
+    done = _cli("compare", "c.sqlite", "--out", "d.sqlite-wal", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "d.sqlite-wal").read_text().startswith("<!")

@@ -290,15 +290,15 @@ def _output(cfg, rows: int, value: float) -> StepOutput:
 def test_kv_store_appends_after_its_length_and_refuses_overflow(source):
     cfg = source.config
     store = GrowingKV(cfg, (16, 32), "f32", 16)
-    store.append(_output(cfg, 4, 1.0), 3)  # only the first n rows are kept
-    store.append(_output(cfg, 1, 2.0), 1)
+    store.sequence(0).append(_output(cfg, 4, 1.0), 3)  # only the first n rows are kept
+    store.sequence(0).append(_output(cfg, 1, 2.0), 1)
     assert store.length == 4
     keys = store.arena.keys[0][0, 0, :, 0]
     assert list(keys[:5]) == [1.0, 1.0, 1.0, 2.0, 0.0]
     store.grow_to(32)
     assert store.length == 4 and list(store.arena.keys[0][0, 0, :4, 0]) == [1, 1, 1, 2]
     with pytest.raises(Exception, match="KV store full"):
-        store.append(_output(cfg, 29, 3.0), 29)
+        store.sequence(0).append(_output(cfg, 29, 3.0), 29)
     assert store.length == 4
 
 

@@ -159,3 +159,182 @@ def test_paired_statistics_of_huge_values_are_finite_or_left_out(control, treatm
         return  # left out of the report as past the float range, never a crash
     json.dumps(summary, allow_nan=False)
     assert summary["sign_flip_p"] >= summary["min_possible_p"]
+
+
+# -- every measure an endpoint reads, whatever its name ----------------------------------------
+BATCH_PAIRS = 4
+# A batch-2 run report: every field a schedule endpoint reads, the batch's fields included.
+RUN_REPORT = {
+    "model": "tiny", "synthetic": True, "device": "CPU", "ladder": [64, 128],
+    "foreground_compile_s": 9.0, "prefill_compile_s": 3.0, "first_token_s": 4.0,
+    "critical_path_s": 30.0, "decode_s": 20.0, "kv_bytes_definition": "reserved: one rung",
+    "rungs": [{"capacity": 64, "tokens": 10, "decode_s": 1.0, "tok_s": 10.0},
+              {"capacity": 128, "tokens": 10, "decode_s": 1.0, "tok_s": 9.5}],
+    "boundaries": [{"from": 64, "to": 128, "compile_s": 7.0, "decode_left_s": 9.0,
+                    "ready": True, "ready_margin_s": 2.0, "wait_s": 0.1, "migration_s": 0.01,
+                    "bytes_copied": 0}],
+    "kv_reserved_avg_bytes": 1 << 20, "kv_reserved_peak_bytes": 2 << 20,
+    "kv_committed_avg_bytes": 1 << 19, "kv_committed_peak_bytes": 1 << 20,
+    "graphs_resident_max": 2, "peak_rss_bytes": 100 << 20,
+    "batch": 2, "batch_steps": 40, "step_s_mean": 0.05, "step_s_median": 0.05,
+    "tokens_generated": 80, "tokens_per_s": 40.0,
+    "kv_reserved_avg_bytes_per_sequence": 1 << 19, "kv_reserved_peak_bytes_per_sequence": 1 << 20,
+    "kv_committed_avg_bytes_per_sequence": 1 << 18,
+    "kv_committed_peak_bytes_per_sequence": 1 << 19,
+    "sequences": [{"sequence": 0, "prompt_len": 8, "tokens_generated": 40, "stop_reason": "eos",
+                   "first_token_s": 4.0}],
+}  # fmt: skip
+# A compile trial's result with per-compile records, counters and a pass profile.
+COMPILE_RESULT = {
+    "openvino_version": "synthetic", "device": "CPU", "import_s": 0.2,
+    "rungs": [{"capacity": 16, "compile_s": 1.0, "read_s": 0.01,
+               "extension_counters": {"itt_compile_model_s": 0.9},
+               "compiles": [{"wall_s": 1.0, "cpu_s": 1.5, "instructions": 1e9, "cycles": 2e9,
+                             "peak_rss_bytes": 50 << 20, "transformations_s": 0.4,
+                             "pass_self_s": {"M": {"p": 0.1}},
+                             "extension_counters": {"itt_compile_model_s": 0.9}}]}],
+    "total_compile_s": 1.0, "total_read_s": 0.01, "total_transformations_s": 0.4,
+    "max_rss_bytes": 60 << 20, "trial_wall_s": 2.0,
+}  # fmt: skip
+
+
+def _batch_experiment(out: Path) -> Path:
+    """experiment.json + trials.jsonl of an `ab schedule --batch 2` run of BATCH_PAIRS pairs
+    (its trials' run reports as RUN_REPORT, values drawn from the trial's index)."""
+    from compile_ahead.profiling.trials.design import make_plan
+    from compile_ahead.profiling.trials.experiment import save_experiment
+    from compile_ahead.profiling.trials.runner import TrialRecord
+
+    plan = make_plan(["i1", "i2"], BATCH_PAIRS, 0)
+    records = []
+    for slot in plan.slots:
+        arm, wobble = plan.arms[slot.arm], 1.0 + 0.01 * slot.index
+        result = json.loads(json.dumps(RUN_REPORT)) | {"schedule": arm}
+        for key in ("critical_path_s", "step_s_mean", "tokens_per_s", "decode_s"):
+            result[key] *= wobble * (0.9 if arm == "i2" else 1.0)
+        records.append(
+            TrialRecord(slot.index, slot.block, slot.position, arm, False, 0, 1.0,
+                        float(slot.index), str(out / f"trial-{slot.index:03d}.json"), result)
+        )  # fmt: skip
+    arms = [{"name": a, "command": ["fake", a, "{out}"], "schedule": a} for a in plan.arms]
+    exp = {"kind": "schedule", "arms": arms, "pairs": BATCH_PAIRS, "warmup": 0,
+           "ladder": [64, 128], "model": "tiny", "prompt_len": 8, "decode_tokens": 40,
+           "batch": 2, "prompt_lens": [6, 10]}  # fmt: skip
+    out.mkdir(parents=True)
+    save_experiment(out, exp, records)
+    return out
+
+
+def _set_result_field(log: Path, line: int, key: str, value: str) -> None:
+    """Line ``line`` of a trial log with its result's ``key`` set to ``value`` (raw JSON)."""
+    lines = log.read_text().splitlines()
+    record = json.loads(lines[line - 1])
+    record["result"][key] = "@@"
+    lines[line - 1] = json.dumps(record).replace('"@@"', value)
+    log.write_text("\n".join(lines) + "\n")
+
+
+def _endpoint_counts(path: Path) -> dict[str, int]:
+    """endpoint key -> the pairs its comparison used, from a schedule report's JSON."""
+    data = strict_json(path)
+    assert isinstance(data, dict)
+    return {
+        e["key"]: e["comparisons"]["i2"]["n"]
+        for e in data["endpoints"]
+        if e["comparisons"].get("i2") is not None
+    }
+
+
+@pytest.mark.parametrize("value", ['"fast"', "[0.05, 0.06]", "true", "NaN"])
+@pytest.mark.parametrize(
+    "key", ["step_s_mean", "kv_reserved_peak_bytes_per_sequence", "graphs_resident_max"]
+)
+def test_a_batch_measure_that_is_not_a_number_is_named_and_the_report_partial(key, value, tmp_path):
+    """The batch fields name no unit suffix (step_s_mean, ..._bytes_per_sequence), nor does a
+    count: a string, list, flag or NaN there is still an invalid trial, named, left out of
+    every statistic (the step-time endpoint included, never one pair short alone)."""
+    out = _batch_experiment(tmp_path / "ab")
+    log = out / "trials.jsonl"
+    _set_result_field(log, 3, key, value)
+    done = _cli("ab", "report", str(out), "--no-plot")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    named = [line for line in done.stderr.splitlines() if f"{log}:3:" in line]
+    assert len(named) == 1 and "invalid trial" in named[0], done.stderr
+    assert f"result.{key} is not" in named[0], named[0]
+    partial = out / "schedule_ab_partial.md"
+    assert f"PARTIAL: {2 * BATCH_PAIRS - 1} of {2 * BATCH_PAIRS} trials completed" in (
+        partial.read_text()
+    )
+    counts = _endpoint_counts(out / "schedule_ab_partial.json")
+    assert {"step_time", "batch_tok_s", "critical_path"} <= set(counts), counts
+    assert set(counts.values()) == {BATCH_PAIRS - 1}, counts  # one pair out of every endpoint
+
+
+def test_a_complete_batch_experiment_is_not_partial(tmp_path):
+    """The run report's text and flags (kv_bytes_definition, a sequence's stop_reason, a
+    boundary's ready) are not measures: a valid batch experiment reports whole."""
+    out = _batch_experiment(tmp_path / "ab")
+    done = _cli("ab", "report", str(out), "--no-plot")
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    counts = _endpoint_counts(out / "schedule_ab.json")
+    assert counts["step_time"] == BATCH_PAIRS and set(counts.values()) == {BATCH_PAIRS}
+
+
+def _numeric_leaves(node: object, path: tuple = ()) -> list[tuple]:
+    """The path of every number below ``node`` (keys and list indices)."""
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _numeric_leaves(v, (*path, k))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _numeric_leaves(v, (*path, i))]
+    return [path] if isinstance(node, int | float) and not isinstance(node, bool) else []
+
+
+def _replaced(result: dict, path: tuple, value: object) -> dict:
+    copy = json.loads(json.dumps(result))
+    node = copy
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = value
+    return copy
+
+
+def _reads(endpoint, result: dict) -> object:
+    try:
+        return endpoint.get(result)
+    except (TypeError, ValueError) as err:  # a reader that fails on it reads it too
+        return err
+
+
+def _kind_endpoints():
+    from compile_ahead.profiling.trials.analysis import Endpoint
+    from compile_ahead.profiling.trials.compile_kind.experiment import compile_endpoints
+    from compile_ahead.profiling.trials.compile_kind.passes import PassKey, SelfTimes
+    from compile_ahead.profiling.trials.schedule_kind.experiment import schedule_endpoints
+
+    per_pass = SelfTimes("min").getter(PassKey("M", "p"))
+    compile_eps = compile_endpoints((16,), pass_profile=True, counters=True)
+    return [
+        ("schedule", schedule_endpoints((64, 128), batch=2), RUN_REPORT),
+        ("compile", [*compile_eps, Endpoint("p", "p", "ms", "lower", per_pass)], COMPILE_RESULT),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "endpoints", "result"), _kind_endpoints(), ids=["schedule", "compile"]
+)
+def test_every_field_an_endpoint_reads_is_a_checked_measure(kind, endpoints, result):
+    """For every endpoint of a kind: each number it reads, replaced by text, a list or a flag,
+    makes the trial invalid where it is read, so no endpoint can lose a pair without a word.
+    (An endpoint the sample result gives no value is a new one: add its field above.)"""
+    from compile_ahead.profiling.results_format.record_values import record_problem
+
+    record = {"wall_s": 1.0, "started_unix": 0.0}
+    assert record_problem(record | {"result": result}) is None
+    for endpoint in endpoints:
+        assert endpoint.get(result) is not None, f"{kind}: {endpoint.key} reads nothing here"
+        for path in _numeric_leaves(result):
+            for bad in ("x", [1.0], True):
+                changed = _replaced(result, path, bad)
+                if _reads(endpoint, changed) != endpoint.get(result):
+                    problem = record_problem(record | {"result": changed})
+                    assert problem is not None, f"{endpoint.key} reads {path} = {bad!r} unchecked"

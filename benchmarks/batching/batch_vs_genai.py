@@ -10,7 +10,7 @@ ratio is over all rounds, each order's printed beside it.
 
 - ours: the decode graph of capacity C (default 1024) at batch B, bound to a KV arena of B
   sequences; a step is one call (B tokens in) plus writing each sequence's new K/V row, the
-  way the ladder's batch runner steps (runtime/ladder/batch_runner.py);
+  way the ladder runner steps a batch (runtime/ladder/runner.py);
 - LLMPipeline: ``generate`` on B prompts of ``--prompt`` tokens ([B, T] ids and mask), fresh
   random ones each call so no prefix cache serves it; its step is the interval between two
   steps' tokens as the pipeline records it (perf_metrics raw m_durations).

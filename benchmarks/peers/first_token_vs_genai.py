@@ -102,7 +102,7 @@ class OursPrefill:
         store = make_store(KVPolicy.SHARED_MAX, self.source.config, (CAPACITY,), kv, CAPACITY)
         self.step.bind(store.arena)
         t0 = time.perf_counter()
-        prefill_chunks(self.step, prompt, store)
+        prefill_chunks(self.step, prompt, store.sequence(0))
         return time.perf_counter() - t0
 
 

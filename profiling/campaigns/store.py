@@ -25,8 +25,9 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.format_version import FORMAT_KEY, FORMAT_VERSION
+from compile_ahead.output.inputs import is_sqlite_file, sqlite_side_files
 from compile_ahead.profiling.campaigns.spec import CampaignSpec
-from compile_ahead.profiling.campaigns.store_lock import CoordinatorLock
+from compile_ahead.profiling.campaigns.store_lock import CoordinatorLock, own_name
 from compile_ahead.profiling.campaigns.validation.identity import identity_change, refusal
 from compile_ahead.profiling.results_format.campaign import CampaignMeta, read_meta
 
@@ -57,13 +58,12 @@ CREATE TABLE trials (
   UNIQUE (block_id, idx));
 """
 ENDED = ("done", "failed", "refused")
-SQLITE_HEADER = b"SQLite format 3\x00"  # how every SQLite database file starts
 
 
 def store_files(store: Path) -> list[Path]:
     """The store and the files SQLite keeps beside it (its write-ahead log, shared memory and
     rollback journal): what a command reading the store reads."""
-    return [store, *(store.with_name(store.name + s) for s in ("-wal", "-shm", "-journal"))]
+    return [store, *sqlite_side_files(store)]
 
 
 _NEW_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -91,12 +91,12 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _is_sqlite(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError:
-        return False
+def _check_unchanged(path: Path, named: os.stat_result) -> None:
+    """The file SQLite opened at ``path`` is still the one checked before it (its own name,
+    not made a link meanwhile); else one line."""
+    now = own_name(path)
+    if (now.st_dev, now.st_ino) != (named.st_dev, named.st_ino):
+        raise CompileAheadError(f"{path}: was replaced while it was opened; run again")
 
 
 def _store_error(path: Path, err: sqlite3.Error) -> CompileAheadError:
@@ -176,15 +176,16 @@ class Store:
 
     @classmethod
     def open(cls, path: Path) -> Store:
-        """The store at ``path``; any other file is refused untouched (it is checked to be a
-        store before the store's settings, WAL, are applied)."""
-        if not path.is_file():
-            raise CompileAheadError(f"{path}: no campaign store")
-        if not _is_sqlite(path):
+        """The store at ``path``, by its own name (a symbolic link is refused); any other
+        file is refused untouched (it is checked to be a store before the store's settings,
+        WAL, are applied)."""
+        named = own_name(path)
+        if not is_sqlite_file(path):
             raise CompileAheadError(f"{path}: not a campaign store (not an SQLite database)")
         conn = None
         try:
             conn = _connect(path)
+            _check_unchanged(path, named)
             schema = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if schema is not None and schema[0] == str(SCHEMA_VERSION):
                 campaign = read_meta(conn, path)  # a newer results format: refused here

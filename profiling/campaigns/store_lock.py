@@ -9,16 +9,20 @@ drops the flock when its process dies, however it dies, so a SIGKILLed coordinat
 stale lock. SQLite's own locks are POSIX record locks, which flock does not touch (on a local
 disk; flock on a network file system is not reliable).
 
-A store is used only when it is this user's own regular file that no other user can write: one
-another user owns or can change is refused, in one line, before it is locked or read. A store
-with more than one name (hard links) is refused too, once no coordinator holds it: SQLite keeps
-its write-ahead log beside the name a database is opened by, so two names of one store would
-each miss what the other's log holds.
+A store is used by its own name, never through a symbolic link (``own_name``): SQLite would
+follow the link while STORE.blocks and the lock's checks went by the link's name, and another
+user's link in a shared directory could point a campaign at any file. A store is used only
+when it is this user's own regular file that no other user can write: one another user owns
+or can change is refused, in one line, before it is locked or read. A store with more than
+one name (hard links) is refused too, once no coordinator holds it: SQLite keeps its
+write-ahead log beside the name a database is opened by, so two names of one store would each
+miss what the other's log holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import sqlite3
@@ -27,19 +31,50 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.kind import file_kind
+from compile_ahead.output.paths import node_kind
 
 HOLDER_KEY = "coordinator"
 # O_NONBLOCK and O_NOCTTY: never wait on, or take, a FIFO or terminal put where the store was.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-def _open_regular(path: Path) -> int:
-    """``path``'s file opened for its lock, or one line if it is not a regular file."""
+def _link_refused(path: Path) -> CompileAheadError:
+    return CompileAheadError(
+        f"{path}: is {node_kind(path)}; a campaign store is used by its own name, never "
+        "through a link: name the store file itself"
+    )
+
+
+def own_name(path: Path) -> os.stat_result:
+    """``path``'s own status, a symbolic link not followed; one line unless it is a regular
+    file (a link to one included: refused)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise CompileAheadError(f"{path}: no campaign store")
-        fd = os.open(path, _OPEN_FLAGS)
+        st = os.lstat(path)
     except OSError:
+        raise CompileAheadError(f"{path}: no campaign store") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise _link_refused(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise CompileAheadError(f"{path}: no campaign store")
+    return st
+
+
+def refuse_link(path: Path) -> None:
+    """One line if ``path`` is a symbolic link (a store there or not: nothing is made
+    through it)."""
+    if os.path.islink(path):
+        raise _link_refused(path)
+
+
+def _open_regular(path: Path) -> int:
+    """``path``'s file opened for its lock, or one line if it is not a regular file of that
+    name."""
+    own_name(path)
+    try:
+        fd = os.open(path, _OPEN_FLAGS | os.O_NOFOLLOW)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # made a link since it was looked at
+            raise _link_refused(path) from None
         raise CompileAheadError(f"{path}: no campaign store") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):  # replaced between the two looks

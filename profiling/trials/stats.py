@@ -11,6 +11,10 @@ Power: the noise of a comparison is the SD of its paired log-ratios log(treatmen
 its minimal detectable effect (MDE) is the smallest true ratio the paired t-test on those logs
 detects (two-sided 95%) with 80% power at the comparison's pair count, solved exactly with
 the noncentral t distribution (scipy.stats.nct) and stated as a percent change.
+
+scipy is imported inside the functions that compute with it: importing scipy.stats takes
+about 2 s, and the command-line parser and every trial's process import this module for its
+types and constants.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from compile_ahead.errors import CompileAheadError
 
@@ -42,6 +45,8 @@ MONTE_CARLO_DRAWS = 1 << 16
 
 @lru_cache(maxsize=256)
 def _t_quantile(q: float, df: int) -> float:
+    from scipy import stats as scipy_stats  # slow to import: here, not at module top
+
     return float(scipy_stats.t.ppf(q, df))
 
 
@@ -85,6 +90,8 @@ def sign_flip_p(diffs: Sequence[float], *, max_exact: int = EXACT_SIGN_FLIP_MAX_
         p = float(np.count_nonzero(sums >= observed - tol)) / float(2**n)
         return max(p, min_sign_flip_p(n))  # the observed signs and their flip always count
     # Monte Carlo estimate ((hits + 1) / (draws + 1), never zero), seeded for repeatability
+    from scipy import stats as scipy_stats  # slow to import: here, not at module top
+
     result = scipy_stats.permutation_test(
         (d,),
         np.sum,
@@ -104,6 +111,8 @@ MDE_POWER = 0.80
 def paired_t_power(noncentrality: float, n: int, alpha: float = MDE_ALPHA) -> float:
     """Power of the two-sided one-sample (paired) t-test with n pairs at the given
     noncentrality (true mean / (sd / sqrt(n)))."""
+    from scipy import stats as scipy_stats  # slow to import: here, not at module top
+
     df = n - 1
     crit = _t_quantile(1.0 - alpha / 2.0, df)
     nct = scipy_stats.nct(df, noncentrality)
@@ -161,6 +170,8 @@ def paired_t_p(diffs: np.ndarray) -> float | None:
     mean, sd = float(diffs.mean()), float(diffs.std(ddof=1))
     if sd == 0.0:
         return 1.0 if mean == 0.0 else 0.0
+    from scipy import stats as scipy_stats  # slow to import: here, not at module top
+
     t = mean / (sd / math.sqrt(n))
     return float(2.0 * scipy_stats.t.sf(abs(t), n - 1))
 

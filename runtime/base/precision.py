@@ -1,7 +1,8 @@
 """Precision options: names users type, OpenVINO element types, numpy storage dtypes.
 
-Importing this module does not load OpenVINO (the command-line parsers take PRECISIONS before
-profile-compile arms its collector); ``OV_TYPES`` loads it on first use.
+Importing this module does not load OpenVINO (profile-compile arms its collector first);
+``OV_TYPES`` loads it on first use. It loads numpy: the command-line parsers take the names
+from precision_names.py, which loads nothing.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.base.precision_names import PRECISIONS as PRECISIONS
 
 if TYPE_CHECKING:
     import openvino as ov
-
-PRECISIONS = ("f32", "f16", "bf16")
 
 
 @functools.cache

@@ -70,7 +70,7 @@ class IRStep:
             )
         if self.spec.batch > 1:
             return self._run_batch(ids, np.asarray(past_length, np.int64))
-        past = int(past_length)  # one sequence
+        past = int(np.asarray(past_length).reshape(-1)[0])  # one sequence: an int or [1]
         if self.spec.dynamic:
             return self._run_filled(ids, past, last_index)
         self._ids[0, : len(ids)] = ids

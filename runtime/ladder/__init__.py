@@ -1,3 +1,3 @@
 """The ladder runtime: capacities, schedules, KV stores, prefill, when rungs compile, the
-runner and its batch decode (batch_runner, batch_config), its faults and its configuration;
-what a run tells and reports is in ``reporting``."""
+runner of B >= 1 sequences (each one's state in ``sequence``), its faults and its
+configuration; what a run tells and reports is in ``reporting``."""

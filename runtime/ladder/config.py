@@ -407,15 +407,15 @@ class SettledRun:
     counter_every: int
     started_ns: int | None  # None: the run's own start
     device_defaults: tuple[str, ...]  # the settings the device's measured defaults chose
-    # A batch's sequences, each with its own protocol (``protocol`` is the longest one's);
-    # empty: one sequence, ``protocol``.
+    # The run's B >= 1 sequences, each with its own protocol (``protocol`` is the longest
+    # one's, whose prompt the prefill plan and the report's prompt length are of).
     sequences: tuple[RunProtocol, ...] = ()
 
     ready = True  # what a run takes (a RunConfig is not)
 
     @property
     def batch(self) -> int:
-        return max(1, len(self.sequences))
+        return len(self.sequences)
 
     @classmethod
     def settle(
@@ -446,5 +446,5 @@ class SettledRun:
             config.counter_every,
             config.started_ns,
             config.device_defaults,
-            sequences,
+            sequences or (protocol,),
         )

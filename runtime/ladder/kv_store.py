@@ -51,8 +51,13 @@ class KVStore:
         self.ladder = ladder
         self.precision = precision
         self.batch = batch
-        self.length = 0  # KV slots written (a batch: its longest sequence's); append() moves it
-        self.lengths = np.zeros(batch, np.int64)  # per sequence; append_rows() moves them
+        # KV slots written per sequence: append_rows() and a sequence's append() move them.
+        self.lengths = np.zeros(batch, np.int64)
+
+    @property
+    def length(self) -> int:
+        """The longest sequence's filled slots: what a rung must hold."""
+        return int(self.lengths.max())
 
     @property
     def arena(self) -> KVArena:
@@ -62,9 +67,7 @@ class KVStore:
         raise NotImplementedError
 
     def committed_bytes(self) -> int:
-        if self.batch > 1:
-            return self.arena.committed_bytes([int(n) for n in self.lengths])
-        return self.arena.committed_bytes(self.length)
+        return self.arena.committed_bytes([int(n) for n in self.lengths])
 
     def buffer_capacity(self, capacity: int) -> int | None:
         """Slots of the buffer a rung of ``capacity`` reads, when larger than the rung."""
@@ -73,17 +76,6 @@ class KVStore:
     def grow_to(self, capacity: int) -> Migration:
         """Make the store hold ``capacity`` slots (called at a boundary)."""
         raise NotImplementedError
-
-    def append(self, out: StepOutput, n: int) -> None:
-        """Store a step's first n new K/V rows after the filled slots."""
-        if self.length + n > self.arena.capacity:
-            raise CompileAheadError(
-                f"KV store full: {self.length} + {n} slots exceed capacity {self.arena.capacity}"
-            )
-        for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
-            self.arena.write(layer, self.length, k[:, :, :n], v[:, :, :n])
-        self.length += n
-        self.lengths[:] = self.length
 
     def append_rows(self, out: StepOutput, live: np.ndarray) -> None:
         """Store a batched step's new K/V row of each live sequence after its own filled
@@ -97,7 +89,6 @@ class KVStore:
         for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
             self.arena.write_rows(layer, rows, slots, k, v)
         self.lengths[rows] += 1
-        self.length = int(self.lengths.max())
 
     def sequence(self, index: int) -> SequenceKV:
         """Sequence ``index`` of the batch as a one-sequence store: where a batch-1 prefill
@@ -121,9 +112,9 @@ class KVStore:
 
 
 class SequenceKV:
-    """One sequence of a batch's store, as a batch-1 run's store looks to prefill: its own
-    filled length, and appending after it into its row of the live buffer (``arena``, views
-    of the store's memory: valid until the store grows). Pages are committed as its rows are
+    """One sequence of a store (B = 1 included), as a prefill graph sees it: its own filled
+    length, and appending after it into its row of the live buffer (``arena``, views of the
+    store's memory: valid until the store grows). Pages are committed as its rows are
     written, as for any store."""
 
     def __init__(self, store: KVStore, index: int):
@@ -146,7 +137,6 @@ class SequenceKV:
         for layer, (k, v) in enumerate(zip(out.new_keys, out.new_values, strict=True)):
             self.arena.write(layer, start, k[:, :, :n], v[:, :, :n])
         self.store.lengths[self.index] += n
-        self.store.length = int(self.store.lengths.max())
 
 
 class TopCapacityKV(KVStore):

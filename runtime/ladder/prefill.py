@@ -12,7 +12,7 @@ from compile_ahead.runtime.compile.settings.device_defaults import PREFILL_CHUNK
 from compile_ahead.runtime.compile.settings.modes import PrefillShape
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import Step
-from compile_ahead.runtime.ladder.kv_store import KVStore, SequenceKV
+from compile_ahead.runtime.ladder.kv_store import SequenceKV
 
 DYNAMIC_SHAPES = (PrefillShape.DYNAMIC, PrefillShape.PAGED)  # CPU paths: data-dependent shapes
 
@@ -103,10 +103,10 @@ def choose_prefill(
     return PrefillPlan(min(PREFILL_CHUNKS[kind], first_rung), kind, by)
 
 
-def prefill_chunks(step: Step, prompt: Sequence[int], store: KVStore | SequenceKV) -> np.ndarray:
+def prefill_chunks(step: Step, prompt: Sequence[int], store: SequenceKV) -> np.ndarray:
     """Run a prompt through a step graph chunk by chunk (a static graph's last chunk padded)
-    after the store's filled slots (or one sequence's of a batch), appending its K/V; returns
-    a copy of the last token's logits."""
+    after one sequence's filled slots (``store.sequence(i)``), appending its K/V; returns a
+    copy of the last token's logits."""
     chunk = step.spec.chunk
     logits = None
     for start in range(0, len(prompt), chunk):

@@ -1,12 +1,21 @@
-"""Run a protocol on the ladder under one schedule: the mechanism, with no policy of its own.
+"""Run B >= 1 sequences on the ladder under one schedule: the mechanism, with no policy of its
+own. B = 1 is a batch of one, stepped as any batch is.
 
 The schedule's rung policy (rung_policy.py) decides when rungs are compiled; the KV store
 (kv_store.py) owns memory, the filled length and which buffer a rung reads; the runner steps
 the active rung, crosses boundaries, and tells observers (accounting, trace, progress) what
 happened. Where and how each rung is compiled is the compile layer's (compile/rung_builder.py).
-A boundary is where the context no longer fits the active rung: the policy hands
-over the next rung (waiting only if its compile is late), the store grows, and the retired
-rung is released where the schedule says so.
+A boundary is where the longest live sequence's next slot no longer fits the active rung: the
+policy hands over the next rung (waiting only if its compile is late), the store grows, and the
+retired rung is released where the schedule says so.
+
+Prefill follows the run's plan: with a prefill graph, each sequence's prompt runs on that
+batch-1 graph in turn, its K/V written into its own row of the store, its last logits giving
+its first token; token by token (chunk 1), steps feed every sequence in its prompt its next
+prompt token, through the first rung's decode graph. Either way ragged prompts need no
+padding. Steps while every live sequence is still in its prompt are the prefill; from the first
+step that gives a sequence a token on, steps are decode steps. Each sequence stops on its own
+(sequence.py); the run ends when every sequence has stopped.
 """
 
 from __future__ import annotations
@@ -24,8 +33,6 @@ from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile, GraphMode
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.graphs.step import StepOutput
-from compile_ahead.runtime.ladder.batch_runner import BatchDecode
 from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJob, CompileJobs
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
@@ -34,27 +41,31 @@ from compile_ahead.runtime.ladder.kv_store import KVStore, make_store
 from compile_ahead.runtime.ladder.memory_check import check_run_fits
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
 from compile_ahead.runtime.ladder.reporting.accounting import RunAccounting
+from compile_ahead.runtime.ladder.reporting.batch import BatchStats, SequenceReport
 from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, FanOut, RunEvents
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord, RunReport
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
 from compile_ahead.runtime.ladder.schedules import CompileTiming
+from compile_ahead.runtime.ladder.sequence import TOKEN_LIMIT, SequenceState
 from compile_ahead.runtime.sources.base import ModelSource
+
+MEMORY_SAMPLES = 64  # KV memory samples while a batch's prompts are prefilled
 
 
 @dataclass
 class RunResult:
     report: RunReport
-    predicted: list[int]  # top-1 after each decode step
-    logits: list[np.ndarray]  # every step's logits when keep_logits, else empty
+    predicted: list[int]  # the first sequence's top-1 after each of its decode steps
+    logits: list[np.ndarray]  # those steps' logits when keep_logits, else empty
     error: BaseException | None = None
     step_ns: list[int] = field(default_factory=list)  # wall time of decode step i
     step_context: list[int] = field(default_factory=list)  # KV slots filled before step i
-    # The prompt's last logits' top-1: greedy generation's first token (None: not reached).
+    # The first sequence's prompt's last logits' top-1: its first token (None: not reached).
     first_token: int | None = None
     first_logits: np.ndarray | None = None  # the prompt's last logits, when keep_logits
     jobs: list[CompileJob] = field(default_factory=list)  # every compile that finished
-    # A batch (batch_runner.py): each sequence's report entry (its tokens, stop reason, ...)
-    # and, when keep_logits, the logits of each of its tokens.
+    # Every sequence's report entry (its tokens, stop reason, ...) and, when keep_logits, the
+    # logits of each of its tokens.
     sequences: list[dict[str, Any]] = field(default_factory=list)
     sequence_logits: list[list[np.ndarray]] = field(default_factory=list)
 
@@ -93,7 +104,7 @@ class LadderRunner:
         # The device's compile defaults the decode graphs get (probed once), for the reports.
         self.decode_defaults = self.builder.decode_defaults
         slots = min(prompt_len + self.protocol.decode_tokens, self.rungs[-1])
-        self.batch = config.batch  # sequences stepped together (batch_runner.py: B > 1)
+        self.batch = config.batch  # sequences stepped together
         check_run_fits(
             self.schedule.kv, source.config, self.rungs, slots, self.kv_precision, self.batch
         )
@@ -114,10 +125,6 @@ class LadderRunner:
         self.policy: RungPolicy = make_policy(self.schedule, self.jobs, self.rungs)
         self.boundaries: list[BoundaryRecord] = []
         self.window: list[dict] = []
-        self.predicted: list[int] = []
-        self.kept: list[np.ndarray] = []
-        self.first_token: int | None = None
-        self.first_logits: np.ndarray | None = None
         # The rungs compiled while the prompt is prefilled (a prefill graph's runs only).
         self._first_rungs: Future[None] | None = None
         self._prefill_step: Any = None  # the prefill graph's step while the prompt runs
@@ -125,8 +132,7 @@ class LadderRunner:
         self._first_token_compile_ns = 0  # foreground compile before the first token
         self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
         self._store_wait_ns = 0  # after the protocol, waiting for cache entries to be written
-        # B > 1 sequences: their prefill and decode (batch_runner.py)
-        self.batch_decode = BatchDecode(self) if self.batch > 1 else None
+        self.sequences = [SequenceState(i, p) for i, p in enumerate(config.sequences)]
 
     # -- the run -----------------------------------------------------------------------
     def run(self, keep_held: bool = False) -> RunResult:
@@ -158,53 +164,63 @@ class LadderRunner:
                 if not keep_held:
                     unhold()
         acct = self.accounting
-        sequences, sequence_logits = self.batch_decode.results() if self.batch_decode else ([], [])
+        first = self.sequences[0]
+        kept = first.logits if self.config.keep_logits else []
         return RunResult(
             report,
-            self.predicted,
-            self.kept,
+            first.tokens[1:],
+            kept[1:],
             error,
             acct.step_ns,
             acct.step_context,
-            self.first_token,
-            self.first_logits,
+            first.tokens[0] if first.tokens else None,
+            kept[0] if kept else None,
             list(self.jobs.finished),
-            sequences,
-            sequence_logits,
+            [s.to_json(0) for s in self.sequences],
+            [s.logits for s in self.sequences],
         )
 
     def _generate(self) -> str:
-        """Prefill, then decode; why the run ended."""
-        if self.batch_decode is not None:
-            return self.batch_decode.generate()
-        proto = self.protocol
-        # No name here holds a rung, so a schedule that releases retired rungs frees the
-        # first one's graph at its boundary, not when the run ends.
-        logits = self._prefill(self._before_decoding())
-        last = self.first_token = int(np.argmax(logits))
-        if self.config.keep_logits:
-            self.first_logits = logits
-        if proto.ends(last):  # the prompt's own token ends greedy generation
-            return "eos"
-        if proto.decode_tokens > 0:
-            return self._decode(self._take_first_rung(), last)
-        return "completed"
+        """Every sequence from its prompt to its stop; why the run ended. No name here holds
+        a rung, so a schedule that releases retired rungs frees the first one's graph at its
+        boundary, not when the run ends."""
+        self._prefill(self._before_decoding())
+        if self._live().any():
+            self._decode(self._take_first_rung())
+        return self._run_stop()
 
-    def _decode(self, active: CompiledRung, last: int) -> str:
-        """The protocol's decode steps from the first rung on; why they ended."""
-        proto = self.protocol
+    def _prefill(self, active: CompiledRung | None) -> None:
+        """Every prompt: on the prefill graph (``active`` None: _before_decoding compiled
+        one), else token by token through the first rung's decode graph, ``active``."""
+        if active is None:
+            self._prefill_each()
+        else:
+            self._prefill_steps(active)
+
+    def _decode(self, active: CompiledRung) -> None:
+        """Steps until every sequence has stopped, crossing boundaries as the longest live
+        sequence needs them."""
         self.policy.rung_taken(self.first, self._kv.length)
-        for i in range(proto.decode_tokens):
-            need = self._rung_for(self._kv.length + 1)
+        step = 0
+        while (live := self._live()).any():
+            need = self._rung_for(int(self._kv.lengths[live].max()) + 1)
             if need < 0:
-                return self._top_reached()
-            if need != active.capacity:
-                active = self._switch(active, need, i)
+                self._stop_longest()
+                continue
+            if need > active.capacity:
+                active = self._switch(active, need, step)
             with deferred():  # a step whole: an interrupt ends the run after it
-                out = self._step(active, i, proto.next_input(i, last))
-            last = int(np.argmax(out.logits))
-            if proto.ends(last):
-                return "eos"
+                self._step(active, step, live)
+            step += 1
+
+    def _run_stop(self) -> str:
+        """Why the run ended: the sequences' reason when they share one (a token limit is the
+        protocol completed), else completed."""
+        reasons = {s.stop_reason for s in self.sequences}
+        if len(reasons) == 1:
+            (reason,) = reasons
+            if reason is not None and reason != TOKEN_LIMIT:
+                return reason
         return "completed"
 
     # -- pieces of the run ---------------------------------------------------------------
@@ -259,8 +275,6 @@ class LadderRunner:
                 self._prefill_step = self.jobs.compile(
                     self.first, False, 0, self.prefill_plan.chunk
                 ).step
-                if self.batch == 1:  # a batch binds it to each sequence's row in turn
-                    self.store.take_into_use(self._prefill_step)
                 if self.decode_compile == DecodeCompile.DURING_PREFILL:
                     self._compile_first_rungs()
                 return None
@@ -280,24 +294,67 @@ class LadderRunner:
             lambda: self.policy.before_decoding(self.first, background=True), "first-rungs"
         )
 
-    def _prefill(self, active: CompiledRung | None) -> np.ndarray:
-        """The prompt, in chunks on the prefill graph (dropped afterwards) while the first
-        rung compiles, or token by token on the first rung's decode graph; returns the
-        prompt's last logits."""
-        prompt = self.protocol.prompt
-        assert self.store is not None
-        step = active.step if active is not None else self._prefill_step
+    def _prefill_steps(self, active: CompiledRung) -> None:
+        """Token by token through the first rung's decode graph: the steps while every live
+        sequence is in its prompt (a prompt ending sooner than another's goes on in the decode
+        steps)."""
         p0 = now_ns()
-        logits = prefill_chunks(step, prompt, self.store)
+        tokens = 0
+        while (live := self._live()).any() and all(s.in_prompt for s in self._live_ones(live)):
+            self._feed(active, live)
+            tokens += 1
         p1 = self._first_token_ns = now_ns()
-        self.events.prefill(self.first, len(prompt), p0, p1)
-        self.jobs.store_entries()  # what was compiled for the first token, off its path
-        if active is None:
-            self.jobs.release(self.first, self.prefill_plan.chunk)
-            self._prefill_step = None
-        else:
+        self.events.prefill(self.first, tokens, p0, p1)
+        for s in self.sequences:  # a prompt's own token may end a sequence
+            self._stopped(s, p1)
+        self.jobs.store_entries()  # what was compiled for the first tokens, off their path
+        self._memory(p1)
+
+    def _prefill_each(self) -> None:
+        """Each sequence's prompt on the batch-1 prefill graph in turn, into its own row of
+        the store; its last logits give its first token. The graph is dropped afterwards.
+        The KV's memory is sampled as rows fill (about MEMORY_SAMPLES times) and when the
+        prefill ends, interrupted or not, so the report counts the rows written."""
+        step, keep = self._prefill_step, self.config.keep_logits
+        every = max(1, self.batch // MEMORY_SAMPLES)
+        try:
+            for s in self.sequences:
+                row = self._kv.sequence(s.index)
+                step.bind(row.arena)
+                p0 = now_ns()
+                logits = prefill_chunks(step, s.protocol.prompt, row)
+                p1 = now_ns()
+                s.prefill_ns = p1 - p0
+                self.events.prefill(self.first, len(s.protocol.prompt), p0, p1)
+                s.prefilled(logits, p1, keep)
+                self._stopped(s, p1)
+                if s.index % every == 0:
+                    self._memory(p1)
+        finally:
             self._memory(now_ns())
-        return logits
+        self._first_token_ns = now_ns()  # decode waits for the first rung from here
+        self.jobs.store_entries()  # what was compiled for the first tokens, off their path
+        self.jobs.release(self.first, self.prefill_plan.chunk)
+        self._prefill_step = None
+
+    def _live(self) -> np.ndarray:
+        return np.array([s.live for s in self.sequences])
+
+    def _live_ones(self, live: np.ndarray) -> list[SequenceState]:
+        return [s for s in self.sequences if live[s.index]]
+
+    def _stopped(self, s: SequenceState, ts: int) -> None:
+        if s.stop_reason is not None:
+            self.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), ts)
+
+    def _stop_longest(self) -> None:
+        """The top rung cannot hold the next slot of the longest live sequences: they stop."""
+        lengths = self._kv.lengths
+        top = int(lengths[self._live()].max())
+        for s in self.sequences:
+            if s.live and lengths[s.index] == top:
+                s.stop_reason = self._top_reached()
+                self._stopped(s, now_ns())
 
     def _take_first_rung(self) -> CompiledRung:
         """The first rung, taken into use: the one prefill ran on, or after a prefill graph,
@@ -321,23 +378,46 @@ class LadderRunner:
         self._memory(now_ns())
         return active
 
-    def _step(self, active: CompiledRung, i: int, token: int) -> StepOutput:
-        t = self._kv.length
+    def _feed(
+        self, active: CompiledRung, live: np.ndarray, decode: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """One call of the active rung: each live sequence fed its next token (a prompt
+        token, or its last generated or forced one) after its own filled slots, and given
+        its row of the logits; a decode step takes --step-delay's emulated device time too.
+        Returns the filled lengths before the call, its logits (a row per sequence), and
+        when it began and ended; the caller tells who stopped, after its own events."""
+        store = self._kv
+        ids = np.array([s.next_input() if s.live else 0 for s in self.sequences], np.int64)
+        before = store.lengths.copy()
         a = now_ns()
-        out = active.step.run(np.asarray([token], np.int64), t)
-        self.faults.after_step()
-        self._kv.append(out, 1)
+        out = active.step.run(ids, np.where(live, before, 0))
+        if decode:
+            self.faults.after_step()
+        store.append_rows(out, live)
         b = now_ns()
-        self.predicted.append(int(np.argmax(out.logits)))
-        if self.config.keep_logits:
-            self.kept.append(out.logits.copy())
-        if self._record_window(t):
-            self.window.append(self._window_entry(i, t, active.capacity, out.logits))
+        logits = out.logits.reshape(self.batch, -1)  # a row per sequence, B = 1 included
+        for s in self._live_ones(live):
+            if s.in_prompt:
+                s.prefill_ns += b - a
+            s.take(logits[s.index], b, self.config.keep_logits)
+        return before, logits, a, b
+
+    def _step(self, active: CompiledRung, i: int, live: np.ndarray) -> None:
+        """Decode step ``i``: a call of the active rung, its boundary-window entries, its
+        memory and counter samples."""
+        before, logits, a, b = self._feed(active, live, decode=True)
+        for s in self._live_ones(live):
+            t = int(before[s.index])
+            if s.fed > len(s.protocol.prompt) and self._record_window(t):
+                entry = self._window_entry(i, t, active.capacity, logits[s.index])
+                # A batch-1 report's entries are the format they always were.
+                self.window.append({"sequence": s.index, **entry} if self.batch > 1 else entry)
         self._memory(b)
         self.events.step(i, active.capacity, a, b)
+        for s in self._live_ones(live):
+            self._stopped(s, b)
         if (i + 1) % self.config.counter_every == 0:
             self._sample_counters(b, active.capacity)
-        return out
 
     def _switch(self, active: CompiledRung, capacity: int, step_index: int) -> CompiledRung:
         """Cross a boundary; its record is kept also when it fails."""
@@ -387,9 +467,9 @@ class LadderRunner:
 
     # -- helpers -----------------------------------------------------------------------
     def _on_compiled(self, step: Any) -> None:
-        """A graph compiled: bound to a shared KV buffer now, off the critical path, when it
-        takes the store's batch (a batch's prefill graph takes one sequence's row)."""
-        if self.store is not None and step.spec.batch == self.batch:
+        """A decode graph compiled: bound to a shared KV buffer now, off the critical path
+        (the prefill graph is bound to each sequence's row in turn)."""
+        if self.store is not None and step.spec.chunk == 1:
             self.store.on_compiled(step)
 
     def _top_reached(self) -> str:
@@ -445,14 +525,39 @@ class LadderRunner:
         )
 
     def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
-        if self.batch_decode is None:
-            return self._ladder_report(start, end, stop, error)
-        self._first_token_ns = self.batch_decode.first_token_ns()  # the batch's first
-        report = self._ladder_report(start, end, stop, error)
         started = self.config.started_ns
         command = min(started, start) if started is not None else start
-        self.batch_decode.amend(report, command, self.accounting.step_ns)
+        first = [s.first_token_ns for s in self.sequences if s.first_token_ns is not None]
+        if first:  # the run's first token: the first any sequence gave
+            self._first_token_ns = min(first)
+        report = self._ladder_report(start, end, stop, error)
+        report.tokens_decoded = sum(max(0, len(s.tokens) - 1) for s in self.sequences)
+        if self.batch > 1:  # a batch-1 report is the format it always was
+            self._batch_report(report, command)
         return report
+
+    def _batch_report(self, report: RunReport, command_ns: int) -> None:
+        """Each sequence's prompt, tokens and stop, and the batch's rate, step and KV."""
+        by_graph = self.prefill_plan.uses_graph
+        each = [s.prefill_ns for s in self.sequences]
+        # On a prefill graph the prompts run one after another; token by token, together.
+        report.prefill_s = (sum(each) if by_graph else max(each)) / 1e9
+        report.prefill["prefill_s"] = report.prefill_s
+        report.prefill["sequences"] = [
+            {"sequence": s.index, "prompt_len": len(s.protocol.prompt), "prefill_s": ns / 1e9}
+            for s, ns in zip(self.sequences, each, strict=True)
+        ]
+        sequences = [
+            SequenceReport(**s.to_json(command_ns, report.stop_reason)) for s in self.sequences
+        ]
+        from_prefill = sum(1 for s in self.sequences if s.tokens) if by_graph else 0
+        kv = {
+            "kv_reserved_avg_bytes": report.kv_reserved_avg_bytes,
+            "kv_reserved_peak_bytes": report.kv_reserved_peak_bytes,
+            "kv_committed_avg_bytes": report.kv_committed_avg_bytes,
+            "kv_committed_peak_bytes": report.kv_committed_peak_bytes,
+        }
+        report.batch = BatchStats.of(sequences, self.accounting.step_ns, from_prefill, kv)
 
     def _ladder_report(
         self, start: int, end: int, stop: str, error: BaseException | None
@@ -480,7 +585,6 @@ class LadderRunner:
             protocol=s.protocol.name,
             prompt_len=len(s.protocol.prompt),
             decode_tokens=s.protocol.decode_tokens,
-            tokens_decoded=len(self.predicted),
             context_final=store.length if store else 0,
             stop_reason=stop,
             foreground_compile_s=acct.foreground_ns / 1e9,

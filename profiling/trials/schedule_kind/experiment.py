@@ -25,14 +25,11 @@ from compile_ahead.profiling.trials.analysis import (
 )
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
 from compile_ahead.profiling.trials.schedule_kind.batch import prompt_len_text
+from compile_ahead.profiling.trials.schedule_kind.template import TEMPLATE_KEYS
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
 
 SCHEDULE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
-
-# Placeholders a --command template may use; {out} is where the trial writes its JSON report.
-# At B > 1, {prompt_len} is one length per sequence (16,40,...) and {batch} is B.
-TEMPLATE_KEYS = ("schedule", "model", "ladder", "prompt_len", "decode_tokens", "batch", "out")
 
 
 def known_arms() -> tuple[str, ...]:

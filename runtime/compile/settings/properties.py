@@ -57,7 +57,7 @@ def _value_text(value: object, where: str) -> str:
 
 # A -load_config file is a few properties per device: a stated cap keeps a wrong path (a
 # device, a huge file) from filling memory.
-PROPERTIES_FILE_MAX_BYTES = 2**20
+PROPERTIES_FILE_MAX_BYTES = 16 * 2**20
 
 
 def load_properties_file(path: str | Path, device: str, what: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from compile_ahead.output.format_version import stamped
-from compile_ahead.runtime.ladder.reporting.batch import batch_lines
+from compile_ahead.runtime.ladder.reporting.batch import BatchStats
 
 MIB = 2**20
 # How the summary names each --decode-compile timing (modes.DecodeCompile).
@@ -154,6 +154,9 @@ class RunReport:
     cache_store_wait_s: float = 0.0
     peak_rss_bytes: int = 0
     error: str | None = None
+    # B > 1 sequences: each one's tokens and stop, the batch's rate and step time (batch.py);
+    # None at B = 1, whose report is the format it always was.
+    batch: BatchStats | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # source-specific fields, kept as is
 
     @property
@@ -167,7 +170,7 @@ class RunReport:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = stamped(self.model)
         for f in fields(self):
-            if f.name in ("model", "extra"):
+            if f.name in ("model", "extra", "batch"):
                 continue
             value = getattr(self, f.name)
             if f.name == "rungs":
@@ -177,6 +180,8 @@ class RunReport:
             elif f.name == "error" and value is None:
                 continue
             out[f.name] = value
+        if self.batch is not None:
+            out.update(self.batch.to_json())
         out.update(self.extra)
         return out
 
@@ -219,7 +224,7 @@ class RunReport:
             f"{_mib(self.kv_committed_peak_bytes)}); graphs resident max "
             f"{self.graphs_resident_max}; peak RSS {_mib(self.peak_rss_bytes, 0)} MiB"
         )
-        lines += batch_lines(self.extra)
+        lines += self.batch.lines() if self.batch is not None else []
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)
