@@ -284,7 +284,7 @@ def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> Sc
         config = run_config_from_args(settled, None, compile_options(args))
         passed = _run_flags(args, config)
     else:
-        config = RunConfig(None, ladder, Prompt(lengths[0]), args.decode_tokens)
+        config = RunConfig(None, ladder, (Prompt(lengths[0]),), args.decode_tokens)
         ov_config_from_args(args, check=True)
         passed = ()
     decode_tokens = _lengths(lengths, config.decode_tokens, ladder)

@@ -132,9 +132,7 @@ def check_one_way(args: argparse.Namespace) -> None:
 
 
 def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """RunConfig's prompt fields from a command's flags: ``batch`` (B as given, None: one
-    sequence per prompt given), ``prompts`` (one per sequence, when the flags give several)
-    and ``protocol`` (the one prompt every sequence is fed, or the batch's first).
+    """RunConfig's ``prompts`` from a command's flags: one per sequence, B their count.
 
     Exactly one prompt flag, or none (the default teacher-forced prompt). One prompt with
     --batch B feeds every one of the B sequences that prompt; several (--prompt-ids
@@ -148,6 +146,7 @@ def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
         check_batch_size(batch)
     ids = getattr(args, "prompt_ids", None) or []
     lengths = getattr(args, "prompt_len", None)
+    prompts: tuple[Prompt, ...]
     if len(ids) > 1:
         prompts = tuple(Prompt(ids=i) for i in ids)
     elif isinstance(lengths, tuple):
@@ -156,11 +155,11 @@ def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
         prompts = read_prompts_file(args.prompts)
     else:  # one prompt (or the default length) for every sequence
         single = Prompt(lengths, ids[0] if ids else None, getattr(args, "prompt", None))
-        return {"batch": batch, "prompts": (), "protocol": single}
+        return {"prompts": (single,) * (batch if isinstance(batch, int) else 1)}
     if isinstance(batch, int) and batch != len(prompts):
         raise CompileAheadError(
             f"--batch {batch} needs {batch} prompts but {len(prompts)} were given (one prompt "
             "feeds every sequence; several give one each)"
         )
     check_batch_size(len(prompts), "the prompts given")
-    return {"batch": batch, "prompts": prompts, "protocol": prompts[0]}
+    return {"prompts": prompts}

@@ -72,12 +72,13 @@ def generate_config(args: argparse.Namespace, started_ns: int) -> RunConfig:
     # not (run() has loaded it already).
     from compile_ahead.runtime.ladder.config import FittedRung, RunConfig
 
-    batch = batch_from_args(args)
-    prompts = tuple(replace(p, stop_at_eos=args.stop_at_eos) for p in batch["prompts"])
+    prompts = tuple(
+        replace(p, stop_at_eos=args.stop_at_eos) for p in batch_from_args(args)["prompts"]
+    )
     return RunConfig(
         get_schedule("b0"),
         FittedRung(),
-        replace(batch["protocol"], stop_at_eos=args.stop_at_eos),
+        prompts,
         args.max_new_tokens - 1,
         compile_options(args),  # properties refused before the model is touched
         graph=GraphMode.WHOLE,
@@ -85,8 +86,6 @@ def generate_config(args: argparse.Namespace, started_ns: int) -> RunConfig:
         prefill_chunk=args.prefill_chunk,
         prefill_shape=args.prefill_shape,
         started_ns=started_ns,
-        batch=batch["batch"],
-        prompts=prompts,
     ).validate()
 
 
@@ -111,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     result = generate(source, settled)
     report = generation_report(result, source.describe(), settled)
     if any(
-        isinstance(p, Prompt) and p.text is not None for p in (config.protocol, *config.prompts)
+        isinstance(p, Prompt) and p.text is not None for p in config.prompts
     ):
         tokenizer = load_tokenizer(source.model_dir, source.name)
         for seq in report["sequences"]:

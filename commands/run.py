@@ -108,9 +108,7 @@ def execute(
     settled = config.for_model(source)
     if not quiet:
         print(f"model: {source.label}", file=sys.stderr)
-    # A batch steps once per token of its longest sequence's prompt and decode.
-    steps = [len(s.prompt) + s.decode_tokens for s in settled.sequences]
-    total = max(steps, default=settled.protocol.decode_tokens)
+    total = decode_steps_expected(settled)
     bar = ProgressBar(total, enabled=not quiet and not args.no_progress)
     try:
         # Held from the run's end through its outputs, written whole (run() releases).
@@ -181,3 +179,14 @@ def run(args: argparse.Namespace) -> int:
 
         open_trace(args.trace)
     return 0
+
+
+def decode_steps_expected(settled: SettledRun) -> int:
+    """The decode steps a run takes at most (the progress bar's total): after a prefill
+    graph, the largest token limit; token by token, from the shortest prompt's end to the
+    longest sequence's last token."""
+    sequences = settled.sequences
+    if settled.prefill.uses_graph:
+        return max(s.decode_tokens for s in sequences)
+    shortest = min(len(s.prompt) for s in sequences)
+    return max(len(s.prompt) + s.decode_tokens for s in sequences) - shortest

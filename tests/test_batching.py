@@ -89,7 +89,7 @@ def test_tiny_preset_teacher_forced_batch_matches_batch1(schedule):
     source = resolve_model("tiny")
     lengths = (4, 10, 7)
     prompts = tuple(Prompt(n) for n in lengths)
-    config = RunConfig(SCHEDULES[schedule], LADDER, prompts[0], 70, options=F32, prompts=prompts)
+    config = RunConfig(SCHEDULES[schedule], LADDER, tuple(prompts), 70, options=F32)
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
     for n, seq in zip(lengths, result.sequences, strict=True):

@@ -57,7 +57,7 @@ def _check_batch_equals_batch1(model_dir: Path, schedule: str) -> None:
     protocols = _protocols(source, model_dir)
     alone = [_batch1(source, model_dir, p) for p in protocols]
     config = RunConfig(
-        SCHEDULES[schedule], LADDER, protocols[0], options=EXACT_F32, prompts=tuple(protocols)
+        SCHEDULES[schedule], LADDER, tuple(protocols), options=EXACT_F32
     )
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
@@ -105,7 +105,7 @@ def test_run_batch_4_equals_llmpipeline_batched_greedy(ir_exports, tmp_path, fmt
         source = resolve_model(str(model_dir))
         protocols = tuple(greedy(p, DECODE_TOKENS) for p in PROMPTS)
         config = RunConfig(
-            SCHEDULES["i3"], LADDER, protocols[0], options=EXACT_F32, prompts=protocols
+            SCHEDULES["i3"], LADDER, tuple(protocols), options=EXACT_F32
         )
         result = run_ladder(source, config)
         assert result.error is None and result.completed, result.error
@@ -145,7 +145,7 @@ def test_batch_4_prefilled_on_the_paged_graph_equals_llmpipeline(ir_exports):
     expected = genai_batch_greedy(model_dir, LONG_PROMPTS, DECODE_TOKENS + 1)
     source = resolve_model(str(model_dir))
     protocols = tuple(greedy(p, DECODE_TOKENS) for p in LONG_PROMPTS)
-    config = RunConfig(SCHEDULES["i3"], LADDER, protocols[0], options=EXACT_F32, prompts=protocols)
+    config = RunConfig(SCHEDULES["i3"], LADDER, tuple(protocols), options=EXACT_F32)
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
     assert result.report.prefill["path"] == "paged"

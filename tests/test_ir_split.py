@@ -29,10 +29,7 @@ _expected: dict[tuple[Path, int], list[list[int]]] = {}
 def _tokens(source, schedule: str, prompts: list[list[int]], graph: str) -> list[list[int]]:
     """Each sequence's greedy tokens on ``graph`` graphs (run_ladder, exact f32 math)."""
     protocols = tuple(greedy(p, DECODE_TOKENS) for p in prompts)
-    batch = {"prompts": protocols} if len(prompts) > 1 else {}
-    config = RunConfig(
-        SCHEDULES[schedule], LADDER, protocols[0], options=EXACT_F32, graph=graph, **batch
-    )
+    config = RunConfig(SCHEDULES[schedule], LADDER, protocols, options=EXACT_F32, graph=graph)
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
     assert result.report.graph == graph

@@ -366,13 +366,11 @@ class CompileProfiler:
         """Run the ladder protocol under the schedule, on the same trace (the RSS sampler
         already draws the process RSS counter)."""
         from compile_ahead.profiling.traces.ladder_run import TraceRunEvents
-        from compile_ahead.runtime.ladder.config import Prompt
         from compile_ahead.runtime.ladder.reporting.events import FanOut
         from compile_ahead.runtime.ladder.reporting.progress import ProgressBar
         from compile_ahead.runtime.ladder.runner import run_ladder
 
         config = self.config.for_model(self.source)
-        assert config.schedule is not None and not isinstance(config.protocol, Prompt)
         name, tokens = config.schedule.name, config.protocol.decode_tokens
         print(f"running the teacher-forced protocol under {name} ({tokens} tokens) ...")
         events = TraceRunEvents(

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.settings.batch_probe import check_batch_compiles
 from compile_ahead.runtime.compile.settings.device_defaults import (
     default_decode_compile,
     default_graph,
@@ -33,11 +34,7 @@ from compile_ahead.runtime.compile.settings.modes import (
     choices,
 )
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.ladder.batch_config import (
-    batch_size,
-    check_batch,
-    settle_sequences,
-)
+from compile_ahead.runtime.ladder.batch_bound import check_batch_size
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER, LADDER_ALIGNMENT, Ladder
 from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, check_prefill_flags, choose_prefill
@@ -136,6 +133,16 @@ class Prompt:
         return parse_token_ids(self.ids, vocab, self.origin)
 
 
+def _length(prompt: RunProtocol | Prompt, ids: list[int] | None) -> int:
+    """A prompt's length for choosing the ladder: its tokens, or the teacher-forced length
+    (DEFAULT_PROMPT_LEN when it has none)."""
+    if isinstance(prompt, RunProtocol):
+        return len(prompt.prompt)
+    if ids is not None:
+        return len(ids)
+    return prompt.length if prompt.length is not None else DEFAULT_PROMPT_LEN
+
+
 def default_prompt_len(ladder: Ladder) -> int:
     return max(1, ladder.rungs[0] // PROMPT_FRACTION_OF_FIRST_RUNG)
 
@@ -166,8 +173,9 @@ class RunConfig:
     # None: no ladder run (profile-compile without --schedule only compiles rungs).
     schedule: Schedule | None
     ladder: Ladder | AutoLadder | FittedRung = field(default_factory=lambda: Ladder(DEFAULT_LADDER))
-    # What the run feeds the model: a protocol, or a Prompt that for_model makes one of.
-    protocol: RunProtocol | Prompt = field(default_factory=Prompt)
+    # What the run feeds its B >= 1 sequences, one each: a protocol, or a Prompt that
+    # for_model makes one of. One prompt (not in a tuple) is a batch of one.
+    prompts: tuple[RunProtocol | Prompt, ...] = (Prompt(),)
     # Decode steps (greedy: tokens after the prompt's own at most); None: up to the top rung.
     decode_tokens: int | None = None
     options: CompileOptions = field(default_factory=CompileOptions)
@@ -186,13 +194,20 @@ class RunConfig:
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
     # When the command started (now_ns()): first_token_s counts from there; None: the run's.
     started_ns: int | None = None
-    # Sequences stepped together (batch_config.py); None: one per prompt in ``prompts``.
-    batch: int | None = None
-    # One prompt per sequence of a batch; empty: every sequence is fed ``protocol``.
-    prompts: tuple[RunProtocol | Prompt, ...] = ()
     # Set by validate():
     device_defaults: tuple[str, ...] = ()  # the settings the device's measured defaults chose
     validated: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prompts, RunProtocol | Prompt):
+            object.__setattr__(self, "prompts", (self.prompts,))
+        elif not isinstance(self.prompts, tuple):
+            object.__setattr__(self, "prompts", tuple(self.prompts))
+
+    @property
+    def batch(self) -> int:
+        """B: one sequence per prompt."""
+        return len(self.prompts)
 
     # -- before the model ------------------------------------------------------------------
     def validate(self) -> RunConfig:
@@ -229,15 +244,14 @@ class RunConfig:
         if self.boundary_window < 0:
             raise CompileAheadError("--boundary-window must be >= 0")
         self.faults.check()
-        check_batch(self)
-        for prompt in self.prompts:
-            if isinstance(prompt, Prompt):
-                prompt.check()
+        check_batch_size(self.batch, "the prompts given" if self.batch > 1 else "--batch")
         split = self.graph == GraphMode.SPLIT
         check_prefill_flags(self.options.device, self.prefill_chunk, self.prefill_shape, not split)
         self._check_lengths()
         if self.faults.worker_faults:
             self._check_worker_faults()
+        if self.batch > 1:
+            check_batch_compiles(self.options, self.batch)  # the device itself, before any rung
 
     def _check_lengths(self) -> None:
         if isinstance(self.ladder, AutoLadder):
@@ -245,11 +259,11 @@ class RunConfig:
         elif isinstance(self.ladder, Ladder):
             self.ladder.validate()
             self.faults.check_rungs(self.ladder)
-        prompt = self.protocol
-        if isinstance(prompt, Prompt):
-            prompt.check()
-            if prompt.length is not None and isinstance(self.ladder, Ladder):
-                check_prompt_fits(prompt.length, self.ladder)
+        for prompt in self.prompts:
+            if isinstance(prompt, Prompt):
+                prompt.check()
+                if prompt.length is not None and isinstance(self.ladder, Ladder):
+                    check_prompt_fits(prompt.length, self.ladder)
         if isinstance(self.ladder, FittedRung):
             if self.decode_tokens is None or self.decode_tokens < 0:
                 new = None if self.decode_tokens is None else self.decode_tokens + 1
@@ -271,66 +285,77 @@ class RunConfig:
                 "the foreground before decoding; only one-ahead schedules (i2, i3) use the worker"
             )
 
-    def lengths(self, ladder: Ladder) -> tuple[int, int]:
-        """The teacher-forced prompt length and decode steps on ``ladder`` (defaults: 1/8 of
-        the first rung, and up to the top rung)."""
-        assert isinstance(self.protocol, Prompt) and not self.protocol.greedy
-        length = self.protocol.length
-        prompt_len = length if length is not None else default_prompt_len(ladder)
-        check_prompt_fits(prompt_len, ladder)
-        tokens = self.decode_tokens if self.decode_tokens is not None else ladder.top - prompt_len
-        if tokens <= 0:
-            raise CompileAheadError(f"--decode-tokens must be positive, got {tokens}")
-        return prompt_len, tokens
-
     # -- against the model -------------------------------------------------------------------
     def for_model(self, source: ModelSource) -> SettledRun:
-        """The ladder and protocol this model makes of the settings, checked against it, and
-        the prefill the prompt gets: what a run takes."""
+        """The ladder and each sequence's protocol this model makes of the settings, checked
+        against it, and the prefill the longest prompt gets: what a run takes. With a prefill
+        graph each sequence's prompt runs on that batch-1 graph in turn; with chunk 1 token
+        by token through the decode graph."""
         config = self.validate()
         if config.schedule is None:
             raise TypeError("only a configuration with a schedule settles into a run")
-        batch = batch_size(config.batch, config.prompts)
-        if batch > 1:
-            return config._settle_batch(source, config.schedule)
-        ladder, protocol = config._ladder_and_protocol(source)
-        prompt_len = len(protocol.prompt)
-        if prompt_len + 1 > ladder.top:
-            raise CompileAheadError(
-                f"the prompt ({prompt_len} tokens) does not fit the top rung ({ladder.top}) "
-                "with room to decode"
-            )
         config.check_graph_mode(source)
-        first = next(r for r in ladder.rungs if r >= prompt_len + 1)
+        ladder, sequences = config._settle_sequences(source)
+        longest = max(sequences, key=lambda seq: len(seq.prompt))
+        first = next(r for r in ladder.rungs if r >= len(longest.prompt) + 1)
         config._check_faults_on(ladder, first)
         prefill = choose_prefill(
             config.options.device,
-            prompt_len,
+            len(longest.prompt),
             first,
             config.prefill_chunk,
             config.prefill_shape,
             graph_available=config.graph != GraphMode.SPLIT,
         )
-        return SettledRun.settle(config, config.schedule, ladder, protocol, prefill)
+        return SettledRun.settle(config, config.schedule, ladder, longest, prefill, sequences)
 
-    def _settle_batch(self, source: ModelSource, schedule: Schedule) -> SettledRun:
-        """A batch's ladder and sequences (batch_config.py), and the prefill its longest
-        prompt gets: each sequence's prompt on that batch-1 prefill graph, or with chunk 1
-        token by token through the batched decode graph."""
-        self.check_graph_mode(source)
-        ladder, sequences = settle_sequences(self, source, DEFAULT_PROMPT_LEN, default_prompt_len)
-        longest = max(sequences, key=lambda seq: len(seq.prompt))
-        first = next(r for r in ladder.rungs if r >= len(longest.prompt) + 1)
-        self._check_faults_on(ladder, first)
-        prefill = choose_prefill(
-            self.options.device,
-            len(longest.prompt),
-            first,
-            self.prefill_chunk,
-            self.prefill_shape,
-            graph_available=self.graph != GraphMode.SPLIT,
-        )
-        return SettledRun.settle(self, schedule, ladder, longest, prefill, sequences)
+    def _settle_sequences(self, source: ModelSource) -> tuple[Ladder, tuple[RunProtocol, ...]]:
+        """The ladder (from the longest prompt; DEFAULT_PROMPT_LEN for a prompt of no length)
+        and each sequence's protocol: its prompt (1/8 of the first rung when it has no
+        length), its own token limit (--decode-tokens, else up to the top rung) and, greedy,
+        the model's EOS. Equal prompts make one protocol, each text encoded once."""
+        made: dict[RunProtocol | Prompt, tuple[int, list[int] | None]] = {}
+        for prompt in self.prompts:
+            if prompt not in made:
+                ids = (
+                    prompt.tokens(source) if isinstance(prompt, Prompt) and prompt.greedy else None
+                )
+                made[prompt] = (_length(prompt, ids), ids)
+        longest = max(length for length, _ in made.values())
+        # A protocol given whole says its own token limit (generate's one fitted rung).
+        given = next((p for p in made if isinstance(p, RunProtocol)), None)
+        ladder = self._ladder_for(source.config.max_position_embeddings, longest, given)
+        protocols = {p: self._protocol(source, p, ids, ladder) for p, (_, ids) in made.items()}
+        sequences = tuple(protocols[p] for p in self.prompts)
+        for i, seq in enumerate(sequences):
+            if len(seq.prompt) + 1 > ladder.top:
+                which = f"of sequence {i} " if len(sequences) > 1 else ""
+                raise CompileAheadError(
+                    f"the prompt {which}({len(seq.prompt)} tokens) does not fit the top rung "
+                    f"({ladder.top}) with room to decode"
+                )
+        return ladder, sequences
+
+    def _protocol(
+        self,
+        source: ModelSource,
+        prompt: RunProtocol | Prompt,
+        ids: list[int] | None,
+        ladder: Ladder,
+    ) -> RunProtocol:
+        if isinstance(prompt, RunProtocol):
+            return prompt
+        tokens = self.decode_tokens
+        if ids is not None:  # greedy
+            if tokens is None:
+                tokens = max(0, ladder.top - len(ids))  # a prompt over the top is refused
+            eos = source.config.eos_token_ids if prompt.stop_at_eos else ()
+            return greedy(ids, tokens, eos)
+        length = prompt.length if prompt.length is not None else default_prompt_len(ladder)
+        check_prompt_fits(length, ladder)
+        if tokens is None:
+            tokens = ladder.top - length
+        return teacher_forced(source.config.vocab_size, length, tokens)
 
     def _check_faults_on(self, ladder: Ladder, first: int) -> None:
         """The fault flags against the settled ladder, at any B: each names a rung of it,
@@ -349,24 +374,6 @@ class RunConfig:
         model they can be cut from (an IR's attention the cut takes)."""
         if self.graph == GraphMode.SPLIT:
             source.check_split()
-
-    def _ladder_and_protocol(self, source: ModelSource) -> tuple[Ladder, RunProtocol]:
-        max_positions = source.config.max_position_embeddings
-        prompt = self.protocol
-        if isinstance(prompt, RunProtocol):
-            return self._ladder_for(max_positions, len(prompt.prompt), prompt), prompt
-        if prompt.greedy:
-            ids = prompt.tokens(source)
-            ladder = self._ladder_for(max_positions, len(ids))
-            tokens = self.decode_tokens
-            if tokens is None:
-                tokens = ladder.top - len(ids)
-            eos = source.config.eos_token_ids if prompt.stop_at_eos else ()
-            return ladder, greedy(ids, tokens, eos)
-        length = prompt.length if prompt.length is not None else DEFAULT_PROMPT_LEN
-        ladder = self._ladder_for(max_positions, length)
-        prompt_len, tokens = self.lengths(ladder)
-        return ladder, teacher_forced(source.config.vocab_size, prompt_len, tokens)
 
     def _ladder_for(
         self, max_positions: int, prompt_len: int, protocol: RunProtocol | None = None
