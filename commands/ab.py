@@ -440,12 +440,9 @@ def _check_cell_argv(argv: list[str]) -> None:
             _check_arm_properties(text, args.device)
         return
     schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
-    ladder = _fixed_ladder(args)
-    _lengths(_batch(args, schedules, ladder)[1], args.decode_tokens, ladder)
-    key = ("run", args.device, tuple(sorted(ov_config_from_args(args).items())))
-    if key not in _CHECKED_PROPERTIES:  # the properties of `compile-ahead run`, this OpenVINO
-        ov_config_from_args(args, check=True)
-        _CHECKED_PROPERTIES.add(key)
+    # The run configuration every trial gets, checked as `ab` checks it: RunConfig.validate,
+    # the device's answer to a batch of B included.
+    _schedule_trials(args, schedules)
 
 
 def check_run_available() -> None:

@@ -121,3 +121,24 @@ def test_the_cpu_takes_a_batch(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(report.read_text())["batch"] == 2
+
+
+def test_a_campaign_at_a_batch_the_device_refuses_is_refused_before_its_store(
+    tmp_path, one_sequence_device
+):
+    """A campaign's cell check is `ab`'s run configuration check, the device's answer to B
+    included: refused before the store exists, not in every trial."""
+    env, log = one_sequence_device
+    spec = tmp_path / "c.toml"
+    spec.write_text(
+        '[campaign]\nname = "b"\nkind = "schedule"\npairs = 1\nwarmup = 0\n'
+        'arms = ["i1", "i2"]\n[axes]\nmodel = ["tiny"]\nladder = ["16,32"]\nbatch = [1, 4]\n'
+        "[options]\ndecode-tokens = 4\n"
+    )
+    store = tmp_path / "s.sqlite"
+    proc = run_cli("campaign", "run", spec, "--store", store, env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = one_line_error(proc.stderr)
+    assert "--batch 4: CPU cannot compile a graph of 4 sequences here: " in line, line
+    assert not store.exists() and not (tmp_path / "s.sqlite.blocks").exists()
+    assert not any(name.startswith(("decode", "attention")) for name in _compiled(log))
