@@ -277,11 +277,9 @@ def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> Sc
         )
     ladder = _fixed_ladder(args)
     batch, lengths = _batch(args, schedules, ladder)
-    if args.command is None:
-        settled = argparse.Namespace(**vars(args))  # the run configuration of every trial
-        settled.batch = batch if batch > 1 else None
-        settled.prompt_len = lengths if batch > 1 else lengths[0]
-        config = run_config_from_args(settled, None, compile_options(args))
+    if args.command is None:  # the run configuration of every trial: its B prompts
+        prompts = tuple(Prompt(n) for n in lengths)
+        config = run_config_from_args(args, None, compile_options(args), prompts=prompts)
         passed = _run_flags(args, config)
     else:
         config = RunConfig(None, ladder, (Prompt(lengths[0]),), args.decode_tokens)

@@ -109,9 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"compiling capacity {capacity} on {options.device} ...", flush=True)
     result = generate(source, settled)
     report = generation_report(result, source.describe(), settled)
-    if any(
-        isinstance(p, Prompt) and p.text is not None for p in config.prompts
-    ):
+    if any(isinstance(p, Prompt) and p.text is not None for p in config.prompts):
         tokenizer = load_tokenizer(source.model_dir, source.name)
         for seq in report["sequences"]:
             seq["text"] = tokenizer.decode(seq["tokens"])

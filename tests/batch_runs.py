@@ -24,9 +24,7 @@ def batch1_tokens(
 
 def run_batch(source, protocols, ladder: Ladder, schedule: str, **config):
     """``protocols`` as one batch (f32) on ``schedule``; the completed result."""
-    run = RunConfig(
-        SCHEDULES[schedule], ladder, tuple(protocols), options=F32, **config
-    )
+    run = RunConfig(SCHEDULES[schedule], ladder, tuple(protocols), options=F32, **config)
     result = run_ladder(source, run)
     assert result.error is None and result.completed, result.error
     return result

@@ -77,6 +77,7 @@ batch = [1, 2]
 
 [options]
 prompt-len = 12
+prompt-spread = 0.25
 decode-tokens = 30
 """
 

@@ -56,9 +56,7 @@ def _check_batch_equals_batch1(model_dir: Path, schedule: str) -> None:
     source = resolve_model(str(model_dir))
     protocols = _protocols(source, model_dir)
     alone = [_batch1(source, model_dir, p) for p in protocols]
-    config = RunConfig(
-        SCHEDULES[schedule], LADDER, tuple(protocols), options=EXACT_F32
-    )
+    config = RunConfig(SCHEDULES[schedule], LADDER, tuple(protocols), options=EXACT_F32)
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
     assert [s["tokens"] for s in result.sequences] == alone, schedule
@@ -104,9 +102,7 @@ def test_run_batch_4_equals_llmpipeline_batched_greedy(ir_exports, tmp_path, fmt
     if fmt != "fp16":
         source = resolve_model(str(model_dir))
         protocols = tuple(greedy(p, DECODE_TOKENS) for p in PROMPTS)
-        config = RunConfig(
-            SCHEDULES["i3"], LADDER, tuple(protocols), options=EXACT_F32
-        )
+        config = RunConfig(SCHEDULES["i3"], LADDER, tuple(protocols), options=EXACT_F32)
         result = run_ladder(source, config)
         assert result.error is None and result.completed, result.error
         assert [s["tokens"] for s in result.sequences] == expected
