@@ -93,3 +93,17 @@ def test_a_step_cut_short_is_never_written_again(tmp_path, monkeypatch):
         with NodeTraceProcessor.open(published) as tp:
             assert tp.error_stats() == []
             assert tp.scalar("select count(*) from slice where name = 'decode'") == 2
+
+
+def test_the_first_rung_is_marked_as_decoded_from_the_start(tmp_path):
+    """The first rung's compile flow, which no switch consumes, lands on a marker that says
+    it was decoded on from the start, not "never used"."""
+    if unavailable_reason() is not None:
+        pytest.skip(str(unavailable_reason()))
+    trace = tmp_path / "run.pftrace"
+    argv = ["run", "--model", "tiny", "--schedule", "i2", "--ladder", "16,32,64"]
+    argv += ["--prompt-len", "8", "--decode-tokens", "12", "--no-progress", "--trace", str(trace)]
+    assert main(argv) == 0
+    with NodeTraceProcessor.open(trace) as tp:
+        names = [r["name"] for r in tp.rows("select name from slice where name like 'C=%'")]
+    assert names == ["C=16 decoded from the start"], names

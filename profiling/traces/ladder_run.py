@@ -74,6 +74,7 @@ class TraceRunEvents(RunEvents):
         self._lock = threading.Lock()
         self._jobs: dict[int, tuple[Any, int, int]] = {}  # job -> (track, begin, native tid)
         self._flows: dict[int, tuple[int, int]] = {}  # job -> (flow id, capacity)
+        self._stepped: set[int] = set()  # rungs a decode step ran on
         # (track, begin, end, native tid, a compile worker's phases or None)
         self._finished: list[tuple[Any, int, int, int, list | None]] = []
         self._worker: dict[int, list[PhaseSpan]] = {}  # job -> phases a compile worker sent
@@ -147,6 +148,7 @@ class TraceRunEvents(RunEvents):
         self.writer.instant(self.device, f"run: {info.get('model_label', '?')}", None, args)
 
     def step(self, token_index: int, capacity: int, begin: int, end: int) -> None:
+        self._stepped.add(capacity)
         self.slicer.step(token_index, begin, end, capacity)
 
     def prefill(self, capacity: int, tokens: int, begin: int, end: int) -> None:
@@ -209,8 +211,11 @@ class TraceRunEvents(RunEvents):
             self._flows.clear()
         for flow, capacity in left:
             ts = self.device.last_ts
+            # No switch took it: the first rung (decoded on from the start) or one the run
+            # ended before.
+            what = "decoded from the start" if capacity in self._stepped else "never used"
             self.writer.slice(
-                self.device, f"C={capacity} never used", ts, ts, {"rung": capacity}, flows_in=[flow]
+                self.device, f"C={capacity} {what}", ts, ts, {"rung": capacity}, flows_in=[flow]
             )
 
     def unmute(self) -> None:
