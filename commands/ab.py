@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from compile_ahead.commands import ab_options
+from compile_ahead.commands.flag_table import parser_flags, subcommand
 from compile_ahead.commands.options import (
     add_graph_option,
     add_ladder_option,
@@ -28,19 +29,17 @@ from compile_ahead.commands.options import (
     model_inputs,
     ov_config_from_args,
     run_config_from_args,
+    seconds,
 )
 from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import check_new_dir, check_not_inputs, mark_output_dir
-from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag, parser_flags, subcommand
+from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag
 from compile_ahead.profiling.results_format.experiment import load_experiment
 from compile_ahead.profiling.results_format.records import load_records
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
 from compile_ahead.profiling.trials.pooling import pool_experiments
-from compile_ahead.profiling.trials.runner import (
-    DEFAULT_TRIAL_TIMEOUT_S,
-    trial_timeout,
-)
+from compile_ahead.profiling.trials.runner import DEFAULT_TRIAL_TIMEOUT_S
 from compile_ahead.profiling.trials.schedule_kind import batch as schedule_batch
 from compile_ahead.profiling.trials.schedule_kind.baselines import BASELINES
 from compile_ahead.profiling.trials.schedule_kind.template import TEMPLATE_KEYS
@@ -73,7 +72,7 @@ def _common(p: argparse.ArgumentParser, pairs: int) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=trial_timeout,
+        type=seconds,
         default=DEFAULT_TRIAL_TIMEOUT_S,
         help=f"seconds allowed per trial (and per arm probe), then it counts as hung "
         f"(default {DEFAULT_TRIAL_TIMEOUT_S:g})",

@@ -90,9 +90,9 @@ def _register_report(actions: argparse._SubParsersAction) -> None:
 
 
 def _seconds(text: str) -> float:
-    from compile_ahead.profiling.trials.runner import trial_timeout
+    from compile_ahead.commands.options import seconds
 
-    return trial_timeout(text)
+    return seconds(text)
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ anything else heavy: the whole parser is held to that (main.py).
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,17 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.sources.base import ModelSource
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
+
+
+def seconds(text: str) -> float:
+    """A timeout flag as an argparse type (--timeout): a finite, positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def count(low: int) -> Callable[[str], int]:

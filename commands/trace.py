@@ -1,4 +1,5 @@
-"""`compile-ahead trace open FILE`: a trace in the Perfetto UI (profiling/perfetto/ui.py)."""
+"""`compile-ahead trace open FILE`: a trace in the Perfetto UI (profiling/perfetto/ui.py);
+`compile-ahead trace validate FILE`: its structural checks (profiling/perfetto/validate.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--verbose", action="store_true", help="log every request on stderr")
     p.set_defaults(func=_trace_open)
+    check = actions.add_parser(
+        "validate",
+        help="structural checks of a trace",
+        description="The checks every command runs on a trace it wrote, before it reports "
+        "success: exit 0 when valid, 1 when not (each problem printed), 2 when unreadable.",
+    )
+    check.add_argument("file", type=Path, metavar="FILE", help="a Perfetto trace (.pftrace)")
+    check.set_defaults(func=_trace_validate)
 
 
 def _trace_open(args: argparse.Namespace) -> int:
@@ -48,3 +57,14 @@ def _trace_open(args: argparse.Namespace) -> int:
         verbose=args.verbose,
     )
     return 0
+
+
+def _trace_validate(args: argparse.Namespace) -> int:
+    from compile_ahead.profiling.perfetto.validate import validate_trace
+
+    try:
+        report = validate_trace(args.file)
+    except OSError as err:
+        raise CompileAheadError(f"{args.file}: cannot read: {err.strerror or err}") from None
+    print(report.summary())
+    return 0 if report.ok else 1

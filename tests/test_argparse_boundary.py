@@ -100,3 +100,27 @@ def test_the_check_finds_parsed_arguments(source: str) -> None:
 )
 def test_the_check_passes_typed_settings(source: str) -> None:
     assert not namespace_reads(source)
+
+
+# The trial entry scripts run as their own processes (`python -m ...`) with their own flags.
+ENTRY_SCRIPTS = {
+    ROOT / "profiling" / "trials" / "schedule_kind" / "upstream_trial.py",
+    ROOT / "profiling" / "trials" / "schedule_kind" / "genai_trial.py",
+}
+
+
+def test_no_module_below_the_commands_imports_argparse():
+    found = []
+    for base in BELOW_COMMANDS:
+        for path in sorted(base.rglob("*.py")):
+            if path in ENTRY_SCRIPTS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                if "argparse" in names:
+                    found.append(str(path.relative_to(ROOT)))
+    assert not found, found

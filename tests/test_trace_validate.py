@@ -107,7 +107,7 @@ def test_command_line_exit_status(tmp_path):
     good, bad = tmp_path / "good.pftrace", tmp_path / "bad.pftrace"
     good.write_bytes(trace(*GOOD))
     bad.write_bytes(trace(descriptor(SLICE), event(SLICE, 5, END)))
-    cmd = [sys.executable, "-m", "compile_ahead.profiling.perfetto.validate"]
+    cmd = [sys.executable, "-m", "compile_ahead.commands", "trace", "validate"]
     ok = subprocess.run([*cmd, str(good)], capture_output=True, text=True)
     assert ok.returncode == 0 and ": valid" in ok.stdout
     invalid = subprocess.run([*cmd, str(bad)], capture_output=True, text=True)

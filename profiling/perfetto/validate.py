@@ -6,14 +6,12 @@ use; on each track time never goes back and every slice begin is ended on the sa
 counter values only on counter tracks and slices only elsewhere; every flow has exactly one
 start and one end.
 
-Usable as ``validate_trace(path)`` or ``python -m compile_ahead.profiling.perfetto.validate FILE``
+Usable as ``validate_trace(path)`` or ``compile-ahead trace validate FILE``
 (exit status 0 when valid, 1 when not, 2 when the file cannot be read).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -168,27 +166,6 @@ def _event(packet: pb.TracePacket, seen: _Tracks, report: TraceReport) -> None:
 def validate_trace(path: str | Path) -> TraceReport:
     """Validate a trace file; raises OSError only when it cannot be read."""
     return validate_bytes(Path(path).read_bytes(), str(path))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m compile_ahead.profiling.perfetto.validate",
-        description="Structural checks of a Perfetto protobuf trace.",
-        allow_abbrev=False,
-    )
-    parser.add_argument("trace", type=Path)
-    trace: Path = vars(parser.parse_args(argv))["trace"]
-    try:
-        report = validate_trace(trace)
-    except OSError as err:
-        print(f"{trace}: cannot read: {err.strerror or err}", file=sys.stderr)
-        return 2
-    print(report.summary())
-    return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 # How to look at a trace (profiling/perfetto/ui.py; docs/usage/profiling.md, "Traces").

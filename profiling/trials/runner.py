@@ -9,7 +9,6 @@ completed trial on disk; the failure is then raised as one clear error.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -40,17 +39,6 @@ from compile_ahead.profiling.trials.design import Plan, TrialSlot
 # Seconds a trial may run before it counts as hung: generous for the largest preset's full
 # protocol on a CPU, so only a hang (not a slow arm) hits it. --timeout changes it.
 DEFAULT_TRIAL_TIMEOUT_S = 7200.0
-
-
-def trial_timeout(text: str) -> float:
-    """``--timeout`` as an argparse type: a finite, positive number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not (0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 @dataclass(frozen=True)
