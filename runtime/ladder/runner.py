@@ -46,7 +46,7 @@ from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, FanOut
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord, RunReport
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
 from compile_ahead.runtime.ladder.schedules import CompileTiming
-from compile_ahead.runtime.ladder.sequence import TOKEN_LIMIT, SequenceState
+from compile_ahead.runtime.ladder.sequence import Sequences, SequenceState
 from compile_ahead.runtime.sources.base import ModelSource
 
 MEMORY_SAMPLES = 64  # KV memory samples while a batch's prompts are prefilled
@@ -132,7 +132,7 @@ class LadderRunner:
         self._first_token_compile_ns = 0  # foreground compile before the first token
         self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
         self._store_wait_ns = 0  # after the protocol, waiting for cache entries to be written
-        self.sequences = [SequenceState(i, p) for i, p in enumerate(config.sequences)]
+        self.sequences = Sequences(config.sequences)
 
     # -- the run -----------------------------------------------------------------------
     def run(self, keep_held: bool = False) -> RunResult:
@@ -164,7 +164,7 @@ class LadderRunner:
                 if not keep_held:
                     unhold()
         acct = self.accounting
-        first = self.sequences[0]
+        first = self.sequences.each[0]
         kept = first.logits if self.config.keep_logits else []
         return RunResult(
             report,
@@ -185,9 +185,9 @@ class LadderRunner:
         a rung, so a schedule that releases retired rungs frees the first one's graph at its
         boundary, not when the run ends."""
         self._prefill(self._before_decoding())
-        if self._live().any():
+        if self.sequences.live().any():
             self._decode(self._take_first_rung())
-        return self._run_stop()
+        return self.sequences.run_stop()
 
     def _prefill(self, active: CompiledRung | None) -> None:
         """Every prompt: on the prefill graph (``active`` None: _before_decoding compiled
@@ -202,7 +202,7 @@ class LadderRunner:
         sequence needs them."""
         self.policy.rung_taken(self.first, self._kv.length)
         step = 0
-        while (live := self._live()).any():
+        while (live := self.sequences.live()).any():
             need = self._rung_for(int(self._kv.lengths[live].max()) + 1)
             if need < 0:
                 self._stop_longest()
@@ -212,16 +212,6 @@ class LadderRunner:
             with deferred():  # a step whole: an interrupt ends the run after it
                 self._step(active, step, live)
             step += 1
-
-    def _run_stop(self) -> str:
-        """Why the run ended: the sequences' reason when they share one (a token limit is the
-        protocol completed), else completed."""
-        reasons = {s.stop_reason for s in self.sequences}
-        if len(reasons) == 1:
-            (reason,) = reasons
-            if reason is not None and reason != TOKEN_LIMIT:
-                return reason
-        return "completed"
 
     # -- pieces of the run ---------------------------------------------------------------
     @property
@@ -300,7 +290,10 @@ class LadderRunner:
         steps)."""
         p0 = now_ns()
         tokens = 0
-        while (live := self._live()).any() and all(s.in_prompt for s in self._live_ones(live)):
+        sequences = self.sequences
+        while (live := sequences.live()).any() and all(
+            s.in_prompt for s in sequences.live_ones(live)
+        ):
             self._feed(active, live)
             tokens += 1
         p1 = self._first_token_ns = now_ns()
@@ -337,12 +330,6 @@ class LadderRunner:
         self.jobs.release(self.first, self.prefill_plan.chunk)
         self._prefill_step = None
 
-    def _live(self) -> np.ndarray:
-        return np.array([s.live for s in self.sequences])
-
-    def _live_ones(self, live: np.ndarray) -> list[SequenceState]:
-        return [s for s in self.sequences if live[s.index]]
-
     def _stopped(self, s: SequenceState, ts: int) -> None:
         if s.stop_reason is not None:
             self.events.sequence_stopped(s.index, s.stop_reason, len(s.tokens), ts)
@@ -350,7 +337,7 @@ class LadderRunner:
     def _stop_longest(self) -> None:
         """The top rung cannot hold the next slot of the longest live sequences: they stop."""
         lengths = self._kv.lengths
-        top = int(lengths[self._live()].max())
+        top = int(lengths[self.sequences.live()].max())
         for s in self.sequences:
             if s.live and lengths[s.index] == top:
                 s.stop_reason = self._top_reached()
@@ -387,7 +374,7 @@ class LadderRunner:
         Returns the filled lengths before the call, its logits (a row per sequence), and
         when it began and ended; the caller tells who stopped, after its own events."""
         store = self._kv
-        ids = np.array([s.next_input() if s.live else 0 for s in self.sequences], np.int64)
+        ids = self.sequences.next_inputs()
         before = store.lengths.copy()
         a = now_ns()
         out = active.step.run(ids, np.where(live, before, 0))
@@ -396,7 +383,7 @@ class LadderRunner:
         store.append_rows(out, live)
         b = now_ns()
         logits = out.logits.reshape(self.batch, -1)  # a row per sequence, B = 1 included
-        for s in self._live_ones(live):
+        for s in self.sequences.live_ones(live):
             if s.in_prompt:
                 s.prefill_ns += b - a
             s.take(logits[s.index], b, self.config.keep_logits)
@@ -406,7 +393,7 @@ class LadderRunner:
         """Decode step ``i``: a call of the active rung, its boundary-window entries, its
         memory and counter samples."""
         before, logits, a, b = self._feed(active, live, decode=True)
-        for s in self._live_ones(live):
+        for s in self.sequences.live_ones(live):
             t = int(before[s.index])
             if s.fed > len(s.protocol.prompt) and self._record_window(t):
                 entry = self._window_entry(i, t, active.capacity, logits[s.index])
@@ -414,7 +401,7 @@ class LadderRunner:
                 self.window.append({"sequence": s.index, **entry} if self.batch > 1 else entry)
         self._memory(b)
         self.events.step(i, active.capacity, a, b)
-        for s in self._live_ones(live):
+        for s in self.sequences.live_ones(live):
             self._stopped(s, b)
         if (i + 1) % self.config.counter_every == 0:
             self._sample_counters(b, active.capacity)
@@ -527,11 +514,11 @@ class LadderRunner:
     def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
         started = self.config.started_ns
         command = min(started, start) if started is not None else start
-        first = [s.first_token_ns for s in self.sequences if s.first_token_ns is not None]
-        if first:  # the run's first token: the first any sequence gave
-            self._first_token_ns = min(first)
+        first = self.sequences.first_token_ns()
+        if first is not None:  # the run's first token: the first any sequence gave
+            self._first_token_ns = first
         report = self._ladder_report(start, end, stop, error)
-        report.tokens_decoded = sum(max(0, len(s.tokens) - 1) for s in self.sequences)
+        report.tokens_decoded = self.sequences.tokens_decoded()
         if self.batch > 1:  # a batch-1 report is the format it always was
             self._batch_report(report, command)
         return report

@@ -8,6 +8,7 @@ is fed nothing it keeps (past length 0, its new K/V dropped) and no token of it 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,3 +81,50 @@ class SequenceState:
             "stop_reason": self.stop_reason or run_stop,
             "first_token_s": None if first is None else (first - command_ns) / 1e9,
         }
+
+
+class Sequences:
+    """A run's B >= 1 sequences: which are live, what they are fed next, why the run ended,
+    and what the report says of each."""
+
+    def __init__(self, protocols: tuple[RunProtocol, ...]) -> None:
+        self.each = [SequenceState(i, p) for i, p in enumerate(protocols)]
+
+    def __iter__(self) -> Iterator[SequenceState]:
+        return iter(self.each)
+
+    def __len__(self) -> int:
+        return len(self.each)
+
+    def live(self) -> np.ndarray:
+        return np.array([s.live for s in self.each])
+
+    def live_ones(self, live: np.ndarray) -> list[SequenceState]:
+        return [s for s in self.each if live[s.index]]
+
+    def in_prompt(self, live: np.ndarray) -> bool:
+        """Whether every live sequence is still in its prompt (a prefill step)."""
+        return all(s.in_prompt for s in self.live_ones(live))
+
+    def next_inputs(self) -> np.ndarray:
+        """Each live sequence's next token; a stopped one's row is fed 0, which it keeps not."""
+        return np.array([s.next_input() if s.live else 0 for s in self.each], np.int64)
+
+    def run_stop(self) -> str:
+        """Why the run ended: the sequences' reason when they share one (a token limit is the
+        protocol completed), else completed."""
+        reasons = {s.stop_reason for s in self.each}
+        if len(reasons) == 1:
+            (reason,) = reasons
+            if reason is not None and reason != TOKEN_LIMIT:
+                return reason
+        return "completed"
+
+    def first_token_ns(self) -> int | None:
+        """When the run's first token came: the first any sequence gave."""
+        first = [s.first_token_ns for s in self.each if s.first_token_ns is not None]
+        return min(first) if first else None
+
+    def tokens_decoded(self) -> int:
+        """Tokens the decode steps gave (each sequence's first comes from its prompt)."""
+        return sum(max(0, len(s.tokens) - 1) for s in self.each)
