@@ -8,6 +8,7 @@ Every test signals a child process at a phase it finds by polling (child_process
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import random
@@ -91,11 +92,26 @@ def _random_run(where: Path) -> list[str]:
     ]
 
 
+@functools.cache
+def _interpreter_start_s() -> float:
+    """How long this interpreter takes to reach the command's first line (the fastest of
+    three starts that load what `python -m compile_ahead.commands` loads before it notes
+    signals): a signal sooner meets no code of the command's, which no program can handle."""
+    probe = [sys.executable, "-c", "import compile_ahead.early_signals"]
+    starts = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        subprocess.run(probe, check=True)
+        starts.append(time.monotonic() - t0)
+    return min(starts)
+
+
 def _phases(child: Child, where: Path) -> list[Callable[[], None]]:
-    """Waits for each phase of the run to begin: the command's start, its trace opened (the
-    model not resolved yet), the model resolved (the run about to begin), decoding."""
+    """Waits for each phase of the run to begin: the command's start (its first line
+    running), its trace opened (the model not resolved yet), the model resolved (the run
+    about to begin), decoding."""
     return [
-        lambda: None,
+        lambda: time.sleep(_interpreter_start_s()),
         lambda: child.wait_until(lambda: any(where.glob("*.partial")), "the trace opened"),
         lambda: child.wait_for_line(lambda line: line.startswith("model:"), "the model"),
         lambda: child.wait_for_line(lambda line: line.startswith("progress:"), "decoding"),

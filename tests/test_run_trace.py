@@ -106,4 +106,6 @@ def test_the_first_rung_is_marked_as_decoded_from_the_start(tmp_path):
     assert main(argv) == 0
     with NodeTraceProcessor.open(trace) as tp:
         names = [r["name"] for r in tp.rows("select name from slice where name like 'C=%'")]
-    assert names == ["C=16 decoded from the start"], names
+    assert "C=16 decoded from the start" in names and "C=16 never used" not in names, names
+    # A successor compiled but not reached before the run ended is the one never used.
+    assert all(n == "C=16 decoded from the start" or n.endswith("never used") for n in names)
