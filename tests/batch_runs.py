@@ -12,19 +12,19 @@ from conftest import F32
 
 
 def batch1_tokens(
-    source, protocol: RunProtocol, ladder: Ladder, schedule: str = "i1", graph=None
+    source, protocol: RunProtocol, ladder: Ladder, schedule: str = "i1", graph=None, options=F32
 ) -> list[int]:
     """``protocol`` run alone (batch 1, f32, whole or ``graph``): its first token and every
-    decoded one."""
-    config = RunConfig(SCHEDULES[schedule], ladder, protocol, options=F32, graph=graph)
+    decoded one. ``options``: F32, or F32 with a compile cache (conftest's f32_cached)."""
+    config = RunConfig(SCHEDULES[schedule], ladder, protocol, options=options, graph=graph)
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
     return [result.first_token, *result.predicted]
 
 
-def run_batch(source, protocols, ladder: Ladder, schedule: str, **config):
-    """``protocols`` as one batch (f32) on ``schedule``; the completed result."""
-    run = RunConfig(SCHEDULES[schedule], ladder, tuple(protocols), options=F32, **config)
+def run_batch(source, protocols, ladder: Ladder, schedule: str, options=F32, **config):
+    """``protocols`` as one batch (f32, or ``options``) on ``schedule``; the completed result."""
+    run = RunConfig(SCHEDULES[schedule], ladder, tuple(protocols), options=options, **config)
     result = run_ladder(source, run)
     assert result.error is None and result.completed, result.error
     return result

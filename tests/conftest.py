@@ -39,6 +39,76 @@ _hide_broken_torchvision()
 
 from compile_ahead.runtime.compile.settings.options import CompileOptions  # noqa: E402
 
+# --- the tiers ---------------------------------------------------------------------------------
+# `python -m pytest` runs every test (the README's command, and CI's). `python -m pytest -m "not
+# slow"` is the fast tier, for development: every test that is not slow. A test is slow when it
+# is marked so itself, lives in a module of SLOW_MODULES, or uses (directly or through other
+# fixtures) a fixture of SLOW_FIXTURES; pytest_collection_modifyitems below marks it.
+
+# Fixtures whose setup alone takes seconds, or that bring up other programs or users.
+SLOW_FIXTURES = frozenset(
+    {
+        "ir_exports",  # optimum-intel exports of tiny models (ir_fixtures.py), about 40 s
+        "head_dim_exports",  # likewise, at real head_dims (test_ir_split_scales.py)
+        "page",  # pytest-playwright: Chromium, a page (page_events, the compare pages, trace open)
+        "other_user",  # a second local user, made and removed (other_user.py)
+        "reachable_tmp",  # a directory other users can reach, for other_user's tests
+        "sleep_campaign_store",  # a campaign run by the public command (below)
+    }
+)
+# Modules whose tests are slow as a whole, by what they run.
+SLOW_MODULES = frozenset(
+    {
+        # Whole experiments, campaigns and benchmark scripts, end to end.
+        "test_campaigns_local.py",  # campaigns of real `ab` blocks, stopped and resumed
+        "test_campaigns_ray.py",  # a Ray cluster of simulated nodes
+        "test_campaigns_trust.py",  # campaign stores and their locks under hostile use
+        "test_trial_numbers.py",  # trial records read back through the public commands
+        "test_trials_power.py",  # A/A and A/A+delta experiments, simulated flag rates
+        "test_trials_pass_flags.py",  # the pass table's flag rate over simulated experiments
+        "test_trials_robustness.py",  # trials that hang, time out or are killed
+        "test_results_format.py",  # old results reported and rendered by every command
+        "test_benchmarks.py",  # the benchmark scripts' smoke runs
+        "test_upstream.py",  # OpenVINO's NPUW pipeline against transformers
+        # The IR export modules (ir_exports, head_dim_exports).
+        "test_ir_batching.py",
+        "test_ir_models.py",
+        "test_ir_split.py",
+        "test_ir_split_scales.py",
+        # The commands as processes: signals, local servers, outputs and workers end to end.
+        "test_interrupts.py",
+        "test_early_interrupts.py",
+        "test_output_trust.py",
+        "test_outputs_over_inputs.py",
+        "test_server_trust.py",
+        "test_trace_open.py",
+        "test_compile_placement.py",  # compiles in worker processes, failed and retried
+        "test_run_trace.py",  # traces loaded by Perfetto's trace processor under node
+        "test_compare_page.py",  # pages of real `ab compile` and profile-compile results
+    }
+)
+
+
+def is_slow(item: pytest.Item) -> bool:
+    """Whether ``item`` belongs to the slow tier (see SLOW_FIXTURES and SLOW_MODULES)."""
+    if item.get_closest_marker("slow") is not None:
+        return True
+    if item.path.name in SLOW_MODULES:
+        return True
+    return not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    gone = sorted(name for name in SLOW_MODULES if not (here / name).is_file())
+    if gone:  # a module renamed or removed would leave the fast tier without a word
+        raise pytest.UsageError(f"conftest.py's SLOW_MODULES names no module: {', '.join(gone)}")
+    for item in items:
+        if item.get_closest_marker("slow") is None and is_slow(item):
+            item.add_marker(pytest.mark.slow)
+
+
 # Exact math on the CPU: the precision every comparison with transformers (f32) runs in, and
 # deterministic from run to run.
 F32 = CompileOptions(device="CPU", inference_precision="f32")
@@ -98,7 +168,9 @@ def tiny_qwen2_dir(tmp_path_factory) -> Path:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(**TINY_SHAPES, rope_theta=10000.0, tie_word_embeddings=False)
-    return _save(Qwen2ForCausalLM, config, tmp_path_factory.mktemp("tiny-qwen2"), seed=0)
+    path = _save(Qwen2ForCausalLM, config, tmp_path_factory.mktemp("tiny-qwen2"), seed=0)
+    wait_until_settled(path)  # so that a compile cache keeps its rungs (shared_compile_cache)
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +190,9 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
         },
         rope_theta=50000.0,
     )
-    return _save(LlamaForCausalLM, config, tmp_path_factory.mktemp("tiny-llama"), seed=1)
+    path = _save(LlamaForCausalLM, config, tmp_path_factory.mktemp("tiny-llama"), seed=1)
+    wait_until_settled(path)  # as tiny_qwen2_dir
+    return path
 
 
 def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
@@ -323,3 +397,41 @@ def ir_exports(tmp_path_factory) -> dict[tuple[str, str], Path]:
     from ir_fixtures import make_all_in_subprocess
 
     return make_all_in_subprocess(tmp_path_factory.mktemp("ir-exports"))
+
+
+# --- what several modules share, made once per session ----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sleep_campaign_store(tmp_path_factory) -> Path:
+    """A finished campaign store of sleeping trials (campaign_helpers.sleep_spec: 2 cells x 2
+    pairs, no sleep), run by the public command in a directory of its own. Shared by the
+    modules that read one back: a test copies the store file and changes only its copy."""
+    from campaign_helpers import campaign_command, run, sleep_spec
+
+    root = tmp_path_factory.mktemp("sleep-campaign")
+    spec = sleep_spec(root / "c.toml", 0.0)
+    store = root / "c.sqlite"
+    done = run(campaign_command("run", str(spec), "--store", str(store), "--quiet"), root)
+    assert done.returncode == 0, done.stderr
+    return store
+
+
+@pytest.fixture(scope="session")
+def shared_compile_cache(tmp_path_factory):
+    """One compile cache for the whole session, so a tiny rung compiled by one test is imported
+    by the next (entries are keyed by the weights' identity, the graph, the device config and
+    the code, and checked by content at every hit). For tests that need compiled graphs, not
+    a compile: a test of compiling, of the cache itself, of compile timing or of faults during
+    a compile keeps its own cache or none."""
+    from compile_ahead.runtime.compile.cache import CompileCache
+
+    return CompileCache(tmp_path_factory.mktemp("shared-compiled")).open()
+
+
+@pytest.fixture(scope="session")
+def f32_cached(shared_compile_cache) -> CompileOptions:
+    """F32 with the session's shared compile cache."""
+    from dataclasses import replace
+
+    return replace(F32, cache=shared_compile_cache)

@@ -33,14 +33,14 @@ EOS_SEQUENCE = 1  # given an EOS it generates mid-run
 
 
 @pytest.fixture(scope="module")
-def ragged_case(tiny_qwen2_dir):
+def ragged_case(tiny_qwen2_dir, f32_cached):
     """The protocols, each one's batch-1 tokens, and transformers' greedy tokens."""
     source = resolve_model(str(tiny_qwen2_dir))
     protocols = [greedy(p, n) for p, n in zip(PROMPTS, DECODE_TOKENS, strict=True)]
-    free = batch1_tokens(source, protocols[EOS_SEQUENCE], LADDER)
+    free = batch1_tokens(source, protocols[EOS_SEQUENCE], LADDER, options=f32_cached)
     eos = eos_mid_run(free)
     protocols[EOS_SEQUENCE] = greedy(PROMPTS[EOS_SEQUENCE], DECODE_TOKENS[EOS_SEQUENCE], (eos,))
-    alone = [batch1_tokens(source, p, LADDER) for p in protocols]
+    alone = [batch1_tokens(source, p, LADDER, options=f32_cached) for p in protocols]
     reference = [
         reference_greedy(tiny_qwen2_dir, p, n + 1)
         for p, n in zip(PROMPTS, DECODE_TOKENS, strict=True)

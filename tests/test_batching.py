@@ -27,49 +27,51 @@ DECODE_TOKENS = 60
 EOS_SEQUENCE = 2  # this one is given an EOS it generates mid-run
 
 
-def _case(source, model_dir, graph=None):
+def _case(source, model_dir, graph=None, options=F32):
     """The protocols (one with an EOS mid-run), each one's batch-1 tokens in ``graph`` mode,
     and transformers' greedy tokens from ``model_dir``."""
     plain = [greedy(p, DECODE_TOKENS) for p in PROMPTS]
-    free = batch1_tokens(source, plain[EOS_SEQUENCE], LADDER, graph=graph)
+    free = batch1_tokens(source, plain[EOS_SEQUENCE], LADDER, graph=graph, options=options)
     eos = eos_mid_run(free)  # after the first boundary here
     protocols = list(plain)
     protocols[EOS_SEQUENCE] = greedy(PROMPTS[EOS_SEQUENCE], DECODE_TOKENS, (eos,))
-    alone = [batch1_tokens(source, p, LADDER, graph=graph) for p in protocols]
+    alone = [batch1_tokens(source, p, LADDER, graph=graph, options=options) for p in protocols]
     reference = [reference_greedy(model_dir, p, DECODE_TOKENS + 1)[0] for p in PROMPTS]
     return source, protocols, alone, reference
 
 
 @pytest.fixture(scope="module")
-def checkpoint_case(tiny_qwen2_dir):
-    return _case(resolve_model(str(tiny_qwen2_dir)), tiny_qwen2_dir)
+def checkpoint_case(tiny_qwen2_dir, f32_cached):
+    return _case(resolve_model(str(tiny_qwen2_dir)), tiny_qwen2_dir, options=f32_cached)
 
 
 @pytest.fixture(scope="module")
-def split_preset_case():
+def split_preset_case(f32_cached):
     """The tiny preset in split graphs; transformers reads the preset's own checkpoint."""
     source = resolve_model("tiny")
     assert source.model_dir is not None, "the tiny preset has a checkpoint directory"
-    return _case(source, source.model_dir, GraphMode.SPLIT)
+    return _case(source, source.model_dir, GraphMode.SPLIT, f32_cached)
 
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
-def test_each_sequence_equals_its_batch1_run_and_transformers(checkpoint_case, schedule):
-    _check_batch(checkpoint_case, schedule)
+def test_each_sequence_equals_its_batch1_run_and_transformers(
+    checkpoint_case, schedule, f32_cached
+):
+    _check_batch(checkpoint_case, schedule, options=f32_cached)
 
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
 def test_split_graphs_each_sequence_equals_its_batch1_run_and_transformers(
-    split_preset_case, schedule
+    split_preset_case, schedule, f32_cached
 ):
     """`--graph split --batch 3`: [3, C] weight parts and attention cores, each sequence with
     its own positions and mask, give each sequence its own split batch-1 run's tokens."""
-    _check_batch(split_preset_case, schedule, GraphMode.SPLIT)
+    _check_batch(split_preset_case, schedule, GraphMode.SPLIT, f32_cached)
 
 
-def _check_batch(case, schedule: str, graph=None) -> None:
+def _check_batch(case, schedule: str, graph=None, options=F32) -> None:
     source, protocols, alone, reference = case
-    result = run_batch(source, protocols, LADDER, schedule, graph=graph)
+    result = run_batch(source, protocols, LADDER, schedule, options, graph=graph)
     got = [s["tokens"] for s in result.sequences]
     assert got == alone
     for tokens, ref in zip(got, reference, strict=True):
@@ -85,15 +87,16 @@ def _check_batch(case, schedule: str, graph=None) -> None:
 
 
 @pytest.mark.parametrize("schedule", ["i2", "i3"])
-def test_tiny_preset_teacher_forced_batch_matches_batch1(schedule):
+def test_tiny_preset_teacher_forced_batch_matches_batch1(schedule, f32_cached):
     source = resolve_model("tiny")
     lengths = (4, 10, 7)
     prompts = tuple(Prompt(n) for n in lengths)
-    config = RunConfig(SCHEDULES[schedule], LADDER, tuple(prompts), 70, options=F32)
+    config = RunConfig(SCHEDULES[schedule], LADDER, tuple(prompts), 70, options=f32_cached)
     result = run_ladder(source, config)
     assert result.error is None and result.completed, result.error
     for n, seq in zip(lengths, result.sequences, strict=True):
-        alone = run_ladder(source, RunConfig(SCHEDULES[schedule], LADDER, Prompt(n), 70, F32))
+        one = RunConfig(SCHEDULES[schedule], LADDER, Prompt(n), 70, f32_cached)
+        alone = run_ladder(source, one)
         assert seq["tokens"] == [alone.first_token, *alone.predicted]
         assert seq["prompt_len"] == n and seq["stop_reason"] == "token limit"
 
@@ -302,6 +305,7 @@ def test_a_report_over_the_prompts_file_is_refused_and_the_file_kept(tmp_path):
     assert prompts.read_text() == "5 17 301\n3 4 5\n"
 
 
+@pytest.mark.slow
 def test_an_interrupted_batch_keeps_every_sequence_so_far(tmp_path):
     import signal
     import time

@@ -288,12 +288,9 @@ def test_one_coordinator_per_store_file_whatever_its_name(tmp_path: Path) -> Non
 
 # -- a store is used by its own name, never through a link ----------------------------------
 @pytest.fixture(scope="module")
-def made_store(tmp_path_factory) -> Path:
-    """A campaign store of sleeping trials, run by the public command."""
-    root = tmp_path_factory.mktemp("linked")
-    store = root / "c.sqlite"
-    assert _run(sleep_spec(root / "c.toml", 0.0), store, root).returncode == 0
-    return store
+def made_store(sleep_campaign_store) -> Path:
+    """A campaign store of sleeping trials, run by the public command (conftest.py's)."""
+    return sleep_campaign_store
 
 
 def _entries(directory: Path) -> dict[str, tuple[int, float]]:

@@ -167,6 +167,7 @@ def _paced(source, faults: Faults):
     return run_ladder(source, settings, order).report.to_json(), order
 
 
+@pytest.mark.slow
 def test_a_boundary_waits_exactly_when_its_compile_ends_after_it(source):
     for faults in (Faults(), Faults(compile_delay_s=1.0)):
         report, order = _paced(source, faults)

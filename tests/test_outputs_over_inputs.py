@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from campaign_helpers import campaign_command, run, sleep_spec
+from campaign_helpers import sleep_spec
 from cli import COMPILE_AHEAD
 from compare_fixtures import synthetic_experiment
 
@@ -82,15 +82,9 @@ def test_compare_still_writes_its_page_into_the_results_directory(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    """A campaign store of sleeping trials, run by the public command."""
-    root = tmp_path_factory.mktemp("store")
-    spec = sleep_spec(root / "c.toml", 0.0)
-    done = run(
-        campaign_command("run", str(spec), "--store", str(root / "c.sqlite"), "--quiet"), root
-    )
-    assert done.returncode == 0, done.stderr
-    return root / "c.sqlite"
+def store(sleep_campaign_store) -> Path:
+    """A campaign store of sleeping trials, run by the public command (conftest.py's)."""
+    return sleep_campaign_store
 
 
 def test_compare_and_campaign_report_never_write_over_the_store(store, tmp_path):

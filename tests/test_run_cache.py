@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from compile_ahead.commands.main import main
 from compile_ahead.profiling.perfetto.validate import validate_trace
 
@@ -55,6 +57,7 @@ def test_a_changed_capacity_or_precision_never_hits(tmp_path):
     assert {j["cache"] for j in json.loads(out.read_text())["compile_jobs"]} == {"miss"}
 
 
+@pytest.mark.slow
 def test_entries_are_written_off_the_critical_path(tmp_path):
     """A foreground compile's entry (the first rung's, the prefill graph's) is written after
     the token it was compiled for, on a helper thread: a slow write adds nothing to the

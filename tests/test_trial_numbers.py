@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from campaign_helpers import campaign_command, run, sleep_spec
+from campaign_helpers import campaign_command, run
 from cli import COMPILE_AHEAD
 from compare_fixtures import PAIRS, synthetic_experiment
 
@@ -108,14 +108,9 @@ def test_huge_finite_values_never_crash_the_statistics_nor_show_a_ratio_of_zero(
 
 
 @pytest.fixture(scope="module")
-def sleep_store(tmp_path_factory) -> Path:
-    """A campaign store of sleeping trials, run by the public command."""
-    root = tmp_path_factory.mktemp("numbers")
-    spec = sleep_spec(root / "c.toml", 0.0)
-    store = root / "c.sqlite"
-    done = run(campaign_command("run", str(spec), "--store", str(store), "--quiet"), root)
-    assert done.returncode == 0, done.stderr
-    return store
+def sleep_store(sleep_campaign_store) -> Path:
+    """A campaign store of sleeping trials, run by the public command (conftest.py's)."""
+    return sleep_campaign_store
 
 
 @pytest.mark.parametrize("value", ["NaN", "1e999", '"abc"'])

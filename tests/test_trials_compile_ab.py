@@ -133,6 +133,7 @@ def test_worker_remarks_decompression(tmp_path: Path) -> None:
     assert result["extension_counters"] == {"available": False, "reason": "not requested"}
 
 
+@pytest.mark.slow
 def test_ab_compile_two_configurations_on_tiny(tmp_path: Path) -> None:
     out = tmp_path / "res"
     code = run_ab(
@@ -217,6 +218,7 @@ def _rank_key(row: dict) -> tuple[int, float]:
     return (0 if c["ci_excludes_zero"] else 1, -abs(c["median_diff"]))
 
 
+@pytest.mark.slow
 def test_ab_compile_pass_profile_per_pass_endpoints(tmp_path: Path) -> None:
     from compile_ahead.profiling.trials.stats import paired_summary
 

@@ -19,6 +19,7 @@ def _option(command: list[str], flag: str) -> str | None:
     return command[command.index(flag) + 1] if flag in command else None
 
 
+@pytest.mark.slow
 def test_ab_schedule_at_batch_2_runs_batched_trials_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "res"
     proc = run_cli(
