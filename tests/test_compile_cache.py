@@ -321,7 +321,7 @@ def test_code_identity_covers_every_module_that_shapes_a_graph(tiny, cache, tmp_
         return digest
 
     base = cc.code_digest(copy)
-    shaping = ["graphs/ir_cut.py", "graphs/ir_attention.py", "model/ir_reader.py"]
+    shaping = ["graphs/ir/cut.py", "graphs/ir/attention.py", "model/ir_reader.py"]
     shaping += ["sources/ir_source.py", "compile/settings/options.py", "graphs/new_module.py"]
     for module in shaping:
         assert edited(module) != base, module
@@ -329,5 +329,5 @@ def test_code_identity_covers_every_module_that_shapes_a_graph(tiny, cache, tmp_
 
     compile_step(tiny, SPEC, f32(cache))
     assert compile_step(tiny, SPEC, f32(cache)).cache.state == "hit"
-    monkeypatch.setattr(cc, "_code_digest", lambda: edited("graphs/ir_cut.py"))
+    monkeypatch.setattr(cc, "_code_digest", lambda: edited("graphs/ir/cut.py"))
     assert compile_step(tiny, SPEC, f32(cache)).cache.state == "miss"

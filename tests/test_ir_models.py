@@ -215,8 +215,8 @@ def test_concat_free_attention_equals_the_irs_own(ir_exports):
     """The replaced attention against the IR's own SDPA over Concat(past, new), same steps."""
     from compile_ahead.runtime.base.ov_core import core
     from compile_ahead.runtime.compile.settings.options import device_config
-    from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
-    from compile_ahead.runtime.graphs.ir_step import IRStep
+    from compile_ahead.runtime.graphs.ir.cut import build_ir_step_model
+    from compile_ahead.runtime.graphs.ir.step import IRStep
     from compile_ahead.runtime.model.ir_reader import read_ir, stateless
     from compile_ahead.runtime.model.kv_arena import KVArena
 

@@ -101,7 +101,7 @@ def test_paged_cache_in_another_precision_than_the_store(tiny_qwen2_dir):
     """The CPU plugin may hold the paged cache in another precision than the one asked for
     (an f16 request computing in bf16 is held in bf16): rows are converted both ways, and the
     prefill matches token by token within that precision's rounding."""
-    from compile_ahead.runtime.graphs.paged_prefill import _convert
+    from compile_ahead.runtime.graphs.ir.paged_prefill import _convert
 
     rows = np.asarray([1.0, -2.5, 3.140625, 0.0009765625], np.float32)  # exact in all three
     bits = _convert(rows, "f32", "bf16")

@@ -1,4 +1,4 @@
-"""An IR's split graphs (graphs/ir_split.py): its weight parts compiled once per batch size, a
+"""An IR's split graphs (graphs/ir/split.py): its weight parts compiled once per batch size, a
 rung only the attention core graphs/split.py builds, driven by split_step.SplitStep as a
 checkpoint's.
 
@@ -24,7 +24,7 @@ from compile_ahead.runtime.compile.cache import weight_part_identity
 from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.split_step import CompiledParts, compile_part
-from compile_ahead.runtime.graphs import ir_split
+from compile_ahead.runtime.graphs.ir import split as ir_split
 from compile_ahead.runtime.graphs.spec import LOGITS, GraphSpec, new_key_name, new_value_name
 from compile_ahead.runtime.graphs.split import past_length_shape
 from compile_ahead.runtime.model.ir_reader import INPUT_IDS, POSITION_IDS

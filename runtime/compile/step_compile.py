@@ -13,7 +13,7 @@ from compile_ahead.runtime.compile.cache import (
 )
 from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
-from compile_ahead.runtime.graphs.paged_prefill import kv_cache_config
+from compile_ahead.runtime.graphs.ir.paged_prefill import kv_cache_config
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.sources.base import ModelSource
 

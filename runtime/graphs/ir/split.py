@@ -1,7 +1,7 @@
 """Split graphs cut from a stateful decoder IR: its weights in parts compiled once per batch
 size, a rung only the weightless attention core (graphs/split.py's, shared with checkpoints).
 
-The IR's rung graph for B sequences (ir_cut.py, the IR's own attention kept) is cut at every
+The IR's rung graph for B sequences (cut.py, the IR's own attention kept) is cut at every
 attention, one ScaledDotProductAttention per layer over Concat(past, new):
 
 - each layer's query and new K/V rows become outputs (query.i, new_key.i, new_value.i), and
@@ -33,8 +33,8 @@ from openvino import opset13 as ops
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.graphs.fold_guard import keep_lookups_unfolded
-from compile_ahead.runtime.graphs.ir_attention import concat_behind
-from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
+from compile_ahead.runtime.graphs.ir.attention import concat_behind
+from compile_ahead.runtime.graphs.ir.cut import build_ir_step_model
 from compile_ahead.runtime.graphs.spec import LOGITS, GraphSpec
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.ir_reader import INPUT_IDS, POSITION_IDS, KVInputs

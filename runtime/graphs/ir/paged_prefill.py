@@ -24,7 +24,7 @@ from compile_ahead.runtime.base.precision import (
     bf16_bits_to_f32,
     f32_to_bf16_bits,
 )
-from compile_ahead.runtime.graphs.ir_cut import gather_last
+from compile_ahead.runtime.graphs.ir.cut import gather_last
 from compile_ahead.runtime.graphs.spec import LAST_INDEX, GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.model.ir_reader import INPUT_IDS, LOGITS, POSITION_IDS

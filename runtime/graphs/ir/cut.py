@@ -13,7 +13,7 @@ returns ``present`` = Concat(past, new) along the sequence axis. For the ladder:
   row of logits is computed instead of L;
 - input_ids, attention_mask and position_ids get static shapes [B, L], [B, C + L], [B, L]; the
   mask and positions (fed per step, per sequence) hide each sequence's unwritten past slots;
-- a decode graph attends without the KV concat (ir_attention.py).
+- a decode graph attends without the KV concat (attention.py).
 
 The weights are the IR's constants as read (memory-mapped): compressed stays compressed.
 """
@@ -28,7 +28,7 @@ from openvino import opset13 as ops
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import OV_TYPES
 from compile_ahead.runtime.graphs.fold_guard import keep_lookups_unfolded
-from compile_ahead.runtime.graphs.ir_attention import replace_attention
+from compile_ahead.runtime.graphs.ir.attention import replace_attention
 from compile_ahead.runtime.graphs.spec import (
     LAST_INDEX,
     PAST_LENGTH,
@@ -122,7 +122,7 @@ def build_ir_step_model(
     """Turn a stateless decoder (ir_model.stateless) into the rung graph for ``spec``.
 
     ``fast_attention`` (default: decode graphs only) replaces the IR's SDPA over the KV concat
-    (ir_attention.py). Measured on the CPU plugin: for one token the concat, repeated per query
+    (attention.py). Measured on the CPU plugin: for one token the concat, repeated per query
     group, costs several times the step; for a prefill chunk the plugin's fused SDPA kernel
     beats the decomposed form, whose score matrices grow with chunk x capacity.
 
