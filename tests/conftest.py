@@ -237,7 +237,7 @@ def prefilled(source, prompt: list[int], capacity: int, options=F32, chunk=1, sh
     (layers stacked) and the spec of the graph that ran."""
     import numpy as np
 
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.ladder.kv_store import make_store
     from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
@@ -424,7 +424,7 @@ def shared_compile_cache(tmp_path_factory):
     the code, and checked by content at every hit). For tests that need compiled graphs, not
     a compile: a test of compiling, of the cache itself, of compile timing or of faults during
     a compile keeps its own cache or none."""
-    from compile_ahead.runtime.compile.cache import CompileCache
+    from compile_ahead.runtime.compile.cache.store import CompileCache
 
     return CompileCache(tmp_path_factory.mktemp("shared-compiled")).open()
 

@@ -255,7 +255,7 @@ def test_prefill_graphs_equal_token_by_token(ir_exports, arch, fmt, shape):
     blocks) against the decode graph token by token: the prompt's last logits and every K/V
     row. Within 1e-4, as the concat-free attention against the IR's own: the sums run in
     another order."""
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 

@@ -67,7 +67,7 @@ def test_paged_prefill_continues_after_slots_another_graph_filled(tiny_qwen2_dir
     """The paged step's cache blocks are its own: a prompt whose first part the decode graph
     prefilled (a chat's earlier turns) continues from the store's rows, loaded into blocks,
     and gives the logits and K/V rows of token by token."""
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 
@@ -376,7 +376,7 @@ def test_prefill_graph_cached_after_the_first_token(tiny_qwen2_dir, tmp_path, sh
     """A prefill graph's cache entry is written once it has served the prompt (not on the way
     to the first token), and the next run imports it. A paged graph is never cached: the
     plugin cannot import its export; the report says so."""
-    from compile_ahead.runtime.compile.step_compile import PAGED_NOT_CACHED
+    from compile_ahead.runtime.compile.graph.step_compile import PAGED_NOT_CACHED
 
     argv = ["run", "--model", str(tiny_qwen2_dir), "--schedule", "i2", "--ladder", "tiny"]
     argv += ["--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "2"]

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 from _shared.common import fresh_json, median, orders
 from _shared.genai_arms import decode_step, fill_random
 
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.model.kv_arena import KVArena

@@ -27,7 +27,7 @@ from compile_ahead.profiling.campaigns.environments import ensure_environment
 from compile_ahead.profiling.campaigns.models import identity_difference, model_identity
 from compile_ahead.profiling.campaigns.spec import block_flags, compile_arm_flags
 from compile_ahead.profiling.campaigns.validation.arms import parse_campaign_arm
-from compile_ahead.runtime.compile.cache_dirs import UntrustedPath
+from compile_ahead.runtime.compile.cache.dirs import UntrustedPath
 
 AB_DIR = "ab"
 NODE_FILE = "node.json"

@@ -1,6 +1,6 @@
 """The folders a campaign's blocks write into: each block's `ab` runs there and its trials read
 their manifests from there, so another user who could change one could choose what a trial
-runs. They are opened as the compile cache opens its own (runtime/compile/cache_dirs.py):
+runs. They are opened as the compile cache opens its own (runtime/compile/cache/dirs.py):
 
 - Beside the store (the local executor): STORE.blocks, in the store's directory, which must be
   one whose entries only this user or root can rename (owned by either, and writable by others
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.user_cache import cache_root
-from compile_ahead.runtime.compile.cache_dirs import (
+from compile_ahead.runtime.compile.cache.dirs import (
     UntrustedPath,
     open_base,
     open_private_dir,

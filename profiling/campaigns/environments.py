@@ -25,7 +25,7 @@ from typing import TextIO
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.user_cache import cache_lock, cache_root
-from compile_ahead.runtime.compile.cache_dirs import UntrustedPath, open_base
+from compile_ahead.runtime.compile.cache.dirs import UntrustedPath, open_base
 
 MARKER = "compile-ahead-env.json"
 _BUILDING = ".building-"
@@ -39,8 +39,8 @@ def environment_dir(version: str) -> Path:
 
 def _envs_dir() -> Path:
     """CACHE/envs (this user's uid-N folder in it in a shared cache root), made 0700 and
-    checked as the compile cache checks its own directories (cache_dirs.py): the interpreters
-    kept there are run, so no other user may be able to put one there."""
+    checked as the compile cache checks its own directories (compile/cache/dirs.py): the
+    interpreters kept there are run, so no other user may be able to put one there."""
     envs = cache_root() / "envs"
     try:
         base = open_base(envs, create=True, own_root=True)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # openvino must not load before the collector is armed
 
     from compile_ahead.profiling.perfetto.validate import TraceReport
     from compile_ahead.profiling.session.rung_profile import RungProfile
-    from compile_ahead.runtime.compile.result import CompileResult
+    from compile_ahead.runtime.compile.graph.result import CompileResult
     from compile_ahead.runtime.compile.settings.modes import GraphMode
     from compile_ahead.runtime.ladder.config import RunConfig
     from compile_ahead.runtime.ladder.prefill import PrefillPlan

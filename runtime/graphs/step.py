@@ -32,7 +32,7 @@ class StepOutput:
 
 class Step(Protocol):
     """What drives a compiled step graph (CompiledStep here, graphs/ir/step.py's, the paged
-    prefill step, compile/split_step.py's): a chunk of ids run after ``past_length`` slots."""
+    prefill step, compile/graph/split_step.py's): a chunk of ids run after ``past_length`` slots."""
 
     @property
     def spec(self) -> GraphSpec: ...

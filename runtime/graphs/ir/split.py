@@ -14,7 +14,7 @@ attention, one ScaledDotProductAttention per layer over Concat(past, new):
   part that reads them). Constants, with their decompression subgraphs, go with the part that
   reads them, so FP16, INT8 and INT4 weights stay as the IR stores them. A tensor a later part
   reads (the residual stream, RoPE cos/sin) is an output cut.<k> of its part and an input of
-  that later part; the host passes it on (compile/ir_split_parts.py).
+  that later part; the host passes it on (compile/graph/ir_split_parts.py).
 
 The attention mask and the KV inputs stay behind with the IR's attention, so no weight part
 depends on the capacity. An IR the cut cannot take is refused in one line (before anything is

@@ -24,7 +24,7 @@ An entry is one file: the exported blob followed by a JSON trailer (key, blob si
 hash of each 64 MiB of the blob) and a magic footer. It is written under a temporary name and
 renamed into place, so a reader sees a whole entry or none. Only this user's own entries in its
 own directories are read or written, never through a symbolic link, and a root that other users
-could change is not used at all (cache_dirs.py says how; a shared root gets one directory per
+could change is not used at all (dirs.py says how; a shared root gets one directory per
 user). A hit hashes the whole blob before importing it (its seconds are reported as verify_s
 beside import_s): a truncated, damaged, foreign or unimportable entry is deleted and the graph
 recompiled, with a warning. XXH3 was the fastest candidate measured side by side
@@ -54,151 +54,44 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import io
-import json
 import os
-import struct
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
-import xxhash
+from compile_ahead.errors import CompileAheadWarning
+from compile_ahead.runtime.compile.cache.dirs import CacheTree, UntrustedEntry, UntrustedPath
+from compile_ahead.runtime.compile.cache.entry_format import (
+    SUFFIX,
+    CorruptEntry,
+    checked_blob,
+    is_entry,
+    is_prefix,
+    is_temporary,
+    tail,
+)
+from compile_ahead.runtime.compile.cache.entry_writes import GIVEN_UP, EntryGivenUp, EntryWrites
+from compile_ahead.runtime.compile.cache.keys import entry_key, key_payload
+from compile_ahead.runtime.compile.cache.outcome import OFF, CacheOutcome, Compiled, PendingStore
 
-from compile_ahead.errors import CompileAheadError, CompileAheadWarning
-from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB, cache_root
-from compile_ahead.runtime.compile.cache_dirs import CacheTree, UntrustedEntry, UntrustedPath
-from compile_ahead.runtime.compile.entry_writes import GIVEN_UP, EntryGivenUp, EntryWrites
-
-# numpy and openvino are imported where used, so the command-line helpers at the bottom can be
-# imported while building a parser without loading OpenVINO.
+# numpy and openvino are imported where used: importing the cache loads neither.
 if TYPE_CHECKING:
-    import numpy as np
     import openvino as ov
 
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 
-# Part of every key: entries of another format are never looked up (misses, pruned in time).
-FORMAT_VERSION = 4  # an XXH3-128 per chunk of the blob in the trailer (3: one for the whole)
-MAGIC = b"CAHEAD01"
-CHECKSUM = "xxh3_128_chunks"  # the trailer's field holding the blob's checksums
-CHUNK_BYTES = 64 << 20  # chunks hashed in parallel; ~16 for a 1 GB rung entry
-SUFFIX = ".ovblob"
-_FOOTER = struct.Struct("<Q8s")  # trailer length, magic
-# Packages whose modules shape a compiled graph (how weights are read, how graphs are built
-# or cut, how they are compiled): an edit to any of their modules changes every key.
-_GRAPH_PACKAGES = ("base", "model", "graphs", "sources", "compile")
-
-CacheState = Literal["hit", "miss", "off"]
 STALE_TMP_S = 3600.0  # a temporary file this old belongs to a writer that died
 
 
 class CompileCacheWarning(CompileAheadWarning):
     """The cache could not be used for a graph (compiled without it): an unusable entry, a
     directory that cannot be written, weights that changed on disk, an entry over the cap."""
-
-
-@dataclass(frozen=True)
-class CacheOutcome:
-    state: CacheState  # hit: imported; miss: compiled (stored or not); off: no cache used
-    import_s: float = 0.0  # reading, verifying and importing the entry (hit)
-    store_s: float = 0.0  # exporting and writing the entry (miss)
-    entry: Path | None = None  # a miss's entry to write; None once nothing is to be stored
-    note: str | None = None  # why the cache was off, why not stored, or what was wrong
-    stored: bool = False  # a miss whose entry was written
-    verify_s: float = 0.0  # the whole entry's checksum (hit), part of import_s
-    # Asked again before an entry is written: why the weights may have changed since the lookup.
-    unsettled: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
-
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "cache": self.state,
-            "import_s": round(self.import_s, 3),
-            "store_s": round(self.store_s, 3),
-        }
-        if self.state == "hit":
-            out["verify_s"] = round(self.verify_s, 3)
-        if self.state == "miss":
-            out["cache_stored"] = self.stored
-        if self.note:
-            out["cache_note"] = self.note
-        return out
-
-    def summary(self) -> str:
-        """A few words for a console line: hit, miss (stored or why not) or off (why)."""
-        if self.state == "hit":
-            return f"hit (import {self.import_s:.2f} s, checksum {self.verify_s:.2f} s)"
-        if self.state == "miss":
-            if self.stored:
-                return f"miss, stored ({self.note})" if self.note else "miss, stored"
-            return f"miss, {self.note or 'not stored'}"
-        return f"off ({self.note})" if self.note else "off"
-
-
-OFF = CacheOutcome("off")
-
-
-@functools.cache
-def _code_digest() -> str:
-    return code_digest(Path(__file__).resolve().parents[1])
-
-
-def code_digest(runtime_dir: Path) -> str:
-    """A digest of every module of the graph-shaping packages under ``runtime_dir``, taken from
-    the package itself (never a hand-kept list, which would miss new or moved modules)."""
-    h = hashlib.sha256()
-    for package in _GRAPH_PACKAGES:
-        for path in sorted((runtime_dir / package).rglob("*.py")):
-            rel = path.relative_to(runtime_dir).as_posix()
-            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
-def _openvino_version() -> str:
-    import openvino
-
-    return openvino.get_version()
-
-
-@functools.cache
-def _device_name(device: str) -> str:
-    from compile_ahead.runtime.base.ov_core import core
-
-    try:
-        return str(core().get_property(device, "FULL_DEVICE_NAME"))
-    except RuntimeError:
-        return device
-
-
-def _config_repr(config: Mapping[str, object]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in sorted(config.items()) if k != "MODEL_PTR"}
-
-
-def checksum(blob: memoryview | np.ndarray) -> list[str]:
-    """XXH3-128 (hex) of each CHUNK_BYTES of the blob: a damaged entry anywhere is found before
-    it is imported. Not a defence against forgery (the cache directory is the user's own).
-    xxhash reads each chunk in place with the GIL released, so the chunks are hashed on as
-    many threads as the process may run on: a warm hit's check is over in a fraction of the
-    time one thread takes (benchmarks/cache/cache_checksum.py)."""
-    # An array's bytes through .data: numpy's stubs make ndarray a Buffer only from Python 3.12.
-    view = (blob if isinstance(blob, memoryview) else blob.data).cast("B")
-    chunks = [view[i : i + CHUNK_BYTES] for i in range(0, len(view), CHUNK_BYTES)] or [view]
-    threads = min(len(chunks), len(os.sched_getaffinity(0)))
-    if threads < 2:
-        return [xxhash.xxh3_128_hexdigest(chunk) for chunk in chunks]
-    with ThreadPoolExecutor(threads, thread_name_prefix="compile-ahead-checksum") as pool:
-        return list(pool.map(xxhash.xxh3_128_hexdigest, chunks))
-
-
-class CorruptEntry(Exception):
-    pass
 
 
 class CompileCache:
@@ -213,7 +106,7 @@ class CompileCache:
     ):
         self.directory = Path(directory).expanduser()
         # The default directory is the cache's own: one wider than 0700 is narrowed, while a
-        # directory the user names keeps its mode (cache_dirs.py).
+        # directory the user names keeps its mode (dirs.py).
         self._tree = CacheTree(self.directory, own_root=default_directory)
         self.weightless = weightless
         self.max_bytes = max_bytes  # least recently used entries go beyond this; None: no cap
@@ -244,7 +137,7 @@ class CompileCache:
         return self
 
     def _base_path(self) -> Path | None:
-        """Where this user's entries live (cache_dirs.open_base), or None when the cache cannot
+        """Where this user's entries live (dirs.open_base), or None when the cache cannot
         be used at all: ``unusable`` says why, in one warning line."""
         if self.unusable is None:
             try:
@@ -259,7 +152,7 @@ class CompileCache:
         return None
 
     def entries(self) -> list[Path]:
-        return [p for p, _ in self._tree.files(_is_prefix) if _is_entry(p)]
+        return [p for p, _ in self._tree.files(is_prefix) if is_entry(p)]
 
     def prune(self, keep: Path | None = None) -> list[Path]:
         """Delete least recently used entries (a hit refreshes an entry's mtime) until the
@@ -267,10 +160,10 @@ class CompileCache:
         that cannot be deleted is a warning (once), never an error."""
         now = time.time()
         found = []
-        for path, st in self._tree.files(_is_prefix):
-            if _is_entry(path):
+        for path, st in self._tree.files(is_prefix):
+            if is_entry(path):
                 found.append((st.st_mtime_ns, st.st_size, path))
-            elif _is_temporary(path) and now - st.st_mtime > STALE_TMP_S:
+            elif is_temporary(path) and now - st.st_mtime > STALE_TMP_S:
                 with contextlib.suppress(OSError, UntrustedPath):
                     self._tree.remove(path)
         if self.max_bytes is None:
@@ -299,29 +192,6 @@ class CompileCache:
             )
         return removed
 
-    # -- keys ---------------------------------------------------------------------------
-    def key_payload(
-        self,
-        source: ModelSource,
-        graph: Mapping[str, object],
-        device: str,
-        config: Mapping[str, object],
-    ) -> dict[str, Any] | None:
-        weights = source.weights_identity()
-        if weights is None:
-            return None
-        return {
-            "format": FORMAT_VERSION,
-            "openvino": _openvino_version(),
-            "code": _code_digest(),
-            "device": device,
-            "device_name": _device_name(device),
-            "config": _config_repr(config),
-            "weightless": self.weightless,
-            "graph": dict(graph),
-            "model": {"config": asdict(source.config), "weights": weights},
-        }
-
     # -- the compile -------------------------------------------------------------------
     def lookup(
         self,
@@ -342,7 +212,7 @@ class CompileCache:
         base = self._base_path()
         if base is None:
             return None, CacheOutcome("off", note=self.unusable)
-        payload = self.key_payload(source, graph, options.device, config)
+        payload = key_payload(source, graph, options.device, config, self.weightless)
         if payload is None:
             return None, CacheOutcome("off", note="the model's weights have no identity")
         if self.weightless and model_fn is None:
@@ -351,7 +221,7 @@ class CompileCache:
         if unsettled is not None:
             self.warn_once("weights", f"compile cache not used: {unsettled}")
             return None, CacheOutcome("off", note=f"not cached: {unsettled}")
-        key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        key = entry_key(payload)
         path = base / key[:2] / (key + SUFFIX)
         miss = CacheOutcome("miss", entry=path, unsettled=source.weights_unsettled)
         try:
@@ -428,26 +298,7 @@ class CompileCache:
                 mapped = np.memmap(f, dtype=np.uint8, mode="c")  # private: never writes the file
         except (OSError, ValueError) as err:
             raise CorruptEntry(f"cannot map it: {_reason(err)}") from None
-        size = len(mapped)
-        if size < _FOOTER.size:
-            raise CorruptEntry("truncated")
-        trailer_len, magic = _FOOTER.unpack(bytes(mapped[size - _FOOTER.size :]))
-        if magic != MAGIC or trailer_len > size - _FOOTER.size:
-            raise CorruptEntry("not an entry of this format")
-        blob_len = size - _FOOTER.size - trailer_len
-        try:
-            trailer = json.loads(bytes(mapped[blob_len : blob_len + trailer_len]))
-        except ValueError:
-            raise CorruptEntry("unreadable trailer") from None
-        if not isinstance(trailer, dict):
-            raise CorruptEntry("unreadable trailer")
-        blob = mapped[:blob_len]
-        if trailer.get("key") != key or trailer.get("blob_bytes") != blob_len:
-            raise CorruptEntry("trailer does not match its name")
-        t0 = time.perf_counter()
-        if trailer.get(CHECKSUM) != checksum(blob):
-            raise CorruptEntry("checksum mismatch: the entry is damaged")
-        verify_s = time.perf_counter() - t0
+        blob, verify_s = checked_blob(mapped, key)
         import_config = dict(config)
         if self.weightless:
             if model_fn is None:
@@ -531,14 +382,13 @@ class CompileCache:
                 f"not stored: {_size(len(view))} exceed the cache's cap of {_size(self.max_bytes)}"
             )
             return replace(outcome, entry=None, note=note)
-        trailer = json.dumps({"key": key, "blob_bytes": len(view), CHECKSUM: checksum(view)})
+        entry_tail = tail(key, view)
         try:
             # No fsync: a crash can leave a short or zeroed file under the final name only
             # after a rename, and the checksum rejects it (then it is recompiled).
             with self.writes.new_file(lambda: self._tree.new_file(path)) as entry:
                 self.writes.write_blob(entry.file, view)
-                entry.file.write(trailer.encode())
-                entry.file.write(_FOOTER.pack(len(trailer), MAGIC))
+                entry.file.write(entry_tail)
                 # Last: the export read the weights, so they must still be what the key says.
                 changed = outcome.unsettled() if outcome.unsettled is not None else None
                 if changed is not None:
@@ -565,18 +415,6 @@ class CompileCache:
         return replace(outcome, entry=None, note=f"not stored: {_reason(err)}")
 
 
-def _is_prefix(name: str) -> bool:
-    return len(name) == 2  # an entry's directory: the first two characters of its key
-
-
-def _is_entry(path: Path) -> bool:
-    return path.name.endswith(SUFFIX) and not path.name.startswith(".")
-
-
-def _is_temporary(path: Path) -> bool:
-    return path.name.startswith(".") and SUFFIX + "." in path.name  # cache_dirs.PrivateFile
-
-
 def _size(n: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
@@ -590,22 +428,6 @@ def _reason(err: BaseException | None) -> str:
         return err.strerror
     lines = str(err).strip().splitlines()
     return lines[0] if lines else type(err).__name__
-
-
-@dataclass
-class Compiled:
-    """A compiled graph and what it took (build and compile seconds, 0 on an import)."""
-
-    model: ov.CompiledModel
-    build_s: float = 0.0
-    compile_s: float = 0.0
-    # Its export, when the compile made one (a compile worker's): a cache entry is written
-    # from it instead of exporting the model again.
-    blob: bytes | None = None
-
-
-# Writes a miss's entry when the caller has time; what the cache did.
-PendingStore = Callable[[], CacheOutcome]
 
 
 def cached_compile(
@@ -633,58 +455,3 @@ def cached_compile(
     if store_later:
         return compiled, outcome, pending
     return compiled, pending(), None
-
-
-def _spec_fields(spec: GraphSpec) -> dict[str, object]:
-    """Every field of a spec; batch only when above 1, so batch-1 entries keep their key."""
-    fields = asdict(spec)
-    if fields["batch"] == 1:
-        del fields["batch"]
-    return fields
-
-
-def step_graph_identity(spec: GraphSpec) -> dict[str, object]:
-    """A whole decode or prefill graph: every field of its spec (capacity, chunk, KV
-    precision, buffer capacity, batch, and any added later)."""
-    return {"graph": spec.kind, **_spec_fields(spec)}
-
-
-def weight_part_identity(index: int, kv_precision: str, batch: int = 1) -> dict[str, object]:
-    """A split weight part; batch only when above 1, so batch-1 entries keep their key."""
-    identity = {"graph": "weight-part", "index": index, "kv_precision": kv_precision}
-    return identity if batch == 1 else {**identity, "batch": batch}
-
-
-def attention_core_identity(spec: GraphSpec) -> dict[str, object]:
-    return {"graph": "attention", **_spec_fields(spec)}
-
-
-# -- the command-line side ----------------------------------------------------------------
-def default_cache_dir() -> Path:
-    return cache_root() / "compiled"
-
-
-def cache_from_flags(
-    cache_dir: str | None = None,
-    no_cache: bool = False,
-    max_gb: float | None = COMPILED_CACHE_MAX_GB,
-) -> CompileCache | None:
-    """On by default in the user cache directory; ``--cache-dir`` moves it, ``--no-cache``
-    turns it off, ``--cache-max-gb`` caps its size (least recently used entries go, also of
-    earlier runs: the cap is enforced here, when the command opens the cache)."""
-    if no_cache:
-        return None
-    if max_gb is not None:
-        check_max_gb(max_gb)
-    max_bytes = None if max_gb is None or max_gb == 0 else int(max_gb * 1e9)
-    directory = Path(cache_dir) if cache_dir else default_cache_dir()
-    return CompileCache(directory, max_bytes=max_bytes, default_directory=not cache_dir).open()
-
-
-def check_max_gb(max_gb: float) -> float:
-    """A cap in GB: finite and >= 0 (0: no cap); NaN and infinity are refused."""
-    if not (isinstance(max_gb, int | float) and 0 <= max_gb < float("inf")):
-        raise CompileAheadError(
-            f"--cache-max-gb must be a finite number of GB >= 0 (0: no cap), got {max_gb}"
-        )
-    return float(max_gb)

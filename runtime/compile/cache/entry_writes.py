@@ -28,7 +28,7 @@ class EntryGivenUp(Exception):
 
 
 class NewFile(Protocol):
-    """A new entry's file under a temporary name (cache_dirs.PrivateFile)."""
+    """A new entry's file under a temporary name (dirs.PrivateFile)."""
 
     file: BinaryIO
 

@@ -20,10 +20,10 @@ import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
-from compile_ahead.runtime.compile.cache import weight_part_identity
-from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.cache.keys import weight_part_identity
+from compile_ahead.runtime.compile.graph.result import CompileResult
+from compile_ahead.runtime.compile.graph.split_step import CompiledParts, compile_part
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.split_step import CompiledParts, compile_part
 from compile_ahead.runtime.graphs.ir import split as ir_split
 from compile_ahead.runtime.graphs.spec import LOGITS, GraphSpec, new_key_name, new_value_name
 from compile_ahead.runtime.graphs.split import past_length_shape

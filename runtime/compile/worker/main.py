@@ -1,7 +1,7 @@
 """A compile worker process: builds and compiles rung graphs at low priority, exports each
 compiled model to a file and reports its compile phases.
 
-    python -m compile_ahead.runtime.compile.worker_main PARENT_PID PRIORITY BLOB_FD
+    python -m compile_ahead.runtime.compile.worker.main PARENT_PID PRIORITY BLOB_FD
 
 Started by worker_client.CompileWorker, never by hand. Order matters: it dies with its
 parent and lowers its priority before openvino loads (so every thread OpenVINO and TBB create
@@ -22,7 +22,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from compile_ahead.interrupts import unblock_interrupts
-from compile_ahead.runtime.compile.worker_protocol import (
+from compile_ahead.runtime.compile.worker.protocol import (
     WORKER_DOMAIN,
     Closed,
     CompileReply,
@@ -96,7 +96,7 @@ class Worker:
         return own + seen
 
     def compile(self, req: CompileRequest) -> CompileReply:
-        from compile_ahead.runtime.compile import step_compile
+        from compile_ahead.runtime.compile.graph import step_compile
         from compile_ahead.runtime.sources.resolve import reopen
 
         own: list[PhaseSpan] = []

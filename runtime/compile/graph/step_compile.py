@@ -5,13 +5,10 @@ from __future__ import annotations
 import time
 
 from compile_ahead.runtime.base.ov_core import compile_model
-from compile_ahead.runtime.compile.cache import (
-    CacheOutcome,
-    Compiled,
-    cached_compile,
-    step_graph_identity,
-)
-from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.cache.keys import step_graph_identity
+from compile_ahead.runtime.compile.cache.outcome import CacheOutcome, Compiled
+from compile_ahead.runtime.compile.cache.store import cached_compile
+from compile_ahead.runtime.compile.graph.result import CompileResult
 from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
 from compile_ahead.runtime.graphs.ir.paged_prefill import kv_cache_config
 from compile_ahead.runtime.graphs.spec import GraphSpec

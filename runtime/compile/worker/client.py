@@ -41,7 +41,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import block_interrupts, future_result
 from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
 from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
-from compile_ahead.runtime.compile.worker_protocol import (
+from compile_ahead.runtime.compile.worker.protocol import (
     Closed,
     CompileReply,
     CompileRequest,
@@ -58,7 +58,7 @@ from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.sources.base import ReopenSpec
 
-ENTRY = "compile_ahead.runtime.compile.worker_main"
+ENTRY = "compile_ahead.runtime.compile.worker.main"
 # Not inherited: the worker would append to the parent's pass-profile file.
 _PRIVATE_ENV = ("OV_ENABLE_PROFILE_PASS",)
 

@@ -22,14 +22,10 @@ import openvino as ov
 
 from compile_ahead.runtime.base.ov_core import compile_model
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES, bf16_bits_to_f32
-from compile_ahead.runtime.compile.cache import (
-    CacheOutcome,
-    Compiled,
-    attention_core_identity,
-    cached_compile,
-    weight_part_identity,
-)
-from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.cache.keys import attention_core_identity, weight_part_identity
+from compile_ahead.runtime.compile.cache.outcome import CacheOutcome, Compiled
+from compile_ahead.runtime.compile.cache.store import cached_compile
+from compile_ahead.runtime.compile.graph.result import CompileResult
 from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
 from compile_ahead.runtime.graphs import split as split_graphs
 from compile_ahead.runtime.graphs.spec import (

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from compile_ahead.runtime.compile.cache import OFF, CacheOutcome, PendingStore
+from compile_ahead.runtime.compile.cache.outcome import OFF, CacheOutcome, PendingStore
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
+    from compile_ahead.runtime.compile.worker.protocol import PhaseSpan
 
 
 @dataclass(frozen=True)
