@@ -34,7 +34,7 @@ from compile_ahead.commands.options import (
 from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import check_new_dir, check_not_inputs, mark_output_dir
-from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag
+from compile_ahead.profiling.campaigns.definition.validation.ab_flags import AbFlag
 from compile_ahead.profiling.results_format.experiment import load_experiment
 from compile_ahead.profiling.results_format.records import load_records
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
@@ -402,7 +402,7 @@ def _cell_parser() -> argparse.ArgumentParser:
 
 
 class CellChecks:
-    """The `ab` command's checks of a campaign's cells (profiling/campaigns/spec.py,
+    """The `ab` command's checks of a campaign's cells (profiling/campaigns/definition/spec.py,
     CheckCell): a cell's command line, and the long flags of `ab KIND` an ``[options]`` key
     may name, read from this parser."""
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from itertools import pairwise
 
-from compile_ahead.profiling.campaigns.cells import CellRun
+from compile_ahead.profiling.campaigns.persistence.cells import CellRun
 from compile_ahead.profiling.trials.compile_kind import passes as pass_ab
 from compile_ahead.profiling.trials.compile_kind.experiment import MeasureOptions
 from compile_ahead.profiling.trials.compile_kind.passes import PassAnalysis, RankedPass

@@ -20,7 +20,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
-from compile_ahead.profiling.campaigns.store import Store
+from compile_ahead.profiling.campaigns.persistence.store import Store
 from compile_ahead.profiling.results_format.campaign import trial_record
 from compile_ahead.profiling.results_format.records import (
     InvalidTrial,

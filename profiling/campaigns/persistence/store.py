@@ -26,9 +26,12 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.format_version import FORMAT_KEY, FORMAT_VERSION
 from compile_ahead.output.inputs import is_sqlite_file, sqlite_side_files
-from compile_ahead.profiling.campaigns.spec import CampaignSpec
-from compile_ahead.profiling.campaigns.store_lock import CoordinatorLock, own_name
-from compile_ahead.profiling.campaigns.validation.identity import identity_change, refusal
+from compile_ahead.profiling.campaigns.definition.spec import CampaignSpec
+from compile_ahead.profiling.campaigns.definition.validation.identity import (
+    identity_change,
+    refusal,
+)
+from compile_ahead.profiling.campaigns.persistence.store_lock import CoordinatorLock, own_name
 from compile_ahead.profiling.results_format.campaign import CampaignMeta, read_meta
 
 SCHEMA_VERSION = 1

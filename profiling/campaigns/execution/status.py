@@ -17,9 +17,9 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.coordinator import duration
-from compile_ahead.profiling.campaigns.store import Store
-from compile_ahead.profiling.campaigns.store_lock import HOLDER_KEY, coordinator_running
+from compile_ahead.profiling.campaigns.execution.coordinator import duration
+from compile_ahead.profiling.campaigns.persistence.store import Store
+from compile_ahead.profiling.campaigns.persistence.store_lock import HOLDER_KEY, coordinator_running
 from compile_ahead.shown_text import shown
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag, Takes
+from compile_ahead.profiling.campaigns.definition.validation.ab_flags import AbFlag, Takes
 from compile_ahead.shown_text import hidden_character, shown
 
 REPORT_KEYS = ("endpoints",)

@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.block import BlockTask, run_block
-from compile_ahead.profiling.campaigns.block_dirs import check_blocks_folder
-from compile_ahead.profiling.campaigns.coordinator import Hooks
+from compile_ahead.profiling.campaigns.execution.block import BlockTask, run_block
+from compile_ahead.profiling.campaigns.execution.block_dirs import check_blocks_folder
+from compile_ahead.profiling.campaigns.execution.coordinator import Hooks
 
 
 class LocalExecutor:

@@ -45,16 +45,19 @@ from pathlib import Path
 from typing import Protocol
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.environments import built_environment
-from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag
-from compile_ahead.profiling.campaigns.validation.arms import CampaignArm, parse_campaign_arm
-from compile_ahead.profiling.campaigns.validation.axes import (
+from compile_ahead.profiling.campaigns.definition.environments import built_environment
+from compile_ahead.profiling.campaigns.definition.validation.ab_flags import AbFlag
+from compile_ahead.profiling.campaigns.definition.validation.arms import (
+    CampaignArm,
+    parse_campaign_arm,
+)
+from compile_ahead.profiling.campaigns.definition.validation.axes import (
     check_axes_for_kind,
     check_axis_values,
 )
-from compile_ahead.profiling.campaigns.validation.identity import campaign_identity
-from compile_ahead.profiling.campaigns.validation.limits import check_grid_size
-from compile_ahead.profiling.campaigns.validation.spec_text import (
+from compile_ahead.profiling.campaigns.definition.validation.identity import campaign_identity
+from compile_ahead.profiling.campaigns.definition.validation.limits import check_grid_size
+from compile_ahead.profiling.campaigns.definition.validation.spec_text import (
     check_endpoints,
     check_text,
     option_flags,

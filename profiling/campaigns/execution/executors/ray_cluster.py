@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import WAIT_SLICE_S, in_background
-from compile_ahead.profiling.campaigns import fingerprint
-from compile_ahead.profiling.campaigns.block import BlockTask, run_block
-from compile_ahead.profiling.campaigns.coordinator import Hooks
-from compile_ahead.profiling.campaigns.models import identity_difference, model_identity
+from compile_ahead.profiling.campaigns.execution import fingerprint
+from compile_ahead.profiling.campaigns.execution.block import BlockTask, run_block
+from compile_ahead.profiling.campaigns.execution.coordinator import Hooks
+from compile_ahead.profiling.campaigns.execution.models import identity_difference, model_identity
 
 if TYPE_CHECKING:
     from ray import ObjectRef

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.validation.arms import VERSION_PREFIX, CampaignArm
+from compile_ahead.profiling.campaigns.definition.validation.arms import VERSION_PREFIX, CampaignArm
 from compile_ahead.shown_text import shown
 
 _SHOWN = 60  # characters of a value in a message

@@ -23,11 +23,11 @@ from typing import Protocol, TextIO
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import check_output_file
-from compile_ahead.profiling.campaigns.block import BlockTask
-from compile_ahead.profiling.campaigns.models import model_identity
-from compile_ahead.profiling.campaigns.spec import CampaignSpec
-from compile_ahead.profiling.campaigns.store import Store
-from compile_ahead.profiling.campaigns.store_lock import HOLDER_KEY, CoordinatorLock
+from compile_ahead.profiling.campaigns.definition.spec import CampaignSpec
+from compile_ahead.profiling.campaigns.execution.block import BlockTask
+from compile_ahead.profiling.campaigns.execution.models import model_identity
+from compile_ahead.profiling.campaigns.persistence.store import Store
+from compile_ahead.profiling.campaigns.persistence.store_lock import HOLDER_KEY, CoordinatorLock
 from compile_ahead.shown_text import shown
 
 

@@ -21,12 +21,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns import child, fingerprint
-from compile_ahead.profiling.campaigns.block_dirs import private_folder
-from compile_ahead.profiling.campaigns.environments import ensure_environment
-from compile_ahead.profiling.campaigns.models import identity_difference, model_identity
-from compile_ahead.profiling.campaigns.spec import block_flags, compile_arm_flags
-from compile_ahead.profiling.campaigns.validation.arms import parse_campaign_arm
+from compile_ahead.profiling.campaigns.definition.environments import ensure_environment
+from compile_ahead.profiling.campaigns.definition.spec import block_flags, compile_arm_flags
+from compile_ahead.profiling.campaigns.definition.validation.arms import parse_campaign_arm
+from compile_ahead.profiling.campaigns.execution import child, fingerprint
+from compile_ahead.profiling.campaigns.execution.block_dirs import private_folder
+from compile_ahead.profiling.campaigns.execution.models import identity_difference, model_identity
 from compile_ahead.runtime.compile.cache.dirs import UntrustedPath
 
 AB_DIR = "ab"
