@@ -118,6 +118,7 @@ def model_inputs(args: argparse.Namespace) -> list[Path]:
 def compile_options(args: argparse.Namespace) -> CompileOptions:
     """The compile options of a command; the compile cache is on unless --no-cache (or the
     command has no cache flags, e.g. profile-compile, which profiles real compiles)."""
+    from compile_ahead.runtime.compile.settings.devices import check_device
     from compile_ahead.runtime.compile.settings.options import CompileOptions
 
     check_device(args.device)
@@ -190,35 +191,6 @@ def resolve_from_args(args: argparse.Namespace) -> ModelSource:
 
 
 AUTO_LADDER = "auto"
-# OpenVINO's devices made of other devices: they cannot export a compiled graph (the cache and
-# the worker need that) nor answer the properties a rung is compiled with.
-META_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
-
-
-def check_device(device: str) -> None:
-    """A device OpenVINO has a plugin for and compiles for here; refused before any work
-    otherwise."""
-    from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
-
-    if device.partition(":")[0].upper() in META_DEVICES:
-        real = [d for d in core().available_devices if d.split(".")[0] not in META_DEVICES]
-        raise CompileAheadError(
-            f"--device {device}: meta-devices ({', '.join(META_DEVICES)}) are not supported "
-            "(each rung is compiled, exported and timed on one device); name a real one: "
-            f"{', '.join(real) or 'CPU'}"
-        )
-    try:
-        known = bool(core().get_versions(device))
-    except RuntimeError as err:
-        raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from None
-    if not known:
-        raise CompileAheadError(
-            f"--device {device}: not a device of this OpenVINO (available here: "
-            f"{', '.join(core().available_devices)})"
-        )
-    from compile_ahead.runtime.compile.settings.properties import check_device_compiles
-
-    check_device_compiles(device)
 
 
 def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:
