@@ -310,12 +310,12 @@ def small_tmpfs(where: Path, size: str = "2m", mode: str = "rw") -> Iterator[Pat
 
 def wait_until_settled(directory: Path) -> None:
     """Wait (a clock tick or two) until the files under ``directory`` were last changed long
-    enough ago that the compile cache trusts their ctime (model/weights.py racy_change):
+    enough ago that the compile cache trusts their ctime (model/file_identity.py racy_change):
     a test that writes a checkpoint and opens it at once would otherwise run uncached."""
-    from compile_ahead.runtime.model import weights
+    from compile_ahead.runtime.model import file_identity
 
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        weights.wait_until_settled(path)
+        file_identity.wait_until_settled(path)
 
 
 def earlier_output(directory: Path, files: dict[str, str]) -> Path:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.architecture import load_config
-from compile_ahead.runtime.model.weights import SafetensorsStore, check_weights, checkpoint_files
+from compile_ahead.runtime.model.safetensors_store import SafetensorsStore, checkpoint_files
+from compile_ahead.runtime.model.weights import check_weights
 from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 
 if TYPE_CHECKING:

@@ -17,15 +17,11 @@ from compile_ahead.runtime.graphs.ir.paged_prefill import PagedPrefillStep, page
 from compile_ahead.runtime.graphs.ir.split import cut_weights
 from compile_ahead.runtime.graphs.ir.step import IRStep
 from compile_ahead.runtime.graphs.spec import GraphSpec
+from compile_ahead.runtime.model.file_identity import file_identity, racy_change
 from compile_ahead.runtime.model.ir_files import IRFiles, locate_ir
 from compile_ahead.runtime.model.ir_reader import ir_config, read_ir, sliding_window, stateless
 from compile_ahead.runtime.model.ir_weights import WeightFormat, weight_format
-from compile_ahead.runtime.model.weights import (
-    WeightStore,
-    WeightTensor,
-    file_identity,
-    racy_change,
-)
+from compile_ahead.runtime.model.weights import WeightStore, WeightTensor
 from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 
 
