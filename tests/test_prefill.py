@@ -13,7 +13,7 @@ import pytest
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import helpers_running
-from compile_ahead.profiling.session.compile_profiler import prefill_plan
+from compile_ahead.profiling.session.profile_options import prefill_plan
 from compile_ahead.runtime.compile.settings.device_defaults import (
     PREFILL_CHUNKS,
     default_decode_compile,
