@@ -248,10 +248,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def run_schedule_ab(args: argparse.Namespace) -> int:
-    from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+    from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
     from compile_ahead.profiling.trials.schedule_kind import run as schedule_run
 
-    schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
+    schedules = schedule_arms.parse_arms(args.arms, custom_command=args.command is not None)
     out = _out_dir(args, "schedule")
     trials = _schedule_trials(args, schedules)
     if args.command is None and len(trials.upstream) < len(schedules):
@@ -425,8 +425,8 @@ def _check_cell_argv(argv: list[str]) -> None:
     """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model or
     trial: its flags, arms and ladder, and its compile properties against the device (as
     `ab` checks them before it writes anything); CompileAheadError (one line) otherwise."""
-    from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
-    from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+    from compile_ahead.profiling.trials.compile_kind.exported_rungs import parse_ladder
+    from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
 
     args = _cell_parser().parse_args(argv)
     if args.ab_kind == "compile":
@@ -436,7 +436,7 @@ def _check_cell_argv(argv: list[str]) -> None:
         for text in args.arm:
             _check_arm_properties(text, args.device)
         return
-    schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
+    schedules = schedule_arms.parse_arms(args.arms, custom_command=args.command is not None)
     # The run configuration every trial gets, checked as `ab` checks it: RunConfig.validate,
     # the device's answer to a batch of B included.
     _schedule_trials(args, schedules)

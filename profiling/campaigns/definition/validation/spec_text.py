@@ -182,8 +182,8 @@ def measured_endpoints(
 ) -> list[str]:
     """The keys of the endpoints that `ab KIND` analyses for cells of these ladders, options
     and batches, in the order its reports list them."""
-    from compile_ahead.profiling.trials.compile_kind.experiment import compile_endpoints
-    from compile_ahead.profiling.trials.schedule_kind.experiment import schedule_endpoints
+    from compile_ahead.profiling.trials.compile_kind.endpoints import compile_endpoints
+    from compile_ahead.profiling.trials.schedule_kind.endpoints import schedule_endpoints
     from compile_ahead.runtime.ladder.capacities import Ladder
 
     batch = max((b for b in batches if isinstance(b, int)), default=1)
