@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class CompileResult:
     # What drives the compiled graph (graphs/step.py, graphs/ir/step.py, the paged prefill
-    # step, compile/split_step.py's SplitStep): bound to a KV store, then run.
+    # step, graph/split_step.py's SplitStep): bound to a KV store, then run.
     step: Any
     # hit (imported, with its import and checksum seconds), miss (stored, not yet stored, or
     # why not) or off (and why).

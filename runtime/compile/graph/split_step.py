@@ -56,7 +56,7 @@ def compile_part(
 ) -> tuple[ov.CompiledModel, CacheOutcome]:
     """Import the graph from the compile cache (options.cache), or build and compile it.
     ``restorable``: a weightless entry may restore its weights from ``build``'s graph (ours;
-    an IR's are not, as for its whole graphs: compile/step_compile.py)."""
+    an IR's are not, as for its whole graphs: graph/step_compile.py)."""
 
     def compile_fn(opts: CompileOptions) -> Compiled:
         return Compiled(compile_model(build(), opts.device, device_config(opts), what))

@@ -3,11 +3,11 @@ compiled model to a file and reports its compile phases.
 
     python -m compile_ahead.runtime.compile.worker.main PARENT_PID PRIORITY BLOB_FD
 
-Started by worker_client.CompileWorker, never by hand. Order matters: it dies with its
+Started by client.CompileWorker, never by hand. Order matters: it dies with its
 parent and lowers its priority before openvino loads (so every thread OpenVINO and TBB create
 inherits the priority), and ``-m`` imports compile_ahead first (so the ITT collector is announced
 before libopenvino loads). Requests come on stdin, replies go on the original stdout; see
-worker_protocol.
+protocol.py.
 """
 
 from __future__ import annotations
