@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # openvino must not load before the collector is armed
     from compile_ahead.profiling.session.rung_profile import RungProfile
     from compile_ahead.runtime.compile.graph.result import CompileResult
     from compile_ahead.runtime.compile.settings.options import CompileOptions
+    from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
 
 
@@ -69,6 +70,16 @@ class RungProfiler:
         self.rungs.append({**row, "model_file": str(foreign)})
         del result
 
+    def _spec(self, capacity: int, prefill: PrefillPlan | None, batch: int) -> GraphSpec:
+        """The graph profiled: a decode graph of ``batch`` sequences, or ``prefill``'s."""
+        from compile_ahead.runtime.graphs.spec import GraphSpec
+
+        kv = self.options.kv_precision
+        assert kv is not None
+        if prefill is None:
+            return GraphSpec(capacity, 1, kv, batch=batch)
+        return prefill.spec(capacity, kv)
+
     def rung(
         self,
         compile_rung: Callable[..., CompileResult],
@@ -84,15 +95,9 @@ class RungProfiler:
         from compile_ahead.profiling.session.progress_line import ProgressLine
         from compile_ahead.profiling.session.rung_profile import profile_rung
         from compile_ahead.profiling.traces.compile_jobs import begin_job, end_job
-        from compile_ahead.runtime.graphs.spec import GraphSpec
 
         w = self.trace.writer
-        kv = self.options.kv_precision
-        assert kv is not None
-        if prefill is None:
-            spec = GraphSpec(capacity, 1, kv, batch=batch)
-        else:
-            spec = prefill.spec(capacity, kv)
+        spec = self._spec(capacity, prefill, batch)
         chunk = spec.chunk
         shape = None if prefill is None else prefill.shape
         job = begin_job(w, capacity, time.monotonic_ns(), chunk=chunk, shape=shape)
