@@ -43,6 +43,7 @@ from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
 from compile_ahead.runtime.ladder.reporting.accounting import RunAccounting
 from compile_ahead.runtime.ladder.reporting.batch import BatchStats, SequenceReport
 from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, FanOut, RunEvents
+from compile_ahead.runtime.ladder.reporting.perplexity import TextScore
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord, RunReport
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
 from compile_ahead.runtime.ladder.schedules import CompileTiming
@@ -319,7 +320,7 @@ class LadderRunner:
                 p1 = now_ns()
                 s.prefill_ns = p1 - p0
                 self.events.prefill(self.first, len(s.protocol.prompt), p0, p1)
-                s.prefilled(logits, p1, keep)
+                s.prefilled(logits, p1, keep, self.first)
                 self._stopped(s, p1)
                 if s.index % every == 0:
                     self._memory(p1)
@@ -386,7 +387,7 @@ class LadderRunner:
         for s in self.sequences.live_ones(live):
             if s.in_prompt:
                 s.prefill_ns += b - a
-            s.take(logits[s.index], b, self.config.keep_logits)
+            s.take(logits[s.index], b, self.config.keep_logits, active.capacity)
         return before, logits, a, b
 
     def _step(self, active: CompiledRung, i: int, live: np.ndarray) -> None:
@@ -519,8 +520,15 @@ class LadderRunner:
             self._first_token_ns = first
         report = self._ladder_report(start, end, stop, error)
         report.tokens_decoded = self.sequences.tokens_decoded()
-        if self.batch > 1:  # a batch-1 report is the format it always was
+        if self.batch > 1:  # a batch-1 report is the format it always was, and these
             self._batch_report(report, command)
+        elif self.protocol.name == "greedy":
+            report.sequences = [self.sequences.each[0].to_json(command, report.stop_reason)]
+        if self.protocol.document is not None:
+            scores = [x for s in self.sequences for x in s.scores]
+            report.text_score = TextScore.of(
+                self.protocol.document, len(self.protocol.prompt), scores
+            )
         return report
 
     def _batch_report(self, report: RunReport, command_ns: int) -> None:

@@ -45,6 +45,15 @@ def load_tokenizer(model_dir: Path | None, model_name: str) -> TextTokenizer:
         raise CompileAheadError(f"{path}: cannot load tokenizer ({err})") from None
 
 
+def known_tokenizer(model_dir: Path | None, model_name: str) -> TextTokenizer | None:
+    """The model's tokenizer when its directory holds one (load_tokenizer), else None."""
+    if model_dir is None:
+        return None
+    if not any((model_dir / name).is_file() for name in (TOKENIZER_XML, "tokenizer.json")):
+        return None
+    return load_tokenizer(model_dir, model_name)
+
+
 def parse_token_ids(text: str, vocab_size: int | None, origin: str | None = None) -> list[int]:
     """--prompt-ids' comma-separated ids, checked against the vocabulary (None: only their
     spelling, before the model is known); ``origin`` names where they were given (a
