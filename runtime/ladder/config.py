@@ -207,6 +207,9 @@ class RunConfig:
     faults: Faults = field(default_factory=Faults)
     boundary_window: int = 3  # steps recorded on each side of a boundary
     keep_logits: bool = False  # keep every step's logits (tests on tiny models)
+    # Keep the logits of the boundary windows' steps, recording windows around every rung of
+    # the ladder whatever the schedule compiles (a benchmark's cosine against a b0 control).
+    keep_window_logits: bool = False
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
     # When the command started (now_ns()): first_token_s counts from there; None: the run's.
     started_ns: int | None = None
@@ -439,6 +442,7 @@ class SettledRun:
     # The run's B >= 1 sequences, each with its own protocol (``protocol`` is the longest
     # one's, whose prompt the prefill plan and the report's prompt length are of).
     sequences: tuple[RunProtocol, ...] = ()
+    keep_window_logits: bool = False
 
     ready = True  # what a run takes (a RunConfig is not)
 
@@ -476,4 +480,5 @@ class SettledRun:
             config.started_ns,
             config.device_defaults,
             sequences or (protocol,),
+            config.keep_window_logits,
         )

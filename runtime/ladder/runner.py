@@ -69,6 +69,8 @@ class RunResult:
     # logits of each of its tokens.
     sequences: list[dict[str, Any]] = field(default_factory=list)
     sequence_logits: list[list[np.ndarray]] = field(default_factory=list)
+    # With keep_window_logits: the logits of each report.boundary_tokens entry, in its order.
+    window_logits: list[np.ndarray] = field(default_factory=list)
 
     @property
     def completed(self) -> bool:
@@ -126,6 +128,9 @@ class LadderRunner:
         self.policy: RungPolicy = make_policy(self.schedule, self.jobs, self.rungs)
         self.boundaries: list[BoundaryRecord] = []
         self.window: list[dict] = []
+        self.window_logits: list[np.ndarray] = []
+        # Windows around the schedule's rungs, or with keep_window_logits the whole ladder's.
+        self.window_rungs = self.ladder.rungs if config.keep_window_logits else self.rungs
         # The rungs compiled while the prompt is prefilled (a prefill graph's runs only).
         self._first_rungs: Future[None] | None = None
         self._prefill_step: Any = None  # the prefill graph's step while the prompt runs
@@ -179,6 +184,7 @@ class LadderRunner:
             list(self.jobs.finished),
             [s.to_json(0) for s in self.sequences],
             [s.logits for s in self.sequences],
+            self.window_logits,
         )
 
     def _generate(self) -> str:
@@ -400,6 +406,8 @@ class LadderRunner:
                 entry = self._window_entry(i, t, active.capacity, logits[s.index])
                 # A batch-1 report's entries are the format they always were.
                 self.window.append({"sequence": s.index, **entry} if self.batch > 1 else entry)
+                if self.config.keep_window_logits:
+                    self.window_logits.append(logits[s.index].copy())
         self._memory(b)
         self.events.step(i, active.capacity, a, b)
         for s in self.sequences.live_ones(live):
@@ -486,7 +494,7 @@ class LadderRunner:
             self.events.memory(ts, self.store.reserved_bytes(), self.store.committed_bytes())
 
     def _record_window(self, t: int) -> bool:
-        return near_boundary(self.rungs, t, self.config.boundary_window)
+        return near_boundary(self.window_rungs, t, self.config.boundary_window)
 
     def _window_entry(self, i: int, t: int, capacity: int, logits: np.ndarray) -> dict:
         top = np.argsort(logits)[::-1][:5]
