@@ -109,7 +109,7 @@ def export(checkpoint: Path, out: Path, fmt: str, group_size: int | None) -> Pat
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--model", type=Path, required=True, help="a .gguf file or a checkpoint dir")
     p.add_argument("--document", type=Path, default=ROOT / "LICENSE")
@@ -122,7 +122,11 @@ def main() -> None:
     )
     p.add_argument("--work", type=Path, default=Path("quantization_work"))
     p.add_argument("--json", type=Path, default=None, help="write the result file here")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     top = int(args.ladder.split(",")[-1])
     ids = token_ids(args.model, args.document.read_text())[: top + 1]  # what the top rung holds
