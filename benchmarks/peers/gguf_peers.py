@@ -13,8 +13,8 @@ first token, decode per token and peak RSS, each arm in a fresh process, rounds 
   (temperature 0) with EOS masked: load to first token and the mean gap between later tokens.
 Peak RSS: each child's own maximum resident set (getrusage).
 
-    python benchmarks/peers/gguf_peers.py --gguf PATH.gguf --rounds 3 --steps 200
-    python benchmarks/peers/gguf_peers.py --gguf PATH.gguf --ours-model CHECKPOINT \\
+    python benchmarks/peers/gguf_peers.py --rounds 3 --steps 200 --json gguf_peers.json
+    python benchmarks/peers/gguf_peers.py --ours-model CHECKPOINT \\
         --arms ours,genai --rounds 1 --steps 16   # a small check
 """
 
@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _shared.common import median, orders
+from _shared.models import smollm2_gguf
 from _shared.results import write_result
 
 ARMS = ("ours", "genai", "llamacpp")
@@ -135,7 +136,9 @@ def vocab_size(gguf: Path) -> int:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--gguf", type=Path, required=True, help="the GGUF file every peer loads")
+    p.add_argument(
+        "--gguf", type=Path, default=None, help="the GGUF every peer loads (default: SmolLM2-135M)"
+    )
     p.add_argument("--ours-model", default=None, help="our model (default: the GGUF itself)")
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--schedule", default="b0")
@@ -148,6 +151,7 @@ def main() -> None:
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child's arm
     p.add_argument("--ids", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    args.gguf = args.gguf or smollm2_gguf()
     if args.one:
         child_main(args)
         return

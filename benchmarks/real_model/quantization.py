@@ -12,7 +12,7 @@ reference: top-1 agreement at every scored position and the NLL difference (nats
   `save_pretrained`, at f32: the anchor), and `int8` / `int4` (optimum-intel exports of that
   checkpoint, `--weight-format int8|int4`, at the default precision).
 
-    python benchmarks/real_model/quantization.py --model smollm2-135m --json quantization.json
+    python benchmarks/real_model/quantization.py --json quantization.json  # SmolLM2-135M's GGUF
     python benchmarks/real_model/quantization.py --model CHECKPOINT_DIR --ladder 256,512,1024 \\
         --prompt-len 32   # a small check
 """
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _shared.models import _exporter_env, _import_transformers
+from _shared.models import _exporter_env, _import_transformers, smollm2_gguf
 from _shared.results import write_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,9 @@ def export(checkpoint: Path, out: Path, fmt: str, group_size: int | None) -> Pat
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--model", type=Path, required=True, help="a .gguf file or a checkpoint dir")
+    p.add_argument(
+        "--model", type=Path, default=None, help="a .gguf or a checkpoint (default: SmolLM2-135M)"
+    )
     p.add_argument("--document", type=Path, default=ROOT / "LICENSE")
     p.add_argument("--ladder", default="1024,2048,4096")
     p.add_argument("--schedule", default="i2")
@@ -122,7 +124,9 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--work", type=Path, default=Path("quantization_work"))
     p.add_argument("--json", type=Path, default=None, help="write the result file here")
-    return p.parse_args()
+    args = p.parse_args()
+    args.model = args.model or smollm2_gguf()
+    return args
 
 
 def main() -> None:
