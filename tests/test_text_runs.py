@@ -173,3 +173,51 @@ def test_text_needs_a_tokenizer_and_some_text(tiny_qwen2_dir, text_model, tmp_pa
         argv = ["run", "--model", str(model), "--text", str(text), "--ladder", "16,32"]
         assert main(argv) == 2
         assert message in one_line_error(capsys.readouterr().err)
+
+
+def test_kept_window_logits_are_the_models_at_every_ladder_boundary(tiny_qwen2_dir, f32_cached):
+    """keep_window_logits: b0 (one top rung) records the windows of every rung of the ladder,
+    and their logits are transformers' at the same positions."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+    from compile_ahead.runtime.ladder.runner import run_ladder
+    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.sources.resolve import resolve_model
+
+    protocol = teacher_forced(1000, 8, 50)
+    config = RunConfig(
+        SCHEDULES["b0"],
+        Ladder((16, 32, 64)),
+        protocol,
+        options=f32_cached,
+        keep_window_logits=True,
+    )
+    result = run_ladder(resolve_model(str(tiny_qwen2_dir)), config)
+    entries = result.report.boundary_tokens
+    assert sorted({e["context"] for e in entries}) == [
+        13,
+        14,
+        15,
+        16,
+        17,
+        18,
+        29,
+        30,
+        31,
+        32,
+        33,
+        34,
+    ]
+    ids = [*protocol.prompt, *protocol.forced]
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0].numpy()
+    assert len(result.window_logits) == len(entries)
+    for entry, logits in zip(entries, result.window_logits, strict=True):
+        # The step at `context` filled slots fed the token at position `context`.
+        np.testing.assert_allclose(logits, ref[entry["context"]], atol=1e-4)
+        assert entry["top1"] == int(np.argmax(ref[entry["context"]]))
