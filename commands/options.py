@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from compile_ahead.commands.batch_options import (
     add_batch_options,
+    add_chat_option,
     batch_from_args,
     prompt_lengths,
 )
@@ -363,6 +364,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "sequence of a batch each)",
     )
     p.add_argument("--prompt", default=None, help="greedy mode: generate from this text")
+    add_chat_option(p)
     p.add_argument(
         "--max-new-tokens",
         type=int,

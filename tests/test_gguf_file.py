@@ -71,6 +71,7 @@ def write_gguf(
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_eos_token_id(2)
+    w.add_vocab_size(weights["token_embd.weight"].shape[0])  # transformers reads it from here
     for name, value in weights.items():
         if arch == "llama" and name.endswith("attn_q.weight"):
             value = converter_permute(value, HEADS)
