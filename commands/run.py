@@ -124,18 +124,15 @@ def execute(
 
 def add_texts(result: RunResult, source: ModelSource) -> None:
     """A greedy run's generated text per sequence, when the model's tokenizer is known."""
-    from compile_ahead.runtime.sources.tokenizer import known_tokenizer
-
     generated = result.report.generated()
-    if not generated:
+    if not generated or not source.has_tokenizer():
         return
     try:
-        tokenizer = known_tokenizer(source.model_dir, source.name)
+        tokenizer = source.text_tokenizer()
     except CompileAheadError as err:  # the run's outputs are not lost to its tokenizer
         print(f"compile-ahead: the report holds no text: {err}", file=sys.stderr)
         return
-    if tokenizer is not None:
-        result.report.texts = [tokenizer.decode(ids) for ids in generated]
+    result.report.texts = [tokenizer.decode(ids) for ids in generated]
 
 
 def import_runtime() -> None:

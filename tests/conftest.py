@@ -195,12 +195,15 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     return path
 
 
-def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
-    """transformers' greedy tokens and per-step logits (f32), the independent reference."""
+def reference_greedy(model_dir: Path, prompt: list[int], steps: int, gguf_file: str | None = None):
+    """transformers' greedy tokens and per-step logits (f32), the independent reference;
+    ``gguf_file`` names a GGUF in ``model_dir`` (transformers dequantizes it to f32 with the
+    gguf package)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    extra = {} if gguf_file is None else {"gguf_file": gguf_file}
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **extra).eval()
     with torch.no_grad():
         out = model.generate(
             torch.tensor([prompt]),

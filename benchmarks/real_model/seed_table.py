@@ -48,10 +48,9 @@ def build_document(model: str, tokens_needed: int, out: Path) -> dict[str, Any]:
     """The document: files appended until it encodes to ``tokens_needed`` tokens or more
     (the model's tokenizer), written to ``out``; which files, and its token count."""
     from compile_ahead.runtime.sources.resolve import resolve_model
-    from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 
     source = resolve_model(model)
-    tokenizer = load_tokenizer(source.model_dir, source.name)
+    tokenizer = source.text_tokenizer()
     parts: list[str] = []
     used: list[str] = []
     count = 0

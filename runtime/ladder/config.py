@@ -110,6 +110,7 @@ class Prompt:
     ids: str | None = None
     text: str | None = None
     stop_at_eos: bool = True
+    chat: bool = False  # the text goes through the model's chat template as a user message
     # Where the prompt was given ("--prompts FILE line 3"), for its refusals; not its identity.
     origin: str | None = field(default=None, compare=False)
     document: str | None = None
@@ -126,24 +127,23 @@ class Prompt:
 
     def tokens(self, source: ModelSource) -> list[int]:
         """The greedy prompt's ids, checked against the model's vocabulary."""
-        from compile_ahead.runtime.sources.tokenizer import (
-            encode_prompt,
-            known_tokenizer,
-            load_tokenizer,
-            parse_token_ids,
-        )
+        from compile_ahead.runtime.sources.tokenizer import encode_prompt, parse_token_ids
 
         vocab = source.config.vocab_size
         if self.document is not None:  # --text: no ids to fall back on
-            known = known_tokenizer(source.model_dir, source.name)
-            if known is None:
+            if not source.has_tokenizer():
                 raise CompileAheadError(
                     f"{self.origin or '--text'}: needs the model's tokenizer, and {source.name} "
-                    "has none (no openvino_tokenizer.xml or tokenizer.json beside it)"
+                    "has none"
                 )
-            return encode_prompt(known, self.document, vocab, source.name, self.origin)
+            tokenizer = source.text_tokenizer()
+            return encode_prompt(tokenizer, self.document, vocab, source.name, self.origin)
+        if self.text is not None and self.chat:
+            from compile_ahead.runtime.sources.chat_template import chat_prompt
+
+            return chat_prompt(source, self.text, self.origin)
         if self.text is not None:
-            tokenizer = load_tokenizer(source.model_dir, source.name)
+            tokenizer = source.text_tokenizer()
             return encode_prompt(tokenizer, self.text, vocab, source.name, self.origin)
         assert self.ids is not None
         return parse_token_ids(self.ids, vocab, self.origin)
