@@ -11,6 +11,8 @@ first token, decode per token and peak RSS, each arm in a fresh process, rounds 
   its TPOT.
 - llama.cpp: llama-cpp-python's `Llama(model_path=..., n_threads=2)`, the same ids, greedy
   (temperature 0) with EOS masked: load to first token and the mean gap between later tokens.
+  Its weights stay in the GGUF's layout (no repacked or AMX buffers: see
+  --llamacpp-extra-buffers).
 Peak RSS: each child's own maximum resident set (getrusage).
 
     python benchmarks/peers/gguf_peers.py --rounds 3 --steps 200 --json gguf_peers.json
@@ -89,8 +91,29 @@ def run_genai(args: argparse.Namespace, ids: list[int], start: float) -> dict[st
     }
 
 
+def without_extra_buffers() -> None:
+    """llama.cpp loads the weights without its extra CPU buffer types (the repacked and AMX
+    layouts): with them, llama-cpp-python 0.3.36 built here crashes (SIGSEGV) in the first
+    llama_decode. Llama() takes its model parameters from llama_model_default_params, which
+    is wrapped here to turn them off."""
+    import llama_cpp
+    import llama_cpp.llama as llama_module
+
+    defaults = llama_cpp.llama_model_default_params
+
+    def params():  # type: ignore[no-untyped-def]
+        p = defaults()
+        p.use_extra_bufts = False
+        return p
+
+    llama_module.llama_cpp.llama_model_default_params = params
+
+
 def run_llamacpp(args: argparse.Namespace, ids: list[int], start: float) -> dict[str, float]:
     from llama_cpp import Llama
+
+    if not args.llamacpp_extra_buffers:
+        without_extra_buffers()
 
     llm = Llama(
         model_path=str(args.gguf),
@@ -146,6 +169,12 @@ def main() -> None:
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--steps", type=int, default=200, help="decode steps after the first token")
     p.add_argument("--threads", type=int, default=2, help="llama.cpp's n_threads")
+    p.add_argument(
+        "--llamacpp-extra-buffers",
+        action="store_true",
+        help="let llama.cpp use its repacked/AMX weight buffers (off by default: llama-cpp-python "
+        "0.3.36 crashes with them on a Sapphire Rapids VM)",
+    )
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", type=Path, default=None, help="write the result file here")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child's arm
@@ -161,6 +190,8 @@ def main() -> None:
     base = [sys.executable, __file__, "--gguf", str(args.gguf), "--ids", json.dumps(ids)]
     base += ["--schedule", args.schedule, "--ladder", args.ladder, "--steps", str(args.steps)]
     base += ["--threads", str(args.threads)]
+    if args.llamacpp_extra_buffers:
+        base.append("--llamacpp-extra-buffers")
     if args.ours_model:
         base += ["--ours-model", args.ours_model]
     for r, order in orders(arms, args.rounds):
