@@ -10,7 +10,8 @@ reference: top-1 agreement at every scored position and the NLL difference (nats
   round-trip): `shipped` (the model as given, at the device's default precision, and
   `shipped-f32` at the f32 hint), `f32-checkpoint` (that reference saved with
   `save_pretrained`, at f32: the anchor), and `int8` / `int4` (optimum-intel exports of that
-  checkpoint, `--weight-format int8|int4`, at the default precision).
+  checkpoint, `--weight-format int8|int4`, INT4 asymmetric in groups of 32 as the GGUF's
+  Q4_1 blocks, at the default precision).
 
     python benchmarks/real_model/quantization.py --json quantization.json  # SmolLM2-135M's GGUF
     python benchmarks/real_model/quantization.py --model CHECKPOINT_DIR --ladder 256,512,1024 \\
@@ -120,7 +121,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--formats", default="int8,int4", help="optimum-intel weight formats")
     p.add_argument(
-        "--int4-group-size", type=int, default=None, help="default: optimum-intel's (128)"
+        "--int4-group-size",
+        type=int,
+        default=32,
+        help="INT4 group size (default 32: the GGUF's Q4 block; optimum-intel's own 128 does "
+        "not divide SmolLM2's 576-wide layers)",
     )
     p.add_argument("--work", type=Path, default=Path("quantization_work"))
     p.add_argument("--json", type=Path, default=None, help="write the result file here")
