@@ -3,7 +3,8 @@ CPU plugin's per-node counters (PERF_COUNT), stepped --steps times after a --con
 history (random K/V: attention's cost does not depend on the values), the counters of every
 step (request.profiling_info: each executed node's type, kernel and real time) summed by node
 type. Beside them: the step's wall time and how much of it no node accounts for (the plugin's
-and our own per-call overhead), and per type the nodes a step runs and their mean time each,
+and our own per-call overhead; the step is timed without the counters' read, which the
+node times may include, so it can come out negative), and per type the nodes a step runs and their mean time each,
 which on a deep, narrow model (many small layers) shows the per-node cost apart from the
 weight reads.
 
