@@ -3,10 +3,9 @@ CPU plugin's per-node counters (PERF_COUNT), stepped --steps times after a --con
 history (random K/V: attention's cost does not depend on the values), the counters of every
 step (request.profiling_info: each executed node's type, kernel and real time) summed by node
 type. Beside them: the step's wall time and how much of it no node accounts for (the plugin's
-and our own per-call overhead; the step is timed without the counters' read, which the
-node times may include, so it can come out negative), and per type the nodes a step runs and their mean time each,
-which on a deep, narrow model (many small layers) shows the per-node cost apart from the
-weight reads.
+and our own per-call overhead; node times may include the counters' own cost, so it can come
+out negative), and per type the nodes a step runs and their mean time each, which on a deep,
+narrow model (many small layers) shows the per-node cost apart from the weight reads.
 
     python benchmarks/decode/op_breakdown.py --model smollm2-135m --capacity 1024 --steps 200
     python benchmarks/decode/op_breakdown.py --model tiny --capacity 64 --context 16 --steps 8
