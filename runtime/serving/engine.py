@@ -227,6 +227,7 @@ class ServingEngine:
                 "at_s": t0,
                 "seconds": self.clock.now() - t0,
                 "bytes": copied,
+                "rows": len(moves),  # live rows carried across
             }
         )
         self.stats.kv_bytes_copied += copied
