@@ -88,14 +88,14 @@ def weight_bytes(cfg: ModelConfig, inference_precision: str) -> int:
 class DeviceExecutor:
     def __init__(
         self, source: ModelSource, grid: Grid, options: CompileOptions, kv: str = "reserve",
-        eos_token_id: int | None = None,
+        eos_token_ids: frozenset[int] = frozenset(),
     ) -> None:  # fmt: skip
         if kv not in KV_MODES:
             raise CompileAheadError(f"unknown KV mode {kv!r} (known: {', '.join(KV_MODES)})")
         self.source, self.grid, self.kv = source, grid, kv
         self.options = options.resolved()
         self.clock = WallClock()
-        self._eos = eos_token_id
+        self._eos = eos_token_ids
         self._precision = self.options.kv_precision or "f32"
         self._graph_bytes = weight_bytes(source.config, self.options.inference_precision or "")
         self.steps: dict[Bucket, Any] = {}
@@ -110,7 +110,7 @@ class DeviceExecutor:
         self._background: tuple[Bucket, Future[tuple[dict, float]]] | None = None
 
     @property
-    def eos_token_id(self) -> int | None:
+    def eos_token_ids(self) -> frozenset[int]:
         return self._eos
 
     def bucket_bytes(self, bucket: Bucket) -> int:
@@ -255,7 +255,8 @@ def device_engine(source: ModelSource, settings: ServingSettings) -> ServingEngi
         )
     extra = dict(settings.compile_options or {})
     kv = str(extra.pop("kv", "reserve"))
-    eos = extra.pop("eos_token_id", None)
+    stop_at_eos = bool(extra.pop("stop_at_eos", False))
+    eos = frozenset(source.config.eos_token_ids) if stop_at_eos else frozenset()
     options = extra.pop("options", None) or CompileOptions(**extra)
     executor = DeviceExecutor(source, grid, options, kv, eos)
     try:

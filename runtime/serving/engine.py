@@ -267,7 +267,7 @@ class ServingEngine:
 
     def _token(self, live: Live, token: int) -> None:
         now = self.clock.now()
-        reason = live.add_token(token, now, self.executor.eos_token_id)
+        reason = live.add_token(token, now, self.executor.eos_token_ids)
         if self.stats.first_token_s is None:
             self.stats.first_token_s = now
         self._emit(TokenEvent(live.request_id, token, None))

@@ -85,7 +85,8 @@ class ThreadedEngine:
 
     @property
     def eos_token_id(self) -> int | None:
-        return self.engine.executor.eos_token_id
+        ids = self.engine.executor.eos_token_ids
+        return min(ids) if ids else None
 
     @property
     def max_context(self) -> int:

@@ -58,7 +58,9 @@ class Executor(Protocol):
     def clock(self) -> Clock: ...
 
     @property
-    def eos_token_id(self) -> int | None: ...
+    def eos_token_ids(self) -> frozenset[int]:
+        """The ids that end a request (empty: none does)."""
+        ...
 
     def bucket_bytes(self, bucket: Bucket) -> int:
         """Memory a compiled bucket holds (its graphs), for the memory budget."""

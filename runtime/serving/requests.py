@@ -3,6 +3,7 @@ each one is (queued, running in a row, finished and why) and the times its token
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -65,11 +66,11 @@ class Live:
         """Slots the row must hold for its next decode step (its new token's slot)."""
         return self.length + 1
 
-    def add_token(self, token: int, now: float, eos: int | None) -> str | None:
+    def add_token(self, token: int, now: float, eos: Collection[int]) -> str | None:
         """Record a new token; the finish reason when it is the last."""
         self.tokens.append(token)
         self.token_times.append(now)
-        if eos is not None and token == eos:
+        if token in eos:
             return FINISHED_EOS
         if len(self.tokens) >= self.request.max_new_tokens:
             return FINISHED_LENGTH

@@ -156,8 +156,8 @@ class SimExecutor:
         self._peak = costs.host_bytes
 
     @property
-    def eos_token_id(self) -> int | None:
-        return None
+    def eos_token_ids(self) -> frozenset[int]:
+        return frozenset()
 
     def bucket_bytes(self, bucket: Bucket) -> int:
         return int(self.costs.bucket_bytes(bucket))
