@@ -140,3 +140,14 @@ def test_the_engine_interface_streams_cancels_refuses_and_drains(f32_cached):
     late: list[TokenEvent] = []
     engine.submit("late", [1, 2], 2, late.append)
     assert [e.finished for e in late] == ["refused"]
+
+
+def test_an_ir_serves_each_request_its_own_batch_1_greedy_tokens(ir_exports):
+    from ir_batch_reference import EXACT_F32
+
+    source = resolve_model(str(ir_exports[("qwen2", "fp16")]))
+    engine, requests = serve_joins(source, EXACT_F32, "up-front", "reserve")
+    assert_switched_with_live_rows(engine)
+    for r in requests:
+        alone = generate_on(source, 48, list(r.prompt), r.max_new_tokens, options=EXACT_F32)
+        assert engine.lives[r.request_id].tokens == alone.tokens, r.request_id
