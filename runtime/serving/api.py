@@ -3,7 +3,7 @@
 A caller submits greedy requests as token ids and receives one ``TokenEvent`` per generated
 token and a last one with ``finished`` set, from the engine's own thread. Everything here is
 what the endpoint may import; the engine behind it lives in the other modules of
-``runtime.serving`` and is started by ``start_engine`` (``engine_thread``).
+``runtime.serving`` and is started by ``engine_thread.start_engine(source, settings)``.
 """
 
 from __future__ import annotations
@@ -96,11 +96,3 @@ class ServingSettings:
     # name instead; "kv": "reserve" (one top reservation, default) or "copy"; "stop_at_eos":
     # whether the model's EOS ids end a request (default False: max_new_tokens does).
     compile_options: dict[str, Any] | None = None
-
-
-def start_engine(source: Any, settings: ServingSettings) -> Engine:
-    """Starts an engine on ``source`` (a resolved model source) and its thread, and returns at
-    once; ``status()["ready"]`` turns true when its policy has a bucket to serve from."""
-    from compile_ahead.runtime.serving.engine_thread import start_device_engine
-
-    return start_device_engine(source, settings)

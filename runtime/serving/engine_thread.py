@@ -176,8 +176,10 @@ class ThreadedEngine:
         }
 
 
-def start_device_engine(source: Any, settings: ServingSettings) -> ThreadedEngine:
-    """A ThreadedEngine on the device executor for ``source``, its thread started."""
+def start_engine(source: Any, settings: ServingSettings) -> ThreadedEngine:
+    """An api.Engine on the device executor for ``source`` (a resolved model source), its
+    thread started; returns at once (``status()["ready"]`` turns true when its policy has a
+    bucket to serve from). Bad settings are refused in one line (CompileAheadError)."""
     from compile_ahead.runtime.serving.device_executor import device_engine
 
     engine = device_engine(source, settings)
