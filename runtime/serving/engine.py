@@ -140,7 +140,7 @@ class ServingEngine:
         plan_now = self._plan()
         need = self.policy.on_request_path(plan_now)
         if need is not None and need not in self.compiles.compiled:
-            self.compiles.on_request_path(need)
+            self.compiles.on_request_path(need, plan_now.required)
             return True
         target, admitted = plan_now.serve_on, False
         if target is not None:
