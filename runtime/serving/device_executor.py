@@ -184,6 +184,9 @@ class DeviceExecutor:
             )
             if self.active is not None and self.active in self.steps:
                 self._unbind(self.active)
+            for capacity, step in list(self.prefills.items()):  # bound to the old rows
+                if step.bound is not None:
+                    self.prefills[capacity] = self.source.make_step(step.compiled, step.spec)
             if self.arena is not None:
                 self.arena.close()
             self.arena = view = new
