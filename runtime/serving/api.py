@@ -60,7 +60,8 @@ class Engine(Protocol):
 
     def status(self) -> dict[str, Any]:
         """JSON-able: {"ready": bool, "buckets": {"compiled": [[B, C], ...],
-        "compiling": [[B, C], ...]}, "queued": int, "running": int, "policy": str}"""
+        "compiling": [[B, C], ...]}, "queued": int, "running": int, "policy": str,
+        "error": str | None (why the engine stopped, when it failed)}"""
         ...
 
     def metrics(self) -> dict[str, Any]:

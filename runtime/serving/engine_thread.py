@@ -38,7 +38,8 @@ class ThreadedEngine:
         self._draining = False
         self._stopped = threading.Event()
         self._error: str | None = None
-        self._status: dict[str, Any] = self._snapshot_status()
+        self._status: dict[str, Any] = {}
+        self._status = self._snapshot_status()
         self._metrics: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="serving-engine", daemon=True)
 
@@ -173,6 +174,7 @@ class ThreadedEngine:
             "queued": len(e.queue),
             "running": len(e.running),
             "policy": e.policy.name,
+            "error": self._error,  # why the engine stopped, if it failed (one line)
         }
 
 
