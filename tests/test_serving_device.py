@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.runtime.serving.api import ServingSettings, TokenEvent
+from compile_ahead.runtime.serving.api import ServingSettings, TokenEvent, start_engine
 from compile_ahead.runtime.serving.device_executor import device_engine
 from compile_ahead.runtime.serving.engine import replay
-from compile_ahead.runtime.serving.engine_thread import start_engine
 from compile_ahead.runtime.serving.requests import Request
 from compile_ahead.runtime.serving.workloads import read_requests
 from compile_ahead.runtime.sources.resolve import resolve_model

@@ -42,9 +42,9 @@ from compile_ahead.runtime.ladder.prefill import prefill_chunks
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.model.weights import expected_shapes
-from compile_ahead.runtime.serving.api import ServingSettings
 from compile_ahead.runtime.serving.buckets import Bucket, Grid
 from compile_ahead.runtime.serving.engine import ServingEngine
+from compile_ahead.runtime.serving.events import ServingSettings
 from compile_ahead.runtime.serving.executor import WallClock
 from compile_ahead.runtime.serving.policies import make_policy
 from compile_ahead.runtime.sources.base import ModelSource

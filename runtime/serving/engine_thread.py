@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from compile_ahead.runtime.serving.api import (
+from compile_ahead.runtime.serving.engine import ServingEngine
+from compile_ahead.runtime.serving.events import (
     FINISHED_CANCELLED,
     FINISHED_ERROR,
     FINISHED_REFUSED,
     ServingSettings,
     TokenEvent,
 )
-from compile_ahead.runtime.serving.engine import ServingEngine
 from compile_ahead.runtime.serving.requests import Request
 
 IDLE_POLL_S = 0.01  # how often an idle engine looks at a background compile
