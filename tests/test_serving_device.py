@@ -151,3 +151,25 @@ def test_an_ir_serves_each_request_its_own_batch_1_greedy_tokens(ir_exports):
     for r in requests:
         alone = generate_on(source, 48, list(r.prompt), r.max_new_tokens, options=EXACT_F32)
         assert engine.lives[r.request_id].tokens == alone.tokens, r.request_id
+
+
+def test_the_serve_command_reports_each_requests_own_greedy_tokens(tmp_path, f32_cached):
+    import json
+
+    from cli import run_cli
+
+    out = tmp_path / "report.json"
+    done = run_cli(
+        "serve", "--model", "tiny", "--requests", SHORT, "--ladder", "16,32,48",
+        "--buckets", "1,2,4", "--inference-precision", "f32", "--no-cache", "--out", out,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "requests: 10 finished, 0 refused of 10" in done.stdout
+    report = json.loads(out.read_text())
+    assert report["engine"]["clock"] == "wall" and report["engine"]["peak_rss_bytes"] > 0
+    source = resolve_model("tiny")
+    asked = {r.request_id: r for r in read_requests(SHORT, source.config.vocab_size)}
+    for record in report["requests"]:
+        r = asked[record["id"]]
+        alone = generate_on(source, 48, list(r.prompt), r.max_new_tokens, options=f32_cached)
+        assert record["tokens"] == alone.tokens, record["id"]

@@ -310,7 +310,23 @@ class ServingEngine:
             "policy": self.policy.name,
             "requests_metrics": request_metrics(self.lives.values(), self.slo),
             "engine": self.stats.to_json(),
+            "requests": [self._request_record(x) for x in self.lives.values()],
         }
+
+    def _request_record(self, live: Live) -> dict:
+        """One request's outcome; its tokens only where they were computed (not simulated)."""
+        times = live.token_times
+        record = {
+            "id": live.request_id,
+            "prompt_tokens": len(live.request.prompt),
+            "new_tokens": len(live.tokens),
+            "finished": live.finish_reason,
+            "ttft_s": times[0] - live.request.arrival_s if times else None,
+            "e2e_s": times[-1] - live.request.arrival_s if times else None,
+        }
+        if self.clock.kind == "wall":
+            record["tokens"] = list(live.tokens)
+        return record
 
 
 def replay(engine: ServingEngine, requests: Iterable[Request]) -> None:
