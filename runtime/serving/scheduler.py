@@ -40,10 +40,6 @@ class Plan:
     wanted: Bucket | None  # the smallest bucket serving every running and admissible queued
     required: Bucket | None  # must be compiled before anything goes on (serve_on is None)
 
-    @property
-    def moves(self) -> bool:
-        return self.serve_on is not None
-
 
 def admits(bucket: Bucket, running: Sequence[int], queued: Sequence[int]) -> int:
     """Queued requests, from the head, that ``bucket`` takes beside the running rows: first come
