@@ -138,12 +138,16 @@ def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
     --batch B feeds every one of the B sequences that prompt; several (--prompt-ids
     repeated, --prompt-len 16,40, --prompts FILE) give one per sequence, and B must match.
     """
+    from compile_ahead.commands.text_option import text_prompts
     from compile_ahead.runtime.ladder.config import Prompt
 
     check_one_way(args)
     batch = getattr(args, "batch", None)
     if isinstance(batch, int):
         check_batch_size(batch)
+    forced = text_prompts(args)  # --text: the text for every sequence
+    if forced is not None:
+        return {"prompts": forced}
     ids = getattr(args, "prompt_ids", None) or []
     lengths = getattr(args, "prompt_len", None)
     prompts: tuple[Prompt, ...]

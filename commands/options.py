@@ -105,7 +105,7 @@ def model_inputs(args: argparse.Namespace) -> list[Path]:
     directory or a file; a preset or hub id names none), the properties file, the compile
     cache, the kept IR and a batch's prompts file. An output never replaces any of them
     (outputs.check_not_inputs)."""
-    names = ("model", "ov_config_file", "cache_dir", "ir_dir", "prompts")
+    names = ("model", "ov_config_file", "cache_dir", "ir_dir", "prompts", "text")
     found = [Path(value) for value in (getattr(args, n, None) for n in names) if value]
     if getattr(args, "cache_dir", None) is None and getattr(args, "no_cache", True) is False:
         from compile_ahead.runtime.compile.cache import default_cache_dir

@@ -80,6 +80,13 @@ class ModelSource(ABC):
 
         return load_tokenizer(self.model_dir, self.name)
 
+    def has_tokenizer(self) -> bool:
+        """Whether the model has its own tokenizer (text_tokenizer may still refuse a broken
+        one): a tokenizer beside a checkpoint or an export."""
+        from compile_ahead.runtime.sources.tokenizer import has_tokenizer_files
+
+        return has_tokenizer_files(self.model_dir)
+
     def chat_template(self) -> tuple[str, dict[str, str]] | None:
         """The model's chat template and the special tokens it names (bos_token,
         eos_token), or None when it has none: a checkpoint's tokenizer_config.json."""

@@ -51,6 +51,9 @@ class GGUFSource(CheckpointSource):
             )
         return gguf_tokenizer(tok, str(self._model().path))
 
+    def has_tokenizer(self) -> bool:
+        return self._model().tokenizer is not None
+
     def chat_template(self) -> tuple[str, dict[str, str]] | None:
         tok = self._model().tokenizer
         if tok is None or not tok.chat_template:

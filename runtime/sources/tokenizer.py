@@ -45,6 +45,13 @@ def load_tokenizer(model_dir: Path | None, model_name: str) -> TextTokenizer:
         raise CompileAheadError(f"{path}: cannot load tokenizer ({err})") from None
 
 
+def has_tokenizer_files(model_dir: Path | None) -> bool:
+    """Whether ``model_dir`` holds a tokenizer load_tokenizer reads."""
+    if model_dir is None:
+        return False
+    return any((model_dir / name).is_file() for name in (TOKENIZER_XML, "tokenizer.json"))
+
+
 def checkpoint_chat_template(model_dir: Path | None) -> tuple[str, dict[str, str]] | None:
     """tokenizer_config.json's chat_template (a string) and its bos/eos tokens, or None."""
     import json
