@@ -191,12 +191,11 @@ def _outputs(args: argparse.Namespace, engine: ServingEngine) -> int:
 
 def _tokenizer(source: Any) -> Any:
     """Text prompts' tokenizer: the model's, loaded only when a line has text."""
-    if source is None or source.model_dir is None:
-        return None
-    from compile_ahead.runtime.sources.tokenizer import load_tokenizer
+    if source is None or (source.model_dir is None and not source.has_tokenizer()):
+        return None  # a GGUF has its own tokenizer without a model directory
 
     def tokenize(text: str) -> list[int]:
-        return list(load_tokenizer(source.model_dir, source.name).encode(text).ids)
+        return list(source.text_tokenizer().encode(text).ids)
 
     return tokenize
 
