@@ -19,7 +19,16 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from compile_ahead.commands import ab, campaign, compare, generate, patches, run, trace
+    from compile_ahead.commands import (
+        ab,
+        campaign,
+        compare,
+        generate,
+        patches,
+        run,
+        serve,
+        trace,
+    )
     from compile_ahead.commands.parsers import ExactParser
 
     parser = ExactParser(
@@ -28,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.set_defaults(invocation=None)  # main() records how the command was started
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (generate, run, ab, campaign, compare, trace, patches):
+    for command in (generate, run, serve, ab, campaign, compare, trace, patches):
         command.register(subparsers)
     return parser
 

@@ -42,7 +42,8 @@ def served(engine: Any, tokenizer: Any = None, chat_template: Any = None, vocab_
                                    if k in ("max_body_bytes", "body_timeout_s")})
     endpoint = Endpoint(engine, settings, vocab_size, tokenizer, chat_template)
     sock = bind("127.0.0.1", 0)
-    server = HttpServer(endpoint, sock, grace_s=2.0, **server_options)
+    limits = {"max_connections": 64, "idle_timeout_s": 10.0} | server_options
+    server = HttpServer(endpoint, sock, grace_s=2.0, **limits)
     server.start()
     try:
         yield Served(f"http://127.0.0.1:{server.port}", TOKEN, engine, endpoint, server)

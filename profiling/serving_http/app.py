@@ -77,6 +77,7 @@ class Endpoint:
         self.tokenizer = tokenizer
         self.chat_template = chat_template
         self.draining = False
+        self.active: set[Submission] = set()  # the requests in the engine
         self.metrics = EndpointMetrics(engine)
         self.started = int(time.time())
         routes = [
@@ -97,6 +98,11 @@ class Endpoint:
                 Exception: _server_error,
             },
         )
+
+    def cancel_all(self) -> None:
+        """Cancel every request in flight (the command's shutdown, on a second signal)."""
+        for submission in list(self.active):
+            submission.cancel()
 
     # --- the routes ---------------------------------------------------------------------------
     async def completions(self, request: Request) -> Response:
@@ -153,7 +159,7 @@ class Endpoint:
         prompt = self._prompt_ids(wanted)
         max_tokens = self._max_tokens(wanted, len(prompt))
         submission = Submission(self.engine, prompt, max_tokens,
-                                "cmpl" if kind == "completion" else "chatcmpl")
+                                "cmpl" if kind == "completion" else "chatcmpl", self.active)
         try:
             first = await until_gone(request, asyncio.ensure_future(submission.next_event()))
         except ClientGone:

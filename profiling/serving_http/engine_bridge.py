@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 
 class Submission:
-    """A request submitted to ``engine``; ``events()`` yields its TokenEvents, the last one
-    with ``finished`` set; ``cancel()`` frees its row (a no-op once it finished)."""
+    """A request submitted to ``engine``; ``next_event()`` gives its TokenEvents, the last
+    one with ``finished`` set; ``cancel()`` frees its row (a no-op once it finished). It is
+    in ``active`` (the endpoint's requests in flight) until its last event."""
 
     def __init__(
         self,
@@ -24,12 +25,15 @@ class Submission:
         prompt_ids: Sequence[int],
         max_new_tokens: int,
         prefix: str = "req",
+        active: set[Submission] | None = None,
     ) -> None:
         self.request_id = f"{prefix}-{secrets.token_hex(12)}"
         self._engine = engine
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[TokenEvent] = asyncio.Queue()
         self.finished: str | None = None
+        self._active = active if active is not None else set()
+        self._active.add(self)
         engine.submit(self.request_id, list(prompt_ids), max_new_tokens, self._on_event)
 
     def _on_event(self, event: TokenEvent) -> None:
@@ -41,11 +45,8 @@ class Submission:
         event = await self._queue.get()
         if event.finished is not None:
             self.finished = event.finished
+            self._active.discard(self)
         return event
-
-    async def events(self) -> AsyncIterator[TokenEvent]:
-        while self.finished is None:
-            yield await self.next_event()
 
     def cancel(self) -> None:
         if self.finished is None:

@@ -26,8 +26,6 @@ from compile_ahead.interrupts import WAIT_SLICE_S, start_helper_thread
 if TYPE_CHECKING:
     from compile_ahead.profiling.serving_http.app import Endpoint
 
-MAX_CONNECTIONS = 64
-IDLE_TIMEOUT_S = 10.0
 STARTUP_TIMEOUT_S = 30.0
 
 
@@ -77,8 +75,8 @@ class HttpServer:
         endpoint: Endpoint,
         sock: socket.socket,
         grace_s: float,
-        max_connections: int = MAX_CONNECTIONS,
-        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        max_connections: int,
+        idle_timeout_s: float,
     ) -> None:
         self.sock = sock
         config = uvicorn.Config(
