@@ -56,9 +56,13 @@ def batch_sizes(text: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise CompileAheadError(f"--buckets must be comma-separated integers, got {text!r}") from None
+        raise CompileAheadError(
+            f"--buckets must be comma-separated integers, got {text!r}"
+        ) from None
     if not sizes or any(b < 1 for b in sizes) or list(sizes) != sorted(set(sizes)):
-        raise CompileAheadError(f"--buckets must be increasing batch sizes of at least 1, got {text}")
+        raise CompileAheadError(
+            f"--buckets must be increasing batch sizes of at least 1, got {text}"
+        )
     return sizes
 
 

@@ -160,7 +160,9 @@ def _tokenizer(source):  # type: ignore[no-untyped-def]
     from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 
     where = source.model_dir
-    if where is None or not ((where / TOKENIZER_XML).is_file() or (where / "tokenizer.json").is_file()):
+    if where is None or not (
+        (where / TOKENIZER_XML).is_file() or (where / "tokenizer.json").is_file()
+    ):
         return None
     return load_tokenizer(where, source.name)
 
@@ -190,7 +192,9 @@ def _serve(args: argparse.Namespace, engine: Engine, endpoint: Endpoint, sock, t
         raise
 
 
-def _shut_down(args: argparse.Namespace, engine: Engine, endpoint: Endpoint, server: HttpServer) -> None:
+def _shut_down(
+    args: argparse.Namespace, engine: Engine, endpoint: Endpoint, server: HttpServer
+) -> None:
     """The stated behaviour on a signal (module docstring): no new requests, the engine
     drained within --drain-timeout, the server's thread ended."""
     endpoint.draining = True

@@ -30,16 +30,28 @@ class Served:
     def client(self, **kwargs: Any) -> Any:
         import openai
 
-        return openai.OpenAI(base_url=self.base_url, api_key=self.token, max_retries=0,
-                             timeout=30, **kwargs)
+        return openai.OpenAI(
+            base_url=self.base_url, api_key=self.token, max_retries=0, timeout=30, **kwargs
+        )
 
 
 @contextlib.contextmanager
-def served(engine: Any, tokenizer: Any = None, chat_template: Any = None, vocab_size: int = 1000,
-           **server_options: Any) -> Iterator[Served]:
-    settings = EndpointSettings(model_name=MODEL, token=TOKEN,
-                                **{k: server_options.pop(k) for k in list(server_options)
-                                   if k in ("max_body_bytes", "body_timeout_s")})
+def served(
+    engine: Any,
+    tokenizer: Any = None,
+    chat_template: Any = None,
+    vocab_size: int = 1000,
+    **server_options: Any,
+) -> Iterator[Served]:
+    settings = EndpointSettings(
+        model_name=MODEL,
+        token=TOKEN,
+        **{
+            k: server_options.pop(k)
+            for k in list(server_options)
+            if k in ("max_body_bytes", "body_timeout_s")
+        },
+    )
     endpoint = Endpoint(engine, settings, vocab_size, tokenizer, chat_template)
     sock = bind("127.0.0.1", 0)
     limits = {"max_connections": 64, "idle_timeout_s": 10.0} | server_options

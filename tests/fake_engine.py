@@ -63,6 +63,7 @@ class FakeEngine:
     step_s: float = STEP_S
     ready: bool = True
     eos_token_id: int | None = EOS
+    refuse: str | None = None  # set: every request is refused with this message
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _queue: deque = field(default_factory=deque)
     _running: dict = field(default_factory=dict)
@@ -82,7 +83,9 @@ class FakeEngine:
         with self._lock:
             self.submitted.append((request_id, prompt, max_new_tokens))
             refused = None
-            if self._draining:
+            if self.refuse is not None:
+                refused = self.refuse
+            elif self._draining:
                 refused = "the engine is draining"
             elif not prompt:
                 refused = "empty prompt"

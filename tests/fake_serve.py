@@ -19,7 +19,7 @@ import fake_engine  # noqa: E402
 import compile_ahead.runtime.serving.api as api  # noqa: E402
 
 
-def _start(source, settings):  # noqa: ANN001, ANN202
+def _start(source, settings):
     return fake_engine.FakeEngine(
         step_s=float(os.environ.get("FAKE_STEP_S", fake_engine.STEP_S)),
         max_context=max(settings.capacities),

@@ -90,8 +90,13 @@ class Endpoint:
         ]
         self.asgi = Starlette(
             routes=routes,
-            middleware=[Middleware(Guard, token=settings.token,  # type: ignore[arg-type]
-                                   loopback_only=settings.loopback_only)],
+            middleware=[
+                Middleware(
+                    Guard,
+                    token=settings.token,
+                    loopback_only=settings.loopback_only,
+                )
+            ],
             exception_handlers={
                 ApiError: _api_error,  # type: ignore[dict-item]
                 HTTPException: _http_error,  # type: ignore[dict-item]
@@ -116,8 +121,12 @@ class Endpoint:
 
     async def model(self, request: Request) -> Response:
         if request.path_params["model_id"] != self.settings.model_name:
-            raise ApiError(404, f"The model {request.path_params['model_id']!r} does not exist",
-                           param="model", code="model_not_found")
+            raise ApiError(
+                404,
+                f"The model {request.path_params['model_id']!r} does not exist",
+                param="model",
+                code="model_not_found",
+            )
         return JSONResponse(self._model_card())
 
     async def health(self, request: Request) -> Response:
@@ -129,8 +138,13 @@ class Endpoint:
         return Response(self.metrics.text(), media_type=CONTENT_TYPE)
 
     def _model_card(self) -> dict[str, Any]:
-        return {"id": self.settings.model_name, "object": "model", "created": self.started,
-                "owned_by": "compile-ahead", "max_model_len": self.engine.max_context}
+        return {
+            "id": self.settings.model_name,
+            "object": "model",
+            "created": self.started,
+            "owned_by": "compile-ahead",
+            "max_model_len": self.engine.max_context,
+        }
 
     # --- generation ---------------------------------------------------------------------------
     async def _generate(self, request: Request, kind: Literal["completion", "chat"]) -> Response:
@@ -152,30 +166,45 @@ class Endpoint:
         try:
             parsed = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise bad_request(f"We could not parse the JSON body of your request ({err})",
-                              code="invalid_json") from None
+            raise bad_request(
+                f"We could not parse the JSON body of your request ({err})", code="invalid_json"
+            ) from None
         wanted = read_request(parsed, kind)
         refuse_unknown_model(wanted, self.settings.model_name)
         prompt = self._prompt_ids(wanted)
         max_tokens = self._max_tokens(wanted, len(prompt))
-        submission = Submission(self.engine, prompt, max_tokens,
-                                "cmpl" if kind == "completion" else "chatcmpl", self.active)
+        submission = Submission(
+            self.engine,
+            prompt,
+            max_tokens,
+            "cmpl" if kind == "completion" else "chatcmpl",
+            self.active,
+        )
         try:
             first = await until_gone(request, asyncio.ensure_future(submission.next_event()))
         except ClientGone:
             return self._gone(submission)
         if first.finished is not None:
             error = ended(first, self.draining) or ApiError(
-                500, "the engine ended the request without a token", code="engine_error")
+                500, "the engine ended the request without a token", code="engine_error"
+            )
             raise error
         bodies = Bodies(kind, submission.request_id, self.settings.model_name)
         decoder = self.tokenizer
         if wanted.stream:
-            return stream_response(submission, first, bodies, decoder, len(prompt),
-                                   wanted.include_usage, self.metrics.disconnects.inc)
+            return stream_response(
+                submission,
+                first,
+                bodies,
+                decoder,
+                len(prompt),
+                wanted.include_usage,
+                self.metrics.disconnects.inc,
+            )
         try:
-            return await whole_response(request, submission, first, bodies, decoder,
-                                        len(prompt), lambda: self.draining)
+            return await whole_response(
+                request, submission, first, bodies, decoder, len(prompt), lambda: self.draining
+            )
         except ClientGone:
             return self._gone(submission)
 
@@ -196,12 +225,16 @@ class Endpoint:
                 async for chunk in request.stream():
                     size += len(chunk)
                     if size > limit:
-                        raise ApiError(413, f"the request body is over {limit} bytes",
-                                       code="body_too_large")
+                        raise ApiError(
+                            413, f"the request body is over {limit} bytes", code="body_too_large"
+                        )
                     chunks.append(chunk)
         except TimeoutError:
-            raise ApiError(408, f"the request body did not arrive within "
-                                f"{self.settings.body_timeout_s:g} s", code="timeout") from None
+            raise ApiError(
+                408,
+                f"the request body did not arrive within {self.settings.body_timeout_s:g} s",
+                code="timeout",
+            ) from None
         except ClientDisconnect:
             raise ApiError(400, "the client went away while sending", code="client_gone") from None
         return b"".join(chunks)
@@ -211,21 +244,29 @@ class Endpoint:
             ids = list(wanted.prompt_ids)
             bad = [i for i in ids if not 0 <= i < self.vocab_size]
             if bad:
-                raise bad_request(f"prompt: token ids out of the vocabulary [0, "
-                                  f"{self.vocab_size}): {bad[:5]}", param="prompt")
+                raise bad_request(
+                    f"prompt: token ids out of the vocabulary [0, {self.vocab_size}): {bad[:5]}",
+                    param="prompt",
+                )
             return ids
         if wanted.kind == "chat":
             if self.chat_template is None:
-                raise bad_request("this model has no chat template: use /v1/completions",
-                                  param="messages", code="no_chat_template")
+                raise bad_request(
+                    "this model has no chat template: use /v1/completions",
+                    param="messages",
+                    code="no_chat_template",
+                )
             text = self.chat_template.render(wanted.messages)
             return self._encode(text, "messages", special_tokens=False)
         return self._encode(wanted.prompt_text or "", "prompt", special_tokens=True)
 
     def _encode(self, text: str, param: str, special_tokens: bool) -> list[int]:
         if self.tokenizer is None:
-            raise bad_request("this model has no tokenizer: give the prompt as token ids",
-                              param=param, code="no_tokenizer")
+            raise bad_request(
+                "this model has no tokenizer: give the prompt as token ids",
+                param=param,
+                code="no_tokenizer",
+            )
         if special_tokens:
             ids = list(self.tokenizer.encode(text).ids)
         else:  # a chat template writes the special tokens itself
@@ -237,8 +278,9 @@ class Endpoint:
             raise bad_request(f"{param}: encodes to no tokens", param=param)
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
-            raise bad_request(f"{param}: the tokenizer gives ids beyond the model's vocabulary",
-                              param=param)
+            raise bad_request(
+                f"{param}: the tokenizer gives ids beyond the model's vocabulary", param=param
+            )
         return [int(i) for i in ids]
 
     def _max_tokens(self, wanted: GenerationRequest, prompt_tokens: int) -> int:

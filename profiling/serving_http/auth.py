@@ -55,8 +55,7 @@ def read_token_file(path: str) -> str:
             )
         if st.st_mode & 0o077:
             raise CompileAheadError(
-                f"{what}: others may read it (mode {stat.S_IMODE(st.st_mode):o}); "
-                f"chmod 600 {path}"
+                f"{what}: others may read it (mode {stat.S_IMODE(st.st_mode):o}); chmod 600 {path}"
             )
         data = fh.read(TOKEN_FILE_MAX_BYTES + 1)
     if len(data) > TOKEN_FILE_MAX_BYTES:
@@ -97,8 +96,14 @@ class Guard:
             return
         status, message, code = refusal
         body = json.dumps(
-            {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                       "code": code}}
+            {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": code,
+                }
+            }
         ).encode()
         response_headers = [
             (b"content-type", b"application/json"),
@@ -116,8 +121,11 @@ class Guard:
                 return 400, "the Host header does not name this loopback server", "invalid_host"
         given = headers.get(b"authorization")
         if given is None:
-            return 401, "You didn't provide an API key (Authorization: Bearer TOKEN)", \
-                "missing_api_key"
+            return (
+                401,
+                "You didn't provide an API key (Authorization: Bearer TOKEN)",
+                "missing_api_key",
+            )
         scheme, _, credential = given.partition(b" ")
         if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
             return 401, "Incorrect API key provided", "invalid_api_key"

@@ -43,8 +43,11 @@ class Bodies:
             choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None}
             obj = "text_completion"
         else:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": None}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+            }
             obj = "chat.completion"
         choice |= {"finish_reason": finish_reason, "token_ids": token_ids}
         return self._head(obj) | {

@@ -52,11 +52,13 @@ class ChatTemplate:
                 **self._special,
             )
         except _TemplateRefusal as err:  # the template's own raise_exception: its words
-            raise bad_request(f"messages: the model's chat template refuses them: {err}",
-                              param="messages") from None
+            raise bad_request(
+                f"messages: the model's chat template refuses them: {err}", param="messages"
+            ) from None
         except TemplateError as err:
-            raise bad_request(f"messages: the model's chat template failed on them: {err}",
-                              param="messages") from None
+            raise bad_request(
+                f"messages: the model's chat template failed on them: {err}", param="messages"
+            ) from None
 
 
 class _TemplateRefusal(Exception):

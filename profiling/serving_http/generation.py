@@ -50,8 +50,9 @@ def ended(event: TokenEvent, draining: bool) -> ApiError | None:
     if event.finished == "error":
         return ApiError(500, f"the engine failed on this request: {why}", code="engine_error")
     if event.finished == "cancelled":
-        return ApiError(503, "the request was cancelled: the server is shutting down",
-                        code="server_shutdown")
+        return ApiError(
+            503, "the request was cancelled: the server is shutting down", code="server_shutdown"
+        )
     status = 503 if draining else 400
     return ApiError(status, f"the engine refused the request: {why}", code="engine_refused")
 
@@ -103,7 +104,7 @@ async def whole_response(
     if error is not None:
         return JSONResponse(error.body(), status_code=error.status)
     text = decoder.decode(tokens) if decoder is not None and tokens else ""
-    body = bodies.whole(text, tokens, FINISH_REASONS[last.finished], prompt_tokens)  # type: ignore[index]
+    body = bodies.whole(text, tokens, FINISH_REASONS[last.finished], prompt_tokens)
     return JSONResponse(body)
 
 
@@ -133,7 +134,7 @@ def stream_response(
                 yield _sse(error.body())
                 return
             tail = text.finish()
-            reason = FINISH_REASONS[event.finished]  # type: ignore[index]
+            reason = FINISH_REASONS[event.finished]
             yield _sse(bodies.chunk(tail, [], finish_reason=reason, first=not opened))
             if include_usage:
                 yield _sse(bodies.usage_chunk(prompt_tokens, count))
@@ -143,9 +144,7 @@ def stream_response(
                 submission.cancel()
                 on_disconnect()
 
-    return EventSourceResponse(
-        events(), sep="\n", ping=PING_S, send_timeout=SEND_TIMEOUT_S
-    )
+    return EventSourceResponse(events(), sep="\n", ping=PING_S, send_timeout=SEND_TIMEOUT_S)
 
 
 def _sse(body: dict[str, Any]) -> ServerSentEvent:

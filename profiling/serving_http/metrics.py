@@ -58,9 +58,7 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 def _numbers(tree: Any, path: str) -> Iterator[tuple[str, float]]:
     """The numbers in a JSON tree, each named by its path (letters, digits and _ only)."""
-    if isinstance(tree, bool):
-        yield path, float(tree)
-    elif isinstance(tree, int | float):
+    if isinstance(tree, int | float):  # bool included
         yield path, float(tree)
     elif isinstance(tree, dict):
         for key, value in tree.items():

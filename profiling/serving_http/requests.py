@@ -50,13 +50,19 @@ def _is_number(v: Any) -> bool:
 
 
 def _absent_or(*allowed: Any) -> Callable[[Any], bool]:
-    return lambda v: v is None or any(
-        (type(v) is type(a) or (_is_number(v) and _is_number(a))) and v == a for a in allowed
+    return lambda v: (
+        v is None
+        or any(
+            (type(v) is type(a) or (_is_number(v) and _is_number(a))) and v == a for a in allowed
+        )
     )
 
 
 _NEUTRAL_COMMON: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "temperature": (lambda v: v is None or (_is_number(v) and v == 0), "sampling (temperature > 0)"),
+    "temperature": (
+        lambda v: v is None or (_is_number(v) and v == 0),
+        "sampling (temperature > 0)",
+    ),
     "top_p": (lambda v: v is None or (_is_number(v) and v == 1), "nucleus sampling (top_p < 1)"),
     "n": (_absent_or(1), "more than one choice (n > 1)"),
     "presence_penalty": (lambda v: v is None or (_is_number(v) and v == 0), "a presence penalty"),
@@ -117,9 +123,7 @@ def read_request(body: Any, kind: Literal["completion", "chat"]) -> GenerationRe
     if kind == "completion":
         text, ids = _prompt(body.get("prompt"))
         max_tokens = _max_tokens(body, "max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS)
-        return GenerationRequest(
-            kind, model, text, ids, (), max_tokens, stream, include_usage
-        )
+        return GenerationRequest(kind, model, text, ids, (), max_tokens, stream, include_usage)
     max_tokens = _chat_max_tokens(body)
     messages = _messages(body.get("messages"))
     return GenerationRequest(kind, model, None, None, messages, max_tokens, stream, include_usage)
