@@ -45,19 +45,11 @@ def read_token_file(path: str) -> str:
         if err.errno == errno.ELOOP:  # the name is a symbolic link
             raise CompileAheadError(f"{what}: a symbolic link, which is not followed") from None
         raise CompileAheadError(f"{what}: cannot open it ({err.strerror or err})") from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise CompileAheadError(f"{what}: not a regular file ({file_kind(st.st_mode)})")
-        if st.st_uid != os.geteuid():
-            raise CompileAheadError(
-                f"{what}: owned by uid {st.st_uid}, not by this user ({os.geteuid()})"
-            )
-        if st.st_mode & 0o077:
-            raise CompileAheadError(
-                f"{what}: others may read it (mode {stat.S_IMODE(st.st_mode):o}); chmod 600 {path}"
-            )
-        data = fh.read(TOKEN_FILE_MAX_BYTES + 1)
+    try:
+        _check_private(os.fstat(fd), what)
+        data = os.read(fd, TOKEN_FILE_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
     if len(data) > TOKEN_FILE_MAX_BYTES:
         raise CompileAheadError(f"{what}: over {TOKEN_FILE_MAX_BYTES} bytes for one token")
     token = data.decode("ascii", errors="replace").strip()
@@ -67,6 +59,19 @@ def read_token_file(path: str) -> str:
             "digits and -._~+/= (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
         )
     return token
+
+
+def _check_private(st: os.stat_result, what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise CompileAheadError(f"{what}: not a regular file ({file_kind(st.st_mode)})")
+    if st.st_uid != os.geteuid():
+        raise CompileAheadError(
+            f"{what}: owned by uid {st.st_uid}, not by this user ({os.geteuid()})"
+        )
+    if st.st_mode & 0o077:
+        raise CompileAheadError(
+            f"{what}: others may read it (mode {stat.S_IMODE(st.st_mode):o}); chmod 600 it"
+        )
 
 
 def host_name(host_header: str) -> str:
