@@ -23,6 +23,7 @@ def _start(source, settings):
     return fake_engine.FakeEngine(
         step_s=float(os.environ.get("FAKE_STEP_S", fake_engine.STEP_S)),
         max_context=max(settings.capacities),
+        rows=max(settings.batch_sizes),
     )
 
 
