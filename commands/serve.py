@@ -67,8 +67,9 @@ def batch_sizes(text: str) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    sizes = batch_sizes(args.buckets)
     if args.requests is None:
         from compile_ahead.commands.serve_listen import listen
 
-        return listen(args)
+        return listen(args, sizes)
     raise CompileAheadError("serve --requests: the replay is not part of this build yet")

@@ -101,15 +101,13 @@ def _check_host(args: argparse.Namespace) -> None:
             )
 
 
-def listen(args: argparse.Namespace) -> int:
+def listen(args: argparse.Namespace, sizes: tuple[int, ...]) -> int:
     with deferred():  # these load OpenVINO and the HTTP stack
-        from compile_ahead.commands.serve import batch_sizes
         from compile_ahead.profiling.serving_http.auth import new_token, read_token_file
         from compile_ahead.profiling.serving_http.server import bind
 
     _check_host(args)
     token = read_token_file(args.token_file) if args.token_file else new_token()
-    sizes = batch_sizes(args.buckets)
     sock = bind(args.host, args.port)  # a port in use is refused before the model loads
     try:
         engine, endpoint = _start(args, sizes, token)
