@@ -25,7 +25,7 @@ from compile_ahead.interrupts import deferred, in_background, wait_out
 if TYPE_CHECKING:
     from compile_ahead.profiling.serving_http.app import Endpoint
     from compile_ahead.profiling.serving_http.server import HttpServer
-    from compile_ahead.runtime.serving.api import Engine
+    from compile_ahead.runtime.serving.api import Engine, ServingSettings
 
 DEFAULT_PORT = 8000
 # Connections (and requests) served at once; beyond them a request gets 503.
@@ -101,7 +101,34 @@ def _check_host(args: argparse.Namespace) -> None:
             )
 
 
-def listen(args: argparse.Namespace, sizes: tuple[int, ...]) -> int:
+# The replay's flags (serve --requests) and their defaults: given without --requests, refused.
+REPLAY_FLAGS = {"simulate": None, "goodput": [], "out": None, "trace": None}
+# The server's flags and their defaults: given with --requests, refused.
+SERVER_FLAGS = {
+    "host": "127.0.0.1",
+    "port": DEFAULT_PORT,
+    "token_file": None,
+    "model_name": None,
+    "max_connections": MAX_CONNECTIONS,
+    "idle_timeout": IDLE_TIMEOUT_S,
+    "drain_timeout": DRAIN_TIMEOUT_S,
+}
+
+
+def check_mode_flags(args: argparse.Namespace) -> None:
+    """Flags of the other mode are refused in one line rather than ignored."""
+    listening = args.requests is None
+    other = REPLAY_FLAGS if listening else SERVER_FLAGS
+    given = [name for name, default in other.items() if getattr(args, name) != default]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        mode = (
+            "the request file's replay (--requests)" if listening else "listening (no --requests)"
+        )
+        raise CompileAheadError(f"{flag} is for {mode}")
+
+
+def listen_http(args: argparse.Namespace, settings: ServingSettings) -> int:
     with deferred():  # these load OpenVINO and the HTTP stack
         from compile_ahead.profiling.serving_http.auth import new_token, read_token_file
         from compile_ahead.profiling.serving_http.server import bind
@@ -110,32 +137,25 @@ def listen(args: argparse.Namespace, sizes: tuple[int, ...]) -> int:
     token = read_token_file(args.token_file) if args.token_file else new_token()
     sock = bind(args.host, args.port)  # a port in use is refused before the model loads
     try:
-        engine, endpoint = _start(args, sizes, token)
+        engine, endpoint = _start(args, settings, token)
     except BaseException:
         sock.close()
         raise
     return _serve(args, engine, endpoint, sock, token)
 
 
-def _start(args: argparse.Namespace, sizes: tuple[int, ...], token: str) -> tuple[Engine, Endpoint]:
+def _start(
+    args: argparse.Namespace, settings: ServingSettings, token: str
+) -> tuple[Engine, Endpoint]:
     with deferred():
-        from compile_ahead.commands.options import compile_options, resolve_from_args
+        from compile_ahead.commands.options import resolve_from_args
         from compile_ahead.profiling.serving_http.app import Endpoint, EndpointSettings
         from compile_ahead.profiling.serving_http.chat import load_chat_template
-        from compile_ahead.runtime.ladder.capacities import Ladder
-        from compile_ahead.runtime.serving.api import ServingSettings, start_engine
+        from compile_ahead.runtime.serving.api import start_engine
 
-    options = compile_options(args)
-    ladder = Ladder.parse(args.ladder)
     source = resolve_from_args(args)
     tokenizer = _tokenizer(source)
     chat_template = load_chat_template(source.model_dir)
-    settings = ServingSettings(
-        batch_sizes=sizes,
-        capacities=ladder.rungs,
-        policy=args.policy,
-        compile_options={"options": options},
-    )
     print(f"model: {source.label}", flush=True)
     engine = start_engine(source, settings)
     endpoint = Endpoint(

@@ -86,6 +86,7 @@ SLOW_MODULES = frozenset(
         "test_compile_placement.py",  # compiles in worker processes, failed and retried
         "test_run_trace.py",  # traces loaded by Perfetto's trace processor under node
         "test_compare_page.py",  # pages of real `ab compile` and profile-compile results
+        "test_serving_device.py",  # the serving engine on compiled graphs, against transformers
     }
 )
 

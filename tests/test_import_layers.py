@@ -30,7 +30,7 @@ PACKAGES = {
     "compile_ahead.commands": ROOT / "commands",
 }
 # runtime/'s packages, lowest first: a package imports only packages before it.
-RUNTIME_LAYERS = ("base", "model", "graphs", "sources", "compile", "ladder", "baselines")
+RUNTIME_LAYERS = ("base", "model", "graphs", "sources", "compile", "ladder", "baselines", "serving")
 COMMANDS = "compile_ahead.commands"
 
 

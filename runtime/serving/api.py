@@ -92,7 +92,10 @@ class ServingSettings:
     capacities: tuple[int, ...] = ()  # the capacity ladder; () = the source's default ladder
     policy: str = "ahead"  # "up-front" | "on-demand" | "ahead" (runtime.serving.policies)
     memory_budget_bytes: int | None = None  # None: no budget beyond the host's memory
-    compile_options: dict[str, Any] | None = None  # hint, cache dir, threads: as `run` takes
+    # "options": a CompileOptions (device, precision hints, compile cache), or its fields by
+    # name instead; "kv": "reserve" (one top reservation, default) or "copy"; "stop_at_eos":
+    # whether the model's EOS ids end a request (default False: max_new_tokens does).
+    compile_options: dict[str, Any] | None = None
 
 
 def start_engine(source: Any, settings: ServingSettings) -> Engine:

@@ -1,0 +1,230 @@
+"""The simulator executor: the engine's buckets priced by a cost model on a virtual clock, so
+the same scheduler and policies answer at scales this machine cannot hold.
+
+A cost model (JSON, e.g. `compile-ahead serve --simulate COSTS.json`) prices:
+
+- ``compile_s``, ``step_s``, ``bucket_bytes``: each a linear form of the bucket [B, C],
+  ``{"base": a, "per_batch": b, "per_capacity": c, "per_slot": d, "table": {"BxC": v}}`` =
+  a + b*B + c*C + d*B*C, unless the table names the bucket;
+- ``prefill_s``: ``{"base": a, "per_token": b}`` per prompt;
+- ``copy_s_per_byte`` and ``kv_bytes_per_slot`` (one row's slot, every layer's K and V): what
+  a move between buckets copies and how long it takes;
+- ``background_step_factor``: a decode step's slowdown while a background compile runs (1 for
+  a device whose decode does not share the host's cores; near 2 on a two-core host);
+- ``host_bytes``: memory besides the buckets and the KV (weights, runtime).
+
+Tokens are not computed: every token is ``token`` (never EOS), so requests run to their
+max_new_tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.output.input_files import read_input_text
+from compile_ahead.runtime.serving.buckets import Bucket
+from compile_ahead.runtime.serving.executor import VirtualClock
+
+MAX_COST_FILE_BYTES = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class Linear:
+    """a + b*B + c*C + d*B*C, or the table's value for "BxC"."""
+
+    base: float = 0.0
+    per_batch: float = 0.0
+    per_capacity: float = 0.0
+    per_slot: float = 0.0
+    table: Mapping[str, float] = field(default_factory=dict)
+
+    def __call__(self, bucket: Bucket) -> float:
+        key = f"{bucket.batch}x{bucket.capacity}"
+        if key in self.table:
+            return float(self.table[key])
+        b, c = bucket
+        return self.base + self.per_batch * b + self.per_capacity * c + self.per_slot * b * c
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> Linear:
+        if isinstance(obj, int | float):
+            return cls(base=float(obj))
+        if not isinstance(obj, dict):
+            raise CompileAheadError(f"{where}: a number or an object of coefficients")
+        known = {"base", "per_batch", "per_capacity", "per_slot", "table"}
+        _no_unknown(obj, known, where)
+        table = obj.get("table", {})
+        if not isinstance(table, dict) or not all(_nonneg(v) for v in table.values()):
+            raise CompileAheadError(f'{where}.table: an object of bucket "BxC" to numbers >= 0')
+        coeffs = {k: obj.get(k, 0.0) for k in known - {"table"}}
+        for k, v in coeffs.items():
+            if not _nonneg(v):
+                raise CompileAheadError(f"{where}.{k}: a number >= 0")
+        return cls(table=dict(table), **{k: float(v) for k, v in coeffs.items()})
+
+
+@dataclass(frozen=True)
+class CostModel:
+    compile_s: Linear = Linear(base=1.0)
+    step_s: Linear = Linear(base=0.01)
+    bucket_bytes: Linear = Linear(base=2**30)
+    prefill_base_s: float = 0.0
+    prefill_per_token_s: float = 0.0
+    copy_s_per_byte: float = 0.0
+    kv_bytes_per_slot: int = 0
+    background_step_factor: float = 1.0
+    host_bytes: int = 0
+    token: int = 1
+
+    def prefill_s(self, tokens: int) -> float:
+        return self.prefill_base_s + self.prefill_per_token_s * tokens
+
+    def kv_bytes(self, bucket: Bucket) -> int:
+        return self.kv_bytes_per_slot * bucket.batch * bucket.capacity
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "cost model") -> CostModel:
+        if not isinstance(obj, dict):
+            raise CompileAheadError(f"{where}: a JSON object")
+        known = {
+            "compile_s", "step_s", "bucket_bytes", "prefill_s", "copy_s_per_byte",
+            "kv_bytes_per_slot", "background_step_factor", "host_bytes", "note", "sources",
+        }  # fmt: skip
+        _no_unknown(obj, known, where)
+        prefill = obj.get("prefill_s", {})
+        if not isinstance(prefill, dict):
+            raise CompileAheadError(f"{where}.prefill_s: an object with base and per_token")
+        _no_unknown(prefill, {"base", "per_token"}, f"{where}.prefill_s")
+        scalars = {
+            "copy_s_per_byte": obj.get("copy_s_per_byte", 0.0),
+            "kv_bytes_per_slot": obj.get("kv_bytes_per_slot", 0),
+            "background_step_factor": obj.get("background_step_factor", 1.0),
+            "host_bytes": obj.get("host_bytes", 0),
+            "prefill_s.base": prefill.get("base", 0.0),
+            "prefill_s.per_token": prefill.get("per_token", 0.0),
+        }
+        for k, v in scalars.items():
+            if not _nonneg(v):
+                raise CompileAheadError(f"{where}.{k}: a number >= 0")
+        return cls(
+            compile_s=Linear.from_json(obj.get("compile_s", 1.0), f"{where}.compile_s"),
+            step_s=Linear.from_json(obj.get("step_s", 0.01), f"{where}.step_s"),
+            bucket_bytes=Linear.from_json(obj.get("bucket_bytes", 2**30), f"{where}.bucket_bytes"),
+            prefill_base_s=float(scalars["prefill_s.base"]),
+            prefill_per_token_s=float(scalars["prefill_s.per_token"]),
+            copy_s_per_byte=float(scalars["copy_s_per_byte"]),
+            kv_bytes_per_slot=int(scalars["kv_bytes_per_slot"]),
+            background_step_factor=max(1.0, float(scalars["background_step_factor"])),
+            host_bytes=int(scalars["host_bytes"]),
+        )
+
+
+def read_cost_model(path: str | Path, what: str = "--simulate") -> CostModel:
+    """A cost model file, read as every input file is; refused in one line."""
+    text = read_input_text(path, f"{what} {path}", MAX_COST_FILE_BYTES)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CompileAheadError(f"{what} {path}: not JSON (line {err.lineno}: {err.msg})") from None
+    return CostModel.from_json(obj, f"{what} {path}")
+
+
+def _nonneg(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 and v == v
+
+
+def _no_unknown(obj: dict, known: set[str], where: str) -> None:
+    unknown = sorted(set(obj) - known)
+    if unknown:
+        raise CompileAheadError(f"{where}: unknown key {unknown[0]!r}")
+
+
+class SimExecutor:
+    """Buckets priced by a CostModel on a VirtualClock (see the module's docstring)."""
+
+    def __init__(self, costs: CostModel) -> None:
+        self.costs = costs
+        self.clock = VirtualClock()
+        self.compiled: set[Bucket] = set()
+        self.active: Bucket | None = None
+        self._background: tuple[Bucket, float, float] | None = None  # bucket, start, end
+        self._peak = costs.host_bytes
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        return frozenset()
+
+    def bucket_bytes(self, bucket: Bucket) -> int:
+        return int(self.costs.bucket_bytes(bucket))
+
+    def compile(self, bucket: Bucket) -> float:
+        seconds = self.costs.compile_s(bucket)
+        self.clock.advance(seconds)
+        self.compiled.add(bucket)
+        self._note_memory()
+        return seconds
+
+    def start_compile(self, bucket: Bucket) -> None:
+        assert self._background is None, "one background compile at a time"
+        now = self.clock.now()
+        self._background = (bucket, now, now + self.costs.compile_s(bucket))
+
+    def finished_compile(self) -> tuple[Bucket, float] | None:
+        if self._background is None or self._background[2] > self.clock.now():
+            return None
+        bucket, start, end = self._background
+        self._background = None
+        self.compiled.add(bucket)
+        self._note_memory()
+        return bucket, end - start
+
+    def wait(self, until_s: float | None) -> None:
+        ends = [t for t in (until_s, self._background and self._background[2]) if t is not None]
+        if ends:
+            self.clock.jump_to(min(ends))
+
+    def release(self, bucket: Bucket) -> None:
+        self.compiled.discard(bucket)
+
+    def activate(self, bucket: Bucket, moves: Mapping[int, int], lengths: Mapping[int, int]) -> int:
+        copied = sum(lengths[r] for r in moves) * self.costs.kv_bytes_per_slot
+        if self.active is not None:  # both KV allocations coexist during the copy
+            kv = self.costs.kv_bytes(self.active) + self.costs.kv_bytes(bucket)
+            self._peak = max(self._peak, self._resident() + kv)
+        self.clock.advance(copied * self.costs.copy_s_per_byte)
+        self.active = bucket
+        self._note_memory()
+        return copied
+
+    def prefill(self, row: int, prompt: Sequence[int]) -> int:
+        self.clock.advance(self.costs.prefill_s(len(prompt)) * self._slowdown())
+        return self.costs.token
+
+    def step(self, feeds: Mapping[int, tuple[int, int]]) -> dict[int, int]:
+        assert self.active is not None
+        self.clock.advance(self.costs.step_s(self.active) * self._slowdown())
+        return dict.fromkeys(feeds, self.costs.token)
+
+    def _slowdown(self) -> float:
+        running = self._background is not None and self._background[2] > self.clock.now()
+        return self.costs.background_step_factor if running else 1.0
+
+    def _resident(self) -> int:
+        compiling = [self._background[0]] if self._background is not None else []
+        graphs = sum(self.bucket_bytes(b) for b in (*self.compiled, *compiling))
+        return self.costs.host_bytes + graphs
+
+    def _note_memory(self) -> None:
+        kv = self.costs.kv_bytes(self.active) if self.active is not None else 0
+        self._peak = max(self._peak, self._resident() + kv)
+
+    def peak_rss_bytes(self) -> int:
+        return self._peak
+
+    def close(self) -> None:
+        self._background = None

@@ -1,0 +1,103 @@
+"""`compile-ahead serve` as a user runs it, on the simulator (nothing compiles): the report,
+the summary, the Perfetto trace read back by Perfetto's trace processor, and bad input refused
+in one line with exit 2 before anything is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli import run_cli
+from trace_processor import NodeTraceProcessor, unavailable_reason
+
+SHORT = Path(__file__).parent / "fixtures" / "serving" / "short.jsonl"
+COSTS = {
+    "compile_s": {"base": 1.0, "per_batch": 0.1},
+    "step_s": {"base": 0.01, "per_slot": 1e-5},
+    "bucket_bytes": {"base": 2**30},
+    "prefill_s": {"per_token": 0.001},
+}
+needs_tp = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+
+
+@pytest.fixture
+def costs(tmp_path) -> Path:
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(COSTS))
+    return path
+
+
+def serve(*argv):
+    return run_cli("serve", *argv, timeout=60)
+
+
+@pytest.mark.slow  # Perfetto's trace processor under node
+@needs_tp
+def test_a_simulated_replay_reports_its_metrics_and_traces_each_row(tmp_path, costs):
+    out, trace = tmp_path / "report.json", tmp_path / "serve.pftrace"
+    done = serve(
+        "--requests", SHORT, "--simulate", costs, "--ladder", "16,32,48", "--policy", "ahead",
+        "--out", out, "--trace", trace, "--goodput", "ttft:2000", "tpot:50",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "requests: 10 finished, 0 refused of 10" in done.stdout
+    report = json.loads(out.read_text())
+    metrics = report["requests_metrics"]
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+        assert set(metrics[key]) == {"n", "mean", "p50", "p90", "p99"}
+    assert metrics["slo"] == {"ttft_s": 2.0, "tpot_s": 0.05, "e2e_s": None}
+    assert report["engine"]["clock"] == "virtual" and report["simulated"] is True
+    with NodeTraceProcessor.open(trace) as tp:
+        rows = tp.rows(
+            "select t.name as track, s.name as name from slice s join track t on s.track_id = t.id"
+        )
+    on_rows = {r["name"] for r in rows if r["track"].startswith("row ")}
+    assert on_rows == {f"gen-{i}" for i in range(10)}
+    buckets = [r["name"] for r in rows if r["track"] == "active bucket"]
+    assert len(buckets) == report["engine"]["switches"]
+    compiles = [r for r in rows if r["track"].startswith("compile (")]
+    assert len(compiles) == len(report["engine"]["compiles"])
+
+
+def test_a_request_beyond_the_top_capacity_is_refused_and_the_others_are_served(tmp_path, costs):
+    requests = tmp_path / "r.jsonl"
+    lines = [
+        {"id": "ok", "prompt_ids": [1, 2], "max_new_tokens": 4},
+        {"id": "long", "arrival_s": 0.1, "prompt_ids": [1] * 40, "max_new_tokens": 20},
+        {"id": "ok2", "arrival_s": 0.2, "prompt_ids": [3], "max_new_tokens": 4},
+    ]
+    requests.write_text("\n".join(json.dumps(x) for x in lines))
+    out = tmp_path / "report.json"
+    done = serve("--requests", requests, "--simulate", costs, "--ladder", "16,32,48", "--out", out)
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(out.read_text())["requests_metrics"]["requests"]
+    assert counts["finished"] == 2 and counts["refused"] == 1
+    assert counts["refusals"][0]["id"] == "long"
+
+
+@pytest.mark.parametrize(
+    ("extra", "body", "why"),
+    [
+        ([], '{"prompt_ids": [1], "max_new_tokens": 2}\n{bad', "line 2: not JSON"),
+        (["--policy", "eager"], None, "unknown serving policy 'eager'"),
+        (["--memory-budget", "0.5"], None, "cannot hold the bucket"),
+        (["--buckets", "2,1"], None, "batch sizes must be strictly increasing"),
+        (["--ladder", "32,16"], None, "ladder"),
+        (["--goodput", "ttft"], None, "give positive milliseconds"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, costs, extra, body, why):
+    requests = tmp_path / "r.jsonl"
+    requests.write_text(body or '{"prompt_ids": [1], "max_new_tokens": 2}\n')
+    out = tmp_path / "report.json"
+    done = serve("--requests", requests, "--simulate", costs, "--out", out, *extra)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert why in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not out.exists()
+
+
+def test_without_requests_the_command_refuses_until_it_can_listen():
+    done = serve("--model", "tiny")
+    assert done.returncode == 2
+    assert "--requests is required" in done.stderr

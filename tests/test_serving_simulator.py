@@ -1,0 +1,196 @@
+"""The serving engine, its scheduler and its compile policies against the simulator's cost
+model on a virtual clock: nothing is compiled. Expected times are worked out by hand from the
+cost model."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+
+import pytest
+
+from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.serving.buckets import Bucket, Grid
+from compile_ahead.runtime.serving.engine import ServingEngine, replay
+from compile_ahead.runtime.serving.metrics import distribution
+from compile_ahead.runtime.serving.policies import make_policy
+from compile_ahead.runtime.serving.requests import Request
+from compile_ahead.runtime.serving.simulator import CostModel, Linear, SimExecutor, read_cost_model
+from compile_ahead.runtime.serving.workloads import Arrivals, Lengths, generate_requests
+
+GIB = 2**30
+
+
+def costs(**kw) -> CostModel:
+    base = dict(compile_s=Linear(base=2.0), step_s=Linear(base=0.1), bucket_bytes=Linear(base=GIB))
+    return CostModel(**(base | kw))
+
+
+def serve(grid, policy, requests, model=None, budget=None):
+    engine = ServingEngine(grid, make_policy(policy), SimExecutor(model or costs()), budget)
+    replay(engine, requests)
+    return engine, engine.report()
+
+
+def req(i, at, prompt=3, new=4):
+    return Request(f"r{i}", tuple(range(1, prompt + 1)), new, at)
+
+
+ONE = Grid.of((1,), (64,))
+
+
+def test_on_demand_stalls_the_first_request_for_its_bucket_compile():
+    engine, report = serve(ONE, "on-demand", [req(0, 0.5)])
+    live = engine.lives["r0"]
+    # arrives at 0.5, compile 2.0 on its path, prefill free, then 3 steps of 0.1
+    assert live.token_times == pytest.approx([2.5, 2.6, 2.7, 2.8])
+    compiles = report["engine"]["compile_s"]
+    assert compiles["request_path"] == pytest.approx(2.0) and compiles["background"] == 0
+    assert report["requests_metrics"]["ttft_s"]["p50"] == pytest.approx(2.0)
+    assert report["requests_metrics"]["tpot_s"]["p50"] == pytest.approx(0.1)
+    assert report["requests_metrics"]["e2e_s"]["p50"] == pytest.approx(2.3)
+
+
+def test_ahead_compiles_the_first_bucket_from_the_start_in_the_background():
+    engine, report = serve(ONE, "ahead", [req(0, 0.5), req(1, 3.0)])
+    # the compile runs from 0 to 2.0: r0 waits 1.5 for it, r1 finds it compiled
+    assert engine.lives["r0"].token_times[0] == pytest.approx(2.0)
+    assert engine.lives["r1"].token_times[0] == pytest.approx(3.0)
+    compiles = report["engine"]["compile_s"]
+    assert compiles["request_path"] == 0 and compiles["background"] == pytest.approx(2.0)
+    assert compiles["waited_for_background"] == pytest.approx(1.5)
+    assert report["engine"]["time_to_ready_s"] == pytest.approx(2.0)
+
+
+def test_up_front_compiles_the_whole_grid_before_the_first_request():
+    grid = Grid.of((1, 2), (32, 64))
+    engine, report = serve(grid, "up-front", [req(0, 0.5)], costs(compile_s=Linear(base=1.0)))
+    compiles = report["engine"]["compiles"]
+    assert {tuple(c["bucket"]) for c in compiles} == set(grid)
+    assert all(c["where"] == "before-serving" for c in compiles)
+    assert engine.lives["r0"].token_times[0] == pytest.approx(4.0)  # 4 compiles of 1.0
+    assert report["engine"]["compile_s"]["before_serving"] == pytest.approx(4.0)
+
+
+def test_ahead_compiles_each_bucket_before_it_is_needed():
+    grid = Grid.of((1, 2, 4), (16, 32, 64))
+    model = costs(compile_s=Linear(base=0.3), step_s=Linear(base=0.05))
+    # growing one dimension at a time, with time to see each coming
+    trace = [req(0, 1.0, prompt=4, new=40), req(1, 4.0, prompt=4, new=50)]
+    trace += [req(2 + i, 4.5 + 0.02 * i, prompt=3, new=30) for i in range(3)]
+    engine, report = serve(grid, "ahead", trace, model)
+    compiles = report["engine"]["compile_s"]
+    assert compiles["request_path"] == 0 and compiles["waited_for_background"] == 0
+    ends = {tuple(c["bucket"]): c["start_s"] + c["seconds"] for c in report["engine"]["compiles"]}
+    for switch in engine.stats.switches:
+        assert ends[tuple(switch["to"])] <= switch["at_s"] + 1e-9
+    assert len(report["engine"]["buckets_used"]) >= 3
+    assert report["requests_metrics"]["requests"]["finished"] == len(trace)
+
+
+def test_a_finished_request_frees_its_row_for_the_next_at_once():
+    engine, _ = serve(ONE, "up-front", [req(0, 0.0, new=3), req(1, 0.0, new=3)])
+    first, second = engine.lives["r0"], engine.lives["r1"]
+    assert first.token_times == pytest.approx([2.0, 2.1, 2.2])
+    assert second.token_times[0] == pytest.approx(first.token_times[-1])
+
+
+def test_the_engine_moves_up_in_batch_and_capacity_and_back_down():
+    grid = Grid.of((1, 2), (16, 32))
+    trace = [req(0, 0.0, prompt=2, new=20), req(1, 2.05, prompt=2, new=28)]
+    trace.append(req(2, 10.0, prompt=2, new=12))
+    engine, report = serve(grid, "up-front", trace, costs(compile_s=Linear(base=0.5)))
+    moves = [(tuple(s["from"]), tuple(s["to"])) for s in engine.stats.switches if s["from"]]
+    assert any(b[0] > a[0] for a, b in moves), moves  # up a batch bucket
+    assert any(b[1] > a[1] for a, b in moves), moves  # up the ladder
+    assert any(b[0] < a[0] or b[1] < a[1] for a, b in moves), moves  # down again
+    assert engine.active == Bucket(1, 16)
+    assert report["engine"]["kv_bytes_copied"] == 0  # the cost model gives no bytes per slot
+    assert report["requests_metrics"]["requests"]["finished"] == 3
+
+
+def test_kv_moves_are_priced_by_the_bytes_copied():
+    grid = Grid.of((1,), (16, 32))
+    model = costs(kv_bytes_per_slot=1000, copy_s_per_byte=1e-4, compile_s=Linear(base=0.5))
+    engine, report = serve(grid, "up-front", [req(0, 0.0, prompt=2, new=20)], model)
+    # the boundary: 16 slots of one row copied, 16_000 bytes at 0.1 ms each = 1.6 s
+    assert report["engine"]["kv_bytes_copied"] == 16_000
+    times = engine.lives["r0"].token_times
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert max(gaps) == pytest.approx(0.1 + 1.6)
+
+
+def test_least_recently_used_buckets_are_released_within_the_memory_budget():
+    grid = Grid.of((1, 2, 4), (64, 128))
+    trace = generate_requests(
+        3, 60, Arrivals("gamma", 1.5, cv=3.0), Lengths("uniform", 4, 40),
+        Lengths("uniform", 8, 80), 1000, max_slots=128,
+    )  # fmt: skip
+    model = costs(compile_s=Linear(base=0.5), step_s=Linear(base=0.02))
+    budget = 2 * GIB
+    _, report = serve(grid, "ahead", trace, model, budget)
+    assert report["engine"]["peak_resident_bucket_bytes"] <= budget
+    assert report["engine"]["buckets_released"]
+    assert len(report["engine"]["buckets_compiled"]) > 2
+    assert report["requests_metrics"]["requests"]["finished"] == 60
+
+
+def test_a_budget_or_an_up_front_grid_that_cannot_fit_is_refused_in_one_line():
+    grid = Grid.of((1, 2), (64,))
+    model = costs(bucket_bytes=Linear(base=GIB, per_batch=GIB))
+    with pytest.raises(CompileAheadError, match=r"cannot hold the bucket \[2x64\]"):
+        ServingEngine(grid, make_policy("ahead"), SimExecutor(model), 2 * GIB)
+    engine = ServingEngine(grid, make_policy("up-front"), SimExecutor(model), 3 * GIB)
+    with pytest.raises(CompileAheadError, match="over the memory budget"):
+        engine.start()
+    with pytest.raises(CompileAheadError, match="unknown serving policy 'eager'"):
+        make_policy("eager")
+
+
+def test_a_request_beyond_the_top_capacity_is_refused_and_the_others_go_on():
+    trace = [req(0, 0.0), req(1, 0.1, prompt=60, new=10), req(2, 0.2)]
+    engine, report = serve(ONE, "on-demand", trace)
+    counts = report["requests_metrics"]["requests"]
+    assert counts["finished"] == 2 and counts["refused"] == 1
+    assert "exceed the top capacity (64)" in counts["refusals"][0]["message"]
+    assert engine.lives["r1"].tokens == []
+
+
+def test_percentiles_match_the_linear_interpolation_of_statistics():
+    values = [0.5 * i * i for i in range(1, 41)]
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    d = distribution(values)
+    assert d["p50"] == pytest.approx(cuts[49]) and d["p90"] == pytest.approx(cuts[89])
+    assert d["p99"] == pytest.approx(cuts[98]) and d["mean"] == pytest.approx(
+        statistics.mean(values)
+    )
+
+
+def test_goodput_counts_only_the_requests_that_met_every_slo():
+    from compile_ahead.runtime.serving.metrics import Slo, request_metrics
+
+    engine, _ = serve(ONE, "on-demand", [req(0, 0.0), req(1, 10.0)])
+    # r0 waited 2.0 for the compile, r1 nothing
+    tight = request_metrics(engine.lives.values(), Slo(ttft_s=1.0))
+    assert tight["slo_met"] == 1
+    span = 10.3 - 0.0  # first arrival to last token
+    assert tight["goodput_per_s"] == pytest.approx(1 / span)
+    assert tight["request_throughput_per_s"] == pytest.approx(2 / span)
+
+
+def test_a_cost_model_file_is_read_and_refused_in_one_line(tmp_path):
+    good = tmp_path / "costs.json"
+    good.write_text(json.dumps({"compile_s": {"base": 3, "table": {"2x64": 9}}, "step_s": 0.2}))
+    model = read_cost_model(good)
+    assert model.compile_s(Bucket(1, 64)) == 3 and model.compile_s(Bucket(2, 64)) == 9
+    for body, why in [
+        ("{", "not JSON"),
+        ('{"compile": 1}', "unknown key 'compile'"),
+        ('{"step_s": {"base": -1}}', "step_s.base: a number >= 0"),
+    ]:
+        bad = tmp_path / "bad.json"
+        bad.write_text(body)
+        with pytest.raises(CompileAheadError, match=why) as err:
+            read_cost_model(bad)
+        assert "\n" not in str(err.value)
