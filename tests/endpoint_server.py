@@ -30,9 +30,8 @@ class Served:
     def client(self, **kwargs: Any) -> Any:
         import openai
 
-        return openai.OpenAI(
-            base_url=self.base_url, api_key=self.token, max_retries=0, timeout=30, **kwargs
-        )
+        options = {"max_retries": 0, "timeout": 30} | kwargs
+        return openai.OpenAI(base_url=self.base_url, api_key=self.token, **options)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -135,7 +136,10 @@ class Endpoint:
         return JSONResponse(status, status_code=200 if ready else 503)
 
     async def prometheus(self, request: Request) -> Response:
-        return Response(self.metrics.text(), media_type=CONTENT_TYPE)
+        # In a worker thread: the engine answers metrics() from its own thread, which may be
+        # busy with a step, and the event loop must go on streaming meanwhile.
+        text = await run_in_threadpool(self.metrics.text)
+        return Response(text, media_type=CONTENT_TYPE)
 
     def _model_card(self) -> dict[str, Any]:
         return {
