@@ -222,7 +222,9 @@ def _shut_down(
     def unfinished() -> list[str]:
         left = []
         if not drained.done():
-            left.append(f"requests in flight (cancelled after {args.drain_timeout:g} s)")
+            left.append(
+                f"the engine's drain (requests in flight are cancelled after {args.drain_timeout:g} s)"
+            )
         if server.running():
             left.append("the HTTP server")
         return left
