@@ -203,3 +203,52 @@ def test_another_local_user_gets_401_and_cannot_read_the_token(other_user, reach
         server.proc.send_signal(signal.SIGINT)
         code, err = server.end(timeout=30)
     assert code == 130, err
+
+
+def test_ctrl_c_under_load_on_the_real_engine_leaves_no_process():
+    """`compile-ahead serve` itself (its engine compiling and decoding the tiny preset): Ctrl-C
+    with 8 streams running ends it with 130 within the drain, and nothing it started lives on."""
+    import psutil
+    from cli import command
+
+    proc = subprocess.Popen(
+        command(
+            "serve",
+            "--model",
+            "tiny",
+            "--ladder",
+            "2048",
+            "--buckets",
+            "1,2,4,8",
+            "--policy",
+            "up-front",
+            "--inference-precision",
+            "f32",
+            "--port",
+            "0",
+            "--drain-timeout",
+            "1",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    server = Server.__new__(Server)
+    server.proc, server.url, server.key = proc, None, None
+    for line in proc.stdout:
+        if line.startswith("serving "):
+            server.url = line.split(" at ")[1].strip()
+        if line.startswith("api key: "):
+            server.key = line.split(": ", 1)[1].strip()
+            break
+    assert server.url and server.key, proc.stderr.read()
+    outcomes, threads, _ = _streams(server, 8, max_tokens=2000)
+    started_by_it = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    code, err = server.end(timeout=60)
+    assert code == 130
+    assert "interrupted" in err and not any(mark in err for mark in CRASH_MARKS), err
+    for t in threads:
+        t.join(10)
+    assert all(o is not None and o[0] == "error" for o in outcomes), outcomes  # cut, told why
+    assert not [p for p in started_by_it if p.is_running() and p.status() != "zombie"]
