@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import socket
 import sys
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from compile_ahead.profiling.serving_http.app import Endpoint
     from compile_ahead.profiling.serving_http.server import HttpServer
     from compile_ahead.runtime.serving.api import Engine, ServingSettings
+    from compile_ahead.runtime.sources.base import ModelSource
+    from compile_ahead.runtime.sources.tokenizer import TextTokenizer
 
 DEFAULT_PORT = 8000
 # Connections (and requests) served at once; beyond them a request gets 503.
@@ -102,9 +105,9 @@ def _check_host(args: argparse.Namespace) -> None:
 
 
 # The replay's flags (serve --requests) and their defaults: given without --requests, refused.
-REPLAY_FLAGS = {"simulate": None, "goodput": [], "out": None, "trace": None}
+REPLAY_FLAGS: dict[str, object] = {"simulate": None, "goodput": [], "out": None, "trace": None}
 # The server's flags and their defaults: given with --requests, refused.
-SERVER_FLAGS = {
+SERVER_FLAGS: dict[str, object] = {
     "host": "127.0.0.1",
     "port": DEFAULT_PORT,
     "token_file": None,
@@ -172,7 +175,7 @@ def _start(
     return engine, endpoint
 
 
-def _tokenizer(source):  # type: ignore[no-untyped-def]
+def _tokenizer(source: ModelSource) -> TextTokenizer | None:
     """The model's tokenizer, or None when it has none (requests then give token ids)."""
     from compile_ahead.runtime.model.ir_files import TOKENIZER_XML
     from compile_ahead.runtime.sources.tokenizer import load_tokenizer
@@ -185,7 +188,9 @@ def _tokenizer(source):  # type: ignore[no-untyped-def]
     return load_tokenizer(where, source.name)
 
 
-def _serve(args: argparse.Namespace, engine: Engine, endpoint: Endpoint, sock, token: str) -> int:  # type: ignore[no-untyped-def]
+def _serve(
+    args: argparse.Namespace, engine: Engine, endpoint: Endpoint, sock: socket.socket, token: str
+) -> int:
     from compile_ahead.profiling.serving_http.server import HttpServer
 
     server = HttpServer(
@@ -223,7 +228,7 @@ def _shut_down(
         left = []
         if not drained.done():
             left.append(
-                f"the engine's drain (requests in flight are cancelled after {args.drain_timeout:g} s)"
+                f"the engine's drain (requests in flight cancelled after {args.drain_timeout:g} s)"
             )
         if server.running():
             left.append("the HTTP server")

@@ -19,6 +19,8 @@ import secrets
 import stat
 import string
 
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.kind import file_kind
 
@@ -85,12 +87,12 @@ def host_name(host_header: str) -> str:
 class Guard:
     """ASGI middleware: the token and, with ``loopback_only``, the Host check, before the app."""
 
-    def __init__(self, app, token: str, loopback_only: bool) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, app: ASGIApp, token: str, loopback_only: bool) -> None:
         self.app = app
         self._token = token.encode()
         self._loopback_only = loopback_only
 
-    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

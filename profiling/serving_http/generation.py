@@ -94,7 +94,8 @@ async def whole_response(
     async def rest() -> TokenEvent:
         event = first
         while event.finished is None:
-            tokens.append(event.token)  # type: ignore[arg-type]
+            assert event.token is not None  # a running request's event carries one
+            tokens.append(event.token)
             event = await submission.next_event()
         return event
 
@@ -124,7 +125,8 @@ def stream_response(
         count, event, opened = 0, first, False
         try:
             while event.finished is None:
-                token = int(event.token)  # type: ignore[arg-type]
+                assert event.token is not None  # a running request's event carries one
+                token = int(event.token)
                 count += 1
                 yield _sse(bodies.chunk(text.add(token), [token], first=not opened))
                 opened = True
