@@ -153,12 +153,12 @@ def _start(
     with deferred():
         from compile_ahead.commands.options import resolve_from_args
         from compile_ahead.profiling.serving_http.app import Endpoint, EndpointSettings
-        from compile_ahead.profiling.serving_http.chat import load_chat_template
+        from compile_ahead.profiling.serving_http.chat import source_chat_template
         from compile_ahead.runtime.serving.api import start_engine
 
     source = resolve_from_args(args)
     tokenizer = _tokenizer(source)
-    chat_template = load_chat_template(source.model_dir)
+    chat_template = source_chat_template(source)
     print(f"model: {source.label}", flush=True)
     engine = start_engine(source, settings)
     endpoint = Endpoint(
@@ -176,10 +176,18 @@ def _start(
 
 
 def _tokenizer(source: ModelSource) -> TextTokenizer | None:
-    """The model's tokenizer, or None when it has none (requests then give token ids)."""
+    """The model's tokenizer, or None when it has none (requests then give token ids): the
+    one the source names itself (``text_tokenizer()``, e.g. a GGUF's own, where sources have
+    it), else its directory's."""
     from compile_ahead.runtime.model.ir_files import TOKENIZER_XML
     from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 
+    own = getattr(source, "text_tokenizer", None)
+    if callable(own):
+        try:
+            return own()
+        except CompileAheadError:  # none: the requests give token ids
+            return None
     where = source.model_dir
     if where is None or not (
         (where / TOKENIZER_XML).is_file() or (where / "tokenizer.json").is_file()

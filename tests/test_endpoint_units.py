@@ -133,3 +133,19 @@ def test_chat_template_file_wins_and_sandbox_refuses(tmp_path):
 def test_no_template_no_chat(tmp_path):
     assert load_chat_template(tmp_path) is None
     assert load_chat_template(None) is None
+
+
+def test_a_source_that_names_its_template_is_used_first(tmp_path):
+    """A source with chat_template() (a GGUF's, where sources have one) wins over its
+    directory; without one, the directory's template."""
+    from types import SimpleNamespace
+
+    from compile_ahead.profiling.serving_http.chat import source_chat_template
+
+    (tmp_path / "chat_template.jinja").write_text("dir {{ messages[0].content }}")
+    own = ("{{ bos_token }}own {{ messages[0].content }}", {"bos_token": "<s>"})
+    gguf_like = SimpleNamespace(chat_template=lambda: own, model_dir=tmp_path)
+    assert source_chat_template(gguf_like).render([ChatMessage("user", "x")]) == "<s>own x"
+    plain = SimpleNamespace(chat_template=lambda: None, model_dir=tmp_path)
+    assert source_chat_template(plain).render([ChatMessage("user", "x")]) == "dir x"
+    assert source_chat_template(SimpleNamespace(model_dir=None)) is None

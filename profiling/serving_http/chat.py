@@ -69,6 +69,18 @@ def _raise_exception(message: str) -> None:
     raise _TemplateRefusal(message)
 
 
+def source_chat_template(source: Any) -> ChatTemplate | None:
+    """The chat template of a model source: the one it names itself (``chat_template()``,
+    giving the template and its special tokens, e.g. a GGUF's ``tokenizer.chat_template``,
+    where sources have it), else its directory's (load_chat_template)."""
+    own = getattr(source, "chat_template", None)
+    found = own() if callable(own) else None
+    if found is not None:
+        template, special = found
+        return ChatTemplate(template, special.get("bos_token"), special.get("eos_token"))
+    return load_chat_template(getattr(source, "model_dir", None))
+
+
 def load_chat_template(model_dir: Path | None) -> ChatTemplate | None:
     """The chat template of the model in ``model_dir``, or None when it has none."""
     if model_dir is None:
