@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.serving.metrics import Slo
     from compile_ahead.runtime.serving.policies import CompilePolicy
 
+KV_MODES = ("reserve", "copy")  # as runtime/serving/device_executor.py takes them
 GOODPUT_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2e_s"}
 
 
@@ -158,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
 
     # Every input checked before anything compiles: each refusal is one line.
     check_outputs(args)
+    if args.kv not in KV_MODES:
+        raise CompileAheadError(f"--kv {args.kv!r}: one of {', '.join(KV_MODES)}")
     policy = make_policy(args.policy)
     slo = parse_goodput(args.goodput)
     budget = memory_budget(args)

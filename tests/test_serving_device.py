@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from compile_ahead.runtime.serving.api import ServingSettings, TokenEvent
+from compile_ahead.runtime.serving.api import ServingSettings, TokenEvent, start_engine
 from compile_ahead.runtime.serving.device_executor import device_engine
 from compile_ahead.runtime.serving.engine import replay
-from compile_ahead.runtime.serving.engine_thread import ThreadedEngine
 from compile_ahead.runtime.serving.requests import Request
 from compile_ahead.runtime.serving.workloads import read_requests
 from compile_ahead.runtime.sources.resolve import resolve_model
@@ -108,7 +107,8 @@ def test_a_replayed_file_gives_each_request_its_own_greedy_tokens(f32_cached, po
 def test_the_engine_interface_streams_cancels_refuses_and_drains(f32_cached):
     source = resolve_model("tiny")
     settings = ServingSettings(*GRID, "ahead", None, {"options": f32_cached})
-    engine = ThreadedEngine(device_engine(source, settings), GRID[1][-1]).start()
+    engine = start_engine(source, settings)
+    assert engine.max_context == GRID[1][-1] and engine.eos_token_id is None
     events: dict[str, list[TokenEvent]] = {}
     ended = {name: threading.Event() for name in ("a", "b", "long", "gone")}
 

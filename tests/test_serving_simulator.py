@@ -194,3 +194,39 @@ def test_a_cost_model_file_is_read_and_refused_in_one_line(tmp_path):
         with pytest.raises(CompileAheadError, match=why) as err:
             read_cost_model(bad)
         assert "\n" not in str(err.value)
+
+
+def test_the_engine_interface_on_the_simulator_streams_cancels_refuses_and_drains():
+    import threading
+
+    from compile_ahead.runtime.serving.api import TokenEvent
+    from compile_ahead.runtime.serving.engine_thread import ThreadedEngine
+
+    engine = ServingEngine(Grid.of((1, 2), (16, 32)), make_policy("ahead"), SimExecutor(costs()))
+    api = ThreadedEngine(engine, 32).start()
+    events: dict[str, list[TokenEvent]] = {}
+    ended = {name: threading.Event() for name in ("a", "b", "long", "gone")}
+
+    def collect(event: TokenEvent) -> None:
+        events.setdefault(event.request_id, []).append(event)
+        if event.finished is not None:
+            ended[event.request_id].set()
+
+    api.submit("gone", [1], 30, collect)
+    api.cancel("gone")
+    api.submit("a", [1, 2, 3], 5, collect)
+    api.submit("b", [4, 5], 20, collect)  # outgrows 16: a move up the ladder
+    api.submit("long", [1] * 30, 5, collect)  # 35 slots: beyond the top capacity
+    for done in ended.values():
+        assert done.wait(30)
+    assert [e.token is not None for e in events["a"]] == [True] * 5 + [False]
+    assert events["a"][-1].finished == "length" and len(events["b"]) == 21
+    assert [e.finished for e in events["long"]] == ["refused"]
+    assert events["gone"][-1].finished == "cancelled"
+    status = api.status()
+    assert status["ready"] and (status["queued"], status["running"]) == (0, 0)
+    assert api.metrics()["requests_metrics"]["requests"]["finished"] == 2
+    api.drain(5.0)
+    late: list[TokenEvent] = []
+    api.submit("late", [1], 2, late.append)
+    assert [e.finished for e in late] == ["refused"]

@@ -2,39 +2,38 @@
 
 A caller submits greedy requests as token ids and receives one ``TokenEvent`` per generated
 token and a last one with ``finished`` set, from the engine's own thread. Everything here is
-what the endpoint may import; the engine behind it lives in the other modules of
-``runtime.serving`` and is started by ``start_engine`` (``engine_thread``).
+what the endpoint may import (the events and settings are defined in ``events``); the engine
+behind it lives in the other modules of ``runtime.serving``, started by ``start_engine``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-# The ways a request ends (TokenEvent.finished).
-FINISHED_EOS = "eos"
-FINISHED_LENGTH = "length"
-FINISHED_CANCELLED = "cancelled"
-FINISHED_REFUSED = "refused"
-FINISHED_ERROR = "error"
-FINISH_REASONS = (
-    FINISHED_EOS,
-    FINISHED_LENGTH,
+from compile_ahead.runtime.serving.events import (
+    FINISH_REASONS,
     FINISHED_CANCELLED,
-    FINISHED_REFUSED,
+    FINISHED_EOS,
     FINISHED_ERROR,
+    FINISHED_LENGTH,
+    FINISHED_REFUSED,
+    ServingSettings,
+    TokenEvent,
 )
 
-
-@dataclass(frozen=True)
-class TokenEvent:
-    """One event of a request: a new token, or (token None) its end and why."""
-
-    request_id: str
-    token: int | None  # a new token id; None on the final event
-    finished: str | None  # None while running; else one of FINISH_REASONS
-    message: str | None = None  # why, for "refused" / "error" (one line)
+__all__ = [
+    "FINISHED_CANCELLED",
+    "FINISHED_EOS",
+    "FINISHED_ERROR",
+    "FINISHED_LENGTH",
+    "FINISHED_REFUSED",
+    "FINISH_REASONS",
+    "Engine",
+    "ServingSettings",
+    "TokenEvent",
+    "start_engine",
+]
 
 
 class Engine(Protocol):
@@ -60,7 +59,8 @@ class Engine(Protocol):
 
     def status(self) -> dict[str, Any]:
         """JSON-able: {"ready": bool, "buckets": {"compiled": [[B, C], ...],
-        "compiling": [[B, C], ...]}, "queued": int, "running": int, "policy": str}"""
+        "compiling": [[B, C], ...]}, "queued": int, "running": int, "policy": str,
+        "error": str | None (why the engine stopped, when it failed)}"""
         ...
 
     def metrics(self) -> dict[str, Any]:
@@ -83,24 +83,11 @@ class Engine(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class ServingSettings:
-    """How an engine is built: its grid (batch sizes x capacities), its compile policy, the
-    memory its compiled buckets may hold, and how its graphs compile."""
-
-    batch_sizes: tuple[int, ...] = (1, 2, 4)
-    capacities: tuple[int, ...] = ()  # the capacity ladder; () = the source's default ladder
-    policy: str = "ahead"  # "up-front" | "on-demand" | "ahead" (runtime.serving.policies)
-    memory_budget_bytes: int | None = None  # None: no budget beyond the host's memory
-    # "options": a CompileOptions (device, precision hints, compile cache), or its fields by
-    # name instead; "kv": "reserve" (one top reservation, default) or "copy"; "stop_at_eos":
-    # whether the model's EOS ids end a request (default False: max_new_tokens does).
-    compile_options: dict[str, Any] | None = None
-
-
 def start_engine(source: Any, settings: ServingSettings) -> Engine:
     """Starts an engine on ``source`` (a resolved model source) and its thread, and returns at
-    once; ``status()["ready"]`` turns true when its policy has a bucket to serve from."""
-    from compile_ahead.runtime.serving.engine_thread import start_device_engine
+    once; ``status()["ready"]`` turns true when its policy has a bucket to serve from. Bad
+    settings are refused in one line (CompileAheadError)."""
+    # Imported here: the engine's modules import this package's events, never this module.
+    from compile_ahead.runtime.serving.engine_thread import start_engine as start
 
-    return start_device_engine(source, settings)
+    return start(source, settings)

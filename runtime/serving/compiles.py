@@ -113,11 +113,12 @@ class Compiles:
                 self.executor.start_compile(bucket)
             return  # the most urgent only: a later one is not worth the memory yet
 
-    def on_request_path(self, bucket: Bucket) -> None:
-        """Make ``bucket`` (or a bucket holding it) compiled while requests wait: by waiting
-        for the background compile when it holds that bucket, else by compiling it now."""
+    def on_request_path(self, bucket: Bucket, required: Bucket | None = None) -> None:
+        """Make ``bucket`` compiled while requests wait: by waiting for the background compile
+        when it holds ``required`` (what must exist for anything to go on; default the bucket
+        itself), else by compiling the bucket now."""
         clock = self.executor.clock
-        if self.compiling is not None and self.compiling.holds(*bucket):
+        if self.compiling is not None and self.compiling.holds(*(required or bucket)):
             t0 = clock.now()
             while self.poll() is None:
                 self.executor.wait(None)

@@ -8,9 +8,14 @@ The KV is held one of two ways (``kv``):
 - ``reserve`` (i3 style): one KVArena for the top bucket [B_max, C_max], reserved once; pages
   are committed as slots are written. A bucket's graph reads its first B rows and first C
   slots (GraphSpec.buffer_capacity), so moving up costs nothing and moving down in B copies
-  only the rows beyond the new B into free rows below it.
+  only the rows beyond the new B into free rows below it. One prefill graph, at the top
+  capacity, prefills every row.
 - ``copy`` (i1/i2 style): a KVArena of the active bucket's size; a move allocates the new
-  bucket's arena, copies the live rows' filled slots and frees the old one.
+  bucket's arena, copies the live rows' filled slots and frees the old one. Rows are as long
+  as the bucket's capacity, so each capacity has its prefill graph.
+
+On the CPU plugin every compiled whole graph holds its own repacked copy of the weights, so a
+bucket costs about the weights' size in memory (bucket_bytes, what the memory budget counts).
 
 Background compiles run on one worker thread (compile_model releases the GIL while the device
 compiles); the decode goes on meanwhile.
@@ -37,9 +42,9 @@ from compile_ahead.runtime.ladder.prefill import prefill_chunks
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.model.weights import expected_shapes
-from compile_ahead.runtime.serving.api import ServingSettings
 from compile_ahead.runtime.serving.buckets import Bucket, Grid
 from compile_ahead.runtime.serving.engine import ServingEngine
+from compile_ahead.runtime.serving.events import ServingSettings
 from compile_ahead.runtime.serving.executor import WallClock
 from compile_ahead.runtime.serving.policies import make_policy
 from compile_ahead.runtime.sources.base import ModelSource
@@ -99,7 +104,7 @@ class DeviceExecutor:
         self._precision = self.options.kv_precision or "f32"
         self._graph_bytes = weight_bytes(source.config, self.options.inference_precision or "")
         self.steps: dict[Bucket, Any] = {}
-        self.prefills: dict[int, Any] = {}  # capacity -> batch-1 prefill step
+        self.prefills: dict[int, Any] = {}  # prefill_capacity -> batch-1 prefill step
         self.active: Bucket | None = None
         self.arena: KVArena | None = None  # reserve: the one top arena; copy: the active's
         self.view: KVArena | None = None  # what the active bucket's graph reads
@@ -114,7 +119,16 @@ class DeviceExecutor:
         return self._eos
 
     def bucket_bytes(self, bucket: Bucket) -> int:
-        return self._graph_bytes
+        """One weights copy for the decode graph; with ``copy`` one more for its capacity's
+        prefill graph (counted per bucket: an upper bound). With ``reserve`` the one prefill
+        graph is a fixed cost, outside the budget."""
+        return self._graph_bytes * (2 if self.kv == "copy" else 1)
+
+    def prefill_capacity(self, bucket: Bucket) -> int:
+        """The capacity of the prefill graph a bucket's rows are prefilled by: with
+        ``reserve`` one graph at the top capacity for every bucket (it reads the top
+        reservation's rows), with ``copy`` one per capacity (the rows are that long)."""
+        return self.grid.top_capacity if self.kv == "reserve" else bucket.capacity
 
     # --- compiles -----------------------------------------------------------------------------
 
@@ -124,21 +138,22 @@ class DeviceExecutor:
         top = self.grid.top_capacity
         buffer = top if self.kv == "reserve" and c < top else None
         decode = GraphSpec(c, 1, self._precision, buffer, batch=b)
-        return decode, GraphSpec(c, min(PREFILL_CHUNK, c), self._precision, buffer)
+        p = self.prefill_capacity(bucket)
+        return decode, GraphSpec(p, min(PREFILL_CHUNK, p), self._precision)
 
     def _compile(self, bucket: Bucket) -> tuple[dict, float]:
         """The bucket's decode graph, and its capacity's prefill graph if not yet compiled."""
         t0 = time.perf_counter()
         decode, prefill = self._specs(bucket)
         made = {"decode": compile_step(self.source, decode, self.options).step}
-        if bucket.capacity not in self.prefills:
+        if self.prefill_capacity(bucket) not in self.prefills:
             made["prefill"] = compile_step(self.source, prefill, self.options).step
         return made, time.perf_counter() - t0
 
     def _take(self, bucket: Bucket, made: dict) -> None:
         self.steps[bucket] = made["decode"]
         if "prefill" in made:
-            self.prefills.setdefault(bucket.capacity, made["prefill"])
+            self.prefills.setdefault(self.prefill_capacity(bucket), made["prefill"])
 
     def compile(self, bucket: Bucket) -> float:
         made, seconds = self._compile(bucket)
@@ -167,8 +182,9 @@ class DeviceExecutor:
 
     def release(self, bucket: Bucket) -> None:
         self.steps.pop(bucket, None)
-        if not any(b.capacity == bucket.capacity for b in self.steps):
-            self.prefills.pop(bucket.capacity, None)
+        p = self.prefill_capacity(bucket)
+        if not any(self.prefill_capacity(b) == p for b in self.steps):
+            self.prefills.pop(p, None)
 
     # --- serving ------------------------------------------------------------------------------
 
@@ -184,6 +200,9 @@ class DeviceExecutor:
             )
             if self.active is not None and self.active in self.steps:
                 self._unbind(self.active)
+            for capacity, step in list(self.prefills.items()):  # bound to the old rows
+                if step.bound is not None:
+                    self.prefills[capacity] = self.source.make_step(step.compiled, step.spec)
             if self.arena is not None:
                 self.arena.close()
             self.arena = view = new
@@ -198,7 +217,7 @@ class DeviceExecutor:
 
     def prefill(self, row: int, prompt: Sequence[int]) -> int:
         assert self.active is not None and self.view is not None and self.arena is not None
-        step = self.prefills[self.active.capacity]
+        step = self.prefills[self.prefill_capacity(self.active)]
         kv = RowKV(self.arena, row)
         step.bind(kv.arena)
         logits = prefill_chunks(step, prompt, kv)  # type: ignore[arg-type]

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from compile_ahead.runtime.serving.api import (
+from compile_ahead.runtime.serving.buckets import Bucket, Grid
+from compile_ahead.runtime.serving.compiles import Compiles
+from compile_ahead.runtime.serving.events import (
     FINISHED_CANCELLED,
     FINISHED_REFUSED,
     TokenEvent,
 )
-from compile_ahead.runtime.serving.buckets import Bucket, Grid
-from compile_ahead.runtime.serving.compiles import Compiles
 from compile_ahead.runtime.serving.executor import Executor
 from compile_ahead.runtime.serving.metrics import EngineStats, Slo, request_metrics
 from compile_ahead.runtime.serving.policies import CompilePolicy, Forecast
@@ -140,7 +140,7 @@ class ServingEngine:
         plan_now = self._plan()
         need = self.policy.on_request_path(plan_now)
         if need is not None and need not in self.compiles.compiled:
-            self.compiles.on_request_path(need)
+            self.compiles.on_request_path(need, plan_now.required)
             return True
         target, admitted = plan_now.serve_on, False
         if target is not None:

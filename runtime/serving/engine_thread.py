@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from compile_ahead.runtime.serving.api import (
+from compile_ahead.runtime.serving.engine import ServingEngine
+from compile_ahead.runtime.serving.events import (
     FINISHED_CANCELLED,
     FINISHED_ERROR,
     FINISHED_REFUSED,
     ServingSettings,
     TokenEvent,
 )
-from compile_ahead.runtime.serving.engine import ServingEngine
 from compile_ahead.runtime.serving.requests import Request
 
 IDLE_POLL_S = 0.01  # how often an idle engine looks at a background compile
@@ -38,7 +38,8 @@ class ThreadedEngine:
         self._draining = False
         self._stopped = threading.Event()
         self._error: str | None = None
-        self._status: dict[str, Any] = self._snapshot_status()
+        self._status: dict[str, Any] = {}
+        self._status = self._snapshot_status()
         self._metrics: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="serving-engine", daemon=True)
 
@@ -173,11 +174,14 @@ class ThreadedEngine:
             "queued": len(e.queue),
             "running": len(e.running),
             "policy": e.policy.name,
+            "error": self._error,  # why the engine stopped, if it failed (one line)
         }
 
 
-def start_device_engine(source: Any, settings: ServingSettings) -> ThreadedEngine:
-    """A ThreadedEngine on the device executor for ``source``, its thread started."""
+def start_engine(source: Any, settings: ServingSettings) -> ThreadedEngine:
+    """An api.Engine on the device executor for ``source`` (a resolved model source), its
+    thread started; returns at once (``status()["ready"]`` turns true when its policy has a
+    bucket to serve from). Bad settings are refused in one line (CompileAheadError)."""
     from compile_ahead.runtime.serving.device_executor import device_engine
 
     engine = device_engine(source, settings)

@@ -96,6 +96,13 @@ class Ahead(CompilePolicy):
 
     name = "ahead"
 
+    def on_request_path(self, plan: Plan) -> Bucket | None:
+        """When requests must wait for a compile anyway, the bucket that serves them all."""
+        if plan.required is None:
+            return None
+        want = plan.wanted
+        return want if want is not None and want.holds(*plan.required) else plan.required
+
     def in_background(self, f: Forecast) -> list[Bucket]:
         grid = f.grid
         base = f.active or f.wanted

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from compile_ahead.runtime.serving.api import (
+from compile_ahead.runtime.serving.events import (
     FINISHED_CANCELLED,
     FINISHED_EOS,
     FINISHED_LENGTH,
