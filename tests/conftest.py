@@ -82,6 +82,7 @@ SLOW_MODULES = frozenset(
         "test_output_trust.py",
         "test_outputs_over_inputs.py",
         "test_server_trust.py",
+        "test_endpoint_process.py",  # `compile-ahead serve` listening, signalled under load
         "test_trace_open.py",
         "test_compile_placement.py",  # compiles in worker processes, failed and retried
         "test_run_trace.py",  # traces loaded by Perfetto's trace processor under node
