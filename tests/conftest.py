@@ -137,7 +137,9 @@ TINY_SHAPES = dict(
 )
 
 
-def _save(model_cls, config, path: Path, seed: int) -> Path:
+def _save(model_cls, config, path: Path, seed: int, qk_scale: float = 1.0) -> Path:
+    """A random init saved at ``path``; ``qk_scale`` scales the q/k projections, which makes
+    attention sharp (a random init's is near uniform, so positions hardly matter)."""
     import torch
 
     torch.manual_seed(seed)
@@ -147,6 +149,8 @@ def _save(model_cls, config, path: Path, seed: int) -> Path:
         for name, p in model.named_parameters():
             if name.endswith("norm.weight") or name.endswith(".bias"):
                 p.add_(0.1 * torch.randn_like(p))
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                p.mul_(qk_scale)
     model.save_pretrained(path, safe_serialization=True)
     return path
 
@@ -166,22 +170,20 @@ def random_qwen2_checkpoint(path: Path, seed: int = 0, dtype=None, **shapes) -> 
     return path
 
 
-@pytest.fixture(scope="session")
-def tiny_qwen2_dir(tmp_path_factory) -> Path:
+def tiny_qwen2_checkpoint(path: Path, qk_scale: float = 1.0, **shapes) -> Path:
+    """The tiny Qwen2 (TINY_SHAPES, ``shapes`` override them) saved at ``path``."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(**TINY_SHAPES, rope_theta=10000.0, tie_word_embeddings=False)
-    path = _save(Qwen2ForCausalLM, config, tmp_path_factory.mktemp("tiny-qwen2"), seed=0)
-    wait_until_settled(path)  # so that a compile cache keeps its rungs (shared_compile_cache)
-    return path
+    config = Qwen2Config(**(TINY_SHAPES | shapes), rope_theta=10000.0, tie_word_embeddings=False)
+    return _save(Qwen2ForCausalLM, config, path, seed=0, qk_scale=qk_scale)
 
 
-@pytest.fixture(scope="session")
-def tiny_llama_dir(tmp_path_factory) -> Path:
+def tiny_llama_checkpoint(path: Path, qk_scale: float = 1.0, **shapes) -> Path:
+    """The tiny Llama (TINY_SHAPES, ``shapes`` override them) saved at ``path``."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        **TINY_SHAPES,
+        **(TINY_SHAPES | shapes),
         tie_word_embeddings=True,
         # A scaled RoPE exercises the frequency code paths the presets do not.
         rope_scaling={
@@ -193,7 +195,19 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
         },
         rope_theta=50000.0,
     )
-    path = _save(LlamaForCausalLM, config, tmp_path_factory.mktemp("tiny-llama"), seed=1)
+    return _save(LlamaForCausalLM, config, path, seed=1, qk_scale=qk_scale)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(tmp_path_factory) -> Path:
+    path = tiny_qwen2_checkpoint(tmp_path_factory.mktemp("tiny-qwen2"))
+    wait_until_settled(path)  # so that a compile cache keeps its rungs (shared_compile_cache)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    path = tiny_llama_checkpoint(tmp_path_factory.mktemp("tiny-llama"))
     wait_until_settled(path)  # as tiny_qwen2_dir
     return path
 

@@ -123,28 +123,82 @@ def rotate(x: ov.Output, cos: ov.Output, sin: ov.Output) -> ov.Output:
 # -- decoder pieces, shared by the whole step graph and the split graphs ----------------------
 
 
+# Rotary angles split each position p into hi*ANGLE_STEP + lo (exact integer ops) and look
+# cos/sin of hi*ANGLE_STEP*inv_freq and lo*inv_freq up in small host-computed tables.
+ANGLE_STEP = 256
+
+
+def exact_angles(kv_precision: str) -> bool:
+    """Whether a graph computes its rotary cos/sin from angle tables (rope_cos_sin).
+
+    A graph with a bf16/f16 cache is compiled at a low inference precision, and the CPU plugin
+    then runs the in-graph angle computation (f32(position) * inv_freq, cos, sin) in bf16: a
+    position above 256 is no longer exact and the angles drift by radians. The tables take
+    the position out of floating point. An f32 graph keeps the f32 product, which is what
+    transformers computes at f32, so its results stay those of the f32 reference to the bit
+    (the tables' angles are exact, the product's carry its f32 rounding).
+    """
+    return kv_precision != "f32"
+
+
+def _angle_tables(inv_freq: np.ndarray, rows: int, step: int) -> tuple[ov.Output, ov.Output]:
+    """cos and sin [rows, hd] of r*step*inv_freq (r < rows, halves repeated as rotate pairs
+    them), computed in float64 and stored in f32."""
+    angles = np.outer(np.arange(rows, dtype=np.float64) * step, inv_freq.astype(np.float64))
+    angles = np.concatenate([angles, angles], -1)
+    return const(np.cos(angles)).output(0), const(np.sin(angles)).output(0)
+
+
+def rope_cos_sin(
+    cfg: ModelConfig, positions: ov.Output, exact: bool
+) -> tuple[ov.Output, ov.Output]:
+    """cos and sin [..., hd] for i64 ``positions`` [...] (see exact_angles for ``exact``).
+
+    exact: cos/sin of the angle sum hi*ANGLE_STEP*inv + lo*inv by the angle-sum identities,
+    both terms gathered from tables; the "hi" table covers max_position_embeddings plus one
+    step (a padded prefill row past it gathers zeros, and padded rows never reach valid ones).
+    """
+    inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope)
+    if not exact:
+        pos = ops.unsqueeze(ops.convert(positions, ov.Type.f32), const([-1], np.int64))
+        freqs = ops.multiply(pos, const(inv_freq))
+        emb = ops.concat([freqs, freqs], -1)
+        return ops.cos(emb).output(0), ops.sin(emb).output(0)
+    step = const(ANGLE_STEP, np.int64)
+    lo = ops.floor_mod(positions, step)
+    hi = ops.divide(ops.subtract(positions, lo), step)
+    hi_rows = cfg.max_position_embeddings // ANGLE_STEP + 2
+    cos_hi, sin_hi = _angle_tables(inv_freq, hi_rows, ANGLE_STEP)
+    cos_lo, sin_lo = _angle_tables(inv_freq, ANGLE_STEP, 1)
+    axis = const(0, np.int64)
+    ch, sh = ops.gather(cos_hi, hi, axis), ops.gather(sin_hi, hi, axis)
+    cl, sl = ops.gather(cos_lo, lo, axis), ops.gather(sin_lo, lo, axis)
+    cos = ops.subtract(ops.multiply(ch, cl), ops.multiply(sh, sl))
+    sin = ops.add(ops.multiply(sh, cl), ops.multiply(ch, sl))
+    return cos.output(0), sin.output(0)
+
+
 def rope_tables(
-    cfg: ModelConfig, past_len: ov.Output, chunk: int | ov.Output, batch: int = 1
+    cfg: ModelConfig,
+    past_len: ov.Output,
+    chunk: int | ov.Output,
+    batch: int = 1,
+    exact: bool = False,
 ) -> tuple[ov.Output, ov.Output]:
     """cos/sin [B, 1, L, hd] for positions t..t+L-1 (t = past_len, a scalar, or per sequence
     [B] when ``batch`` > 1); ``chunk`` is L, or a scalar i64 output holding it in a dynamic
-    graph."""
+    graph; ``exact``: see exact_angles."""
     hd = cfg.head_dim
     stop = const(chunk, np.int64) if isinstance(chunk, int) else chunk
     tokens = ops.range(const(0, np.int64), stop, const(1, np.int64), ov.Type.i64).output(0)
     if batch > 1:  # [1, L] + [B, 1]: each sequence's own positions
         tokens = ops.unsqueeze(tokens, const([0], np.int64)).output(0)
         past_len = ops.unsqueeze(past_len, const([1], np.int64)).output(0)
-    positions = ops.convert(ops.add(tokens, past_len), ov.Type.f32)
-    freqs = ops.multiply(
-        ops.unsqueeze(positions, const([-1], np.int64) if batch > 1 else const([1], np.int64)),
-        const(rope_inv_freq(hd, cfg.rope)[None, :]),
-    )
-    emb = ops.concat([freqs, freqs], -1)
+    cos, sin = rope_cos_sin(cfg, ops.add(tokens, past_len).output(0), exact)
     shape = const([batch, 1, chunk if isinstance(chunk, int) else -1, hd], np.int64)
     return (
-        ops.reshape(ops.cos(emb), shape, False).output(0),
-        ops.reshape(ops.sin(emb), shape, False).output(0),
+        ops.reshape(cos, shape, False).output(0),
+        ops.reshape(sin, shape, False).output(0),
     )
 
 
@@ -347,12 +401,12 @@ def build_step_model(cfg: ModelConfig, store: WeightStore, spec: GraphSpec) -> o
     filled = None
     if spec.dynamic:
         length = ops.gather(ops.shape_of(ids), const(1, np.int64), const(0, np.int64)).output(0)
-        rope = rope_tables(cfg, past_len, length)
+        rope = rope_tables(cfg, past_len, length, exact=exact_angles(spec.kv_precision))
         masks = AttentionMasks.filled(cfg, past_len, length)
         filled = ops.reshape(past_len, const([1], np.int64), False).output(0)
         L = -1
     else:
-        rope = rope_tables(cfg, past_len, L, B)
+        rope = rope_tables(cfg, past_len, L, B, exact_angles(spec.kv_precision))
         masks = AttentionMasks(cfg, past_len, spec.capacity, L, B)
 
     results = []

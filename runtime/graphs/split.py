@@ -40,11 +40,12 @@ def _qkv_results(
     x: ov.Output,
     layer: int,
     past_len: ov.Output,
-    kv_type: ov.Type,
+    kv_precision: str,
     batch: int,
 ) -> list[ov.Node]:
-    rope = decoder.rope_tables(cfg, past_len, 1, batch)
+    rope = decoder.rope_tables(cfg, past_len, 1, batch, decoder.exact_angles(kv_precision))
     q, k, v = decoder.layer_qkv(cfg, w, x, layer, rope, 1, batch)
+    kv_type = OV_TYPES[kv_precision]
     new_k, _ = decoder.as_stored(k, kv_type)
     new_v, _ = decoder.as_stored(v, kv_type)
     return [
@@ -65,7 +66,6 @@ def build_weight_part(
     """Part ``index`` in 0..num_layers (num_layers is the head) for ``batch`` sequences, see
     the module docstring."""
     w = decoder.WeightConstants(store)
-    kv_type = OV_TYPES[kv_precision]
     d, qd = cfg.hidden_size, cfg.num_heads * cfg.head_dim
     x = ops.parameter([batch, 1, d], ov.Type.f32, name=HIDDEN_IN)
     params = [x]
@@ -80,7 +80,7 @@ def build_weight_part(
         params.append(past_len)
         if index > 0:
             results.append(ops.result(hidden, name=HIDDEN_OUT))
-        results += _qkv_results(cfg, w, hidden, index, past_len, kv_type, batch)
+        results += _qkv_results(cfg, w, hidden, index, past_len, kv_precision, batch)
         name = f"weights_part{index}"
     else:
         row = ops.reshape(hidden, decoder.const([batch, d], np.int64), False).output(0)

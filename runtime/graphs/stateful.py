@@ -24,7 +24,7 @@ from compile_ahead.runtime.graphs.decoder import (
     WeightConstants,
     linear,
     rms_norm,
-    rope_inv_freq,
+    rope_cos_sin,
     rotate,
 )
 from compile_ahead.runtime.model.architecture import ModelConfig
@@ -84,13 +84,12 @@ def _attention_bias(attention_mask: ov.Output, query_len: ov.Output) -> ov.Outpu
     return ops.select(keep, _f32(0.0), _f32(MASKED)).output(0)
 
 
-def _rope_tables(cfg: ModelConfig, position_ids: ov.Output) -> tuple[ov.Output, ov.Output]:
+def _rope_tables(
+    cfg: ModelConfig, position_ids: ov.Output, exact: bool
+) -> tuple[ov.Output, ov.Output]:
     """cos and sin [B, 1, S, head_dim] for the given positions."""
-    inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope)
-    pos = ops.convert(ops.unsqueeze(position_ids, _i64(-1)), ov.Type.f32)  # [B, S, 1]
-    freqs = ops.multiply(pos, _f32(inv_freq[None, None, :]))  # [B, S, hd/2]
-    emb = ops.unsqueeze(ops.concat([freqs, freqs], -1), _i64(1))  # [B, 1, S, hd]
-    return ops.cos(emb).output(0), ops.sin(emb).output(0)
+    cos, sin = rope_cos_sin(cfg, position_ids, exact)  # [B, S, hd]
+    return ops.unsqueeze(cos, _i64(1)).output(0), ops.unsqueeze(sin, _i64(1)).output(0)
 
 
 def _kv_state(
@@ -178,14 +177,16 @@ def _layer(
 
 
 def build_stateful_model(
-    cfg: ModelConfig, store: WeightStore, kv_precision: str = "f32"
+    cfg: ModelConfig, store: WeightStore, kv_precision: str = "f32", exact_angles: bool = True
 ) -> ov.Model:
     """The whole decoder as one stateful dynamic-shape model (see the module docstring).
 
     kv_precision is the element type of the state variables; "f32" is optimum's layout (the
     device then picks its own cache precision, e.g. the CPU plugin's KV_CACHE_PRECISION or
     NPUW's f16 KV). The model's weights alias the store's storage and hold it (decoder.py,
-    WeightConstants).
+    WeightConstants). exact_angles: rotary cos/sin from angle tables (decoder.exact_angles);
+    on by default, since the device picks the precision this model computes at, and a caller
+    that knows it computes at f32 may turn it off to compute what transformers does.
     """
     kv_type = OV_TYPES[kv_precision]
     w = WeightConstants(store)
@@ -198,7 +199,7 @@ def build_stateful_model(
 
     query_len = _dim(ops.shape_of(ids), 1)
     bias = _attention_bias(mask.output(0), query_len)
-    cos, sin = _rope_tables(cfg, positions.output(0))
+    cos, sin = _rope_tables(cfg, positions.output(0), exact_angles)
 
     x = ops.gather(w("model.embed_tokens.weight"), ids, _i64(0)).output(0)  # [B, S, D]
     sinks = []

@@ -24,13 +24,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class CheckpointSource(ModelSource):
     def build_graph(self, spec: GraphSpec) -> ov.Model:
-        from compile_ahead.runtime.graphs.decoder import build_step_model
+        from compile_ahead.runtime.graphs.decoder import build_step_model, exact_angles
 
         if spec.paged:
             from compile_ahead.runtime.graphs.ir.paged_prefill import paged_prefill_model
             from compile_ahead.runtime.graphs.stateful import build_stateful_model
 
-            return paged_prefill_model(build_stateful_model(self.config, self.weights))
+            exact = exact_angles(spec.kv_precision)
+            stateful = build_stateful_model(self.config, self.weights, exact_angles=exact)
+            return paged_prefill_model(stateful)
         return build_step_model(self.config, self.weights, spec)
 
     def make_step(
