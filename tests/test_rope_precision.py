@@ -48,7 +48,9 @@ def sharp_model(request, tmp_path_factory) -> tuple[Path, np.ndarray, list[int]]
     from transformers import AutoModelForCausalLM
 
     make = {"qwen2": tiny_qwen2_checkpoint, "llama": tiny_llama_checkpoint}[request.param]
-    path = make(tmp_path_factory.mktemp(f"sharp-{request.param}"), 8.0, max_position_embeddings=2048)
+    path = make(
+        tmp_path_factory.mktemp(f"sharp-{request.param}"), 8.0, max_position_embeddings=2048
+    )
     protocol = teacher_forced(1000, 1100, 110)
     ids = [*protocol.prompt, *protocol.forced]
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
