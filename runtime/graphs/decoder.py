@@ -129,14 +129,17 @@ ANGLE_STEP = 256
 
 
 def exact_angles(kv_precision: str) -> bool:
-    """Whether a graph computes its rotary cos/sin from angle tables (rope_cos_sin).
+    """Whether a graph computes its rotary cos/sin from angle tables (rope_cos_sin): when
+    its cache is bf16 or f16.
 
-    A graph with a bf16/f16 cache is compiled at a low inference precision, and the CPU plugin
-    then runs the in-graph angle computation (f32(position) * inv_freq, cos, sin) in bf16: a
-    position above 256 is no longer exact and the angles drift by radians. The tables take
-    the position out of floating point. An f32 graph keeps the f32 product, which is what
-    transformers computes at f32, so its results stay those of the f32 reference to the bit
-    (the tables' angles are exact, the product's carry its f32 rounding).
+    Such a graph runs at a low inference precision (the KV precision follows it by default),
+    where the CPU plugin computes the in-graph angles f32(position) * inv_freq in bf16: a
+    position above 256 is no longer exact and the angles drift by radians. The tables keep
+    positions out of floating point; the low precision then rounds only cos/sin values, as it
+    rounds q and k anyway. An f32 cache keeps the f32 product: it is what transformers
+    computes at f32, so f32 results stay the reference's to the last bit (the tables give the
+    exact angles, not the f32 product's). With an f32 cache at bf16 inference precision the CPU
+    plugin keeps this product in f32.
     """
     return kv_precision != "f32"
 
