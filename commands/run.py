@@ -37,7 +37,7 @@ from compile_ahead.runtime.ladder.schedules import SCHEDULES
 if TYPE_CHECKING:
     from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
     from compile_ahead.runtime.ladder.reporting.events import RunEvents
-    from compile_ahead.runtime.ladder.runner import RunResult
+    from compile_ahead.runtime.ladder.reporting.run_report import RunResult
     from compile_ahead.runtime.sources.base import ModelSource
 
 
