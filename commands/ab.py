@@ -43,12 +43,12 @@ from compile_ahead.profiling.trials.runner import DEFAULT_TRIAL_TIMEOUT_S
 from compile_ahead.profiling.trials.schedule_kind import batch as schedule_batch
 from compile_ahead.profiling.trials.schedule_kind.baselines import BASELINES
 from compile_ahead.profiling.trials.schedule_kind.template import TEMPLATE_KEYS
-from compile_ahead.runtime.ladder.batch_bound import check_batch_size
-from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.batch_bound import check_batch_size
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
 if TYPE_CHECKING:
     from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
-    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
 
 
 def _common(p: argparse.ArgumentParser, pairs: int) -> None:
@@ -266,7 +266,7 @@ def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> Sc
     defaults resolved here so every trial gets the same. A --command template says its own
     flags (its trials need not run this OpenVINO)."""
     from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
-    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+    from compile_ahead.runtime.ladder.settings.config import Prompt, RunConfig
 
     upstream = [a for a in schedules if a in BASELINES]
     if upstream and (args.ov_config or args.ov_config_file):
@@ -298,7 +298,7 @@ def _batch(
 ) -> tuple[int, tuple[int, ...]]:
     """B and each sequence's prompt length (schedule_kind/batch.py), the arms checked to
     decode B sequences."""
-    from compile_ahead.runtime.ladder.config import default_prompt_len
+    from compile_ahead.runtime.ladder.settings.config import default_prompt_len
 
     if args.batch is not None:
         check_batch_size(args.batch)  # before B lengths are made
@@ -346,7 +346,7 @@ def _run_flags(args: argparse.Namespace, config: RunConfig) -> tuple[str, ...]:
 def _lengths(lengths: tuple[int, ...], decode_tokens: int | None, ladder: Ladder) -> int:
     """The trials' decode length (default: up to the top rung from the longest prompt): every
     trial decodes them all, every sequence below the top."""
-    from compile_ahead.runtime.ladder.config import check_prompt_fits
+    from compile_ahead.runtime.ladder.settings.config import check_prompt_fits
 
     for length in lengths:
         check_prompt_fits(length, ladder)

@@ -95,7 +95,7 @@ def listen(args: argparse.Namespace) -> int:
     """Serve HTTP requests: the engine on the device behind the OpenAI-compatible endpoint
     (commands/serve_listen.py). A request always stops at the model's EOS there."""
     from compile_ahead.commands.serve_listen import listen_http
-    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
     from compile_ahead.runtime.serving.api import ServingSettings
     from compile_ahead.runtime.serving.buckets import Grid, parse_sizes
     from compile_ahead.runtime.serving.policies import make_policy
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     check_mode_flags(args)  # a replay's flags without --requests, or a server's with it
     if args.requests is None:
         return listen(args)
-    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
     from compile_ahead.runtime.serving.buckets import Grid, parse_sizes
     from compile_ahead.runtime.serving.engine import replay
     from compile_ahead.runtime.serving.policies import make_policy

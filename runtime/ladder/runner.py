@@ -31,13 +31,10 @@ from compile_ahead.runtime.compile.graph.result import CompileResult
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJobs
-from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.faults import FaultInjector
 from compile_ahead.runtime.ladder.kv_store import KVStore, make_store
-from compile_ahead.runtime.ladder.memory_check import check_run_fits
-from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
+from compile_ahead.runtime.ladder.prefill import prefill_chunks
 from compile_ahead.runtime.ladder.reporting.accounting import RunAccounting
 from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, FanOut, RunEvents
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
@@ -48,8 +45,12 @@ from compile_ahead.runtime.ladder.reporting.run_report import (
     window_entry,
 )
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
-from compile_ahead.runtime.ladder.schedules import CompileTiming
 from compile_ahead.runtime.ladder.sequence import Sequences, SequenceState
+from compile_ahead.runtime.ladder.settings.capacities import near_boundary, rung_holding
+from compile_ahead.runtime.ladder.settings.config import RunConfig, SettledRun
+from compile_ahead.runtime.ladder.settings.memory_check import check_run_fits
+from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
+from compile_ahead.runtime.ladder.settings.schedules import CompileTiming
 from compile_ahead.runtime.sources.base import ModelSource
 
 MEMORY_SAMPLES = 64  # KV memory samples while a batch's prompts are prefilled
