@@ -112,6 +112,15 @@ def parse_goodput(items: list[str]) -> Slo:
     return Slo(**found)
 
 
+def memory_budget(gib: float | None) -> int | None:
+    """--memory-budget GIB in bytes (None: no budget), refused in one line unless positive."""
+    if gib is None:
+        return None
+    if not gib > 0 or gib == float("inf"):
+        raise CompileAheadError("--memory-budget must be a positive number of GiB")
+    return int(gib * 2**30)
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """Outputs checked before any work, never over an input."""
     outputs = {"--out": args.out, "--trace": args.trace}
@@ -138,22 +147,18 @@ def run(args: argparse.Namespace) -> int:
         raise CompileAheadError(f"--kv {args.kv!r}: one of {', '.join(KV_MODES)}")
     policy = make_policy(args.policy)
     slo = parse_goodput(args.goodput)
-    budget = None
-    if args.memory_budget is not None:
-        if not args.memory_budget > 0 or args.memory_budget == float("inf"):
-            raise CompileAheadError("--memory-budget must be a positive number of GiB")
-        budget = int(args.memory_budget * 2**30)
+    budget = memory_budget(args.memory_budget)
     grid = Grid.of(parse_sizes(args.buckets, "--buckets"), Ladder.parse(args.ladder).rungs)
     source = None if args.simulate is not None else resolve_from_args(args)
     vocab = source.config.vocab_size if source is not None else 2**31 - 1
-    requests = read_requests(args.requests, vocab, _tokenizer(source))
+    requests = read_requests(args.requests, vocab, prompt_tokenizer(source))
     engine = _engine(args, grid, policy, budget, source)
     engine.slo = slo
     try:
         replay(engine, requests)
     finally:
         engine.executor.close()
-    return _outputs(args, engine)
+    return _outputs(args, engine, source)
 
 
 def _engine(
@@ -173,12 +178,14 @@ def _engine(
     return device_engine(source, settings)
 
 
-def _outputs(args: argparse.Namespace, engine: ServingEngine) -> int:
+def _outputs(args: argparse.Namespace, engine: ServingEngine, source: Any) -> int:
     from compile_ahead.output.atomic import write_json_atomic
 
     report = engine.report()
     report["requests_file"] = str(args.requests)
     report["simulated"] = args.simulate is not None
+    if source is not None:  # what served: the model, its weights synthetic or not, the device
+        report |= {**source.describe(), "device": args.device}
     print(summary(report))  # first: a failed write must not hide what ran
     if args.out is not None:
         print(f"report: {write_json_atomic(args.out, report)}")
@@ -189,7 +196,7 @@ def _outputs(args: argparse.Namespace, engine: ServingEngine) -> int:
     return 0
 
 
-def _tokenizer(source: Any) -> Any:
+def prompt_tokenizer(source: Any) -> Any:
     """Text prompts' tokenizer: the model's, loaded only when a line has text."""
     if source is None or source.model_dir is None:
         return None
