@@ -69,7 +69,8 @@ def test_a_simulated_serve_experiment_reports_each_trials_own_figures(tmp_path, 
         ]
         assert endpoint(data, "peak_rss")["values"][arm] == [report["engine"]["peak_rss_bytes"]]
         ttfts = [r["ttft_s"] for r in report["requests"] if r["ttft_s"] is not None]
-        assert endpoint(data, "ttft_p99")["values"][arm] == [pytest.approx(np.percentile(ttfts, 99))]
+        p99 = pytest.approx(np.percentile(ttfts, 99))
+        assert endpoint(data, "ttft_p99")["values"][arm] == [p99]
     # every trial replayed the trace written into the directory, under its own policy
     commands = {a["name"]: a["command"] for a in exp["arms"]}
     assert commands["ahead"][commands["ahead"].index("--requests") + 1] == str(
