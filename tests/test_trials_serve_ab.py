@@ -109,16 +109,23 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, costs, capsys, extra
     assert not out.exists()
 
 
-@pytest.mark.slow  # four trials compiling tiny buckets for real
-def test_a_device_experiment_equals_scipys_paired_t_and_renders_on_the_compare_page(tmp_path):
-    """The tiny preset at the f32 hint, the short trace, two pairs: each endpoint's interval
-    equals scipy's paired t on the differences of the trials' own reports; every request's
-    tokens agree across policies; the compare page shows the two-policy comparison."""
-    out = tmp_path / "res"
+@pytest.fixture(scope="module")
+def device_experiment(tmp_path_factory) -> Path:
+    """The tiny preset at the f32 hint, the short trace, on-demand against ahead, two pairs,
+    each trial writing its Perfetto trace: four trials compiling tiny buckets for real."""
+    out = tmp_path_factory.mktemp("serve-ab") / "res"
     argv = ["ab", "serve", "--model", "tiny", "--inference-precision", "f32",
             "--arms", "on-demand,ahead", *GRID, "--requests", str(SHORT), "--pairs", "2",
-            *QUIET, "--out", str(out)]  # fmt: skip
+            "--trial-traces", *QUIET, "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
+    return out
+
+
+@pytest.mark.slow  # device_experiment compiles for real
+def test_a_device_experiment_equals_scipys_paired_t_on_its_trials_reports(device_experiment):
+    """Each endpoint's paired differences and interval equal scipy's paired t on the figures
+    of the trials' own reports; every request's tokens agree across policies."""
+    out = device_experiment
     data = json.loads((out / "serve_ab.json").read_text())
     reports = trial_reports(out)
 
@@ -145,8 +152,29 @@ def test_a_device_experiment_equals_scipys_paired_t_and_renders_on_the_compare_p
     tokens = next(t for t in data["tallies"] if t["label"] == "Tokens equal to on-demand's")
     assert tokens["per_arm"]["ahead"] == "20 / 20 requests"
     assert "tiny [SYNTHETIC weights] on CPU" in data["context"]["model"]
+
+
+@pytest.mark.slow  # device_experiment compiles for real
+def test_the_compare_page_shows_the_two_policy_comparison(device_experiment):
+    out = device_experiment
     assert main(["compare", str(out)]) == 0
-    page = (out / "compare.html").read_text()
-    assert "Serving A/B: on-demand vs ahead" in page
+    html = (out / "compare.html").read_text()
+    assert "Serving A/B: on-demand vs ahead" in html
     for label in ("Time to ready", "TTFT p99", "TPOT p50", "Goodput", "Peak RSS"):
-        assert label in page
+        assert label in html
+    # each trial's Perfetto trace (--trial-traces) is linked from the page
+    assert len(list(out.glob("trial-*.json.pftrace"))) == 4
+    assert html.count(".json.pftrace") >= 4
+
+
+def test_the_compare_page_opens_in_chromium(device_experiment, page, page_events):
+    """Offline, without errors; a row per endpoint of the JSON, in its order."""
+    out = device_experiment
+    assert main(["compare", str(out)]) == 0
+    data = json.loads((out / "serve_ab.json").read_text())
+    load = page_events.goto((out / "compare.html").resolve().as_uri())
+    assert load.errors == [] and load.failed == []
+    keys = page.locator("#endpoints-ahead-table tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.key)"
+    )
+    assert keys == [e["key"] for e in data["endpoints"]]
