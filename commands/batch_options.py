@@ -138,12 +138,16 @@ def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
     --batch B feeds every one of the B sequences that prompt; several (--prompt-ids
     repeated, --prompt-len 16,40, --prompts FILE) give one per sequence, and B must match.
     """
+    from compile_ahead.commands.text_option import text_prompts
     from compile_ahead.runtime.ladder.config import Prompt
 
     check_one_way(args)
     batch = getattr(args, "batch", None)
     if isinstance(batch, int):
         check_batch_size(batch)
+    forced = text_prompts(args)  # --text: the text for every sequence
+    if forced is not None:
+        return {"prompts": forced}
     ids = getattr(args, "prompt_ids", None) or []
     lengths = getattr(args, "prompt_len", None)
     prompts: tuple[Prompt, ...]
@@ -155,11 +159,36 @@ def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
         prompts = read_prompts_file(args.prompts)
     else:  # one prompt (or the default length) for every sequence
         single = Prompt(lengths, ids[0] if ids else None, getattr(args, "prompt", None))
-        return {"prompts": (single,) * (batch if isinstance(batch, int) else 1)}
+        return {"prompts": with_chat((single,), args) * (batch if isinstance(batch, int) else 1)}
     if isinstance(batch, int) and batch != len(prompts):
         raise CompileAheadError(
             f"--batch {batch} needs {batch} prompts but {len(prompts)} were given (one prompt "
             "feeds every sequence; several give one each)"
         )
     check_batch_size(len(prompts), "the prompts given")
-    return {"prompts": prompts}
+    return {"prompts": with_chat(prompts, args)}
+
+
+def add_chat_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--chat",
+        action="store_true",
+        help="apply the model's chat template to each text prompt (as one user message, the "
+        "assistant's turn opened)",
+    )
+
+
+def with_chat(prompts: tuple[Prompt, ...], args: argparse.Namespace) -> tuple[Prompt, ...]:
+    """The prompts marked for the chat template when --chat is given; only text can be."""
+    from dataclasses import replace
+
+    if not getattr(args, "chat", False):
+        return prompts
+    for prompt in prompts:
+        if prompt.text is None:
+            where = prompt.origin or ("--prompt-ids" if prompt.ids else "--prompt-len")
+            raise CompileAheadError(
+                f"--chat applies the model's chat template to text: {where} is not text (give "
+                "--prompt TEXT, or text lines in --prompts)"
+            )
+    return tuple(replace(p, chat=True) for p in prompts)

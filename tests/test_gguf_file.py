@@ -58,9 +58,13 @@ def write_gguf(
     weights: dict[str, np.ndarray],
     arch: str = "llama",
     quant: dict[str, object] | None = None,
+    extra=None,
+    raw_shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> Path:
     """``weights`` (checkpoint layout) written by the gguf package as llama.cpp's converter
-    writes them: Q and K rows permuted (llama), each tensor in ``quant``'s type (F32 else)."""
+    writes them: Q and K rows permuted (llama), each tensor in ``quant``'s type (F32 else);
+    ``extra(writer)`` adds fields (a tokenizer), ``raw_shapes`` declares other shapes than the
+    values have (a file whose shape and bytes disagree)."""
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(1)
     w.add_context_length(256)
@@ -71,6 +75,9 @@ def write_gguf(
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_eos_token_id(2)
+    w.add_vocab_size(weights["token_embd.weight"].shape[0])  # transformers reads it from here
+    if extra is not None:
+        extra(w)
     for name, value in weights.items():
         if arch == "llama" and name.endswith("attn_q.weight"):
             value = converter_permute(value, HEADS)
@@ -78,7 +85,7 @@ def write_gguf(
             value = converter_permute(value, KV_HEADS)
         kind = (quant or {}).get(name)
         if kind is None:
-            w.add_tensor(name, value)
+            w.add_tensor(name, value, raw_shape=(raw_shapes or {}).get(name))
         else:
             w.add_tensor(name, gguf.quants.quantize(value, kind), raw_dtype=kind)
     w.write_header_to_file()

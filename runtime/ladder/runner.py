@@ -43,6 +43,7 @@ from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
 from compile_ahead.runtime.ladder.reporting.accounting import RunAccounting
 from compile_ahead.runtime.ladder.reporting.batch import BatchStats, SequenceReport
 from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, FanOut, RunEvents
+from compile_ahead.runtime.ladder.reporting.perplexity import TextScore
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord, RunReport
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
 from compile_ahead.runtime.ladder.schedules import CompileTiming
@@ -68,6 +69,8 @@ class RunResult:
     # logits of each of its tokens.
     sequences: list[dict[str, Any]] = field(default_factory=list)
     sequence_logits: list[list[np.ndarray]] = field(default_factory=list)
+    # With keep_window_logits: the logits of each report.boundary_tokens entry, in its order.
+    window_logits: list[np.ndarray] = field(default_factory=list)
 
     @property
     def completed(self) -> bool:
@@ -125,6 +128,9 @@ class LadderRunner:
         self.policy: RungPolicy = make_policy(self.schedule, self.jobs, self.rungs)
         self.boundaries: list[BoundaryRecord] = []
         self.window: list[dict] = []
+        self.window_logits: list[np.ndarray] = []
+        # Windows around the schedule's rungs, or with keep_window_logits the whole ladder's.
+        self.window_rungs = self.ladder.rungs if config.keep_window_logits else self.rungs
         # The rungs compiled while the prompt is prefilled (a prefill graph's runs only).
         self._first_rungs: Future[None] | None = None
         self._prefill_step: Any = None  # the prefill graph's step while the prompt runs
@@ -178,6 +184,7 @@ class LadderRunner:
             list(self.jobs.finished),
             [s.to_json(0) for s in self.sequences],
             [s.logits for s in self.sequences],
+            self.window_logits,
         )
 
     def _generate(self) -> str:
@@ -319,7 +326,7 @@ class LadderRunner:
                 p1 = now_ns()
                 s.prefill_ns = p1 - p0
                 self.events.prefill(self.first, len(s.protocol.prompt), p0, p1)
-                s.prefilled(logits, p1, keep)
+                s.prefilled(logits, p1, keep, self.first)
                 self._stopped(s, p1)
                 if s.index % every == 0:
                     self._memory(p1)
@@ -386,7 +393,7 @@ class LadderRunner:
         for s in self.sequences.live_ones(live):
             if s.in_prompt:
                 s.prefill_ns += b - a
-            s.take(logits[s.index], b, self.config.keep_logits)
+            s.take(logits[s.index], b, self.config.keep_logits, active.capacity)
         return before, logits, a, b
 
     def _step(self, active: CompiledRung, i: int, live: np.ndarray) -> None:
@@ -399,6 +406,8 @@ class LadderRunner:
                 entry = self._window_entry(i, t, active.capacity, logits[s.index])
                 # A batch-1 report's entries are the format they always were.
                 self.window.append({"sequence": s.index, **entry} if self.batch > 1 else entry)
+                if self.config.keep_window_logits:
+                    self.window_logits.append(logits[s.index].copy())
         self._memory(b)
         self.events.step(i, active.capacity, a, b)
         for s in self.sequences.live_ones(live):
@@ -485,7 +494,7 @@ class LadderRunner:
             self.events.memory(ts, self.store.reserved_bytes(), self.store.committed_bytes())
 
     def _record_window(self, t: int) -> bool:
-        return near_boundary(self.rungs, t, self.config.boundary_window)
+        return near_boundary(self.window_rungs, t, self.config.boundary_window)
 
     def _window_entry(self, i: int, t: int, capacity: int, logits: np.ndarray) -> dict:
         top = np.argsort(logits)[::-1][:5]
@@ -519,8 +528,15 @@ class LadderRunner:
             self._first_token_ns = first
         report = self._ladder_report(start, end, stop, error)
         report.tokens_decoded = self.sequences.tokens_decoded()
-        if self.batch > 1:  # a batch-1 report is the format it always was
+        if self.batch > 1:  # a batch-1 report is the format it always was, and these
             self._batch_report(report, command)
+        elif self.protocol.name == "greedy":
+            report.sequences = [self.sequences.each[0].to_json(command, report.stop_reason)]
+        if self.protocol.document is not None:
+            scores = [x for s in self.sequences for x in s.scores]
+            report.text_score = TextScore.of(
+                self.protocol.document, len(self.protocol.prompt), scores
+            )
         return report
 
     def _batch_report(self, report: RunReport, command_ns: int) -> None:

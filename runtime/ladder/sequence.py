@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from compile_ahead.runtime.ladder.reporting.perplexity import token_nll
 from compile_ahead.runtime.ladder.run_protocol import RunProtocol
 
 TOKEN_LIMIT = "token limit"
@@ -31,6 +32,8 @@ class SequenceState:
     stop_reason: str | None = None
     first_token_ns: int | None = None
     prefill_ns: int = 0  # its prompt's time: on the prefill graph, or its prompt steps'
+    # Teacher-forced text: (rung, NLL) of each output scored against the text's next token.
+    scores: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def live(self) -> bool:
@@ -46,14 +49,15 @@ class SequenceState:
     def in_prompt(self) -> bool:
         return self.fed < len(self.protocol.prompt)
 
-    def prefilled(self, logits: np.ndarray, ts: int, keep_logits: bool) -> None:
+    def prefilled(self, logits: np.ndarray, ts: int, keep_logits: bool, rung: int) -> None:
         """Its whole prompt was prefilled at once: ``logits`` are its last token's."""
         self.fed = len(self.protocol.prompt) - 1
-        self.take(logits, ts, keep_logits)
+        self.take(logits, ts, keep_logits, rung)
 
-    def take(self, logits: np.ndarray, ts: int, keep_logits: bool) -> None:
-        """The logits of the token just fed: past the prompt they give the next token, and
-        the sequence stops at EOS or at its own token limit."""
+    def take(self, logits: np.ndarray, ts: int, keep_logits: bool, rung: int) -> None:
+        """The logits of the token just fed (on ``rung``): past the prompt they give the next
+        token (and, forcing a text, are scored against its next token), and the sequence stops
+        at EOS or at its own token limit."""
         self.fed += 1
         produced = self.fed - len(self.protocol.prompt)  # 0: the prompt's last token
         if produced < 0:
@@ -64,6 +68,9 @@ class SequenceState:
         self.tokens.append(token)
         if keep_logits:
             self.logits.append(logits.copy())
+        target = self.protocol.target(produced)
+        if target is not None:
+            self.scores.append((rung, token_nll(logits, target)))
         if self.protocol.ends(token):
             self.stop_reason = "eos"
         elif produced >= self.protocol.decode_tokens:

@@ -113,6 +113,7 @@ def read_gguf(path: str | Path) -> GGUFModel:
             f"{path}: architecture {arch!r} is not one of {', '.join(ARCHITECTURES)}"
         )
     tensors = {t.name: _tensor(t, path) for t in reader.tensors}
+    _check_spans(reader.tensors, int(fields.get("general.alignment", 32)), path)
     config = _config(fields, arch, tensors, path)
     _check_layers(tensors, config, path)
     if arch == "llama":
@@ -172,6 +173,23 @@ def _tensor(t: Any, path: Path) -> GGUFTensor:
             f"not the {expected} its shape needs"
         )
     return GGUFTensor(t.name, kind, shape, t.data)
+
+
+def _check_spans(listed: list[Any], alignment: int, path: Path) -> None:
+    """Each tensor's bytes, as its shape and type give them, fill the room the file leaves it
+    up to the next tensor (or the end), short of the alignment padding: a tensor whose shape
+    says more or fewer bytes than were written for it is refused."""
+    end = path.stat().st_size
+    ordered = sorted(listed, key=lambda t: int(t.data_offset))
+    for t, following in zip(ordered, [*ordered[1:], None], strict=True):
+        room = (end if following is None else int(following.data_offset)) - int(t.data_offset)
+        needed = int(t.n_bytes)
+        if needed > room or (following is not None and room - needed >= max(alignment, 1)):
+            shape = list(reversed([int(n) for n in t.shape]))
+            raise CompileAheadError(
+                f"{path}: tensor {t.name} ({t.tensor_type.name} {shape}) needs {needed} bytes, "
+                f"but the file holds {room} for it"
+            )
 
 
 def _config(

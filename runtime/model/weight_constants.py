@@ -36,7 +36,49 @@ import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
 
-GraphConstants = Callable[[str], ov.Node]  # one graph's weight constants, by tensor name
+BLOCK = 32  # values per block of a compressed weight (each block has its own scale)
+
+
+@dataclass(frozen=True)
+class CompressedWeight:
+    """One quantized weight as OpenVINO memory: ``values`` (i8 or u4, [rows, blocks, 32]),
+    ``scales`` (f16, [rows, blocks, 1]) and ``zero_points`` (Q4_0: u8 8; Q4_1: f32
+    [rows, blocks, 1]; Q8_0: none); ``shape`` the weight's own ([out, in])."""
+
+    kind: str  # Q8_0, Q4_0 or Q4_1 (values per block: BLOCK)
+    shape: tuple[int, ...]
+    values: ov.Tensor
+    scales: ov.Tensor
+    zero_points: ov.Tensor | None
+
+    def rows_f32(self, rows: np.ndarray) -> np.ndarray:
+        """Rows of the weight in f32, computed as the graph computes them (an embedding
+        lookup done on the host: only the rows asked for)."""
+        grid = [len(rows), self.shape[-1] // BLOCK, BLOCK]
+        q = _unpack(self.values, self.kind)[rows].reshape(grid).astype(np.float32)
+        d = self.scales.data.view(np.float16)[rows].astype(np.float32)  # [n, blocks, 1]
+        if self.kind == "Q4_0":
+            q = q - np.float32(8)
+        elif self.kind == "Q4_1":
+            assert self.zero_points is not None
+            q = q - self.zero_points.data[rows]
+        return (q * d).reshape(len(rows), *self.shape[1:])
+
+
+def _unpack(values: ov.Tensor, kind: str) -> np.ndarray:
+    """The quantized values [rows, in] as integers (i8, or the u4 nibbles as uint8)."""
+    shape = list(values.get_shape())
+    if kind == "Q8_0":
+        return values.data.view(np.int8).reshape(shape[0], -1)
+    packed = values.data.view(np.uint8).reshape(shape[0], -1)
+    q = np.empty((shape[0], packed.shape[1] * 2), np.uint8)
+    q[:, 0::2], q[:, 1::2] = packed & 0x0F, packed >> 4
+    return q
+
+
+# One graph's weight constants, by tensor name: a constant node, or a compressed weight that
+# the graph decompresses (graphs/decoder.py).
+GraphConstants = Callable[[str], "ov.Node | CompressedWeight"]
 
 
 def owned_tensor(element_type: ov.Type, values: np.ndarray) -> ov.Tensor:

@@ -65,6 +65,12 @@ class WeightTensor:
             return bf16_bits_to_f32(self.array)
         return self.array.astype(np.float32)
 
+    def to_float32_rows(self, rows: np.ndarray) -> np.ndarray:
+        picked = self.array[rows]
+        if self.element_type == ov.Type.bf16:
+            return bf16_bits_to_f32(picked)
+        return picked.astype(np.float32)
+
 
 def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor the graphs read, with its Hugging Face name and shape."""
@@ -112,6 +118,15 @@ class WeightStore:
         they alias, so the graph, and anything compiled from it, keeps them alive whatever
         becomes of this store."""
         return lambda name: _constant(self.get(name))
+
+    def load(self, name: str) -> None:
+        """Have the tensor ready for graphs (mapped, or made into what its constants hold)."""
+        self.get(name)
+
+    def embedding_rows(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Rows of the table ``name`` in f32, as the graph's lookup decompresses them (an
+        embedding lookup done on the host)."""
+        return self.get(name).to_float32_rows(rows)
 
     def identity(self) -> dict[str, Any] | None:
         """What identifies these weight values (the compile cache's key); None: nothing does."""

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import openvino as ov
 
     from compile_ahead.runtime.graphs.spec import GraphSpec
+    from compile_ahead.runtime.sources.tokenizer import TextTokenizer
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,27 @@ class ModelSource(ABC):
     def reopen(self) -> ReopenSpec:
         """How a compile worker opens this same model (weights_identity then tells whether it
         found the same weights)."""
+
+    def text_tokenizer(self) -> TextTokenizer:
+        """The model's own tokenizer (text prompts, decoded output), or one line saying why
+        there is none."""
+        from compile_ahead.runtime.sources.tokenizer import load_tokenizer
+
+        return load_tokenizer(self.model_dir, self.name)
+
+    def has_tokenizer(self) -> bool:
+        """Whether the model has its own tokenizer (text_tokenizer may still refuse a broken
+        one): a tokenizer beside a checkpoint or an export."""
+        from compile_ahead.runtime.sources.tokenizer import has_tokenizer_files
+
+        return has_tokenizer_files(self.model_dir)
+
+    def chat_template(self) -> tuple[str, dict[str, str]] | None:
+        """The model's chat template and the special tokens it names (bos_token,
+        eos_token), or None when it has none: a checkpoint's tokenizer_config.json."""
+        from compile_ahead.runtime.sources.tokenizer import checkpoint_chat_template
+
+        return checkpoint_chat_template(self.model_dir)
 
     def check_split(self) -> None:
         """Refuse, in one line, a model whose split graphs (--graph split) cannot be made;

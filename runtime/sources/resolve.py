@@ -1,6 +1,7 @@
-"""Resolve ``--model NAME`` to a model source: a directory (an optimum-intel export or a Hugging
-Face checkpoint), an ``.xml`` IR, a hub id in the local cache, or a preset (the real checkpoint
-when cached locally, else seeded synthetic weights). Never downloads."""
+"""Resolve ``--model NAME`` to a model source: a directory (an optimum-intel export, a Hugging
+Face checkpoint, or one holding a single GGUF file), an ``.xml`` IR, a ``.gguf`` file, a hub id
+in the local cache, or a preset (the real checkpoint when cached locally, else seeded synthetic
+weights; a GGUF preset is its installed file or refused). Never downloads."""
 
 from __future__ import annotations
 
@@ -71,15 +72,29 @@ def _resolve(name: str, allow_synthetic: bool, synthetic_dtype: str | None) -> M
             from compile_ahead.runtime.sources.ir_source import load_ir
 
             return load_ir(path, name)
+        from compile_ahead.runtime.sources.gguf_source import SUFFIX, gguf_in, load_gguf
+
         if path.is_file():
+            if path.suffix.lower() == SUFFIX:
+                return load_gguf(path, name)
             raise CompileAheadError(
-                f"{path}: is a file; pass an OpenVINO IR (.xml), an optimum-intel export or "
-                "Hugging Face checkpoint directory, or a preset name"
+                f"{path}: is a file; pass an OpenVINO IR (.xml), a GGUF file (.gguf), an "
+                "optimum-intel export or Hugging Face checkpoint directory, or a preset name"
             )
         from compile_ahead.runtime.sources.synthetic import load_synthetic_checkpoint
 
-        return load_synthetic_checkpoint(path, name) or load_checkpoint(path, name)
+        synthetic = load_synthetic_checkpoint(path, name)
+        if synthetic is not None:
+            return synthetic
+        gguf = gguf_in(path)
+        return load_checkpoint(path, name) if gguf is None else load_gguf(gguf, name)
     preset = PRESETS.get(name.lower())
+    if preset is not None and preset.gguf_package is not None:
+        from compile_ahead.runtime.sources.gguf_source import load_gguf
+        from compile_ahead.runtime.sources.packaged_gguf import packaged_gguf
+
+        package = preset.gguf_package
+        return load_gguf(packaged_gguf(package), preset.name, package.described)
     if preset is not None:
         for repo_id in preset.hub_ids:
             cached = find_in_hf_cache(repo_id)

@@ -45,6 +45,35 @@ def load_tokenizer(model_dir: Path | None, model_name: str) -> TextTokenizer:
         raise CompileAheadError(f"{path}: cannot load tokenizer ({err})") from None
 
 
+def has_tokenizer_files(model_dir: Path | None) -> bool:
+    """Whether ``model_dir`` holds a tokenizer load_tokenizer reads."""
+    if model_dir is None:
+        return False
+    return any((model_dir / name).is_file() for name in (TOKENIZER_XML, "tokenizer.json"))
+
+
+def checkpoint_chat_template(model_dir: Path | None) -> tuple[str, dict[str, str]] | None:
+    """tokenizer_config.json's chat_template (a string) and its bos/eos tokens, or None."""
+    import json
+
+    path = model_dir / "tokenizer_config.json" if model_dir is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CompileAheadError(f"{path}: cannot read it ({err})") from None
+    template = config.get("chat_template") if isinstance(config, dict) else None
+    if not isinstance(template, str):
+        return None
+    special = {
+        key: value
+        for key in ("bos_token", "eos_token")
+        if isinstance(value := config.get(key), str)
+    }
+    return template, special
+
+
 def parse_token_ids(text: str, vocab_size: int | None, origin: str | None = None) -> list[int]:
     """--prompt-ids' comma-separated ids, checked against the vocabulary (None: only their
     spelling, before the model is known); ``origin`` names where they were given (a

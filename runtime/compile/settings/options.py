@@ -92,11 +92,19 @@ def _hint_in(extra_config: dict[str, str]) -> str | None:
     return str(hint).lower() if hint is not None and str(hint).lower() in PRECISIONS else None
 
 
+DYNAMIC_QUANTIZATION = "DYNAMIC_QUANTIZATION_GROUP_SIZE"
+
+
 def device_config(options: CompileOptions) -> dict[str, object]:
     cfg: dict[str, object] = dict(options.extra_config)
     supported = core().get_property(options.device, "SUPPORTED_PROPERTIES")
     if "INFERENCE_PRECISION_HINT" in supported and options.inference_precision:
         cfg.setdefault("INFERENCE_PRECISION_HINT", OV_TYPES[options.inference_precision])
+    if options.inference_precision == "f32" and DYNAMIC_QUANTIZATION in supported:
+        # At f32 the graphs compute what the reference computes: the CPU plugin's kernels
+        # over compressed (u8/u4) weights otherwise quantize the activations to 8 bits per
+        # group of this size. Weights in f32/f16/bf16 are not affected.
+        cfg.setdefault(DYNAMIC_QUANTIZATION, 0)
     if "PERFORMANCE_HINT" in supported:
         cfg.setdefault("PERFORMANCE_HINT", "LATENCY")
     return cfg

@@ -12,6 +12,7 @@ from typing import Any
 
 from compile_ahead.output.format_version import stamped
 from compile_ahead.runtime.ladder.reporting.batch import BatchStats
+from compile_ahead.runtime.ladder.reporting.perplexity import TextScore
 
 MIB = 2**20
 # How the summary names each --decode-compile timing (modes.DecodeCompile).
@@ -157,6 +158,12 @@ class RunReport:
     # B > 1 sequences: each one's tokens and stop, the batch's rate and step time (batch.py);
     # None at B = 1, whose report is the format it always was.
     batch: BatchStats | None = None
+    # A greedy batch-1 run's one sequence, as a batch lists each of its own (batch.py's
+    # SequenceReport fields); None otherwise.
+    sequences: list[dict[str, Any]] | None = None
+    # A greedy run's generated text per sequence, when the model's tokenizer is known.
+    texts: list[str] | None = None
+    text_score: TextScore | None = None  # teacher-forced text (--text): its NLL and perplexity
     extra: dict[str, Any] = field(default_factory=dict)  # source-specific fields, kept as is
 
     @property
@@ -170,7 +177,7 @@ class RunReport:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = stamped(self.model)
         for f in fields(self):
-            if f.name in ("model", "extra", "batch"):
+            if f.name in ("model", "extra", "batch", "sequences", "texts", "text_score"):
                 continue
             value = getattr(self, f.name)
             if f.name == "rungs":
@@ -182,8 +189,23 @@ class RunReport:
             out[f.name] = value
         if self.batch is not None:
             out.update(self.batch.to_json())
+        elif self.sequences is not None:
+            out["sequences"] = [dict(s) for s in self.sequences]
+        if self.texts is not None:
+            for entry, text in zip(out["sequences"], self.texts, strict=True):
+                entry["text"] = text
+        if self.text_score is not None:
+            out["text_score"] = self.text_score.to_json()
         out.update(self.extra)
         return out
+
+    def generated(self) -> list[list[int]] | None:
+        """A greedy run's generated ids per sequence (None: not a greedy run)."""
+        if self.protocol != "greedy":
+            return None
+        if self.batch is not None:
+            return [s.tokens for s in self.batch.sequences]
+        return [list(s["tokens"]) for s in self.sequences or []]
 
     def summary(self) -> str:
         """The console summary of a run (a failed or interrupted one too)."""
@@ -225,6 +247,7 @@ class RunReport:
             f"{self.graphs_resident_max}; peak RSS {_mib(self.peak_rss_bytes, 0)} MiB"
         )
         lines += self.batch.lines() if self.batch is not None else []
+        lines += self.text_score.lines() if self.text_score is not None else []
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)

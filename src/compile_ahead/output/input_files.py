@@ -39,10 +39,11 @@ def read_input_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
                 f"{what}: a symbolic link, which is not followed; name the file itself"
             ) from None
         raise CompileAheadError(f"{what}: cannot open it ({err.strerror or err})") from None
+    st = os.fstat(fd)  # before fdopen, which refuses a directory with its own error
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise CompileAheadError(f"{what}: not a regular file ({file_kind(st.st_mode)})")
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise CompileAheadError(f"{what}: not a regular file ({file_kind(st.st_mode)})")
         if st.st_size > max_bytes:
             raise CompileAheadError(f"{what}: {st.st_size} bytes, over its {_size(max_bytes)} cap")
         data = fh.read(max_bytes + 1)
