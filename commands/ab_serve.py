@@ -145,7 +145,7 @@ def serve_trials(args: argparse.Namespace, policies: tuple[str, ...]) -> ServeTr
         ("--kv-precision", args.kv_precision),
         ("--synthetic-dtype", args.synthetic_dtype),
         ("--ov-config-file", args.ov_config_file),
-        ("--memory-budget", None if budget is None else f"{args.memory_budget:g}"),
+        ("--memory-budget", None if budget is None else repr(args.memory_budget)),
         ("--simulate", args.simulate),
     ):
         if value is not None:

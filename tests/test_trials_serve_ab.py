@@ -94,6 +94,8 @@ def test_a_simulated_serve_experiment_reports_each_trials_own_figures(tmp_path, 
         (["--arms", "up-front,ahead", "--requests", "SHORT", "--seed", "1"], "give one"),
         (["--arms", "up-front,ahead", "--prompt-lengths", "uniform:9"], "--prompt-lengths"),
         (["--arms", "up-front,ahead", "--kv", "paged"], "--kv 'paged'"),
+        (["--arms", "up-front,ahead", "--count", "2000000"], "1 to 1000000 requests"),
+        (["--arms", "up-front,ahead", "--rate", "nan"], "must be positive and finite"),
         (["--arms", "up-front,ahead", "--buckets", "2,1"], "strictly increasing"),
     ],
 )

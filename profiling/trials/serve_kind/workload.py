@@ -10,7 +10,12 @@ from dataclasses import dataclass
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.serving.requests import Request
-from compile_ahead.runtime.serving.workloads import Arrivals, Lengths, generate_requests
+from compile_ahead.runtime.serving.workloads import (
+    MAX_REQUESTS,
+    Arrivals,
+    Lengths,
+    generate_requests,
+)
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 ARRIVAL_KINDS = ("poisson", "gamma")
@@ -63,8 +68,10 @@ class GeneratedTrace:
     output: Lengths
 
     def __post_init__(self) -> None:
-        if self.count < 1:
-            raise CompileAheadError(f"a generated trace needs at least one request: {self.count}")
+        if not 1 <= self.count <= MAX_REQUESTS:
+            raise CompileAheadError(
+                f"a generated trace holds 1 to {MAX_REQUESTS} requests, not {self.count}"
+            )
         a = self.arrivals
         if a.kind not in ARRIVAL_KINDS:
             raise CompileAheadError(f"arrivals {a.kind!r}: one of {', '.join(ARRIVAL_KINDS)}")
