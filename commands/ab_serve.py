@@ -46,6 +46,14 @@ def register(kinds: argparse._SubParsersAction, common: Callable) -> None:
     s.add_argument(
         "--arms", required=True, help="policies, comma-separated; the first is the control"
     )
+    _trace_options(s)
+    _serve_options(s)
+    common(s, pairs=5)
+    s.set_defaults(func=run_serve_ab)
+
+
+def _trace_options(s: argparse.ArgumentParser) -> None:
+    """The trace: a request file, or the generator's values."""
     s.add_argument("--requests", type=Path, metavar="FILE", help="a JSONL request file to replay")
     g = s.add_argument_group("a generated trace (instead of --requests)")
     g.add_argument("--seed", type=count(0), help="the generator's seed (default 0)")
@@ -64,6 +72,10 @@ def register(kinds: argparse._SubParsersAction, common: Callable) -> None:
         metavar="KIND:A[:B]",
         help="likewise (default uniform:8:C/2; cut so prompt + output fits C)",
     )
+
+
+def _serve_options(s: argparse.ArgumentParser) -> None:
+    """The grid and what every trial's `serve` is told besides its policy."""
     s.add_argument("--buckets", default="1,2,4", help="batch sizes (default 1,2,4)")
     s.add_argument("--ladder", default="scaled", help="capacities (default scaled)")
     s.add_argument("--memory-budget", type=float, default=None, metavar="GIB")
@@ -94,8 +106,6 @@ def register(kinds: argparse._SubParsersAction, common: Callable) -> None:
         action="store_true",
         help="each trial also writes its Perfetto trace (linked from the compare page)",
     )
-    common(s, pairs=5)
-    s.set_defaults(func=run_serve_ab)
 
 
 def run_serve_ab(args: argparse.Namespace) -> int:
