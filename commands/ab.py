@@ -34,7 +34,7 @@ from compile_ahead.commands.options import (
 from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import check_new_dir, check_not_inputs, mark_output_dir
-from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag
+from compile_ahead.profiling.campaigns.definition.validation.ab_flags import AbFlag
 from compile_ahead.profiling.results_format.experiment import load_experiment
 from compile_ahead.profiling.results_format.records import load_records
 from compile_ahead.profiling.trials.arms import check_arm_properties, parse_arm
@@ -249,10 +249,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def run_schedule_ab(args: argparse.Namespace) -> int:
-    from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+    from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
     from compile_ahead.profiling.trials.schedule_kind import run as schedule_run
 
-    schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
+    schedules = schedule_arms.parse_arms(args.arms, custom_command=args.command is not None)
     out = _out_dir(args, "schedule")
     trials = _schedule_trials(args, schedules)
     if args.command is None and len(trials.upstream) < len(schedules):
@@ -403,7 +403,7 @@ def _cell_parser() -> argparse.ArgumentParser:
 
 
 class CellChecks:
-    """The `ab` command's checks of a campaign's cells (profiling/campaigns/spec.py,
+    """The `ab` command's checks of a campaign's cells (profiling/campaigns/definition/spec.py,
     CheckCell): a cell's command line, and the long flags of `ab KIND` an ``[options]`` key
     may name, read from this parser."""
 
@@ -426,8 +426,8 @@ def _check_cell_argv(argv: list[str]) -> None:
     """An `ab KIND ...` command line (a campaign's cell) as `ab` checks it before any model or
     trial: its flags, arms and ladder, and its compile properties against the device (as
     `ab` checks them before it writes anything); CompileAheadError (one line) otherwise."""
-    from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
-    from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+    from compile_ahead.profiling.trials.compile_kind.exported_rungs import parse_ladder
+    from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
 
     args = _cell_parser().parse_args(argv)
     if args.ab_kind == "compile":
@@ -437,7 +437,7 @@ def _check_cell_argv(argv: list[str]) -> None:
         for text in args.arm:
             _check_arm_properties(text, args.device)
         return
-    schedules = schedule_ab.parse_arms(args.arms, custom_command=args.command is not None)
+    schedules = schedule_arms.parse_arms(args.arms, custom_command=args.command is not None)
     # The run configuration every trial gets, checked as `ab` checks it: RunConfig.validate,
     # the device's answer to a batch of B included.
     _schedule_trials(args, schedules)

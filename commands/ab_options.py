@@ -19,7 +19,7 @@ from compile_ahead.profiling.trials.compile_kind.trial_values import (
 from compile_ahead.profiling.trials.run_options import DesignOptions
 
 if TYPE_CHECKING:
-    from compile_ahead.profiling.trials.compile_kind.experiment import MeasureOptions
+    from compile_ahead.profiling.trials.compile_kind.exported_rungs import MeasureOptions
     from compile_ahead.profiling.trials.compile_kind.run import Calibration, CompileRun
 
 
@@ -148,7 +148,7 @@ def design_from_args(args: argparse.Namespace) -> DesignOptions:
 
 
 def measure_from_args(args: argparse.Namespace) -> MeasureOptions:
-    from compile_ahead.profiling.trials.compile_kind.experiment import MeasureOptions
+    from compile_ahead.profiling.trials.compile_kind.exported_rungs import MeasureOptions
 
     warmup = args.compile_warmup
     if warmup is None:
@@ -159,7 +159,7 @@ def measure_from_args(args: argparse.Namespace) -> MeasureOptions:
 def compile_run_from_args(args: argparse.Namespace) -> CompileRun:
     """`ab compile`'s and `ab calibrate`'s configuration, its ladder and shapes checked here."""
     from compile_ahead.profiling.session.foreign_model import parse_shapes
-    from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
+    from compile_ahead.profiling.trials.compile_kind.exported_rungs import parse_ladder
     from compile_ahead.profiling.trials.compile_kind.run import CompileOptions, CompileRun
 
     compile_options = CompileOptions(

@@ -144,7 +144,7 @@ def serve_trials(args: argparse.Namespace, policies: tuple[str, ...]) -> ServeTr
     if args.kv not in KV_MODES:
         raise CompileAheadError(f"--kv {args.kv!r}: one of {', '.join(KV_MODES)}")
     parse_goodput(args.goodput)
-    budget = memory_budget(args.memory_budget)
+    budget = memory_budget(args)
     generated = [f for f in GENERATOR_FLAGS if getattr(args, f) is not None]
     if args.requests is not None and generated:
         named = ", ".join("--" + f.replace("_", "-") for f in generated)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from compile_ahead.commands.options import count
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.validation.limits import MAX_BLOCKS, MAX_CELLS
+from compile_ahead.profiling.campaigns.definition.validation.limits import MAX_BLOCKS, MAX_CELLS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -98,11 +98,11 @@ def _seconds(text: str) -> float:
 def run_command(args: argparse.Namespace) -> int:
     from compile_ahead.commands.ab import check_cell
     from compile_ahead.output.checks import check_not_inputs
-    from compile_ahead.profiling.campaigns.block_dirs import blocks_folder
-    from compile_ahead.profiling.campaigns.coordinator import Executor, run_campaign
-    from compile_ahead.profiling.campaigns.spec import load_spec
-    from compile_ahead.profiling.campaigns.store_lock import refuse_link
-    from compile_ahead.profiling.campaigns.validation.limits import CheckProgress
+    from compile_ahead.profiling.campaigns.definition.spec import load_spec
+    from compile_ahead.profiling.campaigns.definition.validation.limits import CheckProgress
+    from compile_ahead.profiling.campaigns.execution.block_dirs import blocks_folder
+    from compile_ahead.profiling.campaigns.execution.coordinator import Executor, run_campaign
+    from compile_ahead.profiling.campaigns.persistence.store_lock import refuse_link
 
     refuse_link(args.store)  # before the spec's checks: nothing is made beside a link
     if args.executor == "local" and args.address is not None:
@@ -110,10 +110,12 @@ def run_command(args: argparse.Namespace) -> int:
 
     def make_executor() -> Executor:
         if args.executor == "ray":
-            from compile_ahead.profiling.campaigns.executors.ray_cluster import RayExecutor
+            from compile_ahead.profiling.campaigns.execution.executors.ray_cluster import (
+                RayExecutor,
+            )
 
             return RayExecutor(args.address, args.retries, args.connect_timeout)
-        from compile_ahead.profiling.campaigns.executors.local import LocalExecutor
+        from compile_ahead.profiling.campaigns.execution.executors.local import LocalExecutor
 
         return LocalExecutor(blocks)
 
@@ -125,7 +127,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def status_command(args: argparse.Namespace) -> int:
-    from compile_ahead.profiling.campaigns.status import status_text
+    from compile_ahead.profiling.campaigns.execution.status import status_text
 
     print(status_text(args.store))
     return 0
@@ -133,8 +135,8 @@ def status_command(args: argparse.Namespace) -> int:
 
 def report_command(args: argparse.Namespace) -> int:
     from compile_ahead.output.checks import check_not_inputs
+    from compile_ahead.profiling.campaigns.persistence.store import store_files
     from compile_ahead.profiling.campaigns.results.report import write_report
-    from compile_ahead.profiling.campaigns.store import store_files
 
     check_not_inputs({"--out": args.out}, store_files(args.store))
     write_report(args.store, args.out, args.stratify, args.no_plot)

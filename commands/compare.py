@@ -65,8 +65,8 @@ def run_compare(args: argparse.Namespace) -> int:
     from compile_ahead.output.atomic import write_bytes_atomic
     from compile_ahead.output.checks import check_not_inputs, check_output_file
     from compile_ahead.output.dirs import list_in_marker
+    from compile_ahead.profiling.campaigns.persistence.store import store_files
     from compile_ahead.profiling.campaigns.results.page import campaign_sources
-    from compile_ahead.profiling.campaigns.store import store_files
     from compile_ahead.profiling.compare.sources import build_page
 
     if args.port is not None and not 1 <= args.port <= 65535:

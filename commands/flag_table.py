@@ -1,13 +1,14 @@
 """The long flags of an argparse parser as the campaign spec check names them (AbFlag): each
-flag's name, what it sets, and how it takes its value (profiling/campaigns/validation/ab_flags.py).
-Read from the parser, never copied, so a flag added to `ab` is known as `ab` takes it."""
+flag's name, what it sets, and how it takes its value
+(profiling/campaigns/definition/validation/ab_flags.py). Read from the parser, never copied, so
+a flag added to `ab` is known as `ab` takes it."""
 
 from __future__ import annotations
 
 import argparse
 import re
 
-from compile_ahead.profiling.campaigns.validation.ab_flags import AbFlag, Takes
+from compile_ahead.profiling.campaigns.definition.validation.ab_flags import AbFlag, Takes
 
 # A metavar such as ``P[,P...]``: one item, or several joined by commas.
 _COMMA_LIST_METAVAR = re.compile(r"(\w+)\[,\1\.\.\.\]")

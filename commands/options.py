@@ -19,9 +19,13 @@ from compile_ahead.commands.batch_options import (
     batch_from_args,
     prompt_lengths,
 )
+from compile_ahead.commands.cache_options import (
+    add_cache_options,
+    cache_from_flags,
+    default_cache_dir,
+)
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision_names import PRECISIONS
-from compile_ahead.runtime.base.user_cache import COMPILED_CACHE_MAX_GB
 from compile_ahead.runtime.compile.settings.modes import (
     DEFAULT_COMPILE_TIMEOUT_S,
     DecodeCompile,
@@ -108,40 +112,14 @@ def model_inputs(args: argparse.Namespace) -> list[Path]:
     names = ("model", "ov_config_file", "cache_dir", "ir_dir", "prompts", "text")
     found = [Path(value) for value in (getattr(args, n, None) for n in names) if value]
     if getattr(args, "cache_dir", None) is None and getattr(args, "no_cache", True) is False:
-        from compile_ahead.runtime.compile.cache import default_cache_dir
-
         found.append(default_cache_dir())
     return found
-
-
-def add_cache_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--cache-dir",
-        default=None,
-        metavar="DIR",
-        help="where compiled graphs are kept across runs, so no rung is compiled twice "
-        "(default: $COMPILE_AHEAD_CACHE_DIR/compiled, else "
-        "$XDG_CACHE_HOME/compile-ahead/compiled, else ~/.cache/compile-ahead/compiled)",
-    )
-    p.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="compile every graph, reading and writing no compile cache",
-    )
-    p.add_argument(
-        "--cache-max-gb",
-        type=float,
-        default=COMPILED_CACHE_MAX_GB,
-        metavar="GB",
-        help="compile cache size cap; least recently used entries are deleted beyond it "
-        f"(default {COMPILED_CACHE_MAX_GB:g}; 0: no cap)",
-    )
 
 
 def compile_options(args: argparse.Namespace) -> CompileOptions:
     """The compile options of a command; the compile cache is on unless --no-cache (or the
     command has no cache flags, e.g. profile-compile, which profiles real compiles)."""
-    from compile_ahead.runtime.compile.cache import cache_from_flags
+    from compile_ahead.runtime.compile.settings.devices import check_device
     from compile_ahead.runtime.compile.settings.options import CompileOptions
 
     check_device(args.device)
@@ -214,35 +192,6 @@ def resolve_from_args(args: argparse.Namespace) -> ModelSource:
 
 
 AUTO_LADDER = "auto"
-# OpenVINO's devices made of other devices: they cannot export a compiled graph (the cache and
-# the worker need that) nor answer the properties a rung is compiled with.
-META_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
-
-
-def check_device(device: str) -> None:
-    """A device OpenVINO has a plugin for and compiles for here; refused before any work
-    otherwise."""
-    from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
-
-    if device.partition(":")[0].upper() in META_DEVICES:
-        real = [d for d in core().available_devices if d.split(".")[0] not in META_DEVICES]
-        raise CompileAheadError(
-            f"--device {device}: meta-devices ({', '.join(META_DEVICES)}) are not supported "
-            "(each rung is compiled, exported and timed on one device); name a real one: "
-            f"{', '.join(real) or 'CPU'}"
-        )
-    try:
-        known = bool(core().get_versions(device))
-    except RuntimeError as err:
-        raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from None
-    if not known:
-        raise CompileAheadError(
-            f"--device {device}: not a device of this OpenVINO (available here: "
-            f"{', '.join(core().available_devices)})"
-        )
-    from compile_ahead.runtime.compile.settings.properties import check_device_compiles
-
-    check_device_compiles(device)
 
 
 def add_ladder_option(p: argparse.ArgumentParser, auto: bool = True) -> None:

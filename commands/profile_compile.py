@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from compile_ahead.profiling.session.compile_profiler import ProfileOptions
+    from compile_ahead.profiling.session.profile_options import ProfileOptions
     from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.ladder.config import RunConfig
 
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_graph_kinds(p: argparse.ArgumentParser) -> None:
     """Which graphs of each rung are profiled, and a model compiled as it is."""
     from compile_ahead.commands.batch_options import batch_sizes
-    from compile_ahead.profiling.session.compile_profiler import GRAPH_KINDS
+    from compile_ahead.profiling.session.profile_options import GRAPH_KINDS
     from compile_ahead.runtime.compile.settings.modes import PrefillShape, choices
 
     p.add_argument(
@@ -169,7 +169,7 @@ def check_args(args: argparse.Namespace) -> RunConfig:
     overlay's)."""
     from compile_ahead.commands.options import compile_options, model_inputs
     from compile_ahead.output.checks import check_not_inputs, check_replaceable_dir
-    from compile_ahead.profiling.session.compile_profiler import graph_kinds
+    from compile_ahead.profiling.session.profile_options import graph_kinds
 
     if args.decode_tokens is None and args.schedule is None:
         args.decode_tokens = 0
@@ -193,7 +193,7 @@ def _config_at(args: argparse.Namespace, options: CompileOptions, batch: int | N
     import argparse
 
     from compile_ahead.commands.options import run_config_from_args
-    from compile_ahead.profiling.session.compile_profiler import graph_kinds
+    from compile_ahead.profiling.session.profile_options import graph_kinds
 
     if batch is not None and batch > 1 and "prefill" in graph_kinds(args.graph_kind):
         raise CompileAheadError(
@@ -213,7 +213,7 @@ def _config_at(args: argparse.Namespace, options: CompileOptions, batch: int | N
 
 def _check_profile_flags(args: argparse.Namespace) -> None:
     """The flags only profile-compile has."""
-    from compile_ahead.profiling.session.compile_profiler import graph_kinds
+    from compile_ahead.profiling.session.profile_options import graph_kinds
 
     if args.decode_tokens is not None and args.decode_tokens < 0:
         raise CompileAheadError(f"--decode-tokens must be >= 0, got {args.decode_tokens}")
@@ -240,7 +240,7 @@ def _check_profile_flags(args: argparse.Namespace) -> None:
 
 def profile_options(args: argparse.Namespace) -> ProfileOptions:
     """profile-compile's own flags (check_args checked them) as the session takes them."""
-    from compile_ahead.profiling.session.compile_profiler import ProfileOptions
+    from compile_ahead.profiling.session.profile_options import ProfileOptions
 
     return ProfileOptions(
         out=args.out,
@@ -263,11 +263,8 @@ def run_profile(args: argparse.Namespace, config: RunConfig) -> int:
     """Setup, a step per rung, the optional schedule overlay, then finish (publish whole)."""
     from compile_ahead.interrupts import hold, release
     from compile_ahead.profiling.perfetto.writer import TraceWriteError
-    from compile_ahead.profiling.session.compile_profiler import (
-        CompileProfiler,
-        graph_kinds,
-        prefill_plan,
-    )
+    from compile_ahead.profiling.session.compile_profiler import CompileProfiler
+    from compile_ahead.profiling.session.profile_options import graph_kinds, prefill_plan
 
     profiler = CompileProfiler(profile_options(args), config)
     try:

@@ -2,8 +2,8 @@
 
 With --requests it replays a request file in this process (on the device's wall clock, or on
 the simulator's virtual clock with --simulate), writes the metrics report and prints a summary.
-Without --requests it would listen for HTTP requests: that is the endpoint's (``listen`` below
-is the hook it fills in); until then the command refuses.
+Without --requests it listens as an OpenAI-compatible HTTP endpoint (``listen`` below; the
+server itself is commands/serve_listen.py's).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from compile_ahead.commands.options import (
     model_inputs,
     resolve_from_args,
 )
+from compile_ahead.commands.serve_listen import add_listen_options, check_mode_flags
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import check_distinct, check_output_file
 from compile_ahead.output.inputs import check_not_inputs
@@ -86,12 +87,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", type=Path, help="write the metrics report (JSON) here")
     p.add_argument("--trace", type=Path, help="write a Perfetto trace of the serving run here")
+    add_listen_options(p)
     p.set_defaults(func=run)
 
 
 def listen(args: argparse.Namespace) -> int:
-    """Serve HTTP requests (the endpoint's hook: it replaces this to listen)."""
-    raise CompileAheadError("--requests is required (serving over HTTP is not available yet)")
+    """Serve HTTP requests: the engine on the device behind the OpenAI-compatible endpoint
+    (commands/serve_listen.py). A request always stops at the model's EOS there."""
+    from compile_ahead.commands.serve_listen import listen_http
+    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.serving.api import ServingSettings
+    from compile_ahead.runtime.serving.buckets import Grid, parse_sizes
+    from compile_ahead.runtime.serving.policies import make_policy
+
+    policy = make_policy(args.policy)
+    grid = Grid.of(parse_sizes(args.buckets, "--buckets"), Ladder.parse(args.ladder).rungs)
+    extra = {"options": compile_options(args), "kv": args.kv, "stop_at_eos": True}
+    settings = ServingSettings(
+        grid.batch_sizes, grid.capacities, policy.name, memory_budget(args), extra
+    )
+    return listen_http(args, settings)
+
+
+def memory_budget(args: argparse.Namespace) -> int | None:
+    """--memory-budget in bytes (None: no budget)."""
+    if args.memory_budget is None:
+        return None
+    if not args.memory_budget > 0 or args.memory_budget == float("inf"):
+        raise CompileAheadError("--memory-budget must be a positive number of GiB")
+    return int(args.memory_budget * 2**30)
 
 
 def parse_goodput(items: list[str]) -> Slo:
@@ -112,15 +136,6 @@ def parse_goodput(items: list[str]) -> Slo:
     return Slo(**found)
 
 
-def memory_budget(gib: float | None) -> int | None:
-    """--memory-budget GIB in bytes (None: no budget), refused in one line unless positive."""
-    if gib is None:
-        return None
-    if not gib > 0 or gib == float("inf"):
-        raise CompileAheadError("--memory-budget must be a positive number of GiB")
-    return int(gib * 2**30)
-
-
 def check_outputs(args: argparse.Namespace) -> None:
     """Outputs checked before any work, never over an input."""
     outputs = {"--out": args.out, "--trace": args.trace}
@@ -133,6 +148,7 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_mode_flags(args)  # a replay's flags without --requests, or a server's with it
     if args.requests is None:
         return listen(args)
     from compile_ahead.runtime.ladder.capacities import Ladder
@@ -147,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         raise CompileAheadError(f"--kv {args.kv!r}: one of {', '.join(KV_MODES)}")
     policy = make_policy(args.policy)
     slo = parse_goodput(args.goodput)
-    budget = memory_budget(args.memory_budget)
+    budget = memory_budget(args)
     grid = Grid.of(parse_sizes(args.buckets, "--buckets"), Ladder.parse(args.ladder).rungs)
     source = None if args.simulate is not None else resolve_from_args(args)
     vocab = source.config.vocab_size if source is not None else 2**31 - 1
@@ -198,12 +214,11 @@ def _outputs(args: argparse.Namespace, engine: ServingEngine, source: Any) -> in
 
 def prompt_tokenizer(source: Any) -> Any:
     """Text prompts' tokenizer: the model's, loaded only when a line has text."""
-    if source is None or source.model_dir is None:
-        return None
-    from compile_ahead.runtime.sources.tokenizer import load_tokenizer
+    if source is None or (source.model_dir is None and not source.has_tokenizer()):
+        return None  # a GGUF has its own tokenizer without a model directory
 
     def tokenize(text: str) -> list[int]:
-        return list(load_tokenizer(source.model_dir, source.name).encode(text).ids)
+        return list(source.text_tokenizer().encode(text).ids)
 
     return tokenize
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from cli import command
 from ray_testbed import node_of, start_cluster
 
-from compile_ahead.profiling.campaigns.executors.ray_cluster import SLOT
+from compile_ahead.profiling.campaigns.execution.executors.ray_cluster import SLOT
 
 DEADLINE_S = 900.0
 

@@ -82,6 +82,7 @@ SLOW_MODULES = frozenset(
         "test_output_trust.py",
         "test_outputs_over_inputs.py",
         "test_server_trust.py",
+        "test_endpoint_process.py",  # `compile-ahead serve` listening, signalled under load
         "test_trace_open.py",
         "test_compile_placement.py",  # compiles in worker processes, failed and retried
         "test_run_trace.py",  # traces loaded by Perfetto's trace processor under node
@@ -242,7 +243,7 @@ def prefilled(source, prompt: list[int], capacity: int, options=F32, chunk=1, sh
     (layers stacked) and the spec of the graph that ran."""
     import numpy as np
 
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.ladder.kv_store import make_store
     from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
@@ -315,12 +316,12 @@ def small_tmpfs(where: Path, size: str = "2m", mode: str = "rw") -> Iterator[Pat
 
 def wait_until_settled(directory: Path) -> None:
     """Wait (a clock tick or two) until the files under ``directory`` were last changed long
-    enough ago that the compile cache trusts their ctime (model/weights.py racy_change):
+    enough ago that the compile cache trusts their ctime (model/file_identity.py racy_change):
     a test that writes a checkpoint and opens it at once would otherwise run uncached."""
-    from compile_ahead.runtime.model import weights
+    from compile_ahead.runtime.model import file_identity
 
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        weights.wait_until_settled(path)
+        file_identity.wait_until_settled(path)
 
 
 def earlier_output(directory: Path, files: dict[str, str]) -> Path:
@@ -429,7 +430,7 @@ def shared_compile_cache(tmp_path_factory):
     the code, and checked by content at every hit). For tests that need compiled graphs, not
     a compile: a test of compiling, of the cache itself, of compile timing or of faults during
     a compile keeps its own cache or none."""
-    from compile_ahead.runtime.compile.cache import CompileCache
+    from compile_ahead.runtime.compile.cache.store import CompileCache
 
     return CompileCache(tmp_path_factory.mktemp("shared-compiled")).open()
 
@@ -487,7 +488,21 @@ def smollm2_reference() -> dict:
 
 
 def _greedy_past_eos(model, prompt: list[int], new_tokens: int) -> list[int]:
-    """Greedy decoding with the model's KV cache, argmax at every step, EOS not stopping it."""
+    """Greedy decoding with the model's KV cache, argmax at every step, EOS not stopping it.
+
+    On one thread: torch's two threads wait for each other by spinning, and on a shared
+    machine one token took 3.8 s on two threads against 0.39 s on one (SmolLM2)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _greedy_loop(model, prompt, new_tokens)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _greedy_loop(model, prompt: list[int], new_tokens: int) -> list[int]:
     import torch
 
     with torch.no_grad():

@@ -22,7 +22,7 @@ from compile_ahead.runtime.base.precision import f32_to_bf16_bits
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.split import build_weight_part
 from compile_ahead.runtime.model.presets import PRESETS
-from compile_ahead.runtime.model.weights import SyntheticStore
+from compile_ahead.runtime.model.synthetic_store import SyntheticStore
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.checkpoint import CheckpointSource
 from compile_ahead.runtime.sources.resolve import resolve_model

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 
-from compile_ahead.profiling.campaigns.executors.ray_cluster import SLOT
+from compile_ahead.profiling.campaigns.execution.executors.ray_cluster import SLOT
 
 
 def loopback_unavailable() -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compile_ahead.runtime.compile.step_compile import compile_step
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import LOGITS, GraphSpec, new_key_name
 from compile_ahead.runtime.model.kv_arena import KVArena
 from conftest import F32

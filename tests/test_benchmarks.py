@@ -106,6 +106,43 @@ def test_a_later_layout_of_a_benchmark_result_is_refused_in_one_line(tmp_path) -
     assert not (tmp_path / "later.compare.html").exists()
 
 
+def test_the_endpoint_overhead_benchmark_times_both_arms(tmp_path) -> None:
+    """The endpoint benchmark on the tiny preset: both arms at each level, every request's
+    tokens timed; no time asserted."""
+    result = tmp_path / "endpoint.json"
+    script = ROOT / "benchmarks" / "serving" / "endpoint_overhead.py"
+    argv = [
+        "--model",
+        "tiny",
+        "--ladder",
+        "64",
+        "--buckets",
+        "1,2",
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "2",
+        "--max-tokens",
+        "4",
+        "--rounds",
+        "1",
+        "--json",
+        str(result),
+    ]
+    done = subprocess.run(
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "HTTP / in-process: TTFT p50" in done.stdout
+    levels = json.loads(result.read_text(), parse_constant=_refuse_constant)["results"]["levels"]
+    assert set(levels) == {"1", "2"}
+    for level in levels.values():
+        for arm in ("in-process", "http"):
+            (figures,) = level[arm]["rounds"]
+            assert figures["requests"] == 2 and figures["tokens"] == 8
+        assert level["http_over_in_process_ttft_s_p50"] > 0
+
+
 def test_policies_paired_pairs_the_endpoints_ab_serve_pairs(tmp_path) -> None:
     """On the simulator: every policy's values per seed are `ab serve`'s endpoints, each
     compared with the control."""

@@ -20,7 +20,7 @@ import pytest
 from cache_checks import assert_one_line_warning, other_weights, warning_lines
 
 from compile_ahead.commands.main import main
-from compile_ahead.runtime.compile import cache as cc
+from compile_ahead.runtime.compile.cache import entry_format, keys, outcome, store
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
@@ -82,7 +82,7 @@ def states(report: dict) -> dict[int, str]:
 
 
 def entries(directory: Path) -> list[Path]:
-    return sorted(directory.glob(f"??/*{cc.SUFFIX}"))
+    return sorted(directory.glob(f"??/*{entry_format.SUFFIX}"))
 
 
 class SwapAt(RunEvents):
@@ -98,7 +98,7 @@ class SwapAt(RunEvents):
             self.change()
 
 
-def library_run(model: Path, cache: cc.CompileCache | None, events=None, **settings):
+def library_run(model: Path, cache: store.CompileCache | None, events=None, **settings):
     source = resolve_model(str(model))
     options = CompileOptions("CPU", "f32", cache=cache)
     proto = teacher_forced(source.config.vocab_size, 8, 120)
@@ -135,9 +135,9 @@ def _replacement(ckpt: Path, tmp_path: Path):
 def test_weights_replaced_during_a_run_never_give_a_stale_hit(ckpt, tmp_path):
     weights, new, old_copy, reference_old = _replacement(ckpt, tmp_path)
 
-    cache = cc.CompileCache(tmp_path / "cache")
+    cache = store.CompileCache(tmp_path / "cache")
     swap = SwapAt(32, lambda: os.replace(new, weights))  # `mv new ckpt/` mid-run
-    with pytest.warns(cc.CompileCacheWarning, match="replaced or removed") as seen:
+    with pytest.warns(store.CompileCacheWarning, match="replaced or removed") as seen:
         in_flight = library_run(ckpt, cache, swap)
     assert swap.done and len(seen) == 1, [str(w.message) for w in seen]
     # The run keeps the weights it mapped: every rung is the old model's. Only the rung
@@ -166,9 +166,9 @@ def test_weights_replaced_during_a_run_never_give_a_stale_hit(ckpt, tmp_path):
 def test_a_worker_never_compiles_weights_replaced_since_the_run_opened_them(ckpt, tmp_path):
     weights, new, _, reference_old = _replacement(ckpt, tmp_path)
 
-    cache = cc.CompileCache(tmp_path / "cache")
+    cache = store.CompileCache(tmp_path / "cache")
     swap = SwapAt(32, lambda: os.replace(new, weights))
-    warnings_seen = pytest.warns(cc.CompileCacheWarning, match="replaced or removed")
+    warnings_seen = pytest.warns(store.CompileCacheWarning, match="replaced or removed")
     # The worker resolves the model at its first compile, after the swap: it finds other
     # weights, refuses them, and the rung is compiled here from the mapped ones instead.
     with warnings_seen:
@@ -187,10 +187,10 @@ def test_a_worker_never_compiles_weights_replaced_since_the_run_opened_them(ckpt
 def test_weights_rewritten_in_place_during_a_run_are_not_stored(ckpt, tmp_path):
     weights = _weights(ckpt)
     new_bytes = other_weights(weights)
-    cache = cc.CompileCache(tmp_path / "cache")
+    cache = store.CompileCache(tmp_path / "cache")
     # The mapping is shared: the run sees the new bytes from the swap on, under the old key.
     swap = SwapAt(32, lambda: rewrite_in_place(weights, new_bytes))
-    with pytest.warns(cc.CompileCacheWarning, match="changed on disk") as seen:
+    with pytest.warns(store.CompileCacheWarning, match="changed on disk") as seen:
         result = library_run(ckpt, cache, swap)
     assert len(seen) == 1  # once, not once per rung
     jobs = {j["capacity"]: j for j in result.report.compile_jobs}
@@ -212,8 +212,8 @@ def test_weights_rewritten_in_place_during_a_run_are_not_stored(ckpt, tmp_path):
 def test_an_entry_is_written_only_if_the_weights_are_unchanged_at_that_moment(ckpt, tmp_path):
     """The check before the rename: weights rewritten between the lookup and the store."""
     source = resolve_model(str(ckpt))
-    cache = cc.CompileCache(tmp_path / "cache")
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    cache = store.CompileCache(tmp_path / "cache")
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.graphs.spec import GraphSpec
 
     weights = _weights(ckpt)
@@ -225,7 +225,7 @@ def test_an_entry_is_written_only_if_the_weights_are_unchanged_at_that_moment(ck
         return model
 
     object.__setattr__(source, "build_graph", build_then_rewrite)
-    with pytest.warns(cc.CompileCacheWarning, match="changed on disk"):
+    with pytest.warns(store.CompileCacheWarning, match="changed on disk"):
         result = compile_step(
             source, GraphSpec(32, 1, "f32"), CompileOptions("CPU", "f32", cache=cache)
         )
@@ -260,7 +260,7 @@ def test_an_ir_rewritten_during_a_run_is_never_compiled_nor_cached(ir_dir, tmp_p
     data[middle + 1 : middle + 4097 : 2] = bytes(
         b ^ 0x80 for b in data[middle + 1 : middle + 4097 : 2]
     )
-    cache = cc.CompileCache(tmp_path / "cache")
+    cache = store.CompileCache(tmp_path / "cache")
     swap = SwapAt(32, lambda: rewrite_in_place(bin_file, bytes(data)))
     source = resolve_model(str(ir_dir))
     proto = teacher_forced(source.config.vocab_size, 8, 120)
@@ -270,7 +270,7 @@ def test_an_ir_rewritten_during_a_run_is_never_compiled_nor_cached(ir_dir, tmp_p
         proto,
         options=CompileOptions("CPU", "f32", cache=cache),
     )
-    with pytest.warns(cc.CompileCacheWarning, match="changed on disk"):
+    with pytest.warns(store.CompileCacheWarning, match="changed on disk"):
         result = run_ladder(source, settings, swap)
     # The rung after the change is refused (and its foreground retry): the run stops there.
     assert "the IR changed on disk since this run opened it" in str(result.error)
@@ -388,7 +388,7 @@ def test_an_entry_damaged_anywhere_is_recompiled_with_one_line(wide_dir, tmp_pat
 
 def test_old_format_entries_are_plain_misses(tmp_path, capsys, monkeypatch):
     cache = ["--cache-dir", str(tmp_path / "cache")]
-    monkeypatch.setattr(cc, "FORMAT_VERSION", cc.FORMAT_VERSION - 1)
+    monkeypatch.setattr(keys, "FORMAT_VERSION", keys.FORMAT_VERSION - 1)
     run(tmp_path, "old", "tiny", *cache)
     monkeypatch.undo()
     capsys.readouterr()
@@ -549,18 +549,18 @@ def test_a_runs_end_waits_for_the_entry_being_written_and_writes_none_after(tmp_
     never leaves a half-written file; the next run writes again (begin_writes)."""
     import threading
 
-    cache = cc.CompileCache(tmp_path / "cache")
+    cache = store.CompileCache(tmp_path / "cache")
     writing, release = threading.Event(), threading.Event()
 
     def held() -> None:  # asked inside the write, just before the rename
         writing.set()
         release.wait(30)
 
-    def miss(name: str, unsettled=None) -> cc.CacheOutcome:
-        return cc.CacheOutcome("miss", entry=tmp_path / "cache" / f"{name}{cc.SUFFIX}",
-                               unsettled=unsettled)  # fmt: skip
+    def miss(name: str, unsettled=None) -> outcome.CacheOutcome:
+        entry = tmp_path / "cache" / f"{name}{entry_format.SUFFIX}"
+        return outcome.CacheOutcome("miss", entry=entry, unsettled=unsettled)
 
-    first: list[cc.CacheOutcome] = []
+    first: list[outcome.CacheOutcome] = []
     writer = threading.Thread(target=lambda: first.append(cache.store_blob(miss("a", held), b"x")))
     writer.start()
     assert writing.wait(30)
@@ -574,6 +574,6 @@ def test_a_runs_end_waits_for_the_entry_being_written_and_writes_none_after(tmp_
     assert not ended.is_alive() and first[0].stored
     late = cache.store_blob(miss("b"), b"y")
     assert not late.stored and late.note == "not stored: the run had ended"
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [f"a{cc.SUFFIX}"]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [f"a{entry_format.SUFFIX}"]
     cache.begin_writes()
     assert cache.store_blob(miss("c"), b"z").stored

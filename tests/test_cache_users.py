@@ -19,8 +19,8 @@ import pytest
 from cache_checks import assert_one_line_warning, other_weights, warning_lines
 
 from compile_ahead.commands.main import main
-from compile_ahead.runtime.compile import cache as cc
-from compile_ahead.runtime.compile.cache_dirs import user_dir_name
+from compile_ahead.runtime.compile.cache import entry_format
+from compile_ahead.runtime.compile.cache.dirs import user_dir_name
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import wait_until_settled
@@ -66,7 +66,7 @@ def forge(models: tuple[Path, Path], out: Path, monkeypatch, capsys) -> dict[str
     with monkeypatch.context() as patched:
         patched.setattr(ModelSource, "weights_identity", lambda self: a_weights)
         generate(b, ["--cache-dir", str(out)], capsys)
-    forged = {p.name: p for p in out.rglob("*" + cc.SUFFIX)}
+    forged = {p.name: p for p in out.rglob("*" + entry_format.SUFFIX)}
     assert forged
     return forged
 
@@ -92,7 +92,7 @@ def test_another_users_swapped_entry_is_never_imported(
     cache = ["--cache-dir", str(root)]
     first, _ = generate(a, cache, capsys)
     assert states(first) == {"miss"}
-    victims = sorted(p for p in root.rglob("*" + cc.SUFFIX) if not p.name.startswith("."))
+    victims = sorted(p for p in root.rglob("*" + entry_format.SUFFIX) if not p.name.startswith("."))
     assert victims
 
     forged_dir = reachable_tmp / "forged"
@@ -126,7 +126,7 @@ def test_names_another_user_planted_in_a_shared_root_are_never_used(
     root = make_shared_root(reachable_tmp)
     third = reachable_tmp / "third"
     third.mkdir(mode=0o700)
-    precious = third / f"ab{'0' * 62}{cc.SUFFIX}"
+    precious = third / f"ab{'0' * 62}{entry_format.SUFFIX}"
     precious.write_bytes(b"\0" * 2_000_000)
     make = f"ln -s {shlex.quote(str(third))}" if planted == "symlink" else "mkdir -m 0777"
     names = " ".join([*PREFIXES, user_dir_name()])
@@ -199,7 +199,7 @@ def test_entries_and_directories_are_private_whatever_the_umask(umask, tmp_path,
         os.umask(previous)
     assert states(report) == {"miss"}
     entries = files_under(tmp_path / "new")
-    assert [p.suffix for p in entries] == [cc.SUFFIX]
+    assert [p.suffix for p in entries] == [entry_format.SUFFIX]
     assert {stat.S_IMODE(p.stat().st_mode) for p in entries} == {0o600}
     directories = [Path(d) for d, _, _ in os.walk(tmp_path / "new")]
     assert len(directories) == 3  # new/, cache/ and the entry's
@@ -218,7 +218,7 @@ def test_an_entry_that_is_not_this_users_own_is_not_imported(
     control, _ = generate(a, ["--no-cache"], capsys)
     generate(a, cache, capsys)
     forged = forge(models, tmp_path / "forged", monkeypatch, capsys)
-    (entry,) = (p for p in root.rglob("*" + cc.SUFFIX))
+    (entry,) = (p for p in root.rglob("*" + entry_format.SUFFIX))
     shutil.copyfile(forged[entry.name], entry)
     if change == "owner":
         user = request.getfixturevalue("other_user")

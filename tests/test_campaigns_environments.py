@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.environments import (
+from compile_ahead.profiling.campaigns.definition.environments import (
     MARKER,
     ensure_environment,
     environment_dir,
@@ -86,7 +86,7 @@ def test_built_once_then_reused(offline_index: Path, capsys: pytest.CaptureFixtu
 @pytest.mark.slow
 def test_two_processes_build_it_once(offline_index: Path) -> None:
     code = (
-        "from compile_ahead.profiling.campaigns.environments import ensure_environment; "
+        "from compile_ahead.profiling.campaigns.definition.environments import ensure_environment; "
         f"print(ensure_environment({VERSION!r}))"
     )
     procs = [

@@ -19,9 +19,9 @@ from compile_ahead.commands.ab import check_cell
 from compile_ahead.commands.flag_table import parser_flags
 from compile_ahead.commands.parsers import ExactParser
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.spec import load_spec
-from compile_ahead.profiling.campaigns.validation import spec_text
-from compile_ahead.profiling.campaigns.validation.ab_flags import Takes
+from compile_ahead.profiling.campaigns.definition.spec import load_spec
+from compile_ahead.profiling.campaigns.definition.validation import spec_text
+from compile_ahead.profiling.campaigns.definition.validation.ab_flags import Takes
 
 REFUSED_WITHIN_S = 120.0  # a refusal reads the spec and `ab`'s parser: seconds, even under load
 

@@ -12,8 +12,8 @@ from cli import run_cli
 
 from compile_ahead.commands.ab import check_cell
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.spec import load_spec
-from compile_ahead.profiling.campaigns.validation.arms import parse_campaign_arm
+from compile_ahead.profiling.campaigns.definition.spec import load_spec
+from compile_ahead.profiling.campaigns.definition.validation.arms import parse_campaign_arm
 from compile_ahead.profiling.trials.design import make_plan
 
 

@@ -20,9 +20,9 @@ import pytest
 from campaign_helpers import campaign_command, connect, integrity, run, sleep_spec
 from cli import command as cli_command
 
-from compile_ahead.profiling.campaigns.block import BlockTask, run_block
-from compile_ahead.profiling.campaigns.models import model_identity
-from compile_ahead.profiling.trials.compile_kind.experiment import WORKER, export_rungs
+from compile_ahead.profiling.campaigns.execution.block import BlockTask, run_block
+from compile_ahead.profiling.campaigns.execution.models import model_identity
+from compile_ahead.profiling.trials.compile_kind.exported_rungs import WORKER, export_rungs
 
 TIMEOUT_S = 600.0
 

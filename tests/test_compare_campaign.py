@@ -24,8 +24,8 @@ from playwright.sync_api import Page, expect
 
 from compile_ahead.commands.ab import check_cell
 from compile_ahead.commands.main import main
-from compile_ahead.profiling.campaigns.spec import load_spec
-from compile_ahead.profiling.campaigns.store import Store
+from compile_ahead.profiling.campaigns.definition.spec import load_spec
+from compile_ahead.profiling.campaigns.persistence.store import Store
 from compile_ahead.profiling.trials.design import make_plan
 
 TINY_PASSES = TINY_COMPILE + "\n[options]\npass-profile = true\n"

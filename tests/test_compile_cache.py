@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compile_ahead.runtime.compile import cache as cc
+from compile_ahead.commands import cache_options
+from compile_ahead.runtime.compile.cache import entry_format, keys, store
+from compile_ahead.runtime.compile.graph.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.config import RunConfig
@@ -36,11 +37,11 @@ def tiny():
 
 
 @pytest.fixture
-def cache(tmp_path) -> cc.CompileCache:
-    return cc.CompileCache(tmp_path / "compiled")
+def cache(tmp_path) -> store.CompileCache:
+    return store.CompileCache(tmp_path / "compiled")
 
 
-def f32(cache: cc.CompileCache | None, **kw) -> CompileOptions:
+def f32(cache: store.CompileCache | None, **kw) -> CompileOptions:
     return CompileOptions(device="CPU", inference_precision="f32", cache=cache, **kw)
 
 
@@ -53,8 +54,8 @@ def logits(step, cfg, capacity: int = 64, past: int = 5) -> np.ndarray:
     return step.run(np.array([7]), past).logits.copy()
 
 
-def entries(cache: cc.CompileCache) -> list[Path]:
-    return sorted(cache.directory.rglob("*" + cc.SUFFIX))
+def entries(cache: store.CompileCache) -> list[Path]:
+    return sorted(cache.directory.rglob("*" + entry_format.SUFFIX))
 
 
 def test_hit_returns_the_same_logits_as_a_compile(tiny, cache):
@@ -135,7 +136,7 @@ def test_corrupt_entry_is_recompiled_with_a_warning(tiny, cache, damage):
             f.write(b"\xff" * 4096)
     else:
         entry.write_bytes(os.urandom(1000))
-    with pytest.warns(cc.CompileCacheWarning, match="unusable"):
+    with pytest.warns(store.CompileCacheWarning, match="unusable"):
         again = compile_step(tiny, SPEC, f32(cache))
     assert again.cache.state == "miss"
     assert np.array_equal(logits(again.step, tiny.config), reference)
@@ -152,12 +153,12 @@ def _as_format_3(entry: Path, key: str) -> bytes:
     import xxhash
 
     data = entry.read_bytes()
-    trailer_len, _ = cc._FOOTER.unpack(data[-cc._FOOTER.size :])
-    blob = data[: len(data) - cc._FOOTER.size - trailer_len]
+    trailer_len, _ = entry_format.FOOTER.unpack(data[-entry_format.FOOTER.size :])
+    blob = data[: len(data) - entry_format.FOOTER.size - trailer_len]
     trailer = json.dumps(
         {"key": key, "blob_bytes": len(blob), "xxh3_128": xxhash.xxh3_128_hexdigest(blob)}
     )
-    return blob + trailer.encode() + cc._FOOTER.pack(len(trailer), b"CAHEAD01")
+    return blob + trailer.encode() + entry_format.FOOTER.pack(len(trailer), b"CAHEAD01")
 
 
 def test_an_entry_of_the_previous_format_is_a_plain_miss(tiny, cache, monkeypatch):
@@ -165,17 +166,17 @@ def test_an_entry_of_the_previous_format_is_a_plain_miss(tiny, cache, monkeypatc
     compile_step(tiny, SPEC, f32(cache))
     (entry,) = entries(cache)
     with monkeypatch.context() as m:  # where format 3 kept this graph
-        m.setattr(cc, "FORMAT_VERSION", 3)
+        m.setattr(keys, "FORMAT_VERSION", 3)
         options = f32(cache).for_graph(SPEC.kind)  # as compile_step looks it up
-        _, old = cache.lookup(tiny, cc.step_graph_identity(SPEC), options)
+        _, old = cache.lookup(tiny, keys.step_graph_identity(SPEC), options)
     assert old.entry is not None
     old.entry.parent.mkdir(parents=True, exist_ok=True)
-    old.entry.write_bytes(_as_format_3(entry, old.entry.name.removesuffix(cc.SUFFIX)))
+    old.entry.write_bytes(_as_format_3(entry, old.entry.name.removesuffix(entry_format.SUFFIX)))
     if old.entry != entry:
         entry.unlink()
     written = old.entry.read_bytes()
     with warnings.catch_warnings():
-        warnings.simplefilter("error", cc.CompileCacheWarning)  # not an unusable entry
+        warnings.simplefilter("error", store.CompileCacheWarning)  # not an unusable entry
         again = compile_step(tiny, SPEC, f32(cache))
     assert again.cache.state == "miss"
     assert np.array_equal(logits(again.step, tiny.config), reference)
@@ -187,14 +188,14 @@ def test_damage_in_any_chunk_of_an_entry_is_found(tiny, cache, monkeypatch):
     the first, a middle or the last chunk is found, and an undamaged entry hits."""
     import xxhash
 
-    monkeypatch.setattr(cc, "CHUNK_BYTES", 4096)  # a tiny entry in many chunks
+    monkeypatch.setattr(entry_format, "CHUNK_BYTES", 4096)  # a tiny entry in many chunks
     reference = logits(compile_step(tiny, SPEC, f32(None)).step, tiny.config)
     compile_step(tiny, SPEC, f32(cache))
     (entry,) = entries(cache)
     good = entry.read_bytes()
-    trailer_len, _ = cc._FOOTER.unpack(good[-cc._FOOTER.size :])
-    blob_len = len(good) - cc._FOOTER.size - trailer_len
-    digests = json.loads(good[blob_len : blob_len + trailer_len])[cc.CHECKSUM]
+    trailer_len, _ = entry_format.FOOTER.unpack(good[-entry_format.FOOTER.size :])
+    blob_len = len(good) - entry_format.FOOTER.size - trailer_len
+    digests = json.loads(good[blob_len : blob_len + trailer_len])[entry_format.CHECKSUM]
     assert digests == [
         xxhash.xxh3_128_hexdigest(good[i : min(i + 4096, blob_len)])
         for i in range(0, blob_len, 4096)
@@ -203,8 +204,8 @@ def test_damage_in_any_chunk_of_an_entry_is_found(tiny, cache, monkeypatch):
         damaged = bytearray(good)
         damaged[where] ^= 0x01
         entry.write_bytes(damaged)
-        fresh = cc.CompileCache(cache.directory)  # a cache warns once per kind of problem
-        with pytest.warns(cc.CompileCacheWarning, match="checksum"):
+        fresh = store.CompileCache(cache.directory)  # a cache warns once per kind of problem
+        with pytest.warns(store.CompileCacheWarning, match="checksum"):
             again = compile_step(tiny, SPEC, f32(fresh))
         assert again.cache.state == "miss"
         assert np.array_equal(logits(again.step, tiny.config), reference)
@@ -216,8 +217,8 @@ def test_damage_in_any_chunk_of_an_entry_is_found(tiny, cache, monkeypatch):
 def test_unwritable_cache_compiles_with_a_warning(tiny, tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
-    with pytest.warns(cc.CompileCacheWarning, match="could not write"):
-        result = compile_step(tiny, SPEC, f32(cc.CompileCache(blocker / "compiled")))
+    with pytest.warns(store.CompileCacheWarning, match="could not write"):
+        result = compile_step(tiny, SPEC, f32(store.CompileCache(blocker / "compiled")))
     assert result.cache.state == "miss" and result.compile_s > 0
 
 
@@ -255,19 +256,19 @@ def test_a_warm_ladder_run_imports_every_rung(tiny, cache):
 
 
 def test_flags():
-    assert cc.cache_from_flags(no_cache=True) is None
-    default = cc.cache_from_flags()
+    assert cache_options.cache_from_flags(no_cache=True) is None
+    default = cache_options.cache_from_flags()
     assert default is not None
     assert default.directory == Path(os.environ["COMPILE_AHEAD_CACHE_DIR"]) / "compiled"
-    assert cc.cache_from_flags("/x/y").directory == Path("/x/y")
+    assert cache_options.cache_from_flags("/x/y").directory == Path("/x/y")
 
 
 def test_size_cap_drops_the_least_recently_used(tiny, tmp_path):
-    probe = cc.CompileCache(tmp_path / "probe")
+    probe = store.CompileCache(tmp_path / "probe")
     compile_step(tiny, SPEC, f32(probe))
     (entry,) = entries(probe)
     size = entry.stat().st_size
-    capped = cc.CompileCache(tmp_path / "capped", max_bytes=int(2.5 * size))
+    capped = store.CompileCache(tmp_path / "capped", max_bytes=int(2.5 * size))
     specs = [GraphSpec(c, 1, "f32") for c in (16, 32, 48)]
     for spec in specs[:2]:
         assert compile_step(tiny, spec, f32(capped)).cache.state == "miss"
@@ -277,8 +278,8 @@ def test_size_cap_drops_the_least_recently_used(tiny, tmp_path):
     assert compile_step(tiny, specs[2], f32(capped)).cache.state == "miss"
     assert len(entries(capped)) == 2
     assert compile_step(tiny, specs[0], f32(capped)).cache.state == "miss"  # it was dropped
-    tiny_cap = cc.CompileCache(tmp_path / "tiny-cap", max_bytes=size // 2)
-    with pytest.warns(cc.CompileCacheWarning, match="exceeds the compile cache's cap"):
+    tiny_cap = store.CompileCache(tmp_path / "tiny-cap", max_bytes=size // 2)
+    with pytest.warns(store.CompileCacheWarning, match="exceeds the compile cache's cap"):
         result = compile_step(tiny, SPEC, f32(tiny_cap))
     assert result.cache.state == "miss" and "exceed" in (result.cache.note or "")
     assert entries(tiny_cap) == []
@@ -303,31 +304,32 @@ def test_code_identity_covers_every_module_that_shapes_a_graph(tiny, cache, tmp_
     graph-shaping package (also one no list names, or a new one) misses; the ladder does not."""
     import shutil
 
-    runtime = Path(cc.__file__).resolve().parents[1]
+    runtime = Path(keys.__file__).resolve().parents[2]
     copy = tmp_path / "runtime"
     shutil.copytree(runtime, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    assert cc.code_digest(copy) == cc.code_digest(runtime) == cc._code_digest()
+    assert keys.code_digest(copy) == keys.code_digest(runtime) == keys._code_digest()
 
     def edited(path: str, text: str = "\n# edited\n") -> str:
         target = copy / path
         original = target.read_text() if target.exists() else None
         with target.open("a") as f:
             f.write(text)
-        digest = cc.code_digest(copy)
+        digest = keys.code_digest(copy)
         if original is None:
             target.unlink()
         else:
             target.write_text(original)
         return digest
 
-    base = cc.code_digest(copy)
-    shaping = ["graphs/ir_cut.py", "graphs/ir_attention.py", "model/ir_reader.py"]
+    base = keys.code_digest(copy)
+    shaping = ["graphs/ir/cut.py", "graphs/ir/attention.py", "model/ir_reader.py"]
     shaping += ["sources/ir_source.py", "compile/settings/options.py", "graphs/new_module.py"]
+    shaping += ["compile/cache/keys.py", "compile/graph/step_compile.py", "compile/worker/main.py"]
     for module in shaping:
         assert edited(module) != base, module
     assert edited("ladder/runner.py") == base  # what runs graphs, not what they are
 
     compile_step(tiny, SPEC, f32(cache))
     assert compile_step(tiny, SPEC, f32(cache)).cache.state == "hit"
-    monkeypatch.setattr(cc, "_code_digest", lambda: edited("graphs/ir_cut.py"))
+    monkeypatch.setattr(keys, "_code_digest", lambda: edited("graphs/ir/cut.py"))
     assert compile_step(tiny, SPEC, f32(cache)).cache.state == "miss"

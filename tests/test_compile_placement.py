@@ -33,7 +33,7 @@ def _digests(report: dict) -> dict[int, str]:
 def test_a_run_on_cpu_compiles_ahead_in_process_unless_told(tmp_path, monkeypatch):
     """Without --compile-placement a CPU run starts no compile worker (the measured CPU
     default); with --compile-placement worker the same run does."""
-    from compile_ahead.runtime.compile import worker_client
+    from compile_ahead.runtime.compile.worker import client as worker_client
 
     started: list[str] = []
 

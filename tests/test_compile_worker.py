@@ -19,10 +19,10 @@ import pytest
 from compile_ahead.profiling.perfetto.validate import validate_trace
 from compile_ahead.profiling.perfetto.writer import TraceWriter
 from compile_ahead.profiling.traces.worker_phases import write_worker_phases
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import compile_step
-from compile_ahead.runtime.compile.worker_client import CompileWorker, WorkerCompileError
-from compile_ahead.runtime.compile.worker_protocol import WORKER_DOMAIN
+from compile_ahead.runtime.compile.worker.client import CompileWorker, WorkerCompileError
+from compile_ahead.runtime.compile.worker.protocol import WORKER_DOMAIN
 from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name
 from compile_ahead.runtime.sources.base import ReopenSpec
 from compile_ahead.runtime.sources.resolve import reopen
@@ -77,7 +77,7 @@ def _our_workers() -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"compile.worker_main" in cmdline:
+        if b"compile.worker.main" in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -198,7 +198,7 @@ _CHILD = textwrap.dedent(
     import sys, time
     import compile_ahead
     from compile_ahead.runtime.graphs.spec import GraphSpec
-    from compile_ahead.runtime.compile.worker_client import CompileWorker
+    from compile_ahead.runtime.compile.worker.client import CompileWorker
     from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.sources.base import ReopenSpec
 

@@ -10,14 +10,14 @@ import collections
 import pytest
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.compile.settings import options as options_module
 from compile_ahead.runtime.compile.settings.device_defaults import decode_properties
 from compile_ahead.runtime.compile.settings.modes import GraphMode, PlacementKind
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.compile.settings.properties import checked_properties
-from compile_ahead.runtime.compile.step_compile import compile_step
-from compile_ahead.runtime.compile.worker_client import CompileWorker
+from compile_ahead.runtime.compile.worker.client import CompileWorker
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.sources.resolve import resolve_model
 

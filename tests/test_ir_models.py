@@ -215,8 +215,8 @@ def test_concat_free_attention_equals_the_irs_own(ir_exports):
     """The replaced attention against the IR's own SDPA over Concat(past, new), same steps."""
     from compile_ahead.runtime.base.ov_core import core
     from compile_ahead.runtime.compile.settings.options import device_config
-    from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
-    from compile_ahead.runtime.graphs.ir_step import IRStep
+    from compile_ahead.runtime.graphs.ir.cut import build_ir_step_model
+    from compile_ahead.runtime.graphs.ir.step import IRStep
     from compile_ahead.runtime.model.ir_reader import read_ir, stateless
     from compile_ahead.runtime.model.kv_arena import KVArena
 
@@ -255,7 +255,7 @@ def test_prefill_graphs_equal_token_by_token(ir_exports, arch, fmt, shape):
     blocks) against the decode graph token by token: the prompt's last logits and every K/V
     row. Within 1e-4, as the concat-free attention against the IR's own: the sums run in
     another order."""
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 

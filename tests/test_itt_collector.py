@@ -16,7 +16,7 @@ OBSERVE_COMPILE = textwrap.dedent(
     import json, time
     import compile_ahead
     from compile_ahead import itt_collector
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model
@@ -226,7 +226,7 @@ MUTE_INFERENCE = textwrap.dedent(
     import numpy as np
     import compile_ahead
     from compile_ahead import itt_collector
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.resolve import resolve_model

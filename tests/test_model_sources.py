@@ -12,7 +12,8 @@ import pytest
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.presets import PRESETS
-from compile_ahead.runtime.model.weights import SyntheticStore, expected_shapes
+from compile_ahead.runtime.model.synthetic_store import SyntheticStore
+from compile_ahead.runtime.model.weights import expected_shapes
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 

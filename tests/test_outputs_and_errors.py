@@ -351,7 +351,7 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     import signal, sys, threading, time
     import compile_ahead
     from compile_ahead.runtime.graphs.spec import GraphSpec
-    from compile_ahead.runtime.compile.worker_client import CompileWorker
+    from compile_ahead.runtime.compile.worker.client import CompileWorker
     from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.sources.base import ReopenSpec
 

@@ -13,7 +13,7 @@ import pytest
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import helpers_running
-from compile_ahead.profiling.session.compile_profiler import prefill_plan
+from compile_ahead.profiling.session.profile_options import prefill_plan
 from compile_ahead.runtime.compile.settings.device_defaults import (
     PREFILL_CHUNKS,
     default_decode_compile,
@@ -67,7 +67,7 @@ def test_paged_prefill_continues_after_slots_another_graph_filled(tiny_qwen2_dir
     """The paged step's cache blocks are its own: a prompt whose first part the decode graph
     prefilled (a chat's earlier turns) continues from the store's rows, loaded into blocks,
     and gives the logits and K/V rows of token by token."""
-    from compile_ahead.runtime.compile.step_compile import compile_step
+    from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.ladder.prefill import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 
@@ -101,7 +101,7 @@ def test_paged_cache_in_another_precision_than_the_store(tiny_qwen2_dir):
     """The CPU plugin may hold the paged cache in another precision than the one asked for
     (an f16 request computing in bf16 is held in bf16): rows are converted both ways, and the
     prefill matches token by token within that precision's rounding."""
-    from compile_ahead.runtime.graphs.paged_prefill import _convert
+    from compile_ahead.runtime.graphs.ir.paged_prefill import _convert
 
     rows = np.asarray([1.0, -2.5, 3.140625, 0.0009765625], np.float32)  # exact in all three
     bits = _convert(rows, "f32", "bf16")
@@ -376,7 +376,7 @@ def test_prefill_graph_cached_after_the_first_token(tiny_qwen2_dir, tmp_path, sh
     """A prefill graph's cache entry is written once it has served the prompt (not on the way
     to the first token), and the next run imports it. A paged graph is never cached: the
     plugin cannot import its export; the report says so."""
-    from compile_ahead.runtime.compile.step_compile import PAGED_NOT_CACHED
+    from compile_ahead.runtime.compile.graph.step_compile import PAGED_NOT_CACHED
 
     argv = ["run", "--model", str(tiny_qwen2_dir), "--schedule", "i2", "--ladder", "tiny"]
     argv += ["--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "2"]

@@ -64,7 +64,7 @@ def test_entries_are_written_off_the_critical_path(tmp_path):
     foreground compile or to the first decode step's wait, and the report still says stored
     once it is."""
 
-    from compile_ahead.runtime.compile import cache as cc
+    from compile_ahead.runtime.compile.cache import store
     from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.ladder.capacities import Ladder
     from compile_ahead.runtime.ladder.config import RunConfig
@@ -77,7 +77,7 @@ def test_entries_are_written_off_the_critical_path(tmp_path):
     write_s = 3.0  # far above a tiny compile, on a busy machine too
     slow = Faults(store_delay_s=write_s)  # every entry write takes this long
     source = resolve_model("tiny")
-    options = CompileOptions("CPU", "f32", cache=cc.CompileCache(tmp_path / "cache"))
+    options = CompileOptions("CPU", "f32", cache=store.CompileCache(tmp_path / "cache"))
     for prompt_len, shape in ((8, None), (40, "dynamic")):  # token by token; a prefill graph
         proto = teacher_forced(source.config.vocab_size, prompt_len, 4)
         settings = RunConfig(

@@ -97,7 +97,21 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, costs, extra,
     assert not out.exists()
 
 
-def test_without_requests_the_command_refuses_until_it_can_listen():
-    done = serve("--model", "tiny")
+@pytest.mark.parametrize(
+    "argv, flag, mode",
+    [
+        (["--out", "r.json"], "--out", "the request file's replay"),
+        (["--simulate", "c.json"], "--simulate", "the request file's replay"),
+        (["--requests", str(SHORT), "--port", "9"], "--port", "listening"),
+        (["--requests", str(SHORT), "--token-file", "t"], "--token-file", "listening"),
+    ],
+)
+def test_the_other_modes_flags_are_refused_in_one_line(argv, flag, mode):
+    """Without --requests the command listens (the endpoint's tests, test_endpoint_*.py); a
+    replay's flag there, or a server's with --requests, is refused rather than ignored."""
+    done = serve("--model", "tiny", *argv)
     assert done.returncode == 2
-    assert "--requests is required" in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"compile-ahead: error: {flag} is for {mode}"
+        + (" (--requests)" if "replay" in mode else " (no --requests)")
+    ]

@@ -15,7 +15,8 @@ from compile_ahead.runtime.base.user_cache import CACHE_DIR_ENV
 from compile_ahead.runtime.model import synthetic_checkpoint as sc
 from compile_ahead.runtime.model.architecture import config_from_hf
 from compile_ahead.runtime.model.presets import PRESETS
-from compile_ahead.runtime.model.weights import SafetensorsStore, SyntheticStore
+from compile_ahead.runtime.model.safetensors_store import SafetensorsStore
+from compile_ahead.runtime.model.synthetic_store import SyntheticStore
 from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.synthetic import synthetic_source
 

@@ -15,7 +15,7 @@ from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.user_cache import CACHE_DIR_ENV
 from compile_ahead.runtime.model import presets
-from compile_ahead.runtime.model.weights import SafetensorsStore
+from compile_ahead.runtime.model.safetensors_store import SafetensorsStore
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 # The published config.json's torch_dtype of each preset's checkpoint.

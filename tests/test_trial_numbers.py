@@ -316,9 +316,9 @@ def _reads(endpoint, result: dict) -> object:
 
 def _kind_endpoints():
     from compile_ahead.profiling.trials.analysis import Endpoint
-    from compile_ahead.profiling.trials.compile_kind.experiment import compile_endpoints
+    from compile_ahead.profiling.trials.compile_kind.endpoints import compile_endpoints
     from compile_ahead.profiling.trials.compile_kind.passes import PassKey, SelfTimes
-    from compile_ahead.profiling.trials.schedule_kind.experiment import schedule_endpoints
+    from compile_ahead.profiling.trials.schedule_kind.endpoints import schedule_endpoints
     from compile_ahead.profiling.trials.serve_kind.endpoints import serve_endpoints
 
     per_pass = SelfTimes("min").getter(PassKey("M", "p"))

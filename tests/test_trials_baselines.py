@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compile_ahead.commands.main import build_parser
-from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+from compile_ahead.profiling.trials.schedule_kind import tallies as schedule_tallies
 from compile_ahead.profiling.trials.schedule_kind import upstream_trial
 
 
@@ -27,7 +27,7 @@ def test_boundary_tokens_match_the_runtime_keys() -> None:
     assert [e["context"] for e in entries] == [30, 31, 32, 33, 62, 63, 64, 65]
     first = entries[0]
     assert first["step"] == 14 and first["top1"] == tokens[15] and first["rung"] == 32
-    windows = schedule_ab.boundary_windows({"ladder": [32, 64], "boundary_tokens": entries})
+    windows = schedule_tallies.boundary_windows({"ladder": [32, 64], "boundary_tokens": entries})
     assert sorted(windows) == [32, 64]
 
 

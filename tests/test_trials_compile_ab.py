@@ -14,7 +14,7 @@ import pytest
 from compile_ahead.commands.main import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.arms import parse_arm, probe
-from compile_ahead.profiling.trials.compile_kind.experiment import (
+from compile_ahead.profiling.trials.compile_kind.exported_rungs import (
     WORKER,
     export_rungs,
     parse_ladder,
@@ -194,7 +194,7 @@ def test_pairs_must_be_positive() -> None:
 
 def test_arms_do_not_inherit_our_collector(monkeypatch: pytest.MonkeyPatch) -> None:
     import compile_ahead
-    from compile_ahead.profiling.trials.compile_kind.experiment import symmetric_collector_env
+    from compile_ahead.profiling.trials.compile_kind.arms import symmetric_collector_env
 
     monkeypatch.setattr(compile_ahead, "_ITT_COLLECTOR_PATH", "/x/_itt.so")
     monkeypatch.setattr(compile_ahead, "_ITT_ENV_PRESET", False)

@@ -21,13 +21,15 @@ from scipy import stats as scipy_stats
 from compile_ahead.commands.main import build_parser
 from compile_ahead.profiling.trials import power, stats
 from compile_ahead.profiling.trials.analysis import analyse
-from compile_ahead.profiling.trials.compile_kind.experiment import (
+from compile_ahead.profiling.trials.compile_kind.endpoints import (
     NO_COUNTERS_DEFAULT,
+    compile_endpoints,
+    default_endpoint,
+)
+from compile_ahead.profiling.trials.compile_kind.exported_rungs import (
     WORKER,
     MeasureOptions,
-    compile_endpoints,
     counter_module,
-    default_endpoint,
     export_rungs,
 )
 from compile_ahead.profiling.trials.design import make_plan

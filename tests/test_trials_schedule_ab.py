@@ -13,7 +13,8 @@ from fake_schedule_run import FAKE_RUN
 from compile_ahead.commands.main import build_parser
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.pooling import pool_experiments
-from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
+from compile_ahead.profiling.trials.schedule_kind import tallies as schedule_tallies
 from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
 
@@ -72,7 +73,7 @@ def test_readiness_counts_late_successors(tmp_path: Path, command: str) -> None:
 
 
 def test_default_command_runs_compile_ahead_run() -> None:
-    cmd = schedule_ab.run_command("i2", "qwen2.5-0.5b", Ladder((1024, 2048)), 128, 1920)
+    cmd = schedule_arms.run_command("i2", "qwen2.5-0.5b", Ladder((1024, 2048)), 128, 1920)
     assert cmd[1:4] == ("-m", "compile_ahead.commands", "run")
     assert cmd[cmd.index("--schedule") + 1] == "i2" and cmd[cmd.index("--report") + 1] == "{out}"
     assert cmd[cmd.index("--decode-tokens") + 1] == "1920"
@@ -132,14 +133,16 @@ def test_agreement_from_boundary_records_with_top1_lists() -> None:
     control = {"boundaries": [{"from": 1, "to": 2, "top1": [5, 6, 7], "logits_digest": "x"}]}
     same = {"boundaries": [{"from": 1, "to": 2, "top1": [5, 6, 7], "logits_digest": "x"}]}
     other = {"boundaries": [{"from": 1, "to": 2, "top1": [5, 9, 7], "logits_digest": "y"}]}
-    assert schedule_ab.agreement_counts(control, same) == (1, 1, 3, 3, 1, 1)
-    assert schedule_ab.agreement_counts(control, other) == (0, 1, 2, 3, 0, 1)
-    assert schedule_ab.agreement_counts(control, {}) == (0, 0, 0, 0, 0, 0)
+    assert schedule_tallies.agreement_counts(control, same) == (1, 1, 3, 3, 1, 1)
+    assert schedule_tallies.agreement_counts(control, other) == (0, 1, 2, 3, 0, 1)
+    assert schedule_tallies.agreement_counts(control, {}) == (0, 0, 0, 0, 0, 0)
 
 
 def test_eager_boundaries_have_no_deadline() -> None:
     def ready(**record):
-        return schedule_ab._is_ready(BoundaryRecord.from_json({"from": 16, "to": 32, **record}))
+        return schedule_tallies._is_ready(
+            BoundaryRecord.from_json({"from": 16, "to": 32, **record})
+        )
 
     assert ready(ready_margin_s=None, wait_s=0.0) is None
     eager = {"ready": True, "wait_s": 0.0, "decode_left_s": None, "ready_margin_s": None}

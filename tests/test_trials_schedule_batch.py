@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from cli import run_cli
 
-from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
+from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
+from compile_ahead.profiling.trials.schedule_kind import tallies as schedule_tallies
 from compile_ahead.profiling.trials.schedule_kind.batch import ragged_lengths
+from compile_ahead.runtime.ladder.capacities import Ladder
 
 TINY = ["--model", "tiny", "--ladder", "16,32,64,128"]
 
@@ -60,7 +62,7 @@ def test_batch_1_trials_are_the_commands_they_always_were(tmp_path: Path) -> Non
     exp = json.loads((out / "experiment.json").read_text())
     assert "batch" not in exp and "prompt_lens" not in exp, proc.stderr
     assert [a["command"][:3] for a in exp["arms"]] == [["true", "i1", "20"], ["true", "i2", "20"]]
-    cmd = schedule_ab.make_arms(("i1",), "tiny", schedule_ab.Ladder((16, 32)), 8, 10)[0].command
+    cmd = schedule_arms.make_arms(("i1",), "tiny", Ladder((16, 32)), 8, 10)[0].command
     assert "--batch" not in cmd and _option(list(cmd), "--prompt-len") == "8"
 
 
@@ -81,10 +83,10 @@ def test_agreement_is_per_sequence_and_names_a_disagreeing_sequence() -> None:
     other = _result({(s, t): 100 * s + t + (s == 1 and t == 42) for s in range(3)
                      for t in range(40, 44)})  # fmt: skip
     swapped = _result({(s, t): 100 * (2 - s) + t for s in range(3) for t in range(40, 44)})
-    assert schedule_ab.agreement_counts(control, same)[:4] == (3, 3, 12, 12)
-    assert schedule_ab.agreement_counts(control, other)[:4] == (2, 3, 11, 12)
-    assert schedule_ab.agreement_counts(control, swapped)[:4] == (1, 3, 4, 12)
-    tally = schedule_ab.agreement_tally(
+    assert schedule_tallies.agreement_counts(control, same)[:4] == (3, 3, 12, 12)
+    assert schedule_tallies.agreement_counts(control, other)[:4] == (2, 3, 11, 12)
+    assert schedule_tallies.agreement_counts(control, swapped)[:4] == (1, 3, 4, 12)
+    tally = schedule_tallies.agreement_tally(
         {"i1": [control, control], "i2": [same, other], "i3": [other, other]}, "i1"
     )
     assert tally.per_arm["i2"] == (

@@ -14,8 +14,8 @@ import numpy as np
 import openvino as ov
 
 from compile_ahead.runtime.base.precision import f32_to_bf16_bits
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.prefill import choose_prefill

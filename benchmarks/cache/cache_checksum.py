@@ -19,7 +19,7 @@ the check, import_model; so the check's cost reads as a share of the import it g
         [--import-entry ENTRY] [--json out.json]
 
 The compile cache uses the fastest that releases the GIL and reads a mapping in place
-(runtime/compile/cache.py, checksum). Whether a content digest of the weights is worth
+(runtime/compile/cache/store.py, checksum). Whether a content digest of the weights is worth
 memoizing on (inode, ctime) follows from the same figures: a digest reads the whole checkpoint
 once per new identity, at the throughput printed here.
 """
@@ -61,7 +61,7 @@ def _xxhash(name: str) -> Callable[[Subject], object]:
 
 
 def _cache_checksum(subject: Subject) -> object:
-    from compile_ahead.runtime.compile.cache import checksum
+    from compile_ahead.runtime.compile.cache.entry_format import checksum
 
     return checksum(np.frombuffer(subject, np.uint8) if isinstance(subject, bytes) else subject)
 
@@ -96,16 +96,16 @@ def available() -> dict[str, Callable[[Subject], object]]:
 
 
 def import_parts(entry: Path) -> dict[str, float]:
-    """One hit's import of a cache entry, by part, as runtime/compile/cache.py does it."""
+    """One hit's import of a cache entry, by part, as runtime/compile/cache/store.py does it."""
     import openvino as ov
 
     from compile_ahead.runtime.base.ov_core import core
-    from compile_ahead.runtime.compile.cache import _FOOTER, checksum
+    from compile_ahead.runtime.compile.cache.entry_format import FOOTER, checksum
 
     t0 = time.perf_counter()
     mapped = np.memmap(entry, dtype=np.uint8, mode="c")
-    trailer_len, _ = _FOOTER.unpack(bytes(mapped[-_FOOTER.size :]))
-    blob = mapped[: len(mapped) - _FOOTER.size - trailer_len]
+    trailer_len, _ = FOOTER.unpack(bytes(mapped[-FOOTER.size :]))
+    blob = mapped[: len(mapped) - FOOTER.size - trailer_len]
     json.loads(bytes(mapped[len(blob) : len(blob) + trailer_len]))
     t1 = time.perf_counter()
     checksum(blob)

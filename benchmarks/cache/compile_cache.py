@@ -40,10 +40,10 @@ from _shared.models import hf_checkpoint
 from _shared.results import write_result
 
 from compile_ahead.runtime.base.ov_core import core
-from compile_ahead.runtime.compile.cache import CompileCache
+from compile_ahead.runtime.compile.cache.store import CompileCache
+from compile_ahead.runtime.compile.graph.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions, device_config
-from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.decoder import build_step_model
 from compile_ahead.runtime.graphs.decompression import mark_weight_decompression
 from compile_ahead.runtime.graphs.spec import GraphSpec

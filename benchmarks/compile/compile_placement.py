@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 from _shared.common import orders
 
 from compile_ahead.runtime.base.precision import OV_TYPES, STORAGE_DTYPES
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import compile_step
-from compile_ahead.runtime.compile.worker_client import CompileWorker
+from compile_ahead.runtime.compile.worker.client import CompileWorker
 from compile_ahead.runtime.graphs.spec import GraphSpec, past_key_name, past_value_name
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.sources.base import ModelSource

@@ -26,8 +26,8 @@ from _shared.common import orders
 from compile_ahead.runtime.base.measure import rss_bytes
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES, f32_to_bf16_bits
 from compile_ahead.runtime.baselines.cpu_dynamic import compile_dynamic_cpu
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model

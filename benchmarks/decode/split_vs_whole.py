@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 from _shared.common import fresh_json, median, orders
 
 from compile_ahead.runtime.base.measure import rss_bytes
+from compile_ahead.runtime.compile.graph.split_step import WeightParts, compile_attention_core
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.split_step import WeightParts, compile_attention_core
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER
 from compile_ahead.runtime.model.kv_arena import KVArena

@@ -31,7 +31,9 @@ from _shared.results import write_result
 
 from compile_ahead.commands.main import main as cli_main
 from compile_ahead.profiling.trials.analysis import Analysis, analyse
-from compile_ahead.profiling.trials.compile_kind import experiment as compile_ab
+from compile_ahead.profiling.trials.compile_kind.arms import aa_arms
+from compile_ahead.profiling.trials.compile_kind.endpoints import compile_endpoints
+from compile_ahead.profiling.trials.compile_kind.exported_rungs import MeasureOptions
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import load_experiment
 from compile_ahead.profiling.trials.kinds import KINDS
@@ -53,11 +55,11 @@ def analyse_prefix(directory: Path, pairs: int) -> tuple[Analysis, dict]:
     exp = load_experiment(directory, KINDS)
     records = [r for r in load_records(directory) if r.warmup or r.block < pairs]
     plan = make_plan([a["name"] for a in exp["arms"]], pairs, exp["warmup"])
-    measure = compile_ab.MeasureOptions.from_experiment(exp)
-    endpoints = compile_ab.compile_endpoints(
+    measure = MeasureOptions.from_experiment(exp)
+    endpoints = compile_endpoints(
         tuple(exp["ladder"]), exp["pass_profile"], exp["counters"], measure
     )
-    return analyse(records, plan, endpoints, compile_ab.aa_arms(exp["arms"])), exp
+    return analyse(records, plan, endpoints, aa_arms(exp["arms"])), exp
 
 
 def run_ab(argv: list[str]) -> None:
@@ -106,7 +108,7 @@ def aa_runs(setup: Setup, work: Path, tallies: dict) -> None:
                 "--ladder", setup.ladder, "--pairs", str(setup.pairs_1), "--out", str(out),
                 "--quiet", "--no-plot", *setup.ab_args])  # fmt: skip
         analysis, exp = analyse_prefix(out, setup.pairs_1)
-        (aa,) = compile_ab.aa_arms(exp["arms"])
+        (aa,) = aa_arms(exp["arms"])
         for ep in analysis.endpoints:
             t = tallies.setdefault(ep.key, Tally(ep.label))
             judged = analysis.judgements[ep.key].get(aa)

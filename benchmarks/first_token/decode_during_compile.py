@@ -1,7 +1,7 @@
 """Whether decoding on the paged prefill graph while the first rung compiles pays here.
 
 After the first token on the CPU, the runtime waits for the first rung's decode graph
-(`--decode-compile after-prefill`). The paged prefill graph (runtime/graphs/paged_prefill.py)
+(`--decode-compile after-prefill`). The paged prefill graph (runtime/graphs/ir/paged_prefill.py)
 can step one token at a time too, so it could carry decode until the rung is ready. Two arms,
 each in a fresh process, alternating: "wait" compiles the rung and then decodes on it;
 "bridge" compiles it on a thread while decoding on the paged graph, and moves to the rung
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 from _shared.common import fresh_json, median, orders
 from _shared.genai_arms import decode_step, fill_random
 
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.ladder.prefill import choose_prefill
 from compile_ahead.runtime.model.kv_arena import KVArena

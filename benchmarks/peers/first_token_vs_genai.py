@@ -38,9 +38,9 @@ from _shared.common import fresh_json, median, ratio_line, round_order
 from _shared.genai_arms import build_arms, prompt_ids
 from _shared.models import FORMATS, prepare
 
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile, choices
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.ladder.kv_store import make_store
 from compile_ahead.runtime.ladder.prefill import choose_prefill, prefill_chunks
 from compile_ahead.runtime.ladder.schedules import KVPolicy

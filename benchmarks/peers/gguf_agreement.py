@@ -84,6 +84,7 @@ def transformers_greedy(path: Path, prompts: list[list[int]], n: int) -> list:
     model = AutoModelForCausalLM.from_pretrained(
         path.parent, gguf_file=path.name, dtype=torch.float32
     ).eval()
+    torch.set_num_threads(1)  # two threads spin against each other on a shared machine
     out = []
     with torch.no_grad():
         for prompt in prompts:

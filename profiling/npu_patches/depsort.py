@@ -177,7 +177,7 @@ def preset_op_graph(
     from compile_ahead.runtime.graphs.decoder import build_step_model
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.model.presets import PRESETS
-    from compile_ahead.runtime.model.weights import SyntheticStore
+    from compile_ahead.runtime.model.synthetic_store import SyntheticStore
 
     cfg = PRESETS[preset].config
     model = build_step_model(

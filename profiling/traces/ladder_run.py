@@ -31,7 +31,7 @@ from compile_ahead.profiling.perfetto.writer import (
 from compile_ahead.profiling.traces.compile_jobs import Span, emit_nested
 from compile_ahead.profiling.traces.decode_steps import StepSlicer
 from compile_ahead.profiling.traces.worker_phases import write_worker_phases
-from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
+from compile_ahead.runtime.compile.worker.protocol import PhaseSpan
 from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, RunEvents
 
 _COUNTERS = {

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from compile_ahead.profiling.perfetto.writer import TraceWriter, Track
 from compile_ahead.profiling.traces.compile_jobs import Span, emit_nested
-from compile_ahead.runtime.compile.worker_protocol import PhaseSpan
+from compile_ahead.runtime.compile.worker.protocol import PhaseSpan
 
 PHASES_TRACK = "phases"  # the child track name the in-process phases use too
 

@@ -9,7 +9,7 @@ itself is compiled (``compile``):
 
 - in-process: on that thread, in this process (compile_model releases the GIL, so decoding
   goes on);
-- worker: in a compile worker process at idle priority (worker_client.py), which exports the
+- worker: in a compile worker process at idle priority (worker/client.py), which exports the
   compiled graph for this process to import; a graph that cannot be exported (a paged prefill
   graph) compiles in-process.
 
@@ -26,20 +26,17 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import in_background
-from compile_ahead.runtime.compile.cache import (
-    CacheOutcome,
-    Compiled,
-    cached_compile,
-    step_graph_identity,
-)
-from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.cache.keys import step_graph_identity
+from compile_ahead.runtime.compile.cache.outcome import CacheOutcome, Compiled
+from compile_ahead.runtime.compile.cache.store import cached_compile
+from compile_ahead.runtime.compile.graph.result import CompileResult
+from compile_ahead.runtime.compile.graph.step_compile import compile_step, not_exportable
 from compile_ahead.runtime.compile.settings.modes import DEFAULT_COMPILE_TIMEOUT_S, PlacementKind
-from compile_ahead.runtime.compile.step_compile import compile_step, not_exportable
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.compile.worker_client import CompileWorker
-    from compile_ahead.runtime.compile.worker_protocol import Fault, PhaseSpan
+    from compile_ahead.runtime.compile.worker.client import CompileWorker
+    from compile_ahead.runtime.compile.worker.protocol import Fault, PhaseSpan
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 
@@ -130,7 +127,7 @@ class WorkerProcessPlacement(Placement):
     def _in_worker(
         self, spec: GraphSpec, options: CompileOptions, fault: Fault | None, phases: list
     ) -> Compiled:
-        from compile_ahead.runtime.compile.worker_client import CompileWorker
+        from compile_ahead.runtime.compile.worker.client import CompileWorker
 
         if self._worker is None:
             self._worker = CompileWorker(priority="idle")

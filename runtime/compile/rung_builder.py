@@ -3,13 +3,13 @@ run's placement puts background compiles (compile/placements.py), imported from 
 cache when it holds the graph.
 
 The ladder asks for a rung (its graph spec, and whether the compile runs in the background)
-and gets a CompileResult (compile/result.py) whose step is ready to bind; it starts background
+and gets a CompileResult (compile/graph/result.py) whose step is ready to bind; it starts background
 compiles on the placement's threads (``submit``). profile-compile asks the same way.
 
 - whole: the rung's whole step graph (ModelSource.build_graph), compiled or imported;
 - split: the weight parts are compiled once per batch size (``prepare``, or lazily with the
-  first rung of that B; built from weights, compile/split_step.py, or cut from an IR,
-  compile/ir_split_parts.py) and a rung is only its weightless attention core, compiled on
+  first rung of that B; built from weights, compile/graph/split_step.py, or cut from an IR,
+  compile/graph/ir_split_parts.py) and a rung is only its weightless attention core, compiled on
   the calling thread whatever the placement;
 - foreground compiles and retries always compile in this process, on the calling thread.
 """
@@ -20,22 +20,22 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, TypeVar
 
-from compile_ahead.runtime.compile.ir_split_parts import IRWeightParts
+from compile_ahead.runtime.compile.graph.ir_split_parts import IRWeightParts
+from compile_ahead.runtime.compile.graph.result import CompileResult
+from compile_ahead.runtime.compile.graph.split_step import CompiledParts, WeightParts
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.placements import make_placement
-from compile_ahead.runtime.compile.result import CompileResult
 from compile_ahead.runtime.compile.settings.modes import (
     DEFAULT_COMPILE_TIMEOUT_S,
     GraphMode,
     PlacementKind,
 )
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.split_step import CompiledParts, WeightParts
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.sources.ir_source import IRSource
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.cache import CacheOutcome
-    from compile_ahead.runtime.compile.worker_protocol import Fault
+    from compile_ahead.runtime.compile.cache.outcome import CacheOutcome
+    from compile_ahead.runtime.compile.worker.protocol import Fault
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.sources.base import ModelSource
 

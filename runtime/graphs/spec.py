@@ -41,7 +41,7 @@ class GraphSpec:
     # capacity. Its inner shapes follow the data: a CPU path (device_defaults.py), not NPU.
     dynamic: bool = False
     # A prefill graph that is the source's stateful decoder turned into the paged-attention
-    # form LLMPipeline runs (graphs/paged_prefill.py): the plugin's PagedAttention kernel over
+    # form LLMPipeline runs (graphs/ir/paged_prefill.py): the plugin's PagedAttention kernel over
     # the filled slots, K/V in block tensors the step owns. CPU only, like ``dynamic``.
     paged: bool = False
     # Sequences per call (B): past K/V [B, kv, C, hd], each sequence with its own past length.

@@ -31,8 +31,8 @@ class StepOutput:
 
 
 class Step(Protocol):
-    """What drives a compiled step graph (CompiledStep here, graphs/ir_step.py's, the paged
-    prefill step, compile/split_step.py's): a chunk of ids run after ``past_length`` slots."""
+    """What drives a compiled step graph (CompiledStep here, graphs/ir/step.py's, the paged
+    prefill step, compile/graph/split_step.py's): a chunk of ids run after ``past_length`` slots."""
 
     @property
     def spec(self) -> GraphSpec: ...

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.cache import OFF, CacheOutcome
+from compile_ahead.runtime.compile.cache.outcome import OFF, CacheOutcome
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
 from compile_ahead.runtime.ladder.entry_stores import EntryStore, EntryStores
@@ -23,8 +23,8 @@ from compile_ahead.runtime.ladder.faults import FaultInjector
 from compile_ahead.runtime.ladder.reporting.events import RunEvents
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.cache import CompileCache
-    from compile_ahead.runtime.compile.result import CompileResult
+    from compile_ahead.runtime.compile.cache.store import CompileCache
+    from compile_ahead.runtime.compile.graph.result import CompileResult
 
 
 @dataclass

@@ -7,7 +7,7 @@ A compile the run abandoned (still running when the run ended) writes none: its 
 handed over (compile_jobs.CompileJobs). At the end (``finish``) the run writes what still
 waits and waits for every entry being written. Interrupted, it starts none, says on one line
 which it waits for, and a second signal gives them up (the cache removes their temporary
-files, compile/entry_writes.py); each job's record then says what is true: stored, given up
+files, compile/cache/entry_writes.py); each job's record then says what is true: stored, given up
 with nothing left in the cache, or never started.
 """
 
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_ahead import interrupts
-from compile_ahead.runtime.compile.cache import CacheOutcome
-from compile_ahead.runtime.compile.entry_writes import GIVEN_UP
+from compile_ahead.runtime.compile.cache.entry_writes import GIVEN_UP
+from compile_ahead.runtime.compile.cache.outcome import CacheOutcome
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.cache import CompileCache
+    from compile_ahead.runtime.compile.cache.store import CompileCache
 
 NOT_STARTED = "not stored: interrupted before it was written"
 # After a give-up, how long the entries written just before it may take to be reported (their

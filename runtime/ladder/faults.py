@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.compile.worker_protocol import FAULTS
+from compile_ahead.runtime.compile.worker.protocol import FAULTS
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.ladder.capacities import Ladder

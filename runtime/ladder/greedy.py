@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compile_ahead.runtime.compile.cache import CacheOutcome
+from compile_ahead.runtime.compile.cache.outcome import CacheOutcome
 from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.reporting.events import RunEvents
 from compile_ahead.runtime.ladder.reporting.report import RunReport

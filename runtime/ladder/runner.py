@@ -29,7 +29,7 @@ import numpy as np
 
 from compile_ahead.interrupts import deferred, future_result, hold, unhold
 from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
-from compile_ahead.runtime.compile.result import CompileResult
+from compile_ahead.runtime.compile.graph.result import CompileResult
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile, GraphMode
 from compile_ahead.runtime.graphs.spec import GraphSpec

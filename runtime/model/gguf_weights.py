@@ -24,6 +24,7 @@ import numpy as np
 import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.model.file_identity import file_identity, racy_change
 from compile_ahead.runtime.model.gguf_blocks import QUANTIZED, compress
 from compile_ahead.runtime.model.gguf_file import GGUFModel, GGUFTensor
 from compile_ahead.runtime.model.weight_constants import (
@@ -31,12 +32,7 @@ from compile_ahead.runtime.model.weight_constants import (
     GraphConstants,
     array_constant,
 )
-from compile_ahead.runtime.model.weights import (
-    WeightStore,
-    WeightTensor,
-    file_identity,
-    racy_change,
-)
+from compile_ahead.runtime.model.weights import WeightStore, WeightTensor
 
 # llama.cpp's tensor names -> the Hugging Face names of the graphs (a layer's part after
 # ``blk.N.`` -> after ``model.layers.N.``).

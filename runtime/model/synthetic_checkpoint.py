@@ -31,8 +31,9 @@ from compile_ahead.errors import CompileAheadWarning
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES
 from compile_ahead.runtime.base.user_cache import cache_lock, cache_root
 from compile_ahead.runtime.model.architecture import ModelConfig
+from compile_ahead.runtime.model.file_identity import wait_until_settled
 from compile_ahead.runtime.model.presets import PRESETS
-from compile_ahead.runtime.model.weights import SyntheticStore, wait_until_settled
+from compile_ahead.runtime.model.synthetic_store import SyntheticStore
 
 # Bump when SyntheticStore's draws change, so checkpoints of the old values are not reused.
 GENERATOR_VERSION = 1

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.compile.step_compile import compile_step
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder

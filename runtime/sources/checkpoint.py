@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.architecture import load_config
-from compile_ahead.runtime.model.weights import SafetensorsStore, check_weights, checkpoint_files
+from compile_ahead.runtime.model.safetensors_store import SafetensorsStore, checkpoint_files
+from compile_ahead.runtime.model.weights import check_weights
 from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 
 if TYPE_CHECKING:
     import openvino as ov
 
-    from compile_ahead.runtime.graphs.paged_prefill import PagedPrefillStep
+    from compile_ahead.runtime.graphs.ir.paged_prefill import PagedPrefillStep
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.graphs.step import CompiledStep
 
@@ -26,7 +27,7 @@ class CheckpointSource(ModelSource):
         from compile_ahead.runtime.graphs.decoder import build_step_model
 
         if spec.paged:
-            from compile_ahead.runtime.graphs.paged_prefill import paged_prefill_model
+            from compile_ahead.runtime.graphs.ir.paged_prefill import paged_prefill_model
             from compile_ahead.runtime.graphs.stateful import build_stateful_model
 
             return paged_prefill_model(build_stateful_model(self.config, self.weights))
@@ -36,7 +37,7 @@ class CheckpointSource(ModelSource):
         self, compiled: ov.CompiledModel, spec: GraphSpec
     ) -> CompiledStep | PagedPrefillStep:
         if spec.paged:
-            from compile_ahead.runtime.graphs.paged_prefill import PagedPrefillStep
+            from compile_ahead.runtime.graphs.ir.paged_prefill import PagedPrefillStep
 
             return PagedPrefillStep(compiled, spec, self.config.num_layers)
         from compile_ahead.runtime.graphs.step import CompiledStep

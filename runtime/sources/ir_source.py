@@ -12,20 +12,16 @@ from typing import Any, ClassVar
 import openvino as ov
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.graphs.ir_cut import build_ir_step_model
-from compile_ahead.runtime.graphs.ir_split import cut_weights
-from compile_ahead.runtime.graphs.ir_step import IRStep
-from compile_ahead.runtime.graphs.paged_prefill import PagedPrefillStep, paged_prefill_model
+from compile_ahead.runtime.graphs.ir.cut import build_ir_step_model
+from compile_ahead.runtime.graphs.ir.paged_prefill import PagedPrefillStep, paged_prefill_model
+from compile_ahead.runtime.graphs.ir.split import cut_weights
+from compile_ahead.runtime.graphs.ir.step import IRStep
 from compile_ahead.runtime.graphs.spec import GraphSpec
+from compile_ahead.runtime.model.file_identity import file_identity, racy_change
 from compile_ahead.runtime.model.ir_files import IRFiles, locate_ir
 from compile_ahead.runtime.model.ir_reader import ir_config, read_ir, sliding_window, stateless
 from compile_ahead.runtime.model.ir_weights import WeightFormat, weight_format
-from compile_ahead.runtime.model.weights import (
-    WeightStore,
-    WeightTensor,
-    file_identity,
-    racy_change,
-)
+from compile_ahead.runtime.model.weights import WeightStore, WeightTensor
 from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 
 
@@ -48,8 +44,8 @@ class NoWeightStore(WeightStore):
 
 @dataclass(frozen=True)
 class IRSource(ModelSource):
-    """A stateful decoder IR: cut per rung (graphs/ir_cut.py) and driven by graphs/ir_step.py,
-    or split at its attentions (graphs/ir_split.py); never rebuilt."""
+    """A stateful decoder IR: cut per rung (graphs/ir/cut.py) and driven by graphs/ir/step.py,
+    or split at its attentions (graphs/ir/split.py); never rebuilt."""
 
     files: IRFiles | None = None
     weight_format: WeightFormat = field(default_factory=lambda: WeightFormat(()))
@@ -65,7 +61,7 @@ class IRSource(ModelSource):
     built_from_weights: ClassVar[bool] = False
 
     def build_graph(self, spec: GraphSpec) -> ov.Model:
-        """The IR read, made stateless and cut to one rung (graphs/ir_cut.py), never rebuilt."""
+        """The IR read, made stateless and cut to one rung (graphs/ir/cut.py), never rebuilt."""
         self.check_capacity(spec.capacity, spec.chunk)
         if spec.paged:  # the IR as exported, in paged-attention form
             return paged_prefill_model(self._read())
@@ -74,7 +70,7 @@ class IRSource(ModelSource):
 
     def split_weights(self, batch: int, kv_precision: str) -> ov.Model:
         """The IR's weight side for ``batch`` sequences, every attention cut out; its parts
-        are graphs/ir_split.py's weight_part."""
+        are graphs/ir/split.py's weight_part."""
         model, kv = stateless(self._read(), self._where)
         return cut_weights(model, kv, self.config, batch, kv_precision, self._where)
 

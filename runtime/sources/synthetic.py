@@ -16,7 +16,7 @@ from compile_ahead.runtime.model.synthetic_checkpoint import (
     ensure_checkpoint,
     synthetic_identity,
 )
-from compile_ahead.runtime.model.weights import SyntheticStore
+from compile_ahead.runtime.model.synthetic_store import SyntheticStore
 from compile_ahead.runtime.sources.base import ModelSource, ReopenSpec
 from compile_ahead.runtime.sources.checkpoint import CheckpointSource, load_checkpoint
 

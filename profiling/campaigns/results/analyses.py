@@ -22,7 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.profiling.campaigns.cells import CellRun, cell_runs
+from compile_ahead.profiling.campaigns.definition.spec import block_flags
+from compile_ahead.profiling.campaigns.persistence.cells import CellRun, cell_runs
+from compile_ahead.profiling.campaigns.persistence.store import Store
 from compile_ahead.profiling.campaigns.results.history import (
     PassMove,
     WallPanel,
@@ -30,8 +32,6 @@ from compile_ahead.profiling.campaigns.results.history import (
     pass_moves,
     wall_panels,
 )
-from compile_ahead.profiling.campaigns.spec import block_flags
-from compile_ahead.profiling.campaigns.store import Store
 from compile_ahead.profiling.results_format.campaign import SUMMARY_JSON, read_summary
 from compile_ahead.profiling.results_format.experiment import load_experiment
 from compile_ahead.profiling.results_format.records import load_records

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass
 from itertools import pairwise
 
-from compile_ahead.profiling.campaigns.cells import CellRun
+from compile_ahead.profiling.campaigns.persistence.cells import CellRun
 from compile_ahead.profiling.trials.compile_kind import passes as pass_ab
-from compile_ahead.profiling.trials.compile_kind.experiment import MeasureOptions
+from compile_ahead.profiling.trials.compile_kind.exported_rungs import MeasureOptions
 from compile_ahead.profiling.trials.compile_kind.passes import PassAnalysis, RankedPass
 from compile_ahead.profiling.trials.design import Plan
 from compile_ahead.profiling.trials.experiment import ExperimentAnalysis

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from compile_ahead.profiling.campaigns.block import AB_DIR
-from compile_ahead.profiling.campaigns.fingerprint import describe
+from compile_ahead.profiling.campaigns.definition.validation.arms import release_of
+from compile_ahead.profiling.campaigns.execution.block import AB_DIR
+from compile_ahead.profiling.campaigns.execution.fingerprint import describe
+from compile_ahead.profiling.campaigns.persistence.store import Store
 from compile_ahead.profiling.campaigns.results.analyses import (
     REPORT_JSON,
     CampaignAnalysis,
@@ -20,8 +22,6 @@ from compile_ahead.profiling.campaigns.results.analyses import (
     from_report,
     from_store,
 )
-from compile_ahead.profiling.campaigns.store import Store
-from compile_ahead.profiling.campaigns.validation.arms import release_of
 from compile_ahead.profiling.compare import experiment_page
 from compile_ahead.profiling.compare import html as h
 from compile_ahead.profiling.compare.campaign import (

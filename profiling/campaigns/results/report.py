@@ -25,7 +25,8 @@ from compile_ahead.output.atomic import write_bytes_atomic, writing
 from compile_ahead.output.checks import check_replaceable_dir, mark_output_dir
 from compile_ahead.output.dirs import make_staging_dir, publish_dir
 from compile_ahead.output.format_version import stamped
-from compile_ahead.profiling.campaigns.fingerprint import describe
+from compile_ahead.profiling.campaigns.execution.fingerprint import describe
+from compile_ahead.profiling.campaigns.persistence.store import Store
 from compile_ahead.profiling.campaigns.results import history, plots
 from compile_ahead.profiling.campaigns.results.analyses import (
     REPORT_JSON,
@@ -36,7 +37,6 @@ from compile_ahead.profiling.campaigns.results.analyses import (
     from_store,
 )
 from compile_ahead.profiling.campaigns.results.page import render
-from compile_ahead.profiling.campaigns.store import Store
 from compile_ahead.profiling.compare.sources import PAGE_NAME
 from compile_ahead.profiling.trials.experiment import save_experiment, write_analysis
 from compile_ahead.profiling.trials.report import fmt_number, table_row

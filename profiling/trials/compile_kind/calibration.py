@@ -19,7 +19,7 @@ from pathlib import Path
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.atomic import writing
 from compile_ahead.profiling.trials.analysis import Analysis
-from compile_ahead.profiling.trials.compile_kind.experiment import ArmExtras
+from compile_ahead.profiling.trials.compile_kind.arms import ArmExtras
 from compile_ahead.profiling.trials.compile_kind.trial_values import rung_value
 from compile_ahead.profiling.trials.design import TrialSlot
 from compile_ahead.profiling.trials.report import fmt_number, fmt_pct, table_row

@@ -9,7 +9,13 @@ from pathlib import Path
 from types import MappingProxyType
 
 from compile_ahead.profiling.trials.analysis import analyse
-from compile_ahead.profiling.trials.compile_kind import calibration, experiment, passes
+from compile_ahead.profiling.trials.compile_kind import calibration, passes
+from compile_ahead.profiling.trials.compile_kind.arms import aa_arms
+from compile_ahead.profiling.trials.compile_kind.endpoints import (
+    compile_endpoints,
+    default_endpoint,
+)
+from compile_ahead.profiling.trials.compile_kind.exported_rungs import MeasureOptions
 from compile_ahead.profiling.trials.design import Plan
 from compile_ahead.profiling.trials.experiment import ExperimentAnalysis
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
@@ -23,13 +29,13 @@ class CompileKind:
     def analyse(
         self, exp: dict, records: list[TrialRecord], plan: Plan, arms: list[Arm]
     ) -> ExperimentAnalysis:
-        measure = experiment.MeasureOptions.from_experiment(exp)
-        aa = experiment.aa_arms(exp["arms"])
-        endpoints = experiment.compile_endpoints(
+        measure = MeasureOptions.from_experiment(exp)
+        aa = aa_arms(exp["arms"])
+        endpoints = compile_endpoints(
             tuple(exp["ladder"]), exp["pass_profile"], exp["counters"], measure
         )
         analysis = analyse(records, plan, endpoints, aa)
-        analysis.headline, analysis.headline_rule = experiment.default_endpoint(analysis)
+        analysis.headline, analysis.headline_rule = default_endpoint(analysis)
         per_pass = None
         if exp["pass_profile"]:
             per_pass = passes.analyse_passes(records, plan, measure.statistic, aa)

@@ -19,13 +19,11 @@ from compile_ahead.profiling.trials.arms import (
     check_arm_properties,
     probe,
 )
+from compile_ahead.profiling.trials.compile_kind import arms as compile_arms
 from compile_ahead.profiling.trials.compile_kind import calibration
-from compile_ahead.profiling.trials.compile_kind import experiment as compile_ab
-from compile_ahead.profiling.trials.compile_kind.experiment import (
-    ArmExtras,
-    ExportedRungs,
-    MeasureOptions,
-)
+from compile_ahead.profiling.trials.compile_kind import exported_rungs as compile_rungs
+from compile_ahead.profiling.trials.compile_kind.arms import ArmExtras
+from compile_ahead.profiling.trials.compile_kind.exported_rungs import ExportedRungs, MeasureOptions
 from compile_ahead.profiling.trials.compile_kind.kind import COMPILE
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import report_experiment, run_experiment
@@ -116,18 +114,18 @@ def run_compile_experiment(
         check_arm_properties(spec, c.device, timeout)
         probe(spec, c.device, timeout)  # its OpenVINO compiles for the device
     out = out_dir()
-    base_config, kv_precision = compile_ab.default_config(c.device)
-    with compile_ab.IRDirectory(c.ir_dir, keep=False) as ir_dir:
+    base_config, kv_precision = compile_arms.default_config(c.device)
+    with compile_rungs.IRDirectory(c.ir_dir, keep=False) as ir_dir:
         with _no_results_on_refusal(out):
             mark_output_dir(out)
             print(f"exporting {len(c.ladder)} rung graph(s) to {ir_dir} ...", file=sys.stderr)
-            exported = compile_ab.export_rungs(
+            exported = compile_rungs.export_rungs(
                 c.model, c.ladder, kv_precision, ir_dir, c.shapes, c.synthetic_dtype
             )
         if before is not None:
             arms_plan = before(exported, base_config, out)
         plan = make_plan([s.name for s in arms_plan.specs], d.pairs, d.warmup, d.first_block)
-        arms, labels = compile_ab.make_arms(
+        arms, labels = compile_arms.make_arms(
             arms_plan.specs, exported, c.device, base_config, c.pass_profile, out,
             c.counters, probe_timeout_s=d.timeout_s, measure=c.measure,
             extras=arms_plan.extras,
@@ -192,7 +190,7 @@ def with_aa(specs: list[ArmSpec], aa: bool) -> ArmPlan:
     """The arms as given, with ``aa`` the control again as the second arm."""
     if not aa:
         return ArmPlan(list(specs))
-    copy, extras = compile_ab.aa_copy(specs[0])
+    copy, extras = compile_arms.aa_copy(specs[0])
     if copy.name in {s.name for s in specs}:
         raise CompileAheadError(f"--aa: an arm is already named {copy.name}")
     return ArmPlan([specs[0], copy, *specs[1:]], {copy.name: extras})
@@ -207,7 +205,7 @@ def run_calibrate(run: CompileRun, cal: Calibration, out_dir: Callable[[], Path]
     placeholder = dataclasses.replace(control, name=delta_name)
 
     def before(exported: ExportedRungs, base_config: dict, out: Path) -> ArmPlan:
-        arms, _ = compile_ab.make_arms(
+        arms, _ = compile_arms.make_arms(
             [control], exported, c.device, base_config, c.pass_profile, out,
             c.counters, probe_timeout_s=d.timeout_s, measure=c.measure,
         )  # fmt: skip

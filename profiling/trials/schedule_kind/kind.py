@@ -12,7 +12,10 @@ from compile_ahead.profiling.trials.analysis import analyse
 from compile_ahead.profiling.trials.design import Plan
 from compile_ahead.profiling.trials.experiment import ExperimentAnalysis
 from compile_ahead.profiling.trials.runner import Arm, TrialRecord
-from compile_ahead.profiling.trials.schedule_kind import baselines, experiment
+from compile_ahead.profiling.trials.schedule_kind import baselines
+from compile_ahead.profiling.trials.schedule_kind.endpoints import schedule_endpoints
+from compile_ahead.profiling.trials.schedule_kind.labels import arm_labels, devices, model_label
+from compile_ahead.profiling.trials.schedule_kind.tallies import add_tallies
 
 
 class ScheduleKind:
@@ -23,16 +26,16 @@ class ScheduleKind:
     ) -> ExperimentAnalysis:
         ladder = tuple(exp["ladder"])
         batch = exp.get("batch", 1)  # absent: a batch-1 experiment
-        analysis = analyse(records, plan, experiment.schedule_endpoints(ladder, batch))
-        experiment.add_tallies(analysis, records)
+        analysis = analyse(records, plan, schedule_endpoints(ladder, batch))
+        add_tallies(analysis, records)
         context = {
-            "model": experiment.model_label(records),
-            "devices": experiment.devices(records),
+            "model": model_label(records),
+            "devices": devices(records),
             "workload": _workload(exp, ladder),
             "control": plan.arms[0],
             **baselines.describe(plan.arms),
         }
-        labels = experiment.arm_labels(records)
+        labels = arm_labels(records)
         title = f"Schedule A/B: {' vs '.join(plan.arms)}"
         return ExperimentAnalysis(self, analysis, None, arms, context, labels, "schedule_ab", title)
 

@@ -10,8 +10,8 @@ from compile_ahead.output.checks import mark_output_dir
 from compile_ahead.profiling.trials.design import make_plan
 from compile_ahead.profiling.trials.experiment import report_experiment, run_experiment
 from compile_ahead.profiling.trials.run_options import DesignOptions
+from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
 from compile_ahead.profiling.trials.schedule_kind import baselines
-from compile_ahead.profiling.trials.schedule_kind import experiment as schedule_ab
 from compile_ahead.profiling.trials.schedule_kind.kind import SCHEDULE
 from compile_ahead.runtime.ladder.capacities import Ladder
 
@@ -44,7 +44,7 @@ def run_schedule_experiment(trials: ScheduleTrials, design: DesignOptions, out: 
     if trials.upstream:
         baselines.require_upstream()
     plan = make_plan(trials.schedules, design.pairs, design.warmup, design.first_block)
-    arms = schedule_ab.make_arms(
+    arms = schedule_arms.make_arms(
         trials.schedules, trials.model, trials.ladder, trials.prompt_len, trials.decode_tokens,
         trials.template, trials.run_flags, trials.model_flags, trials.prompt_lens,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The placeholders an `ab schedule --command` template may use (experiment.py fills them),
+"""The placeholders an `ab schedule --command` template may use (arms.py fills them),
 in a module of their own: the command-line parser names them in its help without loading the
 experiment's analysis."""
 

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--synthetic-dtype", default=None, help="as `compile-ahead run` takes it")
     trial = UpstreamTrial(**vars(p.parse_args(argv)))
 
-    from compile_ahead.profiling.trials.compile_kind.experiment import parse_ladder
+    from compile_ahead.profiling.trials.compile_kind.exported_rungs import parse_ladder
     from compile_ahead.runtime.baselines.npuw import compile_npuw
     from compile_ahead.runtime.ladder.run_protocol import teacher_forced
     from compile_ahead.runtime.sources.resolve import resolve_model

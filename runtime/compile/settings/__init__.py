@@ -5,4 +5,5 @@ device_defaults  what a run uses when not told, chosen per device from paired me
 options          how a graph is compiled: device, precisions, OpenVINO properties, cache
 properties       OpenVINO compile properties given by the user (``--ov-config KEY=VALUE``)
 property_facts   what an OpenVINO installation says about a device and a set of properties
+devices          whether a device can be compiled for here (no meta-device, a plugin, a compile)
 """

@@ -61,7 +61,7 @@ class PrefillDefault:
         return PREFILL_CHUNKS[self.shape]
 
 
-# CPU: the paged prefill graph (graphs/paged_prefill.py: the model in the paged-attention form
+# CPU: the paged prefill graph (graphs/ir/paged_prefill.py: the model in the paged-attention form
 # LLMPipeline runs), from 32 prompt tokens on. Paired against LLMPipeline's warm time to first
 # token on the same IRs (qwen2.5-0.5b shapes, FP16/INT8/INT4, C=4096, 3800 prompt tokens;
 # benchmarks/peers/first_token_vs_genai.py --prefill-shapes dynamic): paged 0.99-1.03x, the dynamic

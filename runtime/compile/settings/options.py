@@ -18,7 +18,7 @@ from compile_ahead.runtime.base.precision import (
 from compile_ahead.runtime.compile.settings.device_defaults import decode_properties
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.compile.cache import CompileCache
+    from compile_ahead.runtime.compile.cache.store import CompileCache
 
 
 @dataclass(frozen=True)
