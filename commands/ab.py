@@ -1,4 +1,4 @@
-"""`compile-ahead ab compile|schedule|baselines`: paired, counterbalanced A/B trials.
+"""`compile-ahead ab compile|schedule|baselines|serve`: paired, counterbalanced A/B trials.
 
 The experiments' engine and analysis (numpy among what they load) are imported by the
 functions that run them, not here: building the command-line parser must stay light.
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from compile_ahead.commands import ab_options
+from compile_ahead.commands import ab_options, ab_serve
 from compile_ahead.commands.flag_table import parser_flags, subcommand
 from compile_ahead.commands.options import (
     add_graph_option,
@@ -131,7 +131,7 @@ def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> N
 def register(subparsers: argparse._SubParsersAction) -> None:
     ab = subparsers.add_parser(
         "ab",
-        help="paired, counterbalanced A/B trials (compile time, schedules)",
+        help="paired, counterbalanced A/B trials (compile time, schedules, serving policies)",
         description="Paired A/B trials: each trial a fresh process, AB/BA or Williams order, "
         "paired-t 95% CIs and exact sign-flip p-values.",
     )
@@ -153,6 +153,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _schedule_options(b, default_arms="npuw-b1,npuw-b0,genai,i2,i3")
     b.set_defaults(func=run_baselines)
+    ab_serve.register(kinds, _common)
     _register_report(kinds)
 
 
