@@ -137,7 +137,7 @@ def serve_trials(args: argparse.Namespace, policies: tuple[str, ...]) -> ServeTr
     """The trials' grid, trace and `serve` flags, each checked once here."""
     from compile_ahead.commands.serve import KV_MODES, memory_budget, parse_goodput
     from compile_ahead.profiling.trials.serve_kind.run import ServeTrials
-    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
     from compile_ahead.runtime.serving.buckets import Grid, parse_sizes
 
     grid = Grid.of(parse_sizes(args.buckets, "--buckets"), Ladder.parse(args.ladder).rungs)
