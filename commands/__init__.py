@@ -3,5 +3,5 @@
 
 ``main`` is the `compile-ahead` dispatcher and ``profile_compile`` the `profile-compile`
 command; ``running`` is how every command runs; ``options`` the flags several commands share
-and the run configuration they give (runtime/ladder/config.py).
+and the run configuration they give (runtime/ladder/settings/config.py).
 """

@@ -1,4 +1,4 @@
-"""`compile-ahead ab compile|schedule|baselines`: paired, counterbalanced A/B trials.
+"""`compile-ahead ab compile|schedule|baselines|serve`: paired, counterbalanced A/B trials.
 
 The experiments' engine and analysis (numpy among what they load) are imported by the
 functions that run them, not here: building the command-line parser must stay light.
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from compile_ahead.commands import ab_options
+from compile_ahead.commands import ab_options, ab_serve
 from compile_ahead.commands.flag_table import parser_flags, subcommand
 from compile_ahead.commands.options import (
     add_graph_option,
@@ -43,12 +43,12 @@ from compile_ahead.profiling.trials.runner import DEFAULT_TRIAL_TIMEOUT_S
 from compile_ahead.profiling.trials.schedule_kind import batch as schedule_batch
 from compile_ahead.profiling.trials.schedule_kind.baselines import BASELINES
 from compile_ahead.profiling.trials.schedule_kind.template import TEMPLATE_KEYS
-from compile_ahead.runtime.ladder.batch_bound import check_batch_size
-from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.batch_bound import check_batch_size
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
 if TYPE_CHECKING:
     from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
-    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
 
 
 def _common(p: argparse.ArgumentParser, pairs: int) -> None:
@@ -131,7 +131,7 @@ def _schedule_options(s: argparse.ArgumentParser, default_arms: str | None) -> N
 def register(subparsers: argparse._SubParsersAction) -> None:
     ab = subparsers.add_parser(
         "ab",
-        help="paired, counterbalanced A/B trials (compile time, schedules)",
+        help="paired, counterbalanced A/B trials (compile time, schedules, serving policies)",
         description="Paired A/B trials: each trial a fresh process, AB/BA or Williams order, "
         "paired-t 95% CIs and exact sign-flip p-values.",
     )
@@ -153,6 +153,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _schedule_options(b, default_arms="npuw-b1,npuw-b0,genai,i2,i3")
     b.set_defaults(func=run_baselines)
+    ab_serve.register(kinds, _common)
     _register_report(kinds)
 
 
@@ -266,7 +267,7 @@ def _schedule_trials(args: argparse.Namespace, schedules: tuple[str, ...]) -> Sc
     defaults resolved here so every trial gets the same. A --command template says its own
     flags (its trials need not run this OpenVINO)."""
     from compile_ahead.profiling.trials.schedule_kind.run import ScheduleTrials
-    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
+    from compile_ahead.runtime.ladder.settings.config import Prompt, RunConfig
 
     upstream = [a for a in schedules if a in BASELINES]
     if upstream and (args.ov_config or args.ov_config_file):
@@ -298,7 +299,7 @@ def _batch(
 ) -> tuple[int, tuple[int, ...]]:
     """B and each sequence's prompt length (schedule_kind/batch.py), the arms checked to
     decode B sequences."""
-    from compile_ahead.runtime.ladder.config import default_prompt_len
+    from compile_ahead.runtime.ladder.settings.config import default_prompt_len
 
     if args.batch is not None:
         check_batch_size(args.batch)  # before B lengths are made
@@ -346,7 +347,7 @@ def _run_flags(args: argparse.Namespace, config: RunConfig) -> tuple[str, ...]:
 def _lengths(lengths: tuple[int, ...], decode_tokens: int | None, ladder: Ladder) -> int:
     """The trials' decode length (default: up to the top rung from the longest prompt): every
     trial decodes them all, every sequence below the top."""
-    from compile_ahead.runtime.ladder.config import check_prompt_fits
+    from compile_ahead.runtime.ladder.settings.config import check_prompt_fits
 
     for length in lengths:
         check_prompt_fits(length, ladder)

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.ladder.batch_bound import MAX_BATCH, check_batch_size
+from compile_ahead.runtime.ladder.settings.batch_bound import MAX_BATCH, check_batch_size
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.ladder.config import Prompt
+    from compile_ahead.runtime.ladder.settings.config import Prompt
 
 # A --prompts line of token ids: non-negative integers separated by spaces or commas (a
 # trailing comma allowed). A line of nothing but digits, signs, commas, semicolons and blanks
@@ -79,7 +79,7 @@ def read_prompts_file(path: Path) -> tuple[Prompt, ...]:
     """--prompts FILE: a prompt per non-blank line (a regular file of at most
     PROMPTS_MAX_BYTES and MAX_BATCH prompts), each naming its line in its refusals."""
     from compile_ahead.output.input_files import read_input_text
-    from compile_ahead.runtime.ladder.config import Prompt
+    from compile_ahead.runtime.ladder.settings.config import Prompt
 
     text = read_input_text(path, f"--prompts {path}", PROMPTS_MAX_BYTES)
     prompts: list[Prompt] = []
@@ -139,7 +139,7 @@ def batch_from_args(args: argparse.Namespace) -> dict[str, Any]:
     repeated, --prompt-len 16,40, --prompts FILE) give one per sequence, and B must match.
     """
     from compile_ahead.commands.text_option import text_prompts
-    from compile_ahead.runtime.ladder.config import Prompt
+    from compile_ahead.runtime.ladder.settings.config import Prompt
 
     check_one_way(args)
     batch = getattr(args, "batch", None)

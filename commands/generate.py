@@ -20,11 +20,11 @@ from compile_ahead.commands.options import (
 from compile_ahead.interrupts import deferred
 from compile_ahead.runtime.base.measure import now_ns
 from compile_ahead.runtime.compile.settings.modes import GraphMode
-from compile_ahead.runtime.ladder.schedules import get_schedule
+from compile_ahead.runtime.ladder.settings.schedules import get_schedule
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
     from compile_ahead.runtime.ladder.greedy import Generation
+    from compile_ahead.runtime.ladder.settings.config import RunConfig, SettledRun
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,7 +73,7 @@ def generate_config(args: argparse.Namespace, started_ns: int) -> RunConfig:
     graphs; the prompt's last logits give the first token, so one decode step fewer."""
     # The run's configuration loads OpenVINO: imported here, so that building the parser does
     # not (run() has loaded it already).
-    from compile_ahead.runtime.ladder.config import FittedRung, RunConfig
+    from compile_ahead.runtime.ladder.settings.config import FittedRung, RunConfig
 
     prompts = tuple(
         replace(p, stop_at_eos=args.stop_at_eos) for p in batch_from_args(args)["prompts"]
@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     # not; before the clock starts, so that startup_s leaves them out as it did; a signal
     # meanwhile acted on after them, as during the parser's imports.
     with deferred():
-        from compile_ahead.runtime.ladder.config import Prompt
         from compile_ahead.runtime.ladder.greedy import generate
+        from compile_ahead.runtime.ladder.settings.config import Prompt
 
     started = now_ns()  # first_token_s counts from the command's start
     config = generate_config(args, started)

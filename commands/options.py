@@ -34,13 +34,13 @@ from compile_ahead.runtime.compile.settings.modes import (
     PrefillShape,
     choices,
 )
-from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
-from compile_ahead.runtime.ladder.faults import Faults
-from compile_ahead.runtime.ladder.schedules import get_schedule
+from compile_ahead.runtime.ladder.settings.capacities import NAMED_LADDERS, Ladder
+from compile_ahead.runtime.ladder.settings.faults import Faults
+from compile_ahead.runtime.ladder.settings.schedules import get_schedule
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.ladder.config import AutoLadder, RunConfig
+    from compile_ahead.runtime.ladder.settings.config import AutoLadder, RunConfig
     from compile_ahead.runtime.sources.base import ModelSource
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
@@ -378,7 +378,7 @@ def add_fault_options(p: argparse.ArgumentParser) -> None:
 
 def ladder_choice(args: argparse.Namespace) -> Ladder | AutoLadder:
     """--ladder (and --max-context, only with auto)."""
-    from compile_ahead.runtime.ladder.config import AutoLadder
+    from compile_ahead.runtime.ladder.settings.config import AutoLadder
 
     max_context = getattr(args, "max_context", None)
     if args.ladder == AUTO_LADDER and hasattr(args, "max_context"):  # a command that has auto
@@ -433,7 +433,7 @@ def run_config_from_args(
     """The run configuration a command's flags give, checked (RunConfig.validate) before any
     model is opened. A flag the command does not have keeps the configuration's default;
     ``given`` sets fields the command's flags mean otherwise (profile-compile's prefill)."""
-    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
 
     fields: dict[str, Any] = batch_from_args(args) | dict(  # what each sequence is fed
         schedule=get_schedule(schedule) if schedule is not None else None,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from compile_ahead.profiling.session.profile_options import ProfileOptions
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
 
 # Everything else is imported where used: the console script notes the interrupt signals
 # (early_signals.py) before it loads anything that takes time, and a command handles them
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_synthetic_dtype_option,
     )
     from compile_ahead.commands.parsers import ExactParser
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 
     p = ExactParser(
         prog="profile-compile",

@@ -32,12 +32,12 @@ from compile_ahead.output.checks import (
     destination,
 )
 from compile_ahead.runtime.base.measure import now_ns
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
     from compile_ahead.runtime.ladder.reporting.events import RunEvents
-    from compile_ahead.runtime.ladder.runner import RunResult
+    from compile_ahead.runtime.ladder.reporting.run_report import RunResult
+    from compile_ahead.runtime.ladder.settings.config import RunConfig, SettledRun
     from compile_ahead.runtime.sources.base import ModelSource
 
 

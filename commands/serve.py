@@ -95,7 +95,7 @@ def listen(args: argparse.Namespace) -> int:
     """Serve HTTP requests: the engine on the device behind the OpenAI-compatible endpoint
     (commands/serve_listen.py). A request always stops at the model's EOS there."""
     from compile_ahead.commands.serve_listen import listen_http
-    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
     from compile_ahead.runtime.serving.api import ServingSettings
     from compile_ahead.runtime.serving.buckets import Grid, parse_sizes
     from compile_ahead.runtime.serving.policies import make_policy
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     check_mode_flags(args)  # a replay's flags without --requests, or a server's with it
     if args.requests is None:
         return listen(args)
-    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
     from compile_ahead.runtime.serving.buckets import Grid, parse_sizes
     from compile_ahead.runtime.serving.engine import replay
     from compile_ahead.runtime.serving.policies import make_policy
@@ -167,14 +167,14 @@ def run(args: argparse.Namespace) -> int:
     grid = Grid.of(parse_sizes(args.buckets, "--buckets"), Ladder.parse(args.ladder).rungs)
     source = None if args.simulate is not None else resolve_from_args(args)
     vocab = source.config.vocab_size if source is not None else 2**31 - 1
-    requests = read_requests(args.requests, vocab, _tokenizer(source))
+    requests = read_requests(args.requests, vocab, prompt_tokenizer(source))
     engine = _engine(args, grid, policy, budget, source)
     engine.slo = slo
     try:
         replay(engine, requests)
     finally:
         engine.executor.close()
-    return _outputs(args, engine)
+    return _outputs(args, engine, source)
 
 
 def _engine(
@@ -194,12 +194,14 @@ def _engine(
     return device_engine(source, settings)
 
 
-def _outputs(args: argparse.Namespace, engine: ServingEngine) -> int:
+def _outputs(args: argparse.Namespace, engine: ServingEngine, source: Any) -> int:
     from compile_ahead.output.atomic import write_json_atomic
 
     report = engine.report()
     report["requests_file"] = str(args.requests)
     report["simulated"] = args.simulate is not None
+    if source is not None:  # what served: the model, its weights synthetic or not, the device
+        report |= {**source.describe(), "device": args.device}
     print(summary(report))  # first: a failed write must not hide what ran
     if args.out is not None:
         print(f"report: {write_json_atomic(args.out, report)}")
@@ -210,7 +212,7 @@ def _outputs(args: argparse.Namespace, engine: ServingEngine) -> int:
     return 0
 
 
-def _tokenizer(source: Any) -> Any:
+def prompt_tokenizer(source: Any) -> Any:
     """Text prompts' tokenizer: the model's, loaded only when a line has text."""
     if source is None or (source.model_dir is None and not source.has_tokenizer()):
         return None  # a GGUF has its own tokenizer without a model directory

@@ -12,7 +12,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.input_files import read_input_text
 
 if TYPE_CHECKING:
-    from compile_ahead.runtime.ladder.config import Prompt
+    from compile_ahead.runtime.ladder.settings.config import Prompt
 
 # --text: at most this much text (the seed's 8,193 tokens are some 40 KB of English).
 TEXT_MAX_BYTES = 4 * 2**20
@@ -59,7 +59,7 @@ def text_prompts(args: argparse.Namespace) -> tuple[Prompt, ...] | None:
     text = read_input_text(path, what, TEXT_MAX_BYTES)
     if not text.strip():
         raise CompileAheadError(f"{what}: empty (no text to force)")
-    from compile_ahead.runtime.ladder.config import Prompt
+    from compile_ahead.runtime.ladder.settings.config import Prompt
 
     batch = getattr(args, "batch", None)
     prompt = Prompt(length, origin=what, document=text)

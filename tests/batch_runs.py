@@ -3,11 +3,11 @@ to stop on mid-run."""
 
 from __future__ import annotations
 
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.run_protocol import RunProtocol
 from compile_ahead.runtime.ladder.runner import run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.run_protocol import RunProtocol
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from conftest import F32
 
 

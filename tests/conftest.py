@@ -238,11 +238,11 @@ def reference_greedy(model_dir: Path, prompt: list[int], steps: int, gguf_file: 
 def generate_on(source, capacity: int, prompt: list[int], new_tokens: int, options=F32, **config):
     """Greedy generation (the `generate` path: b0 on one rung) of ``new_tokens`` tokens on a
     rung of ``capacity``, every token's logits kept; ``config``: RunConfig fields."""
-    from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import RunConfig
     from compile_ahead.runtime.ladder.greedy import generate
-    from compile_ahead.runtime.ladder.run_protocol import greedy
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.run_protocol import greedy
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 
     protocol = greedy(list(prompt), new_tokens - 1)
     run = RunConfig(
@@ -260,8 +260,9 @@ def prefilled(source, prompt: list[int], capacity: int, options=F32, chunk=1, sh
     from compile_ahead.runtime.compile.graph.step_compile import compile_step
     from compile_ahead.runtime.graphs.spec import GraphSpec
     from compile_ahead.runtime.ladder.kv_store import make_store
-    from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
-    from compile_ahead.runtime.ladder.schedules import KVPolicy
+    from compile_ahead.runtime.ladder.prefill import prefill_chunks
+    from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
+    from compile_ahead.runtime.ladder.settings.schedules import KVPolicy
 
     kv = options.resolved().kv_precision
     spec = PrefillPlan(chunk, shape).spec(capacity, kv) if chunk > 1 else GraphSpec(capacity, 1, kv)

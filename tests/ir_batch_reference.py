@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
 from conftest import F32
 
 # Exact math on both sides, as in test_ir_models.py: f32 compute and KV, and no dynamic int8

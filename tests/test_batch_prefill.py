@@ -14,9 +14,9 @@ import pytest
 from batch_runs import batch1_tokens, eos_mid_run, run_batch
 from cli import run_cli
 
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.run_protocol import greedy
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.run_protocol import greedy
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import reference_greedy
 

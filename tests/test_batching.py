@@ -12,11 +12,11 @@ from batch_runs import batch1_tokens, eos_mid_run, run_batch
 from cli import run_cli, run_profile_compile
 
 from compile_ahead.runtime.compile.settings.modes import GraphMode
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import Prompt, RunConfig
-from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import Prompt, RunConfig
+from compile_ahead.runtime.ladder.settings.run_protocol import greedy
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import F32, reference_greedy, start_decoding_run
 

@@ -141,3 +141,28 @@ def test_the_endpoint_overhead_benchmark_times_both_arms(tmp_path) -> None:
             (figures,) = level[arm]["rounds"]
             assert figures["requests"] == 2 and figures["tokens"] == 8
         assert level["http_over_in_process_ttft_s_p50"] > 0
+
+
+def test_policies_paired_pairs_the_endpoints_ab_serve_pairs(tmp_path) -> None:
+    """On the simulator: every policy's values per seed are `ab serve`'s endpoints, each
+    compared with the control."""
+    from compile_ahead.profiling.trials.serve_kind.endpoints import serve_endpoints
+
+    costs = tmp_path / "costs.json"
+    costs.write_text(
+        json.dumps({"compile_s": {"base": 1.0}, "step_s": {"base": 0.01},
+                    "bucket_bytes": {"base": 2**30}, "prefill_s": {"per_token": 0.001}})
+    )  # fmt: skip
+    result = tmp_path / "paired.json"
+    script = ROOT / "benchmarks" / "serving" / "policies_paired.py"
+    argv = ["--simulate", str(costs), "--policies", "on-demand,ahead", "--buckets", "1,2",
+            "--ladder", "16,32,64", "--pairs", "2", "--requests", "6", "--rate", "4",
+            "--json", str(result)]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(result.read_text(), parse_constant=_refuse_constant)["results"]
+    keys = [e.key for e in serve_endpoints(cold_s=120.0)]
+    assert [list(p) for p in results["pairs"]["ahead"]] == [keys, keys]
+    assert "time_to_ready" in results["against_control"]["ahead"]

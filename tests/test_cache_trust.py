@@ -22,12 +22,12 @@ from cache_checks import assert_one_line_warning, other_weights, warning_lines
 from compile_ahead.commands.main import main
 from compile_ahead.runtime.compile.cache import entry_format, keys, outcome, store
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.reporting.events import RunEvents
-from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import random_qwen2_checkpoint, wait_until_settled
 

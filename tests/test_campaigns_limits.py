@@ -14,7 +14,7 @@ from sleep_trial import campaign_toml
 
 from compile_ahead.commands.ab import check_cell
 from compile_ahead.profiling.campaigns.definition.spec import load_spec
-from compile_ahead.runtime.ladder.batch_bound import MAX_BATCH
+from compile_ahead.runtime.ladder.settings.batch_bound import MAX_BATCH
 
 REFUSED_WITHIN_S = 60.0  # a refusal reads the file and multiplies: seconds, even under load
 

@@ -18,11 +18,11 @@ from compile_ahead.runtime.compile.graph.split_step import WeightParts, compile_
 from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.synthetic import synthetic_source

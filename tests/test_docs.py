@@ -108,3 +108,25 @@ def test_mkdocs_builds_strictly(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+CONFLICT_MARKER = re.compile(r"^(<{7} |={7}$|>{7} )", re.M)
+
+
+def test_no_tracked_text_file_holds_a_merge_conflict_marker():
+    """A merge left half done in a page or a config builds and installs without a word; ruff
+    catches one only in Python."""
+    files = subprocess.run(
+        ["git", "ls-files", "*.md", "*.toml", "*.yml", "*.txt", "*.json", "*.py", "*.cpp", "*.h"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    marked = [
+        name
+        for name in files
+        if (ROOT / name).is_file()
+        and CONFLICT_MARKER.search((ROOT / name).read_text(errors="replace"))
+    ]
+    assert not marked, f"merge conflict markers in: {', '.join(marked)}"

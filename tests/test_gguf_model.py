@@ -17,9 +17,9 @@ from gguf_files import HEAD_DIM, HIDDEN, KV_HEADS, VOCAB, _weights, write_gguf
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.settings.modes import GraphMode
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import Prompt
-from compile_ahead.runtime.ladder.run_protocol import greedy
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import Prompt
+from compile_ahead.runtime.ladder.settings.run_protocol import greedy
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import F32, generate_on, reference_greedy
 

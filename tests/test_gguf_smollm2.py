@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from batch_runs import batch1_tokens, run_batch
 
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import Prompt
-from compile_ahead.runtime.ladder.run_protocol import greedy
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import Prompt
+from compile_ahead.runtime.ladder.settings.run_protocol import greedy
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import SMOLLM2_CHATS, SMOLLM2_NEW_TOKENS
 

@@ -19,11 +19,11 @@ from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.compile.settings.device_defaults import default_prefill
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.run_protocol import greedy
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from compile_ahead.runtime.sources.tokenizer import load_tokenizer
 from conftest import F32
@@ -256,7 +256,7 @@ def test_prefill_graphs_equal_token_by_token(ir_exports, arch, fmt, shape):
     row. Within 1e-4, as the concat-free attention against the IR's own: the sums run in
     another order."""
     from compile_ahead.runtime.compile.graph.step_compile import compile_step
-    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+    from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 
     source = resolve_model(str(ir_exports[(arch, fmt)]))

@@ -11,13 +11,13 @@ import pytest
 
 from compile_ahead.commands.main import main
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.reporting.events import RunEvents
-from compile_ahead.runtime.ladder.run_protocol import greedy, teacher_forced
 from compile_ahead.runtime.ladder.runner import LadderRunner, run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.faults import Faults
+from compile_ahead.runtime.ladder.settings.run_protocol import greedy, teacher_forced
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.model import kv_arena
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model

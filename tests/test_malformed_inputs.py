@@ -212,10 +212,10 @@ def test_run_rejects_non_finite_delays_and_empty_rungs(capsys, argv: list[str], 
 
 def test_fault_values_are_checked_with_the_run_configuration() -> None:
     from compile_ahead.errors import CompileAheadError
-    from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
-    from compile_ahead.runtime.ladder.faults import Faults
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.config import Prompt, RunConfig
+    from compile_ahead.runtime.ladder.settings.faults import Faults
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
     from conftest import F32
 
     tiny = Ladder.parse("tiny")

@@ -22,15 +22,15 @@ from compile_ahead.runtime.compile.settings.device_defaults import (
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile, PrefillShape
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
 from compile_ahead.runtime.ladder.faults import FaultInjector
-from compile_ahead.runtime.ladder.prefill import check_prefill_flags, choose_prefill
 from compile_ahead.runtime.ladder.reporting.events import RunEvents
 from compile_ahead.runtime.ladder.reporting.report import DECODE_COMPILE_WORDS
-from compile_ahead.runtime.ladder.run_protocol import greedy
 from compile_ahead.runtime.ladder.runner import run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.prefill_plan import check_prefill_flags, choose_prefill
+from compile_ahead.runtime.ladder.settings.run_protocol import greedy
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import F32, generate_on, prefilled, reference_greedy
 
@@ -68,7 +68,7 @@ def test_paged_prefill_continues_after_slots_another_graph_filled(tiny_qwen2_dir
     prefilled (a chat's earlier turns) continues from the store's rows, loaded into blocks,
     and gives the logits and K/V rows of token by token."""
     from compile_ahead.runtime.compile.graph.step_compile import compile_step
-    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+    from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
     from compile_ahead.runtime.model.kv_arena import KVArena
 
     source = resolve_model(str(tiny_qwen2_dir))

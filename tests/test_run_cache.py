@@ -66,12 +66,12 @@ def test_entries_are_written_off_the_critical_path(tmp_path):
 
     from compile_ahead.runtime.compile.cache import store
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import RunConfig
-    from compile_ahead.runtime.ladder.faults import Faults
-    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
     from compile_ahead.runtime.ladder.runner import run_ladder
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.faults import Faults
+    from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     write_s = 3.0  # far above a tiny compile, on a busy machine too

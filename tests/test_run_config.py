@@ -17,11 +17,11 @@ from compile_ahead.runtime.compile.settings.device_defaults import (
     default_placement,
 )
 from compile_ahead.runtime.compile.settings.modes import GraphMode, PlacementKind
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import Prompt, RunConfig
-from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import LadderRunner, run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import Prompt, RunConfig
+from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import F32, one_line_error
 
@@ -107,7 +107,7 @@ def test_background_compiles_go_through_the_runs_placement(monkeypatch):
 def test_greedy_generation_ends_when_the_prompts_own_token_is_eos():
     """The prompt's last logits give the first token: when it is EOS, nothing is decoded
     after it (in `run` as in `generate`)."""
-    from compile_ahead.runtime.ladder.run_protocol import greedy
+    from compile_ahead.runtime.ladder.settings.run_protocol import greedy
 
     source = resolve_model("tiny")
     prompt = [5, 17, 301, 42]

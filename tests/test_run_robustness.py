@@ -21,13 +21,13 @@ from compile_ahead.profiling.perfetto.writer import PROCESS_RSS_BYTES, TraceWrit
 from compile_ahead.profiling.session.rss import RssSampler
 from compile_ahead.runtime.graphs.step import StepOutput
 from compile_ahead.runtime.ladder import rung_policy
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.faults import Faults
 from compile_ahead.runtime.ladder.kv_store import GrowingKV
-from compile_ahead.runtime.ladder.run_protocol import teacher_forced
 from compile_ahead.runtime.ladder.runner import LadderRunner, run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.faults import Faults
+from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import F32, random_qwen2_checkpoint, small_tmpfs, start_decoding_run
 

@@ -184,11 +184,11 @@ def test_kept_window_logits_are_the_models_at_every_ladder_boundary(tiny_qwen2_d
     import torch
     from transformers import AutoModelForCausalLM
 
-    from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import RunConfig
-    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
     from compile_ahead.runtime.ladder.runner import run_ladder
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     protocol = teacher_forced(1000, 8, 50)

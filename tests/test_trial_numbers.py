@@ -191,6 +191,20 @@ COMPILE_RESULT = {
     "total_compile_s": 1.0, "total_read_s": 0.01, "total_transformations_s": 0.4,
     "max_rss_bytes": 60 << 20, "trial_wall_s": 2.0,
 }  # fmt: skip
+# A serving report (an `ab serve` trial's result), the fields its endpoints read.
+SERVE_RESULT = {
+    "policy": "ahead", "simulated": False, "model": "tiny", "synthetic": True,
+    "requests_metrics": {
+        "requests": {"total": 2, "finished": 2, "refused": 0},
+        "ttft_s": {"n": 2, "mean": 0.3, "p50": 0.3, "p90": 0.38, "p99": 0.398},
+        "tpot_s": {"n": 2, "mean": 0.01, "p50": 0.01, "p90": 0.012, "p99": 0.013},
+        "goodput_per_s": 1.5, "output_tokens_per_s": 40.0,
+    },
+    "engine": {"time_to_ready_s": 0.5, "peak_rss_bytes": 100 << 20,
+               "compile_s": {"request_path": 0.2, "background": 0.4}},
+    "requests": [{"id": "a", "arrival_s": 0.0, "ttft_s": 0.2, "tokens": [1, 2]},
+                 {"id": "b", "arrival_s": 0.5, "ttft_s": 0.4, "tokens": [3]}],
+}  # fmt: skip
 
 
 def _batch_experiment(out: Path) -> Path:
@@ -305,17 +319,19 @@ def _kind_endpoints():
     from compile_ahead.profiling.trials.compile_kind.endpoints import compile_endpoints
     from compile_ahead.profiling.trials.compile_kind.passes import PassKey, SelfTimes
     from compile_ahead.profiling.trials.schedule_kind.endpoints import schedule_endpoints
+    from compile_ahead.profiling.trials.serve_kind.endpoints import serve_endpoints
 
     per_pass = SelfTimes("min").getter(PassKey("M", "p"))
     compile_eps = compile_endpoints((16,), pass_profile=True, counters=True)
     return [
         ("schedule", schedule_endpoints((64, 128), batch=2), RUN_REPORT),
         ("compile", [*compile_eps, Endpoint("p", "p", "ms", "lower", per_pass)], COMPILE_RESULT),
+        ("serve", serve_endpoints(cold_s=1.0), SERVE_RESULT),
     ]
 
 
 @pytest.mark.parametrize(
-    ("kind", "endpoints", "result"), _kind_endpoints(), ids=["schedule", "compile"]
+    ("kind", "endpoints", "result"), _kind_endpoints(), ids=["schedule", "compile", "serve"]
 )
 def test_every_field_an_endpoint_reads_is_a_checked_measure(kind, endpoints, result):
     """For every endpoint of a kind: each number it reads, replaced by text, a list or a flag,

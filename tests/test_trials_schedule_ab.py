@@ -15,8 +15,8 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.pooling import pool_experiments
 from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
 from compile_ahead.profiling.trials.schedule_kind import tallies as schedule_tallies
-from compile_ahead.runtime.ladder.capacities import Ladder
 from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from cli import run_cli
 from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
 from compile_ahead.profiling.trials.schedule_kind import tallies as schedule_tallies
 from compile_ahead.profiling.trials.schedule_kind.batch import ragged_lengths
-from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
 TINY = ["--model", "tiny", "--ladder", "16,32,64,128"]
 

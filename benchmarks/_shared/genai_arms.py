@@ -18,7 +18,7 @@ from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import CompiledStep
-from compile_ahead.runtime.ladder.prefill import choose_prefill
+from compile_ahead.runtime.ladder.settings.prefill_plan import choose_prefill
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.resolve import resolve_model
 

@@ -28,11 +28,12 @@ from _shared.common import median
 from _shared.results import write_result
 
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.run_protocol import teacher_forced
-from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.reporting.run_report import RunResult
+from compile_ahead.runtime.ladder.runner import run_ladder
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model
 

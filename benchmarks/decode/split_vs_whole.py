@@ -30,7 +30,7 @@ from compile_ahead.runtime.compile.graph.split_step import WeightParts, compile_
 from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER
+from compile_ahead.runtime.ladder.settings.capacities import DEFAULT_LADDER
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.sources.base import ModelSource
 from compile_ahead.runtime.sources.resolve import resolve_model

@@ -11,8 +11,8 @@ Two measurements per format, arms interleaved (AB/BA by round), ratios = ours / 
   OpenVINO imports before that.
 - warm prefill: one process, graphs compiled and the pipeline constructed once; each round a new
   3800-token prompt (LLMPipeline serves a repeated prompt's prefix from its cache). Ours: the
-  default prefill path for the prompt (ladder/prefill.py choose_prefill) through prefill_chunks
-  into a C=4096 KV store; LLMPipeline: its time to first token (perf metrics).
+  default prefill path for the prompt (ladder/settings/prefill_plan.py choose_prefill) through
+  prefill_chunks into a C=4096 KV store; LLMPipeline: its time to first token (perf metrics).
 
     python benchmarks/peers/first_token_vs_genai.py [--workdir DIR] [--formats fp16,int8,int4]
         [--rounds 3] [--prompt-len 3800]
@@ -42,8 +42,9 @@ from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.modes import DecodeCompile, choices
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.ladder.kv_store import make_store
-from compile_ahead.runtime.ladder.prefill import choose_prefill, prefill_chunks
-from compile_ahead.runtime.ladder.schedules import KVPolicy
+from compile_ahead.runtime.ladder.prefill import prefill_chunks
+from compile_ahead.runtime.ladder.settings.prefill_plan import choose_prefill
+from compile_ahead.runtime.ladder.settings.schedules import KVPolicy
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 CAPACITY = 4096

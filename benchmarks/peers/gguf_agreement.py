@@ -46,7 +46,7 @@ def gguf_path() -> Path:
 
 
 def chat_ids(path: Path) -> list[list[int]]:
-    from compile_ahead.runtime.ladder.config import Prompt
+    from compile_ahead.runtime.ladder.settings.config import Prompt
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     source = resolve_model(str(path))
@@ -55,11 +55,11 @@ def chat_ids(path: Path) -> list[list[int]]:
 
 def ours(path: Path, prompts: list[list[int]], n: int, ladder: str, schedule: str) -> list:
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import RunConfig
-    from compile_ahead.runtime.ladder.run_protocol import greedy
     from compile_ahead.runtime.ladder.runner import run_ladder
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.run_protocol import greedy
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     source = resolve_model(str(path))

@@ -49,10 +49,10 @@ def prompt_ids(n: int, vocab: int, seed: int = 7) -> list[int]:
 
 def run_ours(args: argparse.Namespace, ids: list[int], start_ns: int) -> dict[str, float]:
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
     from compile_ahead.runtime.ladder.runner import run_ladder
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.config import Prompt, RunConfig
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     source = resolve_model(args.ours_model or args.gguf)

@@ -6,7 +6,7 @@ built first alternating (the model compiled first in a process decodes slower):
 
 - load: our rung compile (read + cut + compile_model, C=1024) vs LLMPipeline construction;
 - decode per token at C=1024 after a 128-token prompt, ours vs LLMPipeline (TPOT);
-- C=4096 with a ~3800-token prompt: our default prefill for it (ladder/prefill.py
+- C=4096 with a ~3800-token prompt: our default prefill for it (ladder/settings/prefill_plan.py
   choose_prefill: the paged graph on the CPU) vs LLMPipeline's time to first token, then
   decode per token at that context;
 - where the time goes: the CPU plugin's per-node counters (PERF_COUNT, profiling_info) of our
@@ -48,7 +48,7 @@ from _shared.models import FORMATS, prepare
 
 from compile_ahead.runtime.base.ov_core import core
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.ladder.prefill import choose_prefill
+from compile_ahead.runtime.ladder.settings.prefill_plan import choose_prefill
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 PROFILED_CHUNK = 256  # tokens of the prefill call profiled per node

@@ -71,11 +71,11 @@ def reference_scores(model: Any, ids: list[int], prompt_len: int) -> tuple[np.nd
 def ours(model: Path, ids: list[int], args: argparse.Namespace, precision: str | None) -> dict:
     """The ladder forcing ``ids`` on ``model``: NLL per token and top-1 per scored position."""
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import RunConfig
-    from compile_ahead.runtime.ladder.run_protocol import teacher_forced_text
     from compile_ahead.runtime.ladder.runner import run_ladder
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced_text
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     ladder = Ladder.parse(args.ladder)

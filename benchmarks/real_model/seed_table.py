@@ -69,10 +69,10 @@ def build_document(model: str, tokens_needed: int, out: Path) -> dict[str, Any]:
 def run_one(args: argparse.Namespace) -> None:
     """A child: one run of --one SCHEDULE at --batch, its report and window logits saved."""
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.ladder.capacities import Ladder
-    from compile_ahead.runtime.ladder.config import Prompt, RunConfig
     from compile_ahead.runtime.ladder.runner import run_ladder
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.config import Prompt, RunConfig
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     source = resolve_model(args.model)

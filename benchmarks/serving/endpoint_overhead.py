@@ -157,7 +157,7 @@ def start(args: argparse.Namespace):
     from compile_ahead.profiling.serving_http.auth import new_token
     from compile_ahead.profiling.serving_http.server import HttpServer, bind
     from compile_ahead.runtime.compile.settings.options import CompileOptions
-    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
     from compile_ahead.runtime.serving.api import ServingSettings, start_engine
     from compile_ahead.runtime.sources.resolve import resolve_model
 

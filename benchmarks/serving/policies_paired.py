@@ -5,9 +5,11 @@ each policy is compared with the control (the first) per endpoint: the geometric
 with its 95% interval, the exact sign-flip p-value and the minimal detectable effect, as
 `ab` reports them (profiling/trials/stats.py).
 
-Endpoints: time to ready, TTFT p99 over the first --cold-minutes (cold start), TTFT p99,
-TPOT p50, goodput under --slo-ttft/--slo-tpot, and peak RSS (measured per engine on the
-device: the process's peak, so only the simulator's modelled peak is per policy). On the
+Endpoints: those of `ab serve` (profiling/trials/serve_kind/endpoints.py): time to ready,
+TTFT p50/p99, TTFT p99 over the first --cold-minutes (cold start), TPOT p50, goodput under
+--slo-ttft/--slo-tpot, output tokens/s, compile seconds on the request path, and peak RSS
+(measured per engine on the device: the process's peak, so only the simulator's modelled
+peak is per policy; `ab serve` runs each trial in a fresh process instead). On the
 device the compile cache is off: every pair compiles as a cold server does.
 
     python benchmarks/serving/policies_paired.py --model qwen2.5-0.5b [--policies
@@ -25,22 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 from _shared.common import orders
 from _shared.results import write_result
 
+from compile_ahead.profiling.trials.analysis import Endpoint
+from compile_ahead.profiling.trials.serve_kind import workload
+from compile_ahead.profiling.trials.serve_kind.endpoints import report_values, serve_endpoints
 from compile_ahead.profiling.trials.stats import paired_summary
 from compile_ahead.runtime.serving.buckets import Grid
 from compile_ahead.runtime.serving.engine import ServingEngine, replay
-from compile_ahead.runtime.serving.metrics import Slo, first_minutes, request_metrics
+from compile_ahead.runtime.serving.metrics import Slo
 from compile_ahead.runtime.serving.policies import make_policy
-from compile_ahead.runtime.serving.workloads import Arrivals, Lengths, generate_requests
-
-# endpoint -> which way is better
-ENDPOINTS = {
-    "time_to_ready_s": "lower",
-    "cold_ttft_p99_s": "lower",
-    "ttft_p99_s": "lower",
-    "tpot_p50_s": "lower",
-    "goodput_per_s": "higher",
-    "peak_rss_bytes": "lower",
-}
+from compile_ahead.runtime.serving.workloads import Arrivals
 
 
 def engine_for(args: argparse.Namespace, grid: Grid, policy: str, source) -> ServingEngine:
@@ -58,30 +53,22 @@ def engine_for(args: argparse.Namespace, grid: Grid, policy: str, source) -> Ser
     return ServingEngine(grid, make_policy(policy), executor, slo=slo)
 
 
-def one(args: argparse.Namespace, grid: Grid, policy: str, source, seed: int) -> dict:
-    """One policy on one seed's trace: its endpoints."""
+def one(
+    args: argparse.Namespace, grid: Grid, policy: str, source, seed: int, eps: list[Endpoint]
+) -> dict:
+    """One policy on one seed's trace: its endpoints (those `ab serve` pairs)."""
     top = grid.top_capacity
     vocab = source.config.vocab_size if source is not None else 1000
-    trace = generate_requests(
-        seed, args.requests, Arrivals("poisson", args.rate), Lengths("uniform", 4, top // 4),
-        Lengths("uniform", 8, top // 2), vocab, max_slots=top,
+    spec = workload.GeneratedTrace(
+        seed, args.requests, Arrivals("poisson", args.rate),
+        workload.default_prompt_lengths(top), workload.default_output_lengths(top),
     )  # fmt: skip
     engine = engine_for(args, grid, policy, source)
     try:
-        replay(engine, trace)
+        replay(engine, spec.requests(vocab, top))
     finally:
         engine.executor.close()
-    report = engine.report()
-    m, e = report["requests_metrics"], report["engine"]
-    cold = request_metrics(first_minutes(engine.lives.values(), args.cold_minutes * 60), engine.slo)
-    return {
-        "time_to_ready_s": e["time_to_ready_s"],
-        "cold_ttft_p99_s": cold["ttft_s"]["p99"],
-        "ttft_p99_s": m["ttft_s"]["p99"],
-        "tpot_p50_s": m["tpot_s"]["p50"],
-        "goodput_per_s": m["goodput_per_s"] or 0.0,
-        "peak_rss_bytes": float(e["peak_rss_bytes"]),
-    }
+    return report_values(engine.report(), eps)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,23 +94,25 @@ def main(argv: list[str] | None = None) -> int:
         from compile_ahead.runtime.sources.resolve import resolve_model
 
         source = resolve_model(args.model)
+    eps = serve_endpoints(cold_s=args.cold_minutes * 60)
     got: dict[str, list[dict]] = {policy: [] for policy in policies}
     for r, order in orders(policies, args.pairs):
         for policy in order:
-            got[policy].append(one(args, grid, policy, source, seed=r))
+            got[policy].append(one(args, grid, policy, source, r, eps))
         print(f"pair {r + 1}/{args.pairs} done", flush=True)
-    results = compare(got, policies)
+    results = compare(got, policies, eps)
     if args.json is not None:
         print(f"result: {write_result(args.json, 'policies_paired', results, args)}")
     return 0
 
 
-def compare(got: dict[str, list[dict]], policies: list[str]) -> dict:
+def compare(got: dict[str, list[dict]], policies: list[str], eps: list[Endpoint]) -> dict:
     control, out = policies[0], {}
     print(f"\neach policy against {control} over {len(got[control])} paired traces")
     for policy in policies[1:]:
         out[policy] = {}
-        for endpoint, better in ENDPOINTS.items():
+        for ep in eps:
+            endpoint, better = ep.key, ep.better
             a = [x[endpoint] for x in got[control]]
             b = [x[endpoint] for x in got[policy]]
             if any(v is None for v in a + b):

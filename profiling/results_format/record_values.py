@@ -41,6 +41,18 @@ _COMPILE = ("wall_s", "cpu_s", "instructions", "cycles", "peak_rss_bytes", "tran
 _COMPILE_TRIAL = ("import_s", "total_compile_s", "total_read_s", "total_transformations_s",
                   "max_rss_bytes", "trial_wall_s")  # fmt: skip
 _PER_PASS = ("pass_self_s", ANY_ITEM, ANY_ITEM)  # manager -> pass -> seconds
+# A serving report's (an `ab serve` trial's result): the engine's, the requests' distributions
+# and rates, and each request's arrival and TTFT.
+_SERVE_METRICS = (
+    *(("requests_metrics", d, q) for d in ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+      for q in ("mean", "p50", "p90", "p99")),
+    *(("requests_metrics", k) for k in ("goodput_per_s", "output_tokens_per_s",
+                                        "request_throughput_per_s", "span_s")),
+    *(("engine", k) for k in ("time_to_ready_s", "first_bucket_ready_s", "peak_rss_bytes")),
+    *(("engine", "compile_s", k) for k in ("request_path", "background", "before_serving",
+                                           "waited_for_background")),
+    *(("requests", ANY_ITEM, k) for k in ("arrival_s", "ttft_s", "e2e_s")),
+)  # fmt: skip
 SCALAR_MEASURES: tuple[tuple[str, ...], ...] = (
     *((key,) for key in (*_RUN_REPORT, *_COMPILE_TRIAL)),
     *(("rungs", ANY_ITEM, key) for key in _RUNG),
@@ -50,6 +62,7 @@ SCALAR_MEASURES: tuple[tuple[str, ...], ...] = (
     ("rungs", ANY_ITEM, "compiles", ANY_ITEM, *_PER_PASS),
     _PER_PASS,
     *(("boundaries", ANY_ITEM, key) for key in _BOUNDARY),
+    *_SERVE_METRICS,
 )
 # The record's own measures (the trial's result is checked as above).
 RECORD_NUMBERS = ("wall_s", "started_unix")

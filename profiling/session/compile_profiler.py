@@ -34,15 +34,15 @@ from compile_ahead.profiling.session.profile_tables import print_tables
 from compile_ahead.profiling.session.profile_trace import ProfileTrace
 from compile_ahead.profiling.session.rung_profiling import RungProfiler
 from compile_ahead.profiling.session.schedule_overlay import overlay_schedule
-from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
 if TYPE_CHECKING:  # openvino must not load before the collector is armed
     from collections.abc import Callable
 
     from compile_ahead.runtime.compile.graph.result import CompileResult
     from compile_ahead.runtime.compile.settings.modes import GraphMode
-    from compile_ahead.runtime.ladder.config import RunConfig
-    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
 
 
 class CompileProfiler:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from compile_ahead.runtime.compile.settings.device_defaults import PREFILL_CHUNKS, default_prefill
 
 if TYPE_CHECKING:  # openvino must not load before the collector is armed
-    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+    from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
 
 GRAPH_KINDS = {"decode": ("decode",), "prefill": ("prefill",), "both": ("decode", "prefill")}
 
@@ -24,7 +24,7 @@ def prefill_plan(device: str, capacity: int, chunk: int | None, shape: str | Non
     prompt (the device's shape and the shape's chunk, device_defaults.py) unless
     --prefill-shape or --prefill-chunk say otherwise. Capped at the rung, as a run's chunk is."""
     from compile_ahead.runtime.compile.settings.modes import PrefillShape
-    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+    from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
 
     kind = PrefillShape(shape) if shape is not None else default_prefill(device).shape
     size = chunk or PREFILL_CHUNKS[kind]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # openvino must not load before the collector is armed
     from compile_ahead.runtime.compile.graph.result import CompileResult
     from compile_ahead.runtime.compile.settings.options import CompileOptions
     from compile_ahead.runtime.graphs.spec import GraphSpec
-    from compile_ahead.runtime.ladder.prefill import PrefillPlan
+    from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
 
 
 @dataclass

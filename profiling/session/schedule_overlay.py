@@ -9,7 +9,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.session.profile_trace import ProfileTrace
 
 if TYPE_CHECKING:  # openvino must not load before the collector is armed
-    from compile_ahead.runtime.ladder.config import RunConfig
+    from compile_ahead.runtime.ladder.settings.config import RunConfig
     from compile_ahead.runtime.sources.base import ModelSource
 
 

@@ -13,5 +13,6 @@ experiment  experiment.json + trials.jsonl on disk: run, report, re-report (`ab 
 pooling     runs of one experiment pooled into one analysis
 compile_kind   `ab compile` / `ab calibrate`: OpenVINO installations' compile times side by side
 schedule_kind  `ab schedule` / `ab baselines`: schedules (and upstream baselines) side by side
+serve_kind     `ab serve`: serving compile policies side by side over one trace
 kinds          every kind by its experiment.json name, the table callers hand the engine
 """

@@ -63,7 +63,8 @@ class RungBuilder:
         batch: int = 1,
     ):
         """``options`` resolved, the modes as the run configuration settled them (checked
-        there: ladder/config.py); ``batch`` the B whose weight parts ``prepare`` compiles."""
+        there: ladder/settings/config.py); ``batch`` the B whose weight parts ``prepare``
+        compiles."""
         self.source = source
         self.options = options
         self.graph = graph

@@ -1,3 +1,4 @@
-"""The ladder runtime: capacities, schedules, KV stores, prefill, when rungs compile, the
-runner of B >= 1 sequences (each one's state in ``sequence``), its faults and its
-configuration; what a run tells and reports is in ``reporting``."""
+"""The ladder runtime: what a run is told in ``settings`` (its configuration, capacities,
+schedules, protocol, bounds), and the mechanism here: KV stores, prefill, when rungs compile,
+the runner of B >= 1 sequences (each one's state in ``sequence``) and its faults; what a run
+tells and reports is in ``reporting``."""

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compile_ahead.runtime.compile.cache.outcome import CacheOutcome
-from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
 from compile_ahead.runtime.ladder.reporting.events import RunEvents
 from compile_ahead.runtime.ladder.reporting.report import RunReport
-from compile_ahead.runtime.ladder.runner import RunResult, run_ladder
+from compile_ahead.runtime.ladder.reporting.run_report import RunResult
+from compile_ahead.runtime.ladder.runner import run_ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig, SettledRun
 from compile_ahead.runtime.sources.base import ModelSource
 
 # The run's and a batch sequence's stop reasons as generation names them; anything else is

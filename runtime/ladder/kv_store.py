@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.ladder.schedules import KVPolicy
+from compile_ahead.runtime.ladder.settings.schedules import KVPolicy
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import Bindable, KVArena
 

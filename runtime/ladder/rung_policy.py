@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.interrupts import future_result
 from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJobs
-from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
+from compile_ahead.runtime.ladder.settings.schedules import CompileTiming, Schedule
 
 
 @dataclass

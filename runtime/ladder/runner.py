@@ -20,66 +20,40 @@ step that gives a sequence a token on, steps are decode steps. Each sequence sto
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from compile_ahead.interrupts import deferred, future_result, hold, unhold
-from compile_ahead.runtime.base.measure import now_ns, peak_rss_bytes, reset_peak_rss, rss_bytes
+from compile_ahead.runtime.base.measure import now_ns, reset_peak_rss, rss_bytes
 from compile_ahead.runtime.compile.graph.result import CompileResult
 from compile_ahead.runtime.compile.rung_builder import RungBuilder
-from compile_ahead.runtime.compile.settings.modes import DecodeCompile, GraphMode
+from compile_ahead.runtime.compile.settings.modes import DecodeCompile
 from compile_ahead.runtime.graphs.spec import GraphSpec
-from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
-from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJob, CompileJobs
-from compile_ahead.runtime.ladder.config import RunConfig, SettledRun
+from compile_ahead.runtime.ladder.compile_jobs import CompiledRung, CompileJobs
 from compile_ahead.runtime.ladder.faults import FaultInjector
 from compile_ahead.runtime.ladder.kv_store import KVStore, make_store
-from compile_ahead.runtime.ladder.memory_check import check_run_fits
-from compile_ahead.runtime.ladder.prefill import PrefillPlan, prefill_chunks
+from compile_ahead.runtime.ladder.prefill import prefill_chunks
 from compile_ahead.runtime.ladder.reporting.accounting import RunAccounting
-from compile_ahead.runtime.ladder.reporting.batch import BatchStats, SequenceReport
 from compile_ahead.runtime.ladder.reporting.events import BoundaryTiming, FanOut, RunEvents
-from compile_ahead.runtime.ladder.reporting.perplexity import TextScore
-from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord, RunReport
+from compile_ahead.runtime.ladder.reporting.report import BoundaryRecord
+from compile_ahead.runtime.ladder.reporting.run_report import (
+    RunResult,
+    RunTimings,
+    assemble_report,
+    window_entry,
+)
 from compile_ahead.runtime.ladder.rung_policy import RungPolicy, RungUnavailable, make_policy
-from compile_ahead.runtime.ladder.schedules import CompileTiming
 from compile_ahead.runtime.ladder.sequence import Sequences, SequenceState
+from compile_ahead.runtime.ladder.settings.capacities import near_boundary, rung_holding
+from compile_ahead.runtime.ladder.settings.config import RunConfig, SettledRun
+from compile_ahead.runtime.ladder.settings.memory_check import check_run_fits
+from compile_ahead.runtime.ladder.settings.prefill_plan import PrefillPlan
+from compile_ahead.runtime.ladder.settings.schedules import CompileTiming
 from compile_ahead.runtime.sources.base import ModelSource
 
 MEMORY_SAMPLES = 64  # KV memory samples while a batch's prompts are prefilled
-
-
-@dataclass
-class RunResult:
-    report: RunReport
-    predicted: list[int]  # the first sequence's top-1 after each of its decode steps
-    logits: list[np.ndarray]  # those steps' logits when keep_logits, else empty
-    error: BaseException | None = None
-    step_ns: list[int] = field(default_factory=list)  # wall time of decode step i
-    step_context: list[int] = field(default_factory=list)  # KV slots filled before step i
-    # The first sequence's prompt's last logits' top-1: its first token (None: not reached).
-    first_token: int | None = None
-    first_logits: np.ndarray | None = None  # the prompt's last logits, when keep_logits
-    jobs: list[CompileJob] = field(default_factory=list)  # every compile that finished
-    # Every sequence's report entry (its tokens, stop reason, ...) and, when keep_logits, the
-    # logits of each of its tokens.
-    sequences: list[dict[str, Any]] = field(default_factory=list)
-    sequence_logits: list[list[np.ndarray]] = field(default_factory=list)
-    # With keep_window_logits: the logits of each report.boundary_tokens entry, in its order.
-    window_logits: list[np.ndarray] = field(default_factory=list)
-
-    @property
-    def completed(self) -> bool:
-        """Neither failed nor interrupted: its outputs may replace earlier ones."""
-        return self.error is None and not self.report.interrupted
-
-
-def logits_digest(logits: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(logits, np.float32).tobytes()).hexdigest()[:16]
 
 
 class LadderRunner:
@@ -134,10 +108,7 @@ class LadderRunner:
         # The rungs compiled while the prompt is prefilled (a prefill graph's runs only).
         self._first_rungs: Future[None] | None = None
         self._prefill_step: Any = None  # the prefill graph's step while the prompt runs
-        self._first_token_ns: int | None = None
-        self._first_token_compile_ns = 0  # foreground compile before the first token
-        self._decode_wait_ns = 0  # after prefill, waiting for the first rung's decode graph
-        self._store_wait_ns = 0  # after the protocol, waiting for cache entries to be written
+        self.timings = RunTimings()
         self.sequences = Sequences(config.sequences)
 
     # -- the run -----------------------------------------------------------------------
@@ -164,8 +135,8 @@ class LadderRunner:
                 self.builder.shutdown()
                 end = now_ns()  # the protocol's end; cache entries still written come after
                 self.jobs.finish_stores()
-                self._store_wait_ns = now_ns() - end
-                report = self._report(start, end, stop, error)
+                self.timings.store_wait_ns = now_ns() - end
+                report = assemble_report(self, start, end, stop, error)
             finally:
                 if not keep_held:
                     unhold()
@@ -282,7 +253,7 @@ class LadderRunner:
         finally:
             end = now_ns()
             self.events.foreground(t0, end)
-            self._first_token_compile_ns += end - t0
+            self.timings.first_token_compile_ns += end - t0
 
     def _compile_first_rungs(self) -> None:
         """Start the rungs the schedule compiles before decoding on a thread of the run's
@@ -303,7 +274,7 @@ class LadderRunner:
         ):
             self._feed(active, live)
             tokens += 1
-        p1 = self._first_token_ns = now_ns()
+        p1 = self.timings.first_token_ns = now_ns()
         self.events.prefill(self.first, tokens, p0, p1)
         for s in self.sequences:  # a prompt's own token may end a sequence
             self._stopped(s, p1)
@@ -332,7 +303,7 @@ class LadderRunner:
                     self._memory(p1)
         finally:
             self._memory(now_ns())
-        self._first_token_ns = now_ns()  # decode waits for the first rung from here
+        self.timings.first_token_ns = now_ns()  # decode waits for the first rung from here
         self.jobs.store_entries()  # what was compiled for the first tokens, off their path
         self.jobs.release(self.first, self.prefill_plan.chunk)
         self._prefill_step = None
@@ -356,7 +327,7 @@ class LadderRunner:
         (after the first token)."""
         if not self.prefill_plan.uses_graph:  # prefilled on it: in use already
             return self.jobs.get(self.first)
-        assert self.store is not None and self._first_token_ns is not None
+        assert self.store is not None and self.timings.first_token_ns is not None
         try:
             if self._first_rungs is not None:  # the rungs compiled during prefill
                 future_result(self._first_rungs)
@@ -364,8 +335,8 @@ class LadderRunner:
                 self.policy.before_decoding(self.first)  # after the first token
         finally:
             waited = now_ns()
-            self._decode_wait_ns = waited - self._first_token_ns
-            self.events.foreground(self._first_token_ns, waited)
+            self.timings.decode_wait_ns = waited - self.timings.first_token_ns
+            self.events.foreground(self.timings.first_token_ns, waited)
         self.jobs.store_entries()
         active = self.jobs.get(self.first)
         self.store.take_into_use(active.step)
@@ -403,7 +374,7 @@ class LadderRunner:
         for s in self.sequences.live_ones(live):
             t = int(before[s.index])
             if s.fed > len(s.protocol.prompt) and self._record_window(t):
-                entry = self._window_entry(i, t, active.capacity, logits[s.index])
+                entry = window_entry(i, t, active.capacity, logits[s.index])
                 # A batch-1 report's entries are the format they always were.
                 self.window.append({"sequence": s.index, **entry} if self.batch > 1 else entry)
                 if self.config.keep_window_logits:
@@ -437,19 +408,12 @@ class LadderRunner:
                 self.events.foreground(b0, waited)
         rung = taken.rung
         record.retried, record.compile_error = taken.retried, taken.compile_error
-        if self.schedule.compile is CompileTiming.ONE_AHEAD:
-            record.decode_left_s = (b0 - rung.started_ns) / 1e9
-            record.ready_margin_s = (b0 - rung.finished_ns) / 1e9
-        record.compile_s = rung.compile_s
-        record.compile_started_at_context = rung.started_at_length
-        record.cache, record.import_s = rung.cache.state, rung.cache.import_s
+        record.successor(rung, b0, self.schedule.compile is CompileTiming.ONE_AHEAD)
         m0 = now_ns()
         migration = self._kv.grow_to(capacity)
         self._kv.take_into_use(rung.step)
         m1 = now_ns()
-        record.migration_s = (m1 - m0) / 1e9
-        record.allocation_s, record.copy_s = migration.allocation_s, migration.copy_s
-        record.bytes_copied = migration.bytes_copied
+        record.migrated(m1 - m0, migration)
         if self.schedule.release_retired:
             self.jobs.release(active.capacity)
         self.policy.rung_taken(capacity, t)
@@ -496,18 +460,6 @@ class LadderRunner:
     def _record_window(self, t: int) -> bool:
         return near_boundary(self.window_rungs, t, self.config.boundary_window)
 
-    def _window_entry(self, i: int, t: int, capacity: int, logits: np.ndarray) -> dict:
-        top = np.argsort(logits)[::-1][:5]
-        return {
-            "step": i,
-            "context": t,
-            "rung": capacity,
-            "top1": int(top[0]),
-            "top5": [int(x) for x in top],
-            "top5_logits": [float(logits[x]) for x in top],
-            "logits_digest": logits_digest(logits),
-        }
-
     def _sample_counters(self, ts: int, capacity: int) -> None:
         assert self.store is not None
         self.events.counters(
@@ -518,108 +470,6 @@ class LadderRunner:
                 "rss_bytes": rss_bytes(),
                 "tokens_per_s": self.accounting.rate(capacity),
             },
-        )
-
-    def _report(self, start: int, end: int, stop: str, error: BaseException | None) -> RunReport:
-        started = self.config.started_ns
-        command = min(started, start) if started is not None else start
-        first = self.sequences.first_token_ns()
-        if first is not None:  # the run's first token: the first any sequence gave
-            self._first_token_ns = first
-        report = self._ladder_report(start, end, stop, error)
-        report.tokens_decoded = self.sequences.tokens_decoded()
-        if self.batch > 1:  # a batch-1 report is the format it always was, and these
-            self._batch_report(report, command)
-        elif self.protocol.name == "greedy":
-            report.sequences = [self.sequences.each[0].to_json(command, report.stop_reason)]
-        if self.protocol.document is not None:
-            scores = [x for s in self.sequences for x in s.scores]
-            report.text_score = TextScore.of(
-                self.protocol.document, len(self.protocol.prompt), scores
-            )
-        return report
-
-    def _batch_report(self, report: RunReport, command_ns: int) -> None:
-        """Each sequence's prompt, tokens and stop, and the batch's rate, step and KV."""
-        by_graph = self.prefill_plan.uses_graph
-        each = [s.prefill_ns for s in self.sequences]
-        # On a prefill graph the prompts run one after another; token by token, together.
-        report.prefill_s = (sum(each) if by_graph else max(each)) / 1e9
-        report.prefill["prefill_s"] = report.prefill_s
-        report.prefill["sequences"] = [
-            {"sequence": s.index, "prompt_len": len(s.protocol.prompt), "prefill_s": ns / 1e9}
-            for s, ns in zip(self.sequences, each, strict=True)
-        ]
-        sequences = [
-            SequenceReport(**s.to_json(command_ns, report.stop_reason)) for s in self.sequences
-        ]
-        from_prefill = sum(1 for s in self.sequences if s.tokens) if by_graph else 0
-        kv = {
-            "kv_reserved_avg_bytes": report.kv_reserved_avg_bytes,
-            "kv_reserved_peak_bytes": report.kv_reserved_peak_bytes,
-            "kv_committed_avg_bytes": report.kv_committed_avg_bytes,
-            "kv_committed_peak_bytes": report.kv_committed_peak_bytes,
-        }
-        report.batch = BatchStats.of(sequences, self.accounting.step_ns, from_prefill, kv)
-
-    def _ladder_report(
-        self, start: int, end: int, stop: str, error: BaseException | None
-    ) -> RunReport:
-        s, acct, store = self.config, self.accounting, self.store
-        cache = self.options.cache
-        jobs = self.jobs.finished
-        first = next((j for j in jobs if j.capacity == self.first and j.chunk == 1), None)
-        ft = self._first_token_ns
-        command = min(s.started_ns, start) if s.started_ns is not None else start
-        return RunReport(
-            model=self.source.describe(),
-            device=self.options.device,
-            inference_precision=self.options.inference_precision,
-            ov_config=dict(self.options.extra_config),
-            decode_defaults=self.decode_defaults,
-            kv_precision=self.kv_precision,
-            schedule=self.schedule.name,
-            schedule_title=self.schedule.title,
-            graph=s.graph,
-            placement=s.placement,
-            kv_policy=self.schedule.kv.value,
-            ladder=list(s.ladder.rungs),
-            rungs_used=list(self.rungs),
-            protocol=s.protocol.name,
-            prompt_len=len(s.protocol.prompt),
-            decode_tokens=s.protocol.decode_tokens,
-            context_final=store.length if store else 0,
-            stop_reason=stop,
-            foreground_compile_s=acct.foreground_ns / 1e9,
-            first_rung_compile_s=first.seconds if first else 0.0,
-            weights_compile_s=sum(j.seconds for j in jobs if j.capacity == 0),
-            prefill_compile_s=sum(j.seconds for j in jobs if j.chunk > 1),
-            background_compile_s=sum(j.seconds for j in jobs if j.background),
-            prefill_s=acct.prefill_ns / 1e9,
-            decode_s=acct.decode_ns / 1e9,
-            critical_path_s=(end - start) / 1e9,
-            first_token_s=None if ft is None else (ft - command) / 1e9,
-            startup_s=(start - command) / 1e9,
-            first_token_compile_s=self._first_token_compile_ns / 1e9,
-            prefill=self.prefill_plan.to_json()
-            | ({"decode_compile": self.decode_compile} if self.prefill_plan.uses_graph else {}),
-            decode_graph_wait_s=self._decode_wait_ns / 1e9,
-            rungs=[acct.rungs[c] for c in sorted(acct.rungs)],
-            boundaries=self.boundaries,
-            boundary_tokens=self.window,
-            kv_reserved_avg_bytes=acct.reserved.average(end),
-            kv_reserved_peak_bytes=int(acct.reserved.peak),
-            kv_committed_avg_bytes=acct.committed.average(end),
-            kv_committed_peak_bytes=int(acct.committed.peak),
-            graphs_resident_max=self.jobs.resident_max,
-            # Whole graphs each hold a compiled copy of the weights; split rungs share one.
-            weight_copies_resident_max=1 if s.graph is GraphMode.SPLIT else self.jobs.resident_max,
-            compiles_in_flight_max=self.jobs.in_flight_max,
-            compile_jobs=[j.to_json() for j in jobs],
-            compile_cache_dir=str(cache.directory) if cache is not None else None,
-            cache_store_wait_s=self._store_wait_ns / 1e9,
-            peak_rss_bytes=peak_rss_bytes(),
-            error=f"{type(error).__name__}: {error}" if error is not None else None,
         )
 
 

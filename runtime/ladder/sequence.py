@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from compile_ahead.runtime.ladder.reporting.perplexity import token_nll
-from compile_ahead.runtime.ladder.run_protocol import RunProtocol
+from compile_ahead.runtime.ladder.settings.run_protocol import RunProtocol
 
 TOKEN_LIMIT = "token limit"
 

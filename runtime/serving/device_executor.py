@@ -37,8 +37,8 @@ from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.graphs.spec import GraphSpec
 from compile_ahead.runtime.graphs.step import StepOutput
-from compile_ahead.runtime.ladder.capacities import NAMED_LADDERS, Ladder
 from compile_ahead.runtime.ladder.prefill import prefill_chunks
+from compile_ahead.runtime.ladder.settings.capacities import NAMED_LADDERS, Ladder
 from compile_ahead.runtime.model.architecture import ModelConfig
 from compile_ahead.runtime.model.kv_arena import KVArena
 from compile_ahead.runtime.model.weights import expected_shapes

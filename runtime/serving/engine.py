@@ -318,6 +318,7 @@ class ServingEngine:
         times = live.token_times
         record = {
             "id": live.request_id,
+            "arrival_s": live.request.arrival_s,
             "prompt_tokens": len(live.request.prompt),
             "new_tokens": len(live.tokens),
             "finished": live.finish_reason,

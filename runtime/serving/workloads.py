@@ -195,8 +195,8 @@ def generate_requests(
     return found
 
 
-def write_requests(requests: Sequence[Request], path: Path) -> None:
-    """A request file that read_requests reads back as ``requests``."""
+def requests_jsonl(requests: Sequence[Request]) -> str:
+    """A request file's text that read_requests reads back as ``requests``."""
     lines = [
         json.dumps(
             {
@@ -208,4 +208,9 @@ def write_requests(requests: Sequence[Request], path: Path) -> None:
         )
         for r in requests
     ]
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def write_requests(requests: Sequence[Request], path: Path) -> None:
+    """A request file that read_requests reads back as ``requests``."""
+    path.write_text(requests_jsonl(requests))

@@ -66,7 +66,7 @@ class MeasureOptions:
 def parse_ladder(text: str) -> tuple[int, ...]:
     """The runtime's ladder rules (positive, increasing multiples of 16, no empty rung), so a
     trial never fails on a ladder we could have refused up front."""
-    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
     return Ladder.parse(text).rungs
 

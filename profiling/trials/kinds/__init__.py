@@ -7,5 +7,8 @@ from types import MappingProxyType
 from compile_ahead.profiling.trials.compile_kind.kind import COMPILE
 from compile_ahead.profiling.trials.experiment import Kind
 from compile_ahead.profiling.trials.schedule_kind.kind import SCHEDULE
+from compile_ahead.profiling.trials.serve_kind.kind import SERVE
 
-KINDS: Mapping[str, Kind] = MappingProxyType({"compile": COMPILE, "schedule": SCHEDULE})
+KINDS: Mapping[str, Kind] = MappingProxyType(
+    {"compile": COMPILE, "schedule": SCHEDULE, "serve": SERVE}
+)

@@ -13,7 +13,7 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.profiling.trials.runner import Arm
 from compile_ahead.profiling.trials.schedule_kind.batch import prompt_len_text
 from compile_ahead.profiling.trials.schedule_kind.template import TEMPLATE_KEYS
-from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
 SCHEDULE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
@@ -21,7 +21,7 @@ SCHEDULE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
 def known_arms() -> tuple[str, ...]:
     """What `compile-ahead run` and the upstream trial can run: our schedules, npuw-b0/b1."""
     from compile_ahead.profiling.trials.schedule_kind.baselines import BASELINES
-    from compile_ahead.runtime.ladder.schedules import SCHEDULES
+    from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 
     return (*SCHEDULES, *BASELINES)
 

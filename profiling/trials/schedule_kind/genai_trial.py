@@ -140,7 +140,7 @@ def _generate(
     import openvino as ov
     import openvino_genai as genai
 
-    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+    from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
 
     vocab = source.config.vocab_size
     prompts = [teacher_forced(vocab, n, decode_tokens).prompt for n in prompt_lens]
@@ -169,8 +169,8 @@ def _report(trial: GenaiTrial, source: ModelSource, timed: dict[str, Any]) -> Ru
     """The trial's run report, from LLMPipeline's own metrics."""
     from compile_ahead.profiling.trials.schedule_kind.upstream_trial import per_rung_rates
     from compile_ahead.runtime.base.measure import peak_rss_bytes
-    from compile_ahead.runtime.ladder.capacities import Ladder
     from compile_ahead.runtime.ladder.reporting.report import RungStats, RunReport
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
     ladder = list(Ladder.parse(trial.ladder).rungs)
     result = timed["result"]

@@ -13,7 +13,7 @@ from compile_ahead.profiling.trials.run_options import DesignOptions
 from compile_ahead.profiling.trials.schedule_kind import arms as schedule_arms
 from compile_ahead.profiling.trials.schedule_kind import baselines
 from compile_ahead.profiling.trials.schedule_kind.kind import SCHEDULE
-from compile_ahead.runtime.ladder.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
 _KINDS = {"schedule": SCHEDULE}  # what the engine needs to run and report a schedule experiment
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compile_ahead.runtime.ladder.capacities import near_boundary, rung_holding
+from compile_ahead.runtime.ladder.settings.capacities import near_boundary, rung_holding
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.baselines.stateful_runner import BaselineResult, StatefulRunner
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from compile_ahead.profiling.trials.compile_kind.exported_rungs import parse_ladder
     from compile_ahead.runtime.baselines.npuw import compile_npuw
-    from compile_ahead.runtime.ladder.run_protocol import teacher_forced
+    from compile_ahead.runtime.ladder.settings.run_protocol import teacher_forced
     from compile_ahead.runtime.sources.resolve import resolve_model
 
     ladder = list(parse_ladder(trial.ladder))

@@ -8,11 +8,15 @@ BoundaryRecord.from_json.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compile_ahead.output.format_version import stamped
 from compile_ahead.runtime.ladder.reporting.batch import BatchStats
 from compile_ahead.runtime.ladder.reporting.perplexity import TextScore
+
+if TYPE_CHECKING:
+    from compile_ahead.runtime.ladder.compile_jobs import CompiledRung
+    from compile_ahead.runtime.ladder.kv_store import Migration
 
 MIB = 2**20
 # How the summary names each --decode-compile timing (modes.DecodeCompile).
@@ -52,6 +56,22 @@ class BoundaryRecord:
     compile_error: str | None = None  # the background compile's failure
     retry_error: str | None = None  # the foreground retry's failure (the run stopped)
     retried: bool = False
+
+    def successor(self, rung: CompiledRung, at_ns: int, one_ahead: bool) -> None:
+        """What the rung taken at ``at_ns`` tells of its compile (a one-ahead schedule's also
+        how much decoding it overlapped and how early it was ready)."""
+        if one_ahead:
+            self.decode_left_s = (at_ns - rung.started_ns) / 1e9
+            self.ready_margin_s = (at_ns - rung.finished_ns) / 1e9
+        self.compile_s = rung.compile_s
+        self.compile_started_at_context = rung.started_at_length
+        self.cache, self.import_s = rung.cache.state, rung.cache.import_s
+
+    def migrated(self, took_ns: int, migration: Migration) -> None:
+        """The KV's move to the new rung: ``took_ns`` in all, the store's own parts."""
+        self.migration_s = took_ns / 1e9
+        self.allocation_s, self.copy_s = migration.allocation_s, migration.copy_s
+        self.bytes_copied = migration.bytes_copied
 
     def to_json(self) -> dict[str, Any]:
         fields_ = asdict(self)

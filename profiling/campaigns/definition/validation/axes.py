@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from compile_ahead.errors import CompileAheadError
-from compile_ahead.runtime.ladder.batch_bound import MAX_BATCH, check_batch_size
+from compile_ahead.runtime.ladder.settings.batch_bound import MAX_BATCH, check_batch_size
 
 # Axes that only schedule experiments (`ab schedule`, `ab baselines`) take.
 SCHEDULE_ONLY_AXES = ("batch",)

@@ -184,7 +184,7 @@ def measured_endpoints(
     and batches, in the order its reports list them."""
     from compile_ahead.profiling.trials.compile_kind.endpoints import compile_endpoints
     from compile_ahead.profiling.trials.schedule_kind.endpoints import schedule_endpoints
-    from compile_ahead.runtime.ladder.capacities import Ladder
+    from compile_ahead.runtime.ladder.settings.capacities import Ladder
 
     batch = max((b for b in batches if isinstance(b, int)), default=1)
     keys: dict[str, None] = {}

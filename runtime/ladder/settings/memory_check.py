@@ -20,7 +20,7 @@ import resource
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.base.precision import STORAGE_DTYPES
-from compile_ahead.runtime.ladder.schedules import KVPolicy
+from compile_ahead.runtime.ladder.settings.schedules import KVPolicy
 from compile_ahead.runtime.model.architecture import ModelConfig
 
 F32 = 4  # bytes: logits and activations are f32 on the host and in the decode graphs

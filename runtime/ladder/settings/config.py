@@ -34,17 +34,25 @@ from compile_ahead.runtime.compile.settings.modes import (
     choices,
 )
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.ladder.batch_bound import check_batch_size
-from compile_ahead.runtime.ladder.capacities import DEFAULT_LADDER, LADDER_ALIGNMENT, Ladder
-from compile_ahead.runtime.ladder.faults import Faults
-from compile_ahead.runtime.ladder.prefill import PrefillPlan, check_prefill_flags, choose_prefill
-from compile_ahead.runtime.ladder.run_protocol import (
+from compile_ahead.runtime.ladder.settings.batch_bound import check_batch_size
+from compile_ahead.runtime.ladder.settings.capacities import (
+    DEFAULT_LADDER,
+    LADDER_ALIGNMENT,
+    Ladder,
+)
+from compile_ahead.runtime.ladder.settings.faults import Faults
+from compile_ahead.runtime.ladder.settings.prefill_plan import (
+    PrefillPlan,
+    check_prefill_flags,
+    choose_prefill,
+)
+from compile_ahead.runtime.ladder.settings.run_protocol import (
     RunProtocol,
     greedy,
     teacher_forced,
     teacher_forced_text,
 )
-from compile_ahead.runtime.ladder.schedules import CompileTiming, Schedule
+from compile_ahead.runtime.ladder.settings.schedules import CompileTiming, Schedule
 
 if TYPE_CHECKING:
     from compile_ahead.runtime.sources.base import ModelSource
@@ -199,8 +207,9 @@ class RunConfig:
     placement: PlacementKind | None = None  # where background compiles run; None: the device's
     # With a prefill graph, when the first rungs compile; None: the device's default.
     decode_compile: DecodeCompile | None = None
-    # None: chosen per device from the prompt length (ladder/prefill.py); 1: token by token on
-    # the first rung's decode graph; >1: a prefill graph taking that many tokens per call.
+    # None: chosen per device from the prompt length (settings/prefill_plan.py); 1: token by
+    # token on the first rung's decode graph; >1: a prefill graph taking that many tokens per
+    # call.
     prefill_chunk: int | None = None
     prefill_shape: PrefillShape | None = None  # None: the device's default
     compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S  # a worker's compile is killed after it

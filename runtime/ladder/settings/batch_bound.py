@@ -5,7 +5,7 @@ before anything is compiled, allocated or written.
 The bound keeps the per-sequence work a run does before its memory check (one prompt and one
 protocol per sequence) to a fraction of a second, and every [B, ...] shape far inside the
 device's 32-bit dimensions. The host's memory is checked separately, once the model's shapes
-are known (ladder/memory_check.py); this bound holds whatever the memory.
+are known (ladder/settings/memory_check.py); this bound holds whatever the memory.
 
 Importing this module must not load OpenVINO: campaign spec checks and flag parsing use it.
 """
