@@ -19,11 +19,11 @@ import pytest
 
 from compile_ahead.runtime.base.precision import default_inference_precision
 from compile_ahead.runtime.compile.settings.options import CompileOptions
-from compile_ahead.runtime.ladder.capacities import Ladder
-from compile_ahead.runtime.ladder.config import RunConfig
-from compile_ahead.runtime.ladder.run_protocol import RunProtocol, teacher_forced
 from compile_ahead.runtime.ladder.runner import run_ladder
-from compile_ahead.runtime.ladder.schedules import SCHEDULES
+from compile_ahead.runtime.ladder.settings.capacities import Ladder
+from compile_ahead.runtime.ladder.settings.config import RunConfig
+from compile_ahead.runtime.ladder.settings.run_protocol import RunProtocol, teacher_forced
+from compile_ahead.runtime.ladder.settings.schedules import SCHEDULES
 from compile_ahead.runtime.sources.resolve import resolve_model
 from conftest import smollm2_gguf, tiny_llama_checkpoint, tiny_qwen2_checkpoint
 
