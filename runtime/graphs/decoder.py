@@ -123,9 +123,12 @@ def rotate(x: ov.Output, cos: ov.Output, sin: ov.Output) -> ov.Output:
 # -- decoder pieces, shared by the whole step graph and the split graphs ----------------------
 
 
-# Rotary angles split each position p into hi*ANGLE_STEP + lo (exact integer ops) and look
-# cos/sin of hi*ANGLE_STEP*inv_freq and lo*inv_freq up in small host-computed tables.
-ANGLE_STEP = 256
+# Rotary angles from tables: a position is split into base-ANGLE_BASE digits (exact integer
+# ops), and the cos/sin of each digit's angle are looked up in a host-computed table of
+# ANGLE_BASE rows. ANGLE_DIGITS digits cover positions below 2**24, far beyond any context
+# (and beyond max_position_embeddings, which baselines may run past).
+ANGLE_BASE = 256
+ANGLE_DIGITS = 3
 
 
 def exact_angles(kv_precision: str) -> bool:
@@ -144,11 +147,10 @@ def exact_angles(kv_precision: str) -> bool:
     return kv_precision != "f32"
 
 
-def _angle_tables(inv_freq: np.ndarray, rows: int, step: int) -> tuple[ov.Output, ov.Output]:
-    """cos and sin [rows, hd] of r*step*inv_freq (r < rows, halves repeated as rotate pairs
-    them), computed in float64 and stored in f32."""
-    angles = np.outer(np.arange(rows, dtype=np.float64) * step, inv_freq.astype(np.float64))
-    angles = np.concatenate([angles, angles], -1)
+def _angle_table(inv_freq: np.ndarray, step: int) -> tuple[ov.Output, ov.Output]:
+    """cos and sin [ANGLE_BASE, hd/2] of r*step*inv_freq, computed in float64, stored in f32."""
+    rows = np.arange(ANGLE_BASE, dtype=np.float64) * step
+    angles = np.outer(rows, inv_freq.astype(np.float64))
     return const(np.cos(angles)).output(0), const(np.sin(angles)).output(0)
 
 
@@ -157,9 +159,10 @@ def rope_cos_sin(
 ) -> tuple[ov.Output, ov.Output]:
     """cos and sin [..., hd] for i64 ``positions`` [...] (see exact_angles for ``exact``).
 
-    exact: cos/sin of the angle sum hi*ANGLE_STEP*inv + lo*inv by the angle-sum identities,
-    both terms gathered from tables; the "hi" table covers max_position_embeddings plus one
-    step (a padded prefill row past it gathers zeros, and padded rows never reach valid ones).
+    exact: the angle p*inv is the sum of one term per base-ANGLE_BASE digit d_k of p,
+    d_k*ANGLE_BASE**k*inv, each term's cos/sin gathered from its table and the terms summed
+    by the angle-sum identities cos(a+b) = cos a cos b - sin a sin b and
+    sin(a+b) = sin a cos b + cos a sin b.
     """
     inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope)
     if not exact:
@@ -167,18 +170,27 @@ def rope_cos_sin(
         freqs = ops.multiply(pos, const(inv_freq))
         emb = ops.concat([freqs, freqs], -1)
         return ops.cos(emb).output(0), ops.sin(emb).output(0)
-    step = const(ANGLE_STEP, np.int64)
-    lo = ops.floor_mod(positions, step)
-    hi = ops.divide(ops.subtract(positions, lo), step)
-    hi_rows = cfg.max_position_embeddings // ANGLE_STEP + 2
-    cos_hi, sin_hi = _angle_tables(inv_freq, hi_rows, ANGLE_STEP)
-    cos_lo, sin_lo = _angle_tables(inv_freq, ANGLE_STEP, 1)
-    axis = const(0, np.int64)
-    ch, sh = ops.gather(cos_hi, hi, axis), ops.gather(sin_hi, hi, axis)
-    cl, sl = ops.gather(cos_lo, lo, axis), ops.gather(sin_lo, lo, axis)
-    cos = ops.subtract(ops.multiply(ch, cl), ops.multiply(sh, sl))
-    sin = ops.add(ops.multiply(sh, cl), ops.multiply(ch, sl))
-    return cos.output(0), sin.output(0)
+    base = const(ANGLE_BASE, np.int64)
+
+    def digit_term(k: int, rest: ov.Output) -> tuple[ov.Output, ov.Output, ov.Output]:
+        """cos and sin of digit k's term, and the position's digits above it."""
+        digit = ops.floor_mod(rest, base)
+        cos_table, sin_table = _angle_table(inv_freq, ANGLE_BASE**k)
+        axis = const(0, np.int64)
+        return (
+            ops.gather(cos_table, digit, axis).output(0),
+            ops.gather(sin_table, digit, axis).output(0),
+            ops.divide(ops.subtract(rest, digit), base).output(0),
+        )
+
+    cos, sin, rest = digit_term(0, positions)
+    for k in range(1, ANGLE_DIGITS):
+        c, s, rest = digit_term(k, rest)
+        cos, sin = (
+            ops.subtract(ops.multiply(cos, c), ops.multiply(sin, s)).output(0),
+            ops.add(ops.multiply(sin, c), ops.multiply(cos, s)).output(0),
+        )
+    return ops.concat([cos, cos], -1).output(0), ops.concat([sin, sin], -1).output(0)
 
 
 def rope_tables(
