@@ -11,12 +11,19 @@ from pathlib import Path
 
 from compile_ahead.profiling.compare import html as h
 from compile_ahead.profiling.compare import model as m
-from compile_ahead.profiling.compare import svg
+from compile_ahead.profiling.compare.calibration_section import calibration
 from compile_ahead.profiling.compare.html import Cell, Column, Row
+from compile_ahead.profiling.compare.judged_cells import (
+    judged_cells,
+    judged_columns,
+    mde_cell,
+    strip_of,
+)
+from compile_ahead.profiling.compare.pass_section import passes
 from compile_ahead.profiling.compare.summary import FlagTally, mde_range, summarise
 from compile_ahead.profiling.trials.compile_kind.passes import PASS_FLAG_RULE
 from compile_ahead.profiling.trials.report import display_unit, fmt_number
-from compile_ahead.profiling.trials.stats import MDE_POWER, PairedSummary
+from compile_ahead.profiling.trials.stats import MDE_POWER
 
 RULE = (
     f"Flagged (regression, improvement) as in the markdown and JSON reports: {PASS_FLAG_RULE}. "
@@ -226,80 +233,6 @@ def design(page: m.ExperimentPage, anchor: str) -> str:
     )
 
 
-def strip_of(pairs: tuple[m.Pair, ...], judged: m.Judged, unit: str) -> str:
-    """The per-pair changes in percent, the ratio's interval and the floor's band (what the
-    rule reads); in the endpoint's unit, without a band, where a value is not positive."""
-    s, j = judged.summary, judged.judgement
-    lines = "; ".join(f"{fmt_number(a)} → {fmt_number(b)}" for a, b in pairs)
-    if s is not None and all(a > 0 and b > 0 for a, b in pairs):
-        ci = None
-        if s.ratio_ci_low is not None and s.ratio_ci_high is not None:
-            ci = ((s.ratio_ci_low - 1) * 100, (s.ratio_ci_high - 1) * 100)
-        band = None
-        if j is not None and j.floor_pct is not None:
-            band = ((1 / (1 + j.floor_pct / 100) - 1) * 100, j.floor_pct)
-        changes = [(b / a - 1) * 100 for a, b in pairs]
-        title = f"per pair, change in % (control → treatment: {lines})"
-        return svg.strip(changes, ci, band, judged.css, title)
-    _, div = display_unit(unit)
-    ci = None
-    if s is not None and s.ci_low is not None and s.ci_high is not None:
-        ci = (s.ci_low / div, s.ci_high / div)
-    title = f"per pair, difference (control → treatment: {lines})"
-    return svg.strip([(b - a) / div for a, b in pairs], ci, None, judged.css, title)
-
-
-def _pct_interval(s: PairedSummary | None) -> Cell:
-    if s is None or s.ratio_ci_low is None or s.ratio_ci_high is None:
-        return Cell(h.DASH, None, True, "n")
-    low, high = (s.ratio_ci_low - 1) * 100, (s.ratio_ci_high - 1) * 100
-    return Cell(escape(f"{h.percent(low)} to {h.percent(high)}"), low, True, "n")
-
-
-def _judged_cells(j: m.Judged, unit: str) -> list[Cell]:
-    """Δ, effect %, interval, p, Holm p, floor, status: the columns every comparison row
-    shares."""
-    s, judgement = j.summary, j.judgement
-    _, div = display_unit(unit)
-    floor = None if judgement is None else judgement.floor_pct
-    holm = None if judgement is None else judgement.holm_p
-    return [
-        h.number(
-            None if s is None else s.mean_diff / div,
-            None if s is None else h.signed(s.mean_diff, unit),
-        ),
-        h.number(None if s is None else s.effect_pct,
-                 None if s is None else h.percent(s.effect_pct)),
-        _pct_interval(s),
-        h.number(
-            None if s is None else s.sign_flip_p, None if s is None else h.p_value(s.sign_flip_p)
-        ),
-        h.number(holm, h.p_value(holm)),
-        h.number(floor, None if floor is None else f"{fmt_number(floor)}%"),
-        Cell(escape(j.status), j.status, css="status unavailable" if j.unavailable else "status"),
-    ]  # fmt: skip
-
-
-def _judged_columns(control: str, treatment: str, unit: str) -> list[Column]:
-    """The columns of _judged_cells."""
-    return [
-        Column(f"Δ{unit}", True, f"{treatment} − {control}, mean of the paired differences"),
-        Column("Effect %", True, "geometric mean of the per-pair ratios, as a change"),
-        Column("95% CI %", True, "paired-t interval of the log-ratios, as a change"),
-        Column("p", True, "exact two-sided sign-flip"),
-        Column("Holm p", True, "paired-t p on the log-ratios, Holm-adjusted over the table"),
-        Column("Noise floor %", True, "a change no larger than this is never flagged"),
-        Column("Verdict"),
-    ]
-
-
-def _mde(s: PairedSummary | None) -> Cell:
-    if s is None or s.mde_pct is None:
-        return Cell(h.DASH, None, True, "n")
-    text = escape(f"\u00b1{fmt_number(s.mde_pct)}%")
-    return Cell(f'<span title="{escape(s.mde_text())}">{text}</span>', s.mde_pct, True, "n")
-
-
 def endpoints(page: m.ExperimentPage, c: m.Comparison, anchor: str) -> str:
     control = page.design.control
     rows = []
@@ -312,8 +245,8 @@ def endpoints(page: m.ExperimentPage, c: m.Comparison, anchor: str) -> str:
             h.text(f"{e.label} ({shown})"),
             h.number(mean[0]),
             h.number(mean[1]),
-            *_judged_cells(e.judged, e.unit),
-            _mde(e.judged.summary),
+            *judged_cells(e.judged, e.unit),
+            mde_cell(e.judged.summary),
             h.number(len(e.pairs), str(len(e.pairs))),
             Cell(strip_of(e.pairs, e.judged, e.unit)),
         ]
@@ -326,7 +259,7 @@ def endpoints(page: m.ExperimentPage, c: m.Comparison, anchor: str) -> str:
         Column("Endpoint"),
         Column(f"{control} mean", True),
         Column(f"{c.treatment} mean", True),
-        *_judged_columns(control, c.treatment, ""),
+        *judged_columns(control, c.treatment, ""),
         Column("MDE", True, mde_title),
         Column("Pairs", True),
         Column("Per pair", False, "change per pair; bar: 95% CI; shaded: within the noise floor"),
@@ -344,45 +277,6 @@ def endpoints(page: m.ExperimentPage, c: m.Comparison, anchor: str) -> str:
     )
 
 
-def calibration(cal: m.CalibrationView, anchor: str) -> str:
-    """`ab calibrate`: per endpoint, the noise, the A/A outcome, and the spin's effect against
-    the expected one (calibration.summary's rows)."""
-    rows = [_calibration_row(r) for r in cal.rows]
-    delta = f"+{cal.delta_pct:g}%"
-    cols = [Column("Endpoint"), Column("Pairs", True), Column("Noise (SD log-ratio)", True),
-            Column("MDE", True), Column("A/A effect"), Column(f"{delta}: expected", True),
-            Column(f"{delta}: effect", True), Column("95% CI"), Column("Detected")]  # fmt: skip
-    return (
-        f'<h2 id="{anchor}calibration">CALIBRATION: A/A and A/A{escape(delta)} (arm '
-        f"{escape(cal.arm)})</h2>"
-        "<p class=\"note\">Expected: the spin's seconds over the control's value (CPU time: "
-        "the effect the spin makes; wall: at least this much). Detected: the 95% interval of "
-        "the log-ratio excludes 0.</p>" + h.table(cols, rows, f"{anchor}calibration-table")
-    )
-
-
-def _calibration_row(r: dict) -> Row:
-    d = r["delta"]
-    low, high = d["ratio_ci"]
-    aa = "; ".join(
-        h.percent(a["effect_pct"]) + (" FLAGGED" if a["flagged"] else "") for a in r["aa"]
-    )
-    noise, mde = r["noise_log_sd"], r["mde_pct"]
-    ci = h.DASH if low is None else f"{h.percent((low - 1) * 100)} to {h.percent((high - 1) * 100)}"
-    cells = [
-        h.text(r["label"]),
-        h.number(r["n"], str(r["n"])),
-        h.number(noise, None if noise is None else f"{noise:.4f}"),
-        h.number(mde, None if mde is None else f"\u00b1{fmt_number(mde)}%"),
-        h.text(aa or "no A/A arm (--aa)"),
-        h.number(d["expected_pct"], h.percent(d["expected_pct"])),
-        h.number(d["effect_pct"], h.percent(d["effect_pct"])),
-        h.text(ci),
-        h.text("yes" if d["detected"] else "no"),
-    ]
-    return Row(cells, {"data-key": r["key"]})
-
-
 def counts(page: m.ExperimentPage, anchor: str) -> str:
     """Count-style rows (boundaries ready, top-1 agreement with the control): per arm, as the
     markdown report gives them, without a test."""
@@ -393,96 +287,6 @@ def counts(page: m.ExperimentPage, anchor: str) -> str:
     ]
     cols = [Column("Count"), *(Column(a) for a in arms)]
     return f'<h2 id="{anchor}counts">Counts</h2>' + h.table(cols, rows, sortable=False)
-
-
-def passes(page: m.ExperimentPage, c: m.Comparison, anchor: str) -> str:
-    control, t = page.design.control, c.treatment
-    rows = [_pass_row(p) for p in c.passes or []]
-    cols = [
-        Column("Pass"),
-        Column("Manager"),
-        Column(f"self {control} ms", True),
-        Column(f"self {t} ms", True),
-        *_judged_columns(control, t, " ms"),
-        Column(f"calls {control}", True),
-        Column(f"calls {t}", True),
-        Column("Δ calls", True),
-        Column("Share", True, f"of {t}'s compile wall"),
-        Column("Per pair", False, "self-time change per pair; bar: 95% CI; shaded: noise floor"),
-    ]
-    ident = f"{anchor}passes-{t}-table"
-    flagged = sum(1 for p in c.passes or [] if p.judged.flagged)
-    only = _one_arm_only(c, f"{anchor}passes-{t}-only")
-    return (
-        f'<h2 id="{anchor}passes-{escape(t)}">Passes: {escape(t)} vs {escape(control)}</h2>'
-        f'<p class="note">Self time per pass (its duration minus the pass managers it ran, '
-        f"summed over its runs and the rungs of a trial), mean per trial; {len(rows)} passes in "
-        f"both arms, {flagged} flagged (Holm's correction over these {len(rows)} passes). Ranked "
-        "as the markdown report ranks them; click a column to sort.</p>"
-        + h.filters(ident, len(rows), flagged=True, what="passes")
-        + h.table(cols, rows, ident)
-        + only
-    )
-
-
-def _pass_row(p: m.PassRow) -> Row:
-    share = None if p.share is None else p.share * 100
-    cells = [
-        h.text(p.name),
-        h.text(p.manager),
-        h.number(p.self_ms[0]),
-        h.number(p.self_ms[1]),
-        *_judged_cells(p.judged, "ms"),
-        h.number(p.calls[0], _count(p.calls[0])),
-        h.number(p.calls[1], _count(p.calls[1])),
-        h.number(p.calls_delta, _count(p.calls_delta, signed=True)),
-        h.number(share, None if share is None else f"{fmt_number(share)}%"),
-        Cell(strip_of(p.pairs, p.judged, "ms")),
-    ]
-    attrs = {
-        "class": p.judged.css,
-        "data-name": f"{p.name} {p.manager}".lower(),
-        "data-flagged": "1" if p.judged.flagged else "0",
-    }
-    return Row(cells, attrs)
-
-
-def _count(value: float | None, signed: bool = False) -> str | None:
-    """A mean count per trial: whole numbers without decimals."""
-    if value is None:
-        return None
-    text = f"{value:+.4g}" if signed and value != 0 else f"{value:.4g}"
-    return text.replace("-", "\u2212")
-
-
-def _one_arm_only(c: m.Comparison, ident: str) -> str:
-    if not c.one_arm_only:
-        return '<p class="note">No pass ran in one arm only.</p>'
-    rows = [
-        Row(
-            [
-                h.text(o.name),
-                h.text(o.manager),
-                h.text(o.arm),
-                h.number(o.mean_ms),
-                h.number(o.calls, _count(o.calls)),
-            ],
-            {"data-name": f"{o.name} {o.manager}".lower()},
-        )
-        for o in sorted(c.one_arm_only, key=lambda o: -(o.mean_ms or 0.0))
-    ]
-    cols = [
-        Column("Pass"),
-        Column("Manager"),
-        Column("Only in"),
-        Column("mean self ms", True),
-        Column("calls", True),
-    ]
-    return (
-        f"<h3>Passes that ran in one arm only ({len(rows)})</h3>"
-        '<p class="note">No paired effect: mean self time and calls per trial in the arm that '
-        "ran them.</p>" + h.table(cols, rows, ident)
-    )
 
 
 def trace_link(name: str | None, path: Path | None) -> Cell:
