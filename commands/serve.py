@@ -86,7 +86,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="SLOs a request must meet to count toward goodput: ttft, tpot, e2el in ms",
     )
     p.add_argument("--out", type=Path, help="write the metrics report (JSON) here")
-    p.add_argument("--trace", type=Path, help="write a Perfetto trace of the serving run here")
+    p.add_argument(
+        "--trace",
+        type=Path,
+        help="write a Perfetto trace of the serving run here (listening: when the server stops, "
+        "of the requests it still keeps)",
+    )
     add_listen_options(p)
     p.set_defaults(func=run)
 
@@ -100,6 +105,7 @@ def listen(args: argparse.Namespace) -> int:
     from compile_ahead.runtime.serving.buckets import Grid, parse_sizes
     from compile_ahead.runtime.serving.policies import make_policy
 
+    check_outputs(args)  # --trace: written when the server stops
     policy = make_policy(args.policy)
     grid = Grid.of(parse_sizes(args.buckets, "--buckets"), Ladder.parse(args.ladder).rungs)
     extra = {"options": compile_options(args), "kv": args.kv, "stop_at_eos": True}
@@ -143,7 +149,8 @@ def check_outputs(args: argparse.Namespace) -> None:
         if path is not None:
             check_output_file(path, flag)
     check_distinct(outputs)
-    inputs = [*model_inputs(args), *(p for p in (args.requests, args.simulate) if p)]
+    read = (args.requests, args.simulate, args.token_file)
+    inputs = [*model_inputs(args), *(p for p in read if p)]
     check_not_inputs(outputs, inputs)
 
 

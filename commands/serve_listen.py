@@ -7,7 +7,9 @@ read). On the first SIGINT, SIGTERM or SIGHUP it stops: the listening socket clo
 requests on open connections get 503, and the requests in flight go on for up to
 --drain-timeout seconds; those still running then are cancelled (a non-streamed one gets 503, a
 stream gets an error event and no [DONE]). A second signal cancels them at once. The command
-exits 130.
+exits 130, after writing the serving trace (--trace) of the requests the engine keeps: the
+newest KEEP_FINISHED finished ones (runtime/serving/engine_thread.py), so that memory stays
+bounded however long it serves.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import ipaddress
 import socket
 import sys
 from concurrent.futures import wait as wait_futures
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_ahead.commands.options import count, seconds
@@ -105,7 +108,7 @@ def _check_host(args: argparse.Namespace) -> None:
 
 
 # The replay's flags (serve --requests) and their defaults: given without --requests, refused.
-REPLAY_FLAGS: dict[str, object] = {"simulate": None, "goodput": [], "out": None, "trace": None}
+REPLAY_FLAGS: dict[str, object] = {"simulate": None, "goodput": [], "out": None}
 # The server's flags and their defaults: given with --requests, refused.
 SERVER_FLAGS: dict[str, object] = {
     "host": "127.0.0.1",
@@ -220,7 +223,21 @@ def _serve(
         raise CompileAheadError(f"the HTTP server stopped: {failure}")
     except KeyboardInterrupt:
         _shut_down(args, engine, endpoint, server)
+        if args.trace is not None:
+            _write_trace(args.trace, engine)
         raise
+
+
+def _write_trace(path: Path, engine: Engine) -> None:
+    """The serving trace of what the stopped engine keeps (its newest finished requests)."""
+    from compile_ahead.profiling.traces.serving import write_serving_trace
+    from compile_ahead.runtime.serving.engine_thread import ThreadedEngine
+
+    stopped = engine.stopped_engine() if isinstance(engine, ThreadedEngine) else None
+    if stopped is None:
+        print("compile-ahead: trace not written: the engine did not stop", file=sys.stderr)
+        return
+    print(f"trace: {write_serving_trace(path, stopped, stopped.clock.now())}", flush=True)
 
 
 def _shut_down(

@@ -252,3 +252,47 @@ def test_ctrl_c_under_load_on_the_real_engine_leaves_no_process():
         t.join(10)
     assert all(o is not None and o[0] == "error" for o in outcomes), outcomes  # cut, told why
     assert not [p for p in started_by_it if p.is_running() and p.status() != "zombie"]
+
+
+@pytest.mark.skipif(
+    __import__("trace_processor").unavailable_reason() is not None, reason="no trace processor"
+)
+def test_a_listening_server_writes_its_trace_when_it_stops(tmp_path):
+    """`serve --trace` while listening: on Ctrl-C the trace of the requests it served is
+    written, read back by Perfetto's trace processor (a row track slice per request)."""
+    from cli import command
+    from trace_processor import NodeTraceProcessor
+
+    trace = tmp_path / "listen.pftrace"
+    proc = subprocess.Popen(
+        command(
+            *("serve", "--model", "tiny", "--ladder", "64", "--buckets", "1,2"),
+            *("--policy", "up-front", "--port", "0", "--trace", str(trace)),
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    server = Server.__new__(Server)
+    server.proc, server.url, server.key = proc, None, None
+    for line in proc.stdout:
+        if line.startswith("serving "):
+            server.url = line.split(" at ")[1].strip()
+        if line.startswith("api key: "):
+            server.key = line.split(": ", 1)[1].strip()
+            break
+    assert server.url and server.key, proc.stderr.read()
+    client = server.client()
+    ids = [client.completions.create(model="tiny", prompt=[i + 1, 5], max_tokens=4).id
+           for i in range(3)]  # fmt: skip
+    proc.send_signal(signal.SIGINT)
+    code, err = server.end(timeout=60)
+    assert code == 130, err
+    with NodeTraceProcessor.open(trace) as tp:
+        rows = tp.rows(
+            "select t.name as track, s.name as name from slice s join track t on s.track_id = t.id"
+        )
+    on_rows = [r["name"] for r in rows if r["track"].startswith("row ")]
+    assert len(on_rows) == 3, rows
+    assert any(r["track"] == "active bucket" for r in rows)
+    assert len(set(ids)) == 3

@@ -26,13 +26,23 @@ OBSERVE_COMPILE = textwrap.dedent(
     t0 = time.monotonic_ns()
     compile_step(source, spec, CompileOptions(device="CPU"))
     t1 = time.monotonic_ns()
-    first = [e.__dict__ for e in itt_collector.events()]
     # Workers may still be inside a span: everything that began before the snapshot is either
     # open now or recorded by the next snapshot.
     still_open = [e.__dict__ for e in itt_collector.open_spans()]
     later = [e.__dict__ for e in itt_collector.events()]
-    aggs = [a.__dict__ for a in itt_collector.aggregates()]
-    stats = itt_collector.stats()
+    # Events, aggregates and stats are read one after another, so a plugin thread that closes
+    # a span between the reads would make them disagree: read them while nothing is recording
+    # (no open span, the same count before and after the reads).
+    for _ in range(200):
+        before = itt_collector.stats()["recorded"]
+        first = [e.__dict__ for e in itt_collector.events()]
+        aggs = [a.__dict__ for a in itt_collector.aggregates()]
+        stats = itt_collector.stats()
+        if stats["recorded"] == before and not itt_collector.open_spans():
+            break
+        time.sleep(0.01)
+    else:
+        raise SystemExit("the collector never went quiet after compile_model returned")
     itt_collector.reset()
     after_reset = (
         len(itt_collector.events()), len(itt_collector.aggregates()), itt_collector.stats()

@@ -115,3 +115,13 @@ def test_the_other_modes_flags_are_refused_in_one_line(argv, flag, mode):
         f"compile-ahead: error: {flag} is for {mode}"
         + (" (--requests)" if "replay" in mode else " (no --requests)")
     ]
+
+
+def test_a_listening_servers_trace_over_its_token_file_is_refused_before_it_starts(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("the-owners-token-0123456789abcdef\n")
+    token.chmod(0o600)
+    done = serve("--model", "tiny", "--token-file", token, "--trace", token, "--port", "0")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "--trace" in done.stderr, done.stderr
+    assert token.read_text() == "the-owners-token-0123456789abcdef\n"

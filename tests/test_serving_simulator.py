@@ -230,3 +230,25 @@ def test_the_engine_interface_on_the_simulator_streams_cancels_refuses_and_drain
     late: list[TokenEvent] = []
     api.submit("late", [1], 2, late.append)
     assert [e.finished for e in late] == ["refused"]
+
+
+def test_a_listening_engine_keeps_only_its_newest_finished_requests():
+    """A server runs for ever: with keep_finished, its memory holds the newest finished
+    requests (metrics, row spans, switches); the counts stay whole."""
+    grid = Grid.of((1, 2), (16, 32))
+    engine = ServingEngine(grid, make_policy("up-front"), SimExecutor(costs()))
+    engine.keep_finished = 5
+    requests = []  # every 5 s two requests at once, then one alone: the bucket goes up, down
+    for k in range(20):
+        requests += [req(2 * k, 5.0 * k, prompt=2, new=20), req(2 * k + 1, 5.0 * k, prompt=2)]
+    replay(engine, requests)
+    report = engine.report()
+    whole, whole_report = serve(grid, "up-front", requests)  # the same trace, nothing forgotten
+    last_to_finish = sorted(whole.lives.values(), key=lambda x: x.finished_s)[-5:]
+    assert sorted(engine.lives) == sorted(x.request_id for x in last_to_finish)
+    assert report["requests_forgotten"] == 35
+    assert report["requests_metrics"]["requests"]["finished"] == 5
+    assert len(engine.row_spans) <= 2 * 5 + len(engine.rows)  # pruned now and then
+    assert len(engine.stats.switches) <= 5 < report["engine"]["switches"]
+    assert len(whole.lives) == 40 and whole_report["requests_forgotten"] == 0
+    assert whole_report["engine"]["switches"] == report["engine"]["switches"]

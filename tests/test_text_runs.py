@@ -17,7 +17,7 @@ import pytest
 from cli import run_cli
 
 from compile_ahead.commands.main import main
-from conftest import one_line_error, random_qwen2_checkpoint, reference_greedy
+from conftest import one_line_error, random_qwen2_checkpoint, reference_greedy, transformers_nll
 
 LICENSE = Path(__file__).resolve().parents[1] / "LICENSE"
 LADDER = "512,1024,2816"  # the LICENSE's tokens cross 512 and 1024; 2816 holds them all
@@ -48,23 +48,6 @@ def _tokenizer(model: Path):
     return Tokenizer.from_file(str(model / "tokenizer.json"))
 
 
-def _transformers_nll(
-    model: Path, ids: list[int], prompt_len: int, gguf_file: str | None = None
-) -> np.ndarray:
-    """Per scored token, -log p(ids[t] | ids[:t]) for t >= prompt_len: transformers at f32
-    (a GGUF dequantized to f32 by its loader), the log-softmax in float64."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    extra = {} if gguf_file is None else {"gguf_file": gguf_file}
-    m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32, **extra).eval()
-    with torch.no_grad():
-        logits = m(torch.tensor([ids])).logits[0].double()
-    logp = torch.log_softmax(logits, dim=-1)
-    rows = torch.arange(prompt_len - 1, len(ids) - 1)
-    return (-logp[rows, torch.tensor(ids[prompt_len:])]).numpy()
-
-
 def _run(tmp_path: Path, *argv) -> dict:
     report = tmp_path / "report.json"
     done = run_cli("run", *argv, *F32, "--no-cache", "--no-progress", "--report", report)
@@ -81,7 +64,7 @@ def test_text_nll_equals_transformers_across_two_boundaries(text_model, tmp_path
         *("--prompt-len", PROMPT_LEN, "--schedule", schedule),
     )
     ids = _tokenizer(text_model).encode(LICENSE.read_text()).ids
-    ref = _transformers_nll(text_model, ids, PROMPT_LEN)
+    ref = transformers_nll(text_model, ids, PROMPT_LEN)
     score = report["text_score"]
     assert [(b["from"], b["to"]) for b in report["boundaries"]] == [(512, 1024), (1024, 2816)]
     assert score["tokens_scored"] == len(ref) == len(ids) - PROMPT_LEN >= 2000
@@ -105,7 +88,7 @@ def test_text_with_decode_tokens_forces_only_that_many(text_model, tmp_path):
         *("--prompt-len", 16, "--decode-tokens", 100, "--schedule", "i1"),
     )
     ids = _tokenizer(text_model).encode(LICENSE.read_text()).ids[:117]
-    ref = _transformers_nll(text_model, ids, 16)
+    ref = transformers_nll(text_model, ids, 16)
     assert report["text_score"]["tokens_scored"] == 101 == len(ref)
     assert abs(report["text_score"]["nll_per_token"] - ref.mean()) < 1e-3
     assert report["context_final"] == 116
@@ -245,7 +228,7 @@ def test_smollm2_text_nll_equals_transformers_from_the_same_gguf(tmp_path):
         *("--model", "smollm2-135m", "--text", LICENSE, "--ladder", "512,1024,4096"),
         *("--prompt-len", PROMPT_LEN),
     )
-    ref = _transformers_nll(gguf_path.parent, ids, PROMPT_LEN, gguf_path.name)
+    ref = transformers_nll(gguf_path.parent, ids, PROMPT_LEN, gguf_path.name)
     score = report["text_score"]
     assert [(b["from"], b["to"]) for b in report["boundaries"]] == [(512, 1024), (1024, 4096)]
     assert score["tokens_scored"] == len(ref) >= 2000

@@ -329,6 +329,7 @@ def test_counter_window_sums_every_thread_like_getrusage() -> None:
 # --- A/A and A/A+delta on the tiny preset --------------------------------------------------
 
 
+@pytest.mark.alone  # real compile timings, judged
 def test_aa_on_tiny_flags_nothing_and_states_the_mde(tmp_path: Path) -> None:
     out = tmp_path / "aa"
     assert run_ab(["ab", "compile", "--arm", "A=current", "--aa", "--model", "tiny",
@@ -353,6 +354,7 @@ def test_aa_on_tiny_flags_nothing_and_states_the_mde(tmp_path: Path) -> None:
     assert "FLAGGED" not in md
 
 
+@pytest.mark.alone  # real compile timings, judged
 def test_calibrate_30_percent_is_detected_on_cpu_time(tmp_path: Path) -> None:
     out = tmp_path / "cal"
     # A tiny rung compiles in ~0.08 s of CPU, so single compiles are noisy: 8 pairs of 5

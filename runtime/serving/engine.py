@@ -63,6 +63,12 @@ class ServingEngine:
         self._step_s = 0.0
         self._down_streak = 0
         self._span_start: dict[str, float] = {}
+        # A listening server runs for ever: it keeps (for its metrics and trace) the newest
+        # keep_finished finished requests, their row spans and as many bucket switches and
+        # compiles; a replay keeps everything (None).
+        self.keep_finished: int | None = None
+        self.forgotten = 0  # finished requests no longer kept
+        self._finished: deque[str] = deque()
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -220,6 +226,7 @@ class ServingEngine:
                 self._close_span(live, t0)
                 live.row = dst
                 self._span_start[live.request_id] = t0
+        self.stats.switch_count += 1
         self.stats.switches.append(
             {
                 "from": list(self.active) if self.active else None,
@@ -288,6 +295,17 @@ class ServingEngine:
         live.finish(reason, now, message)
         self._emit(TokenEvent(live.request_id, None, reason, message))
         self._callbacks.pop(live.request_id, None)
+        if self.keep_finished is not None:
+            self._finished.append(live.request_id)
+            self._forget_beyond(self.keep_finished)
+
+    def _forget_beyond(self, keep: int) -> None:
+        while len(self._finished) > keep:
+            self.lives.pop(self._finished.popleft(), None)
+            self.forgotten += 1
+        if len(self.row_spans) > 2 * keep + len(self.rows):  # amortized: rebuilt now and then
+            self.row_spans = [s for s in self.row_spans if s["request"] in self.lives]
+        self.stats.keep_newest(keep)
 
     def _close_span(self, live: Live, now: float) -> None:
         start = self._span_start.pop(live.request_id, None)
@@ -311,6 +329,8 @@ class ServingEngine:
             "requests_metrics": request_metrics(self.lives.values(), self.slo),
             "engine": self.stats.to_json(),
             "requests": [self._request_record(x) for x in self.lives.values()],
+            # requests finished earlier and no longer kept (a listening server's window)
+            "requests_forgotten": self.forgotten,
         }
 
     def _request_record(self, live: Live) -> dict:

@@ -25,6 +25,9 @@ from compile_ahead.runtime.serving.requests import Request
 
 IDLE_POLL_S = 0.01  # how often an idle engine looks at a background compile
 METRICS_WAIT_S = 5.0  # a metrics() call waits this long for the engine's thread, then snapshots
+# Finished requests kept for the metrics and the trace (the newest); older ones are forgotten,
+# so a server's memory does not grow with the requests it has served.
+KEEP_FINISHED = 10_000
 
 
 class ThreadedEngine:
@@ -32,6 +35,7 @@ class ThreadedEngine:
 
     def __init__(self, engine: ServingEngine, max_context: int) -> None:
         self.engine = engine
+        engine.keep_finished = KEEP_FINISHED
         self._max_context = max_context
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._wake = threading.Event()
@@ -83,6 +87,10 @@ class ThreadedEngine:
         self._draining = True
         self._put("drain", timeout_s)
         self._thread.join(timeout_s + 5.0)
+
+    def stopped_engine(self) -> ServingEngine | None:
+        """The engine once its thread has ended (its state is then safe to read), else None."""
+        return None if self._thread.is_alive() or not self._stopped.is_set() else self.engine
 
     @property
     def eos_token_id(self) -> int | None:

@@ -61,10 +61,17 @@ class EngineStats:
     buckets_used: set[Bucket] = field(default_factory=set)
     buckets_released: list[Bucket] = field(default_factory=list)
     switches: list[dict] = field(default_factory=list)  # from, to, at, seconds, bytes
+    switch_count: int = 0  # every switch, also those no longer kept in ``switches``
     kv_bytes_copied: int = 0
     steps: int = 0
     peak_rss_bytes: int = 0  # measured (device) or modelled (simulator)
     peak_resident_bucket_bytes: int = 0
+
+    def keep_newest(self, keep: int) -> None:
+        """Forget all but the newest ``keep`` switches, compiles and releases (a listening
+        server's bounded memory); the counts and seconds stay whole."""
+        for kept in (self.switches, self.compiles, self.buckets_released):
+            del kept[:-keep]
 
     def to_json(self) -> dict:
         return {
@@ -82,7 +89,7 @@ class EngineStats:
             "buckets_compiled": sorted([list(b) for b in self.buckets_compiled]),
             "buckets_used": sorted([list(b) for b in self.buckets_used]),
             "buckets_released": [list(b) for b in self.buckets_released],
-            "switches": len(self.switches),
+            "switches": self.switch_count,
             "kv_bytes_copied": self.kv_bytes_copied,
             "decode_steps": self.steps,
             "peak_rss_bytes": self.peak_rss_bytes,
