@@ -134,7 +134,8 @@ def test_sigterm_ends_a_run_like_ctrl_c_with_its_report(tmp_path):
 def test_a_run_ending_with_a_compile_in_flight_closes_its_trace_cleanly(tmp_path, capsys):
     trace = tmp_path / "t.pftrace"
     argv = [*TINY, "--schedule", "i2", "--decode-tokens", "3", "--inject-compile-delay", "2"]
-    assert main([*argv, "--trace", str(trace)]) == 0
+    # --no-cache: a rung another test compiled would be imported, and nothing left in flight
+    assert main([*argv, "--no-cache", "--trace", str(trace)]) == 0
     report = validate_trace(trace)
     assert report.ok, report.errors
     # The successor's compile job was reported abandoned, and nothing was written after close.
