@@ -47,6 +47,17 @@ class Server:
             text=True,
             env=env,
         )
+        self._read_address()
+
+    @classmethod
+    def of(cls, proc: subprocess.Popen) -> Server:
+        """A `compile-ahead serve` process started elsewhere, once it says where it listens."""
+        server = cls.__new__(cls)
+        server.proc = proc
+        server._read_address()
+        return server
+
+    def _read_address(self) -> None:
         self.url = self.key = None
         deadline = time.monotonic() + 120
         for line in self.proc.stdout:  # until it says where it listens
@@ -56,7 +67,7 @@ class Server:
                 self.key = line.split(": ", 1)[1].strip()
                 break
             assert time.monotonic() < deadline
-        assert self.url, self.proc.stderr.read()
+        assert self.url and self.key, self.proc.stderr.read()
 
     def client(self, key: str | None = None) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url, api_key=key or self.key, max_retries=0, timeout=60)
@@ -233,15 +244,7 @@ def test_ctrl_c_under_load_on_the_real_engine_leaves_no_process():
         stderr=subprocess.PIPE,
         text=True,
     )
-    server = Server.__new__(Server)
-    server.proc, server.url, server.key = proc, None, None
-    for line in proc.stdout:
-        if line.startswith("serving "):
-            server.url = line.split(" at ")[1].strip()
-        if line.startswith("api key: "):
-            server.key = line.split(": ", 1)[1].strip()
-            break
-    assert server.url and server.key, proc.stderr.read()
+    server = Server.of(proc)
     outcomes, threads, _ = _streams(server, 8, max_tokens=2000)
     started_by_it = psutil.Process(proc.pid).children(recursive=True)
     proc.send_signal(signal.SIGINT)
@@ -273,15 +276,7 @@ def test_a_listening_server_writes_its_trace_when_it_stops(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    server = Server.__new__(Server)
-    server.proc, server.url, server.key = proc, None, None
-    for line in proc.stdout:
-        if line.startswith("serving "):
-            server.url = line.split(" at ")[1].strip()
-        if line.startswith("api key: "):
-            server.key = line.split(": ", 1)[1].strip()
-            break
-    assert server.url and server.key, proc.stderr.read()
+    server = Server.of(proc)
     client = server.client()
     ids = [client.completions.create(model="tiny", prompt=[i + 1, 5], max_tokens=4).id
            for i in range(3)]  # fmt: skip
