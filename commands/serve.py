@@ -85,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY:MS",
         help="SLOs a request must meet to count toward goodput: ttft, tpot, e2el in ms",
     )
+    add_output_options(p)
+    add_listen_options(p)
+    p.set_defaults(func=run)
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="write the metrics report (JSON) here")
     p.add_argument(
         "--trace",
@@ -92,8 +98,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write a Perfetto trace of the serving run here (listening: when the server stops, "
         "of the requests it still keeps)",
     )
-    add_listen_options(p)
-    p.set_defaults(func=run)
+    p.add_argument(
+        "--costs-out",
+        type=Path,
+        metavar="FILE",
+        help="write the simulator's cost model fitted from this replay on the device (JSON, "
+        "for --simulate)",
+    )
 
 
 def listen(args: argparse.Namespace) -> int:
@@ -144,7 +155,7 @@ def parse_goodput(items: list[str]) -> Slo:
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Outputs checked before any work, never over an input."""
-    outputs = {"--out": args.out, "--trace": args.trace}
+    outputs = {"--out": args.out, "--trace": args.trace, "--costs-out": args.costs_out}
     for flag, path in outputs.items():
         if path is not None:
             check_output_file(path, flag)
@@ -166,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
 
     # Every input checked before anything compiles: each refusal is one line.
     check_outputs(args)
+    if args.costs_out is not None and args.simulate is not None:
+        raise CompileAheadError(
+            "--costs-out fits a cost model from a run on the device; --simulate runs one"
+        )
     if args.kv not in KV_MODES:
         raise CompileAheadError(f"--kv {args.kv!r}: one of {', '.join(KV_MODES)}")
     policy = make_policy(args.policy)
@@ -216,7 +231,22 @@ def _outputs(args: argparse.Namespace, engine: ServingEngine, source: Any) -> in
         from compile_ahead.profiling.traces.serving import write_serving_trace
 
         print(f"trace: {write_serving_trace(args.trace, engine, engine.clock.now())}")
+    if args.costs_out is not None:
+        print(f"cost model: {write_json_atomic(args.costs_out, fitted_costs(report, engine))}")
     return 0
+
+
+def fitted_costs(report: dict, engine: ServingEngine) -> dict:
+    """The cost model fitted from this run; what a run cannot show comes from its executor."""
+    from compile_ahead.runtime.serving.calibration import fit_cost_model
+
+    ex = engine.executor
+    fixed = {
+        "bucket_bytes": ex.bucket_bytes(engine.grid.smallest),
+        "kv_bytes_per_slot": getattr(ex, "slot_bytes", 0),
+        "kv": getattr(ex, "kv", "copy"),
+    }
+    return fit_cost_model([report], fixed)
 
 
 def prompt_tokenizer(source: Any) -> Any:

@@ -108,7 +108,9 @@ def _check_host(args: argparse.Namespace) -> None:
 
 
 # The replay's flags (serve --requests) and their defaults: given without --requests, refused.
-REPLAY_FLAGS: dict[str, object] = {"simulate": None, "goodput": [], "out": None}
+REPLAY_FLAGS: dict[str, object] = {
+    "simulate": None, "goodput": [], "out": None, "costs_out": None,
+}  # fmt: skip
 # The server's flags and their defaults: given with --requests, refused.
 SERVER_FLAGS: dict[str, object] = {
     "host": "127.0.0.1",

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -112,6 +113,61 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is None and is_slow(item):
             item.add_marker(pytest.mark.slow)
+
+
+# --- the order of the modules ----------------------------------------------------------------
+# The two workers take whole modules (--dist loadfile) in the collection's order, each its next
+# when it is done: a long module taken last runs alone at the end. So the modules go longest
+# first, by the seconds each took in a whole run (module_seconds.json, rewritten by
+# `python -m pytest --store-module-seconds`); a module not in it counts as the median one.
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+
+
+def longest_first(items: list[pytest.Item], seconds: dict[str, float]) -> list[pytest.Item]:
+    """``items`` with their modules ordered by ``seconds`` (module file name -> seconds), the
+    longest first; tests keep their order within a module, ties their collection order."""
+    by_module: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.path, []).append(item)
+    typical = statistics.median(seconds.values()) if seconds else 0.0
+    ordered = sorted(by_module, key=lambda path: -seconds.get(path.name, typical))
+    return [item for path in ordered for item in by_module[path]]
+
+
+class _ModuleOrder:
+    def __init__(self, store: bool) -> None:
+        self.store = store
+        self.took: dict[str, float] = {}
+
+    @pytest.hookimpl(trylast=True)  # after every other plugin has sorted or deselected
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        try:
+            seconds = json.loads(MODULE_SECONDS.read_text())
+        except (OSError, ValueError):
+            seconds = {}  # no hint: the collection's order
+        items[:] = longest_first(items, seconds)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        name = Path(report.nodeid.split("::")[0]).name
+        self.took[name] = self.took.get(name, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.store and not hasattr(session.config, "workerinput"):  # the controller's
+            rounded = {k: round(v, 1) for k, v in sorted(self.took.items())}
+            MODULE_SECONDS.write_text(json.dumps(rounded, indent=0) + "\n")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store-module-seconds",
+        action="store_true",
+        help=f"write each module's seconds in this run to {MODULE_SECONDS.name} (the order)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    store = bool(config.getoption("--store-module-seconds"))
+    config.pluginmanager.register(_ModuleOrder(store), "module-order")
 
 
 # --- two workers -------------------------------------------------------------------------------

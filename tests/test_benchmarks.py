@@ -166,3 +166,30 @@ def test_policies_paired_pairs_the_endpoints_ab_serve_pairs(tmp_path) -> None:
     keys = [e.key for e in serve_endpoints(cold_s=120.0)]
     assert [list(p) for p in results["pairs"]["ahead"]] == [keys, keys]
     assert "time_to_ready" in results["against_control"]["ahead"]
+
+
+def test_the_simulator_check_fits_on_one_seed_and_compares_on_another(tmp_path) -> None:
+    """sim_check.py on the tiny preset: the cost model fitted from the calibration replays, and
+    per policy the simulated / measured ratios and the time to ready against its floor."""
+    result, costs = tmp_path / "sim.json", tmp_path / "costs.json"
+    script = ROOT / "benchmarks" / "serving" / "sim_check.py"
+    argv = ["--model", "tiny", "--buckets", "1,2", "--ladder", "16,32,64", "--requests", "6",
+            "--rate", "20", "--policies", "on-demand,ahead", "--costs-out", str(costs),
+            "--json", str(result)]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(result.read_text())["results"]  # NaN allowed: a ratio may have none
+    fitted = results["fitted_costs"]
+    assert fitted == json.loads(costs.read_text())
+    assert fitted["fitted_from"]["runs"] == 2 and fitted["step_s"]["table"]
+    for policy in ("on-demand", "ahead"):
+        ratios = results["ratios"][policy]
+        assert ratios["tpot_s_p50"] > 0 and ratios["measured"]["ttft_s"]["n"] == 6
+        ready = ratios["ready"]
+        assert ready["time_to_ready_s"] > 0 and ready["over_floor"] >= 1.0 - 1e-9
+    same = subprocess.run(
+        [sys.executable, str(script), *argv, "--seed", "0"], capture_output=True, text=True
+    )
+    assert same.returncode == 2 and "--seed must differ from --calibrate-seed" in same.stderr

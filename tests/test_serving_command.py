@@ -102,6 +102,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, costs, extra,
     [
         (["--out", "r.json"], "--out", "the request file's replay"),
         (["--simulate", "c.json"], "--simulate", "the request file's replay"),
+        (["--costs-out", "c.json"], "--costs-out", "the request file's replay"),
         (["--requests", str(SHORT), "--port", "9"], "--port", "listening"),
         (["--requests", str(SHORT), "--token-file", "t"], "--token-file", "listening"),
     ],
@@ -125,3 +126,42 @@ def test_a_listening_servers_trace_over_its_token_file_is_refused_before_it_star
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "--trace" in done.stderr, done.stderr
     assert token.read_text() == "the-owners-token-0123456789abcdef\n"
+
+
+def test_a_cost_model_fitted_from_a_replay_on_the_device_drives_the_simulator(tmp_path):
+    """--costs-out: a model of the buckets the device stepped, which the simulator reads back
+    (--simulate) to replay the same requests."""
+    fitted, device_out, sim_out = (tmp_path / n for n in ("c.json", "d.json", "s.json"))
+    common = ("--requests", SHORT, "--ladder", "16,32,48", "--buckets", "1,2", "--policy", "ahead")
+    done = serve("--model", "tiny", *common, "--out", device_out, "--costs-out", fitted)
+    assert done.returncode == 0, done.stderr
+    assert f"cost model: {fitted}" in done.stdout
+    model = json.loads(fitted.read_text())
+    assert model["fitted_from"]["runs"] == 1 and model["kv"] == "reserve"
+    device = json.loads(device_out.read_text())
+    used = {f"{b}x{c}" for b, c in device["engine"]["buckets_used"]}
+    assert model["kv_bytes_per_slot"] > 0 and set(model["step_s"]["table"]) <= used
+    assert all(v > 0 for v in model["step_s"]["table"].values())
+    done = serve("--simulate", fitted, *common, "--out", sim_out)
+    assert done.returncode == 0, done.stderr
+    sim = json.loads(sim_out.read_text())
+    for report in (device, sim):
+        assert report["requests_metrics"]["requests"]["finished"] == 10
+    tokens = [r["requests_metrics"]["output_tokens"] for r in (device, sim)]
+    assert tokens[0] == tokens[1]
+
+
+def test_costs_out_is_refused_with_simulate_and_over_an_input(tmp_path, costs):
+    out = tmp_path / "c.json"
+    done = serve("--requests", SHORT, "--simulate", costs, "--costs-out", out)
+    assert done.returncode == 2 and not out.exists()
+    assert done.stderr.strip().splitlines() == [
+        "compile-ahead: error: --costs-out fits a cost model from a run on the device; "
+        "--simulate runs one"
+    ]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(SHORT.read_bytes())
+    done = serve("--requests", requests, "--model", "tiny", "--costs-out", requests)
+    assert done.returncode == 2 and "--costs-out" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert requests.read_bytes() == SHORT.read_bytes()

@@ -127,7 +127,7 @@ def parse_args() -> argparse.Namespace:
         help="INT4 group size (default 32: the GGUF's Q4 block; optimum-intel's own 128 does "
         "not divide SmolLM2's 576-wide layers)",
     )
-    p.add_argument("--work", type=Path, default=Path("quantization_work"))
+    p.add_argument("--work", type=Path, default=Path("out/quantization_work"))
     p.add_argument("--json", type=Path, default=None, help="write the result file here")
     args = p.parse_args()
     args.model = args.model or smollm2_gguf()

@@ -218,7 +218,7 @@ def main() -> None:
     p.add_argument("--schedules", default="i1,i2,i3")
     p.add_argument("--batches", default="1,4")
     p.add_argument("--inference-precision", default=None, help="default: the device's")
-    p.add_argument("--work", type=Path, default=Path("seed_table_work"))
+    p.add_argument("--work", type=Path, default=Path("out/seed_table_work"))
     p.add_argument("--json", type=Path, default=None, help="write the result file here")
     p.add_argument("--document", default=None, help=argparse.SUPPRESS)  # a child's
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child's schedule

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from compile_ahead.errors import CompileAheadError
+from compile_ahead.runtime.base.precision import STORAGE_DTYPES
 from compile_ahead.runtime.compile.graph.step_compile import compile_step
 from compile_ahead.runtime.compile.settings.options import CompileOptions
 from compile_ahead.runtime.graphs.spec import GraphSpec
@@ -123,6 +124,12 @@ class DeviceExecutor:
         prefill graph (counted per bucket: an upper bound). With ``reserve`` the one prefill
         graph is a fixed cost, outside the budget."""
         return self._graph_bytes * (2 if self.kv == "copy" else 1)
+
+    @property
+    def slot_bytes(self) -> int:
+        """One row's KV slot, every layer's K and V."""
+        cfg, itemsize = self.source.config, STORAGE_DTYPES[self._precision].itemsize
+        return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * itemsize
 
     def prefill_capacity(self, bucket: Bucket) -> int:
         """The capacity of the prefill graph a bucket's rows are prefilled by: with

@@ -61,6 +61,7 @@ class ServingEngine:
         self._arrivals: deque[float] = deque()
         self._services: deque[float] = deque(maxlen=SERVICE_WINDOW)
         self._step_s = 0.0
+        self._busy_s = 0.0  # the executor's time in the current iteration
         self._down_streak = 0
         self._span_start: dict[str, float] = {}
         # A listening server runs for ever: it keeps (for its metrics and trace) the newest
@@ -141,6 +142,7 @@ class ServingEngine:
 
     def iterate(self) -> bool:
         """One round of the loop; whether it did anything (else the caller may idle)."""
+        t0, self._busy_s = self.clock.now(), 0.0
         self.compiles.poll()
         self._cancel_running()
         plan_now = self._plan()
@@ -156,7 +158,15 @@ class ServingEngine:
         # predicted from the state the rows are in now, the admitted requests included
         forecast = self._forecast(self._plan() if admitted else plan_now)
         self.compiles.maybe_background(forecast, keep=(self.active,))
-        return self._step() or admitted
+        stepped = self._step()
+        if stepped:  # the engine's own work in this iteration, beside the executor's
+            assert self.active is not None
+            own = self.clock.now() - t0 - self._busy_s
+            self.stats.timings.engine_work(self.active, self._background(), own)
+        return stepped or admitted
+
+    def _background(self) -> bool:
+        return self.compiles.compiling is not None
 
     def _view(self) -> View:
         return View(
@@ -217,6 +227,7 @@ class ServingEngine:
         moves = row_moves(old, target.batch)
         lengths = {r: self.rows[r].length for r in old}  # type: ignore[union-attr]
         copied = self.executor.activate(target, moves, lengths)
+        self._busy_s += self.clock.now() - t0
         rows: list[Live | None] = [None] * target.batch
         for src, dst in moves.items():
             live = self.rows[src]
@@ -248,8 +259,13 @@ class ServingEngine:
             row = self.rows.index(None)
             self.rows[row] = live
             live.state, live.row = State.RUNNING, row
-            self._span_start[live.request_id] = self.clock.now()
+            t0 = self._span_start[live.request_id] = self.clock.now()
             token = self.executor.prefill(row, live.request.prompt)
+            took = self.clock.now() - t0
+            self._busy_s += took
+            self.stats.timings.prefilled(len(live.request.prompt), self._background(), took)
+            if self.stats.first_prefill_s is None:
+                self.stats.first_prefill_s = took
             live.length = len(live.request.prompt)
             self._token(live, token)
         return n > 0
@@ -263,6 +279,8 @@ class ServingEngine:
         t0 = self.clock.now()
         out = self.executor.step(feeds)
         took = self.clock.now() - t0
+        self._busy_s += took
+        self.stats.timings.step(self.active, self._background(), took)
         self._step_s = took if not self._step_s else 0.8 * self._step_s + 0.2 * took
         self.stats.steps += 1
         for row, token in out.items():

@@ -21,6 +21,7 @@ import numpy as np
 
 from compile_ahead.runtime.serving.buckets import Bucket
 from compile_ahead.runtime.serving.requests import Live, State
+from compile_ahead.runtime.serving.timings import Timings
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class EngineStats:
     clock: str = "wall"  # "wall" (a device) or "virtual" (the simulator)
     first_token_s: float | None = None  # the first token of any request
     ready_s: float | None = None  # a bucket could serve
+    first_prefill_s: float | None = None  # the first request's prefill
     compile_request_path_s: float = 0.0  # compiles requests waited for
     compile_background_s: float = 0.0
     compile_before_serving_s: float = 0.0  # the up-front warm-up
@@ -66,6 +68,7 @@ class EngineStats:
     steps: int = 0
     peak_rss_bytes: int = 0  # measured (device) or modelled (simulator)
     peak_resident_bucket_bytes: int = 0
+    timings: Timings = field(default_factory=Timings)  # what a cost model is fitted from
 
     def keep_newest(self, keep: int) -> None:
         """Forget all but the newest ``keep`` switches, compiles and releases (a listening
@@ -79,6 +82,7 @@ class EngineStats:
             "clock": self.clock,
             "time_to_ready_s": self.first_token_s,
             "first_bucket_ready_s": self.ready_s,
+            "first_prefill_s": self.first_prefill_s,
             "compile_s": {
                 "request_path": self.compile_request_path_s,
                 "background": self.compile_background_s,
@@ -90,10 +94,12 @@ class EngineStats:
             "buckets_used": sorted([list(b) for b in self.buckets_used]),
             "buckets_released": [list(b) for b in self.buckets_released],
             "switches": self.switch_count,
+            "switch_records": self.switches,  # the newest, when a listening server forgets
             "kv_bytes_copied": self.kv_bytes_copied,
             "decode_steps": self.steps,
             "peak_rss_bytes": self.peak_rss_bytes,
             "peak_resident_bucket_bytes": self.peak_resident_bucket_bytes,
+            "timings": self.timings.to_json(),
         }
 
 

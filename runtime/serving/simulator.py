@@ -7,10 +7,19 @@ A cost model (JSON, e.g. `compile-ahead serve --simulate COSTS.json`) prices:
   ``{"base": a, "per_batch": b, "per_capacity": c, "per_slot": d, "table": {"BxC": v}}`` =
   a + b*B + c*C + d*B*C, unless the table names the bucket;
 - ``prefill_s``: ``{"base": a, "per_token": b}`` per prompt;
-- ``copy_s_per_byte`` and ``kv_bytes_per_slot`` (one row's slot, every layer's K and V): what
-  a move between buckets copies and how long it takes;
-- ``background_step_factor``: a decode step's slowdown while a background compile runs (1 for
-  a device whose decode does not share the host's cores; near 2 on a two-core host);
+  ``step_s`` is one iteration of the engine that steps: the device's step and the engine's
+  own work around it;
+- ``prefill_compile_s``: what the first compile adds, the batch-1 prefill graph (compiled once,
+  with the first bucket);
+- ``activate_s``, ``copy_s_per_byte`` and ``kv_bytes_per_slot`` (one row's slot, every layer's
+  K and V): a move between buckets takes activate_s plus what it copies times copy_s_per_byte;
+  ``kv``: "copy" (every bucket its own KV: a move copies every live row, i1/i2 style) or
+  "reserve" (one reservation for the top bucket: a move copies only the rows that change
+  index, i3 style);
+- ``background_step_factor``: a decode step's (and a prefill's) slowdown while a background
+  compile runs (1 for a device whose decode does not share the host's cores; near 2 on a
+  two-core host), and ``background_compile_factor``: a background compile's slowdown beside
+  the decode;
 - ``host_bytes``: memory besides the buckets and the KV (weights, runtime).
 
 Tokens are not computed: every token is ``token`` (never EOS), so requests run to their
@@ -75,10 +84,14 @@ class CostModel:
     bucket_bytes: Linear = Linear(base=2**30)
     prefill_base_s: float = 0.0
     prefill_per_token_s: float = 0.0
+    prefill_compile_s: float = 0.0
+    activate_s: float = 0.0
     copy_s_per_byte: float = 0.0
     kv_bytes_per_slot: int = 0
     background_step_factor: float = 1.0
+    background_compile_factor: float = 1.0
     host_bytes: int = 0
+    kv: str = "copy"
     token: int = 1
 
     def prefill_s(self, tokens: int) -> float:
@@ -92,8 +105,9 @@ class CostModel:
         if not isinstance(obj, dict):
             raise CompileAheadError(f"{where}: a JSON object")
         known = {
-            "compile_s", "step_s", "bucket_bytes", "prefill_s", "copy_s_per_byte",
-            "kv_bytes_per_slot", "background_step_factor", "host_bytes", "note", "sources",
+            "compile_s", "step_s", "bucket_bytes", "prefill_s", "prefill_compile_s",
+            "activate_s", "copy_s_per_byte", "kv_bytes_per_slot", "background_step_factor",
+            "background_compile_factor", "host_bytes", "kv", "note", "sources", "fitted_from",
         }  # fmt: skip
         _no_unknown(obj, known, where)
         prefill = obj.get("prefill_s", {})
@@ -101,9 +115,12 @@ class CostModel:
             raise CompileAheadError(f"{where}.prefill_s: an object with base and per_token")
         _no_unknown(prefill, {"base", "per_token"}, f"{where}.prefill_s")
         scalars = {
+            "prefill_compile_s": obj.get("prefill_compile_s", 0.0),
+            "activate_s": obj.get("activate_s", 0.0),
             "copy_s_per_byte": obj.get("copy_s_per_byte", 0.0),
             "kv_bytes_per_slot": obj.get("kv_bytes_per_slot", 0),
             "background_step_factor": obj.get("background_step_factor", 1.0),
+            "background_compile_factor": obj.get("background_compile_factor", 1.0),
             "host_bytes": obj.get("host_bytes", 0),
             "prefill_s.base": prefill.get("base", 0.0),
             "prefill_s.per_token": prefill.get("per_token", 0.0),
@@ -111,15 +128,22 @@ class CostModel:
         for k, v in scalars.items():
             if not _nonneg(v):
                 raise CompileAheadError(f"{where}.{k}: a number >= 0")
+        kv = obj.get("kv", "copy")
+        if kv not in ("copy", "reserve"):
+            raise CompileAheadError(f'{where}.kv: "copy" or "reserve"')
         return cls(
+            kv=kv,
             compile_s=Linear.from_json(obj.get("compile_s", 1.0), f"{where}.compile_s"),
             step_s=Linear.from_json(obj.get("step_s", 0.01), f"{where}.step_s"),
             bucket_bytes=Linear.from_json(obj.get("bucket_bytes", 2**30), f"{where}.bucket_bytes"),
             prefill_base_s=float(scalars["prefill_s.base"]),
             prefill_per_token_s=float(scalars["prefill_s.per_token"]),
+            prefill_compile_s=float(scalars["prefill_compile_s"]),
+            activate_s=float(scalars["activate_s"]),
             copy_s_per_byte=float(scalars["copy_s_per_byte"]),
             kv_bytes_per_slot=int(scalars["kv_bytes_per_slot"]),
             background_step_factor=max(1.0, float(scalars["background_step_factor"])),
+            background_compile_factor=max(1.0, float(scalars["background_compile_factor"])),
             host_bytes=int(scalars["host_bytes"]),
         )
 
@@ -153,6 +177,7 @@ class SimExecutor:
         self.compiled: set[Bucket] = set()
         self.active: Bucket | None = None
         self._background: tuple[Bucket, float, float] | None = None  # bucket, start, end
+        self._prefill_compiled = False
         self._peak = costs.host_bytes
 
     @property
@@ -162,8 +187,14 @@ class SimExecutor:
     def bucket_bytes(self, bucket: Bucket) -> int:
         return int(self.costs.bucket_bytes(bucket))
 
+    def _compile_s(self, bucket: Bucket) -> float:
+        """The bucket's compile, and the prefill graph's with the first compile."""
+        first = not self._prefill_compiled
+        self._prefill_compiled = True
+        return self.costs.compile_s(bucket) + (self.costs.prefill_compile_s if first else 0.0)
+
     def compile(self, bucket: Bucket) -> float:
-        seconds = self.costs.compile_s(bucket)
+        seconds = self._compile_s(bucket)
         self.clock.advance(seconds)
         self.compiled.add(bucket)
         self._note_memory()
@@ -172,7 +203,8 @@ class SimExecutor:
     def start_compile(self, bucket: Bucket) -> None:
         assert self._background is None, "one background compile at a time"
         now = self.clock.now()
-        self._background = (bucket, now, now + self.costs.compile_s(bucket))
+        seconds = self._compile_s(bucket) * self.costs.background_compile_factor
+        self._background = (bucket, now, now + seconds)
 
     def finished_compile(self) -> tuple[Bucket, float] | None:
         if self._background is None or self._background[2] > self.clock.now():
@@ -192,11 +224,13 @@ class SimExecutor:
         self.compiled.discard(bucket)
 
     def activate(self, bucket: Bucket, moves: Mapping[int, int], lengths: Mapping[int, int]) -> int:
-        copied = sum(lengths[r] for r in moves) * self.costs.kv_bytes_per_slot
+        # with one reservation for every bucket, a row that keeps its index stays where it is
+        moved = [r for r, to in moves.items() if self.costs.kv == "copy" or r != to]
+        copied = sum(lengths[r] for r in moved) * self.costs.kv_bytes_per_slot
         if self.active is not None:  # both KV allocations coexist during the copy
             kv = self.costs.kv_bytes(self.active) + self.costs.kv_bytes(bucket)
             self._peak = max(self._peak, self._resident() + kv)
-        self.clock.advance(copied * self.costs.copy_s_per_byte)
+        self.clock.advance(self.costs.activate_s + copied * self.costs.copy_s_per_byte)
         self.active = bucket
         self._note_memory()
         return copied
