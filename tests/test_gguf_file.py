@@ -13,6 +13,7 @@ from gguf_files import FFN, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, VOCAB, _weights, 
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.gguf_file import read_gguf
+from compile_ahead.runtime.model.gguf_layout import read_layout
 from conftest import smollm2_gguf
 
 gguf = pytest.importorskip("gguf")
@@ -75,14 +76,43 @@ def test_qwen2_keeps_its_rows_and_biases(tmp_path):
     )
 
 
+def _same_layout_as_the_gguf_package(path) -> None:
+    """Our header reader against the `gguf` package's own GGUFReader on the same file: every
+    metadata value, every tensor's name, dimensions, type and first byte."""
+    ours, theirs = read_layout(path), gguf.GGUFReader(path)
+    kept = {k: v for k, v in theirs.fields.items() if not k.startswith("GGUF.")}
+    assert set(ours.fields) == set(kept)  # GGUF.*: the package's entries for the header's counts
+    assert ours.version == theirs.fields["GGUF.version"].contents()
+    for key, item in kept.items():
+        want = item.contents()
+        got = ours.fields[key]
+        if isinstance(want, float):
+            assert got == pytest.approx(want), key
+        else:
+            assert got == want, key
+    assert [(t.name, t.dims, t.type_id, t.start) for t in ours.tensors] == [
+        (t.name, tuple(int(d) for d in t.shape), int(t.tensor_type), int(t.data_offset))
+        for t in theirs.tensors
+    ]
+
+
+def test_the_header_reads_as_the_gguf_package_reads_it(tmp_path):
+    _same_layout_as_the_gguf_package(write_gguf(tmp_path / "m.gguf", _weights()))
+    path = smollm2_gguf()
+    if path is not None:  # its tokenizer's 49,152 tokens and 48,900 merges included
+        _same_layout_as_the_gguf_package(path)
+
+
 def test_malformed_files_are_refused_in_one_line(tmp_path):
     good = write_gguf(tmp_path / "good.gguf", _weights())
     data = good.read_bytes()
-    cases = {
-        "not a GGUF file": b"GGML" + data[4:],
-        "not a whole GGUF file": data[: len(data) // 2],
-    }
-    for says, content in cases.items():
+    cases = [
+        ("not a GGUF file", b"GGML" + data[4:]),
+        ("not a whole GGUF file", data[: len(data) // 2]),  # a tensor cut short
+        ("not a whole GGUF file", data[:100]),  # the header cut short
+        ("GGUF version 7", data[:4] + (7).to_bytes(4, "little") + data[8:]),
+    ]
+    for says, content in cases:
         bad = tmp_path / "bad.gguf"
         bad.write_bytes(content)
         with pytest.raises(CompileAheadError, match=says):

@@ -1,5 +1,6 @@
 """A GGUF file (llama.cpp's format) read as a model: its configuration, its tensors as they
-are stored, and its tokenizer and chat template, with the `gguf` package.
+are stored, and its tokenizer and chat template (the header read by ``gguf_layout``, the type
+names the `gguf` package's).
 
 What is read:
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.model.architecture import ModelConfig, RopeConfig
+from compile_ahead.runtime.model.gguf_layout import LayoutError, TensorInfo, read_layout
 
 ARCHITECTURES = ("llama", "qwen2")
 # GGML type name -> (values per block, bytes per block)
@@ -98,29 +100,27 @@ class GGUFModel:
 
 def read_gguf(path: str | Path) -> GGUFModel:
     """The model in the GGUF file ``path``, checked; one line otherwise."""
-    import gguf
-
     path = Path(path)
     _check_magic(path)
     try:
-        reader = gguf.GGUFReader(path)
-    except (ValueError, OSError, IndexError, KeyError) as err:
+        layout = read_layout(path)
+    except (LayoutError, OSError) as err:
         raise CompileAheadError(f"{path}: not a whole GGUF file ({err})") from None
-    fields = _scalars(reader)
+    fields = {k: v for k, v in layout.fields.items() if not isinstance(v, list)}
     arch = fields.get("general.architecture")
     if arch not in ARCHITECTURES:
         raise CompileAheadError(
             f"{path}: architecture {arch!r} is not one of {', '.join(ARCHITECTURES)}"
         )
-    tensors = {t.name: _tensor(t, path) for t in reader.tensors}
-    _check_spans(reader.tensors, int(fields.get("general.alignment", 32)), path)
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    tensors = {t.name: _tensor(t, data, path) for t in layout.tensors}
+    _check_spans(layout.tensors, tensors, data.size, layout.alignment, path)
     config = _config(fields, arch, tensors, path)
     _check_layers(tensors, config, path)
     if arch == "llama":
         tensors = _unpermute_qk(tensors, config)
-    return GGUFModel(
-        path, arch, fields.get("general.name"), config, tensors, _tokenizer(reader, fields), fields
-    )
+    tokenizer = _tokenizer(layout.fields)
+    return GGUFModel(path, arch, fields.get("general.name"), config, tensors, tokenizer, fields)
 
 
 def _check_magic(path: Path) -> None:
@@ -133,62 +133,66 @@ def _check_magic(path: Path) -> None:
         raise CompileAheadError(f"{path}: not a GGUF file (it starts {head!r}, not {MAGIC!r})")
 
 
-def _scalars(reader: Any) -> dict[str, Any]:
-    """Every field that is one value or a string, by name."""
-    out: dict[str, Any] = {}
-    for name, item in reader.fields.items():
-        if len(item.data) == 1 or item.types[:1] == [_string_type()]:
-            try:
-                out[name] = item.contents()
-            except (ValueError, IndexError):
-                continue
-    return out
-
-
-def _string_type() -> Any:
+def _kind(type_id: int) -> str:
+    """A GGML type id's name (the `gguf` package's names: F32, Q4_1, ...)."""
     import gguf
 
-    return gguf.GGUFValueType.STRING
+    try:
+        return gguf.GGMLQuantizationType(type_id).name
+    except ValueError:
+        return f"GGML type {type_id}"
 
 
-def _tensor(t: Any, path: Path) -> GGUFTensor:
-    kind = t.tensor_type.name
+def _nbytes(kind: str, shape: tuple[int, ...]) -> int:
+    per_block, block_bytes = TENSOR_TYPES[kind]
+    return int(np.prod(shape)) // per_block * block_bytes
+
+
+def _tensor(t: TensorInfo, data: np.ndarray, path: Path) -> GGUFTensor:
+    kind = _kind(t.type_id)
     if kind not in TENSOR_TYPES:
         raise CompileAheadError(
             f"{path}: tensor {t.name} is {kind}, which is not read here (only "
             f"{', '.join(TENSOR_TYPES)})"
         )
-    shape = tuple(int(n) for n in reversed(t.shape))  # GGUF lists the fastest dimension first
+    shape = tuple(reversed(t.dims))  # GGUF lists the fastest dimension first
     per_block, block_bytes = TENSOR_TYPES[kind]
-    values = int(np.prod(shape))
-    if shape[-1] % per_block:
+    if not shape or shape[-1] % per_block:
         raise CompileAheadError(
-            f"{path}: tensor {t.name} ({kind}) has rows of {shape[-1]} values, not whole "
-            f"blocks of {per_block}"
+            f"{path}: tensor {t.name} ({kind}) has rows of {shape[-1] if shape else 0} values, "
+            f"not whole blocks of {per_block}"
         )
-    expected = values // per_block * block_bytes
-    if int(t.n_bytes) != expected or t.data.nbytes != expected:
+    expected = _nbytes(kind, shape)
+    if t.start + expected > data.size:
         raise CompileAheadError(
-            f"{path}: tensor {t.name} ({kind} {list(shape)}) holds {t.data.nbytes} bytes, "
-            f"not the {expected} its shape needs"
+            f"{path}: not a whole GGUF file (tensor {t.name}'s {expected} bytes from byte "
+            f"{t.start} run past its end at {data.size})"
         )
-    return GGUFTensor(t.name, kind, shape, t.data)
+    raw = data[t.start : t.start + expected]
+    if kind == "F32":
+        return GGUFTensor(t.name, kind, shape, raw.view(np.float32).reshape(shape))
+    if kind == "F16":
+        return GGUFTensor(t.name, kind, shape, raw.view(np.float16).reshape(shape))
+    rows = (*shape[:-1], shape[-1] // per_block * block_bytes)  # BF16 and blocks: bytes
+    return GGUFTensor(t.name, kind, shape, raw.reshape(rows))
 
 
-def _check_spans(listed: list[Any], alignment: int, path: Path) -> None:
+def _check_spans(
+    listed: list[TensorInfo], tensors: dict[str, GGUFTensor], end: int, alignment: int,
+    path: Path,
+) -> None:  # fmt: skip
     """Each tensor's bytes, as its shape and type give them, fill the room the file leaves it
     up to the next tensor (or the end), short of the alignment padding: a tensor whose shape
     says more or fewer bytes than were written for it is refused."""
-    end = path.stat().st_size
-    ordered = sorted(listed, key=lambda t: int(t.data_offset))
+    ordered = sorted(listed, key=lambda t: t.start)
     for t, following in zip(ordered, [*ordered[1:], None], strict=True):
-        room = (end if following is None else int(following.data_offset)) - int(t.data_offset)
-        needed = int(t.n_bytes)
+        room = (end if following is None else following.start) - t.start
+        stored = tensors[t.name]
+        needed = _nbytes(stored.kind, stored.shape)
         if needed > room or (following is not None and room - needed >= max(alignment, 1)):
-            shape = list(reversed([int(n) for n in t.shape]))
             raise CompileAheadError(
-                f"{path}: tensor {t.name} ({t.tensor_type.name} {shape}) needs {needed} bytes, "
-                f"but the file holds {room} for it"
+                f"{path}: tensor {t.name} ({stored.kind} {list(stored.shape)}) needs {needed} "
+                f"bytes, but the file holds {room} for it"
             )
 
 
@@ -255,21 +259,18 @@ def _unpermute_qk(tensors: dict[str, GGUFTensor], config: ModelConfig) -> dict[s
     return fixed
 
 
-def _tokenizer(reader: Any, fields: dict[str, Any]) -> GGUFTokenizer | None:
+def _tokenizer(fields: dict[str, Any]) -> GGUFTokenizer | None:
     model = fields.get("tokenizer.ggml.model")
     if model is None:
         return None
 
     def strings(key: str) -> list[str]:
-        item = reader.fields.get(key)
-        return [] if item is None else [str(s) for s in item.contents()]
+        return [str(s) for s in fields.get(key) or []]
 
-    types_field = reader.fields.get("tokenizer.ggml.token_type")
-    token_types = [] if types_field is None else [int(v) for v in types_field.contents()]
     return GGUFTokenizer(
         model=str(model),
         tokens=strings("tokenizer.ggml.tokens"),
-        token_types=token_types,
+        token_types=[int(v) for v in fields.get("tokenizer.ggml.token_type") or []],
         merges=strings("tokenizer.ggml.merges"),
         bos_id=_int_or_none(fields.get("tokenizer.ggml.bos_token_id")),
         eos_id=_int_or_none(fields.get("tokenizer.ggml.eos_token_id")),
