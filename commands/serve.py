@@ -237,16 +237,13 @@ def _outputs(args: argparse.Namespace, engine: ServingEngine, source: Any) -> in
 
 
 def fitted_costs(report: dict, engine: ServingEngine) -> dict:
-    """The cost model fitted from this run; what a run cannot show comes from its executor."""
+    """The cost model fitted from this run on the device (its executor gives what a run cannot
+    show)."""
     from compile_ahead.runtime.serving.calibration import fit_cost_model
+    from compile_ahead.runtime.serving.device_executor import DeviceExecutor
 
-    ex = engine.executor
-    fixed = {
-        "bucket_bytes": ex.bucket_bytes(engine.grid.smallest),
-        "kv_bytes_per_slot": getattr(ex, "slot_bytes", 0),
-        "kv": getattr(ex, "kv", "copy"),
-    }
-    return fit_cost_model([report], fixed)
+    assert isinstance(engine.executor, DeviceExecutor)  # --simulate with --costs-out is refused
+    return fit_cost_model([report], engine.executor.fixed_costs())
 
 
 def prompt_tokenizer(source: Any) -> Any:

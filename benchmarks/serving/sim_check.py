@@ -67,13 +67,9 @@ def calibrate(args, source, grid: Grid, options, policies: list[str]) -> dict:
         print(f"  calibration replay: {policy} (seed {args.calibrate_seed})", flush=True)
         reports.append(on_device(source, grid, options, policy, requests))
         print(f"    compiles: {_compiles(reports[-1])}", flush=True)
-    probe = DeviceExecutor(source, grid, options)
+    probe = DeviceExecutor(source, grid, options)  # compiles nothing: what runs cannot show
     try:
-        fixed = {
-            "bucket_bytes": probe.bucket_bytes(grid.smallest),
-            "kv_bytes_per_slot": probe.slot_bytes,
-            "kv": probe.kv,
-        }
+        fixed = probe.fixed_costs()
     finally:
         probe.close()
     return fit_cost_model(reports, fixed)

@@ -188,7 +188,7 @@ def _check_spans(
     for t, following in zip(ordered, [*ordered[1:], None], strict=True):
         room = (end if following is None else following.start) - t.start
         stored = tensors[t.name]
-        needed = _nbytes(stored.kind, stored.shape)
+        needed = stored.data.nbytes  # what its shape and type take (_tensor)
         if needed > room or (following is not None and room - needed >= max(alignment, 1)):
             raise CompileAheadError(
                 f"{path}: tensor {t.name} ({stored.kind} {list(stored.shape)}) needs {needed} "

@@ -88,8 +88,7 @@ class _Cursor:
             return self.array()
         if kind not in _FIXED:
             raise LayoutError(f"unknown value type {kind} at byte {self.at}")
-        value = self.unpack(_FIXED[kind][0])
-        return bool(value) if kind == _BOOL else value
+        return self.unpack(_FIXED[kind][0])  # a bool's "<?" gives a bool
 
     def array(self) -> list[Any]:
         kind, n = self.unpack("<I"), self.unpack("<Q")

@@ -32,6 +32,7 @@ import numpy as np
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.serving.buckets import Bucket
 from compile_ahead.runtime.serving.simulator import Linear
+from compile_ahead.runtime.serving.timings import LineSums
 
 BACKGROUND = "+background"
 
@@ -131,13 +132,11 @@ def _line(parts: Sequence[Mapping[str, float]]) -> tuple[float, float]:
 
 
 def _switch_line(engines: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
-    sums = {"n": 0.0, "x": 0.0, "y": 0.0, "xx": 0.0, "xy": 0.0}
+    sums = LineSums()
     for e in engines:
         for s in e.get("switch_records") or []:
-            b, t = float(s["bytes"]), float(s["seconds"])
-            for k, v in (("n", 1.0), ("x", b), ("y", t), ("xx", b * b), ("xy", b * t)):
-                sums[k] += v
-    return _line([sums])
+            sums.add(float(s["bytes"]), float(s["seconds"]))
+    return _line([sums.to_json()])
 
 
 def _plane(table: Mapping[str, float]) -> Linear:

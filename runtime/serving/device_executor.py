@@ -131,6 +131,15 @@ class DeviceExecutor:
         cfg, itemsize = self.source.config, STORAGE_DTYPES[self._precision].itemsize
         return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * itemsize
 
+    def fixed_costs(self) -> dict[str, Any]:
+        """What a cost model fitted from this executor's runs cannot see in them
+        (runtime.serving.calibration): a bucket's bytes, a slot's KV bytes, the KV mode."""
+        return {
+            "bucket_bytes": self.bucket_bytes(self.grid.smallest),
+            "kv_bytes_per_slot": self.slot_bytes,
+            "kv": self.kv,
+        }
+
     def prefill_capacity(self, bucket: Bucket) -> int:
         """The capacity of the prefill graph a bucket's rows are prefilled by: with
         ``reserve`` one graph at the top capacity for every bucket (it reads the top
