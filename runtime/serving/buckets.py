@@ -19,8 +19,13 @@ class Bucket(NamedTuple):
         """Whether ``rows`` sequences, the longest needing ``length`` slots, fit."""
         return rows <= self.batch and length <= self.capacity
 
+    @property
+    def key(self) -> str:
+        """ "BxC": how a cost model's table and a report's timings name the bucket."""
+        return f"{self.batch}x{self.capacity}"
+
     def __str__(self) -> str:
-        return f"[{self.batch}x{self.capacity}]"
+        return f"[{self.key}]"
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,7 @@ import numpy as np
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.serving.buckets import Bucket
 from compile_ahead.runtime.serving.simulator import Linear
-from compile_ahead.runtime.serving.timings import LineSums
-
-BACKGROUND = "+background"
+from compile_ahead.runtime.serving.timings import BACKGROUND, LineSums
 
 
 def fit_cost_model(reports: Sequence[Mapping[str, Any]], fixed: Mapping[str, Any]) -> dict:
@@ -94,7 +92,7 @@ def _compiles(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], f
     background: list[tuple[str, float]] = []
     for e in engines:
         for i, c in enumerate(sorted(e.get("compiles") or [], key=lambda c: c["start_s"])):
-            key = f"{c['bucket'][0]}x{c['bucket'][1]}"
+            key = Bucket(*c["bucket"]).key
             if i == 0:
                 firsts.append((key, c["seconds"]))
             elif c["where"] == "background":
@@ -116,7 +114,7 @@ def _compiles(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], f
 
 
 def _prefill_sums(e: Mapping[str, Any]) -> Mapping[str, float]:
-    return e["timings"]["prefill"].get("alone") or {"n": 0, "x": 0, "y": 0, "xx": 0, "xy": 0}
+    return e["timings"]["prefill"].get("alone") or LineSums().to_json()
 
 
 def _line(parts: Sequence[Mapping[str, float]]) -> tuple[float, float]:

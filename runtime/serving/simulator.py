@@ -53,9 +53,8 @@ class Linear:
     table: Mapping[str, float] = field(default_factory=dict)
 
     def __call__(self, bucket: Bucket) -> float:
-        key = f"{bucket.batch}x{bucket.capacity}"
-        if key in self.table:
-            return float(self.table[key])
+        if bucket.key in self.table:
+            return float(self.table[bucket.key])
         b, c = bucket
         return self.base + self.per_batch * b + self.per_capacity * c + self.per_slot * b * c
 

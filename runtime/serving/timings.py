@@ -49,8 +49,11 @@ class LineSums:
         return {"n": self.n, "x": self.x, "y": self.y, "xx": self.xx, "xy": self.xy}
 
 
+BACKGROUND = "+background"  # the suffix of a bucket's steps taken beside a background compile
+
+
 def _key(bucket: Bucket, background: bool) -> str:
-    return f"{bucket.batch}x{bucket.capacity}" + ("+background" if background else "")
+    return bucket.key + (BACKGROUND if background else "")
 
 
 @dataclass
