@@ -232,6 +232,32 @@ def test_the_engine_interface_on_the_simulator_streams_cancels_refuses_and_drain
     assert [e.finished for e in late] == ["refused"]
 
 
+def test_a_caller_told_its_request_ended_reads_a_status_without_it():
+    """The status is a snapshot the engine's thread takes; it is taken again before a
+    request's last event goes out, so the caller never sees its ended request still running."""
+    import threading
+
+    from compile_ahead.runtime.serving.engine_thread import ThreadedEngine
+
+    engine = ServingEngine(Grid.of((1,), (16,)), make_policy("up-front"), SimExecutor(costs()))
+    api = ThreadedEngine(engine, 16).start()
+    seen: list[tuple[str, int, int]] = []
+    ended = threading.Event()
+
+    def collect(event) -> None:
+        if event.finished is not None:
+            status = api.status()
+            seen.append((event.finished, status["running"], status["queued"]))
+            ended.set()
+
+    for name in ("a", "b"):  # one after the other, each decoding a few steps
+        ended.clear()
+        api.submit(name, [1, 2], 4, collect)
+        assert ended.wait(30)
+    api.drain(5.0)
+    assert seen == [("length", 0, 0)] * 2
+
+
 def test_a_listening_engine_keeps_only_its_newest_finished_requests():
     """A server runs for ever: with keep_finished, its memory holds the newest finished
     requests (metrics, row spans, switches); the counts stay whole."""

@@ -68,7 +68,18 @@ class ThreadedEngine:
             why = self._error or "the engine is draining: it takes no new requests"
             on_event(TokenEvent(request_id, None, FINISHED_REFUSED, why))
             return
-        self._put("submit", (request, on_event))
+        self._put("submit", (request, self._status_first(on_event)))
+
+    def _status_first(self, on_event: Callable[[TokenEvent], None]) -> Callable[[TokenEvent], None]:
+        """``on_event`` with the status snapshot taken before a request's last event goes out,
+        so a caller told that its request ended reads a status without it."""
+
+        def send(event: TokenEvent) -> None:
+            if event.finished is not None:
+                self._status = self._snapshot_status()
+            on_event(event)
+
+        return send
 
     def cancel(self, request_id: str) -> None:
         self._put("cancel", request_id)
