@@ -63,6 +63,21 @@ def test_ahead_compiles_the_first_bucket_from_the_start_in_the_background():
     assert report["engine"]["time_to_ready_s"] == pytest.approx(2.0)
 
 
+def test_ahead_compiles_a_first_bucket_of_four_rows_for_the_first_burst():
+    """A cold server's first requests come together: ahead's first compile holds four rows at
+    the smallest capacity, so three requests arriving before it is ready start together when it
+    is; a lone request later moves down to the one-row bucket compiled in the background."""
+    grid = Grid.of((1, 2, 4, 8), (16, 32))
+    trace = [req(i, 0.5 + 0.1 * i, new=5) for i in range(3)] + [req(3, 10.0, prompt=2, new=14)]
+    engine, report = serve(grid, "ahead", trace, costs(step_s=Linear(base=0.5)))
+    compiles = report["engine"]["compiles"]
+    assert tuple(compiles[0]["bucket"]) == (4, 16) and compiles[0]["start_s"] == 0.0
+    assert [engine.lives[f"r{i}"].token_times[0] for i in range(3)] == pytest.approx([2.0] * 3)
+    assert report["engine"]["compile_s"]["request_path"] == 0
+    assert {tuple(c["bucket"]) for c in compiles} == {(4, 16), (1, 16)}
+    assert [tuple(s["to"]) for s in engine.stats.switches] == [(4, 16), (1, 16)]
+
+
 def test_up_front_compiles_the_whole_grid_before_the_first_request():
     grid = Grid.of((1, 2), (32, 64))
     engine, report = serve(grid, "up-front", [req(0, 0.5)], costs(compile_s=Linear(base=1.0)))

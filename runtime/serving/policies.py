@@ -19,6 +19,12 @@ from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.serving.buckets import Bucket, Grid
 from compile_ahead.runtime.serving.scheduler import Plan
 
+# Rows of ahead's first bucket. A cold server's first requests often come close together
+# (clients starting or retrying, a balancer turning to it), before any arrival rate is known,
+# and a static bucket's compile grows little with its batch (the weights dominate the graph):
+# one compile then serves a burst, padded until a smaller bucket is compiled in the background.
+FIRST_BATCH = 4
+
 
 @dataclass(frozen=True)
 class Forecast:
@@ -88,8 +94,8 @@ class Ahead(CompilePolicy):
     - Context: a running row whose prompt + max new tokens outgrows the capacity needs the
       capacity that holds it, due when the longest row reaches the boundary (C - length steps
       of the active bucket), at the batch size the batch forecast predicts by then.
-    - The smallest bucket (or the one the queue's head needs) first of all, from the start, so
-      the first request finds it compiled.
+    - First of all, from the start: the smallest capacity (or the one the queue's head needs)
+      at FIRST_BATCH rows, so that the first requests find it compiled, several at once.
     A context deadline within two compiles' time comes first (it would stall every running
     row), then the wanted bucket, then the batch forecast, then later context deadlines.
     """
@@ -107,7 +113,8 @@ class Ahead(CompilePolicy):
         grid = f.grid
         base = f.active or f.wanted
         if base is None:
-            first = grid.fitting(1, f.queued_slots[0]) if f.queued_slots else grid.smallest
+            head = f.queued_slots[0] if f.queued_slots else 1
+            first = grid.fitting(min(FIRST_BATCH, grid.top_batch), head)
             return [first] if first is not None else []
         # (urgency class, due seconds, bucket): a context deadline within reach of a compile
         # stalls every running row, so it goes first; then what the queue needs now.
