@@ -1,4 +1,5 @@
-"""The serving scheduler's decisions and the grid, as pure functions: no clock, no device."""
+"""The serving scheduler's decisions, the grid and the ahead policy's order of compiles, as pure
+functions: no clock, no device."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.serving.buckets import Bucket, Grid, parse_sizes
+from compile_ahead.runtime.serving.policies import Ahead, Forecast
 from compile_ahead.runtime.serving.scheduler import View, admits, plan, row_moves
 
 GRID = Grid.of((1, 2, 4), (16, 32, 64))
@@ -77,3 +79,24 @@ def test_rows_that_fit_stay_and_the_others_take_the_lowest_free_rows():
     assert row_moves([0, 3], 4) == {0: 0, 3: 3}
     assert row_moves([1, 3], 2) == {1: 1, 3: 0}
     assert row_moves([2, 3], 2) == {2: 0, 3: 1}
+
+
+def _forecast(grid: Grid, active: Bucket, lengths, finals, queued=0, wanted=None) -> Forecast:
+    return Forecast(
+        grid, active, frozenset([active]), frozenset(), tuple(lengths), tuple(finals), queued,
+        (3,) * queued, 0.0, 0.0, 0.1, 1.0, wanted,
+    )  # fmt: skip
+
+
+def test_ahead_orders_its_background_compiles_by_who_waits_for_them():
+    grid = Grid.of((1, 2, 4), (16, 32, 64))
+    ahead = Ahead()
+    # a row reaching 16 in 5 steps (0.5 s, within two compiles) that will need 32: first
+    near = _forecast(grid, Bucket(2, 16), [11, 4], [30, 8])
+    assert ahead.in_background(near)[0] == Bucket(2, 32)
+    # the same with requests queued beyond the free rows: one compile serves both needs
+    queued = _forecast(grid, Bucket(2, 16), [11, 4], [30, 8], queued=2, wanted=Bucket(4, 16))
+    assert ahead.in_background(queued)[:2] == [Bucket(4, 32), Bucket(4, 16)]
+    # a smaller wanted bucket only saves padding: after even a capacity needed in 2.9 s
+    down = _forecast(grid, Bucket(4, 32), [3], [60], wanted=Bucket(1, 32))
+    assert ahead.in_background(down) == [Bucket(4, 64), Bucket(1, 32)]

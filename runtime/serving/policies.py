@@ -97,7 +97,8 @@ class Ahead(CompilePolicy):
     - First of all, from the start: the smallest capacity (or the one the queue's head needs)
       at FIRST_BATCH rows, so that the first requests find it compiled, several at once.
     A context deadline within two compiles' time comes first (it would stall every running
-    row), then the wanted bucket, then the batch forecast, then later context deadlines.
+    row), then the wanted bucket, then the batch forecast, then later context deadlines, and
+    last a wanted bucket smaller than the active one (it saves padding; nobody waits for it).
     """
 
     name = "ahead"
@@ -120,7 +121,9 @@ class Ahead(CompilePolicy):
         # stalls every running row, so it goes first; then what the queue needs now.
         due: list[tuple[int, float, Bucket]] = []
         if f.wanted is not None and f.wanted != f.active:
-            due.append((1, 0.0, f.wanted))
+            # a smaller bucket only saves padding: after every bucket someone will wait for
+            down = f.active is not None and f.active.holds(*f.wanted)
+            due.append((4 if down else 1, 0.0, f.wanted))
         batch, batch_due = self._batch(f, base)
         if batch_due is not None:
             due.append((2, batch_due, Bucket(batch, base.capacity)))
@@ -130,7 +133,9 @@ class Ahead(CompilePolicy):
             steps = max(base.capacity - max(f.lengths, default=0), 0)
             when = steps * f.step_s
             near = not f.compile_s or when <= 2 * f.compile_s
-            due.append((0 if near else 3, when, Bucket(base.batch, capacity)))
+            # requests queued now and a deadline near: one compile serves both
+            rows = batch if near and batch_due == 0.0 else base.batch
+            due.append((0 if near else 3, when, Bucket(rows, capacity)))
             if batch_due is not None:
                 due.append((3, max(when, batch_due), Bucket(batch, capacity)))
         return _ordered(due)
