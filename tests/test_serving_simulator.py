@@ -78,6 +78,21 @@ def test_ahead_compiles_a_first_bucket_of_four_rows_for_the_first_burst():
     assert [tuple(s["to"]) for s in engine.stats.switches] == [(4, 16), (1, 16)]
 
 
+def test_a_background_compile_slows_only_while_the_device_works_beside_it():
+    """background_compile_factor prices a compile beside the decode: ahead's first compile,
+    with nothing to decode yet, takes its own time; the next, beside a decode, twice its own
+    for the part the device works."""
+    model = costs(background_compile_factor=2.0, step_s=Linear(base=0.5))
+    grid = Grid.of((1, 2, 4), (16, 32))
+    engine, report = serve(grid, "ahead", [req(0, 0.5, prompt=2, new=10)], model)
+    first, second = report["engine"]["compiles"][:2]
+    assert tuple(first["bucket"]) == (4, 16) and first["seconds"] == pytest.approx(2.0)
+    assert engine.lives["r0"].token_times[0] == pytest.approx(2.0)
+    # the one-row bucket (wanted: smaller) from 2.0, beside 8 steps of 0.5: 2.0 of its own
+    # seconds at half pace take 4.0
+    assert tuple(second["bucket"]) == (1, 16) and second["seconds"] == pytest.approx(4.0)
+
+
 def test_up_front_compiles_the_whole_grid_before_the_first_request():
     grid = Grid.of((1, 2), (32, 64))
     engine, report = serve(grid, "up-front", [req(0, 0.5)], costs(compile_s=Linear(base=1.0)))

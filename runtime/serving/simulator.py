@@ -18,8 +18,9 @@ A cost model (JSON, e.g. `compile-ahead serve --simulate COSTS.json`) prices:
   index, i3 style);
 - ``background_step_factor``: a decode step's (and a prefill's) slowdown while a background
   compile runs (1 for a device whose decode does not share the host's cores; near 2 on a
-  two-core host), and ``background_compile_factor``: a background compile's slowdown beside
-  the decode;
+  two-core host), and ``background_compile_factor``: a background compile's slowdown while
+  the device works beside it (steps, prefills, switches, a foreground compile); while the
+  engine idles it runs at its own pace, as a server's first compile does before any request;
 - ``host_bytes``: memory besides the buckets and the KV (weights, runtime).
 
 Tokens are not computed: every token is ``token`` (never EOS), so requests run to their
@@ -167,6 +168,17 @@ def _no_unknown(obj: dict, known: set[str], where: str) -> None:
         raise CompileAheadError(f"{where}: unknown key {unknown[0]!r}")
 
 
+@dataclass
+class _Background:
+    """A background compile: the seconds it still needs alone, as of ``since``."""
+
+    bucket: Bucket
+    start: float
+    left_s: float
+    since: float
+    end: float | None = None  # when it finished, once it has
+
+
 class SimExecutor:
     """Buckets priced by a CostModel on a VirtualClock (see the module's docstring)."""
 
@@ -175,7 +187,7 @@ class SimExecutor:
         self.clock = VirtualClock()
         self.compiled: set[Bucket] = set()
         self.active: Bucket | None = None
-        self._background: tuple[Bucket, float, float] | None = None  # bucket, start, end
+        self._background: _Background | None = None
         self._prefill_compiled = False
         self._peak = costs.host_bytes
 
@@ -194,7 +206,7 @@ class SimExecutor:
 
     def compile(self, bucket: Bucket) -> float:
         seconds = self._compile_s(bucket)
-        self.clock.advance(seconds)
+        self._busy(seconds)
         self.compiled.add(bucket)
         self._note_memory()
         return seconds
@@ -202,22 +214,44 @@ class SimExecutor:
     def start_compile(self, bucket: Bucket) -> None:
         assert self._background is None, "one background compile at a time"
         now = self.clock.now()
-        seconds = self._compile_s(bucket) * self.costs.background_compile_factor
-        self._background = (bucket, now, now + seconds)
+        self._background = _Background(bucket, now, self._compile_s(bucket), now)
 
     def finished_compile(self) -> tuple[Bucket, float] | None:
-        if self._background is None or self._background[2] > self.clock.now():
+        b = self._background
+        if b is None or b.end is None or b.end > self.clock.now():
             return None
-        bucket, start, end = self._background
         self._background = None
-        self.compiled.add(bucket)
+        self.compiled.add(b.bucket)
         self._note_memory()
-        return bucket, end - start
+        return b.bucket, b.end - b.start
 
     def wait(self, until_s: float | None) -> None:
-        ends = [t for t in (until_s, self._background and self._background[2]) if t is not None]
+        b, now = self._background, self.clock.now()
+        ends = [] if until_s is None else [until_s]
+        if b is not None:
+            ends.append(b.end if b.end is not None else now + b.left_s)
         if ends:
-            self.clock.jump_to(min(ends))
+            target = max(min(ends), now)
+            self._progress(target, 1.0)  # idle: the compile has the host to itself
+            self.clock.jump_to(target)
+
+    def _busy(self, seconds: float) -> None:
+        """The device works for ``seconds``; a background compile beside it runs slower."""
+        now = self.clock.now()
+        self._progress(now + max(seconds, 0.0), self.costs.background_compile_factor)
+        self.clock.advance(seconds)
+
+    def _progress(self, until: float, factor: float) -> None:
+        """Bring the background compile up to ``until``, run at 1/factor of its own pace."""
+        b = self._background
+        if b is None or b.end is not None:
+            return
+        span = until - b.since
+        if b.left_s * factor <= span + 1e-9:  # a nanosecond's rounding would never end it
+            b.end, b.left_s = b.since + b.left_s * factor, 0.0
+        else:
+            b.left_s -= span / factor
+        b.since = until
 
     def release(self, bucket: Bucket) -> None:
         self.compiled.discard(bucket)
@@ -229,26 +263,27 @@ class SimExecutor:
         if self.active is not None:  # both KV allocations coexist during the copy
             kv = self.costs.kv_bytes(self.active) + self.costs.kv_bytes(bucket)
             self._peak = max(self._peak, self._resident() + kv)
-        self.clock.advance(self.costs.activate_s + copied * self.costs.copy_s_per_byte)
+        self._busy(self.costs.activate_s + copied * self.costs.copy_s_per_byte)
         self.active = bucket
         self._note_memory()
         return copied
 
     def prefill(self, row: int, prompt: Sequence[int]) -> int:
-        self.clock.advance(self.costs.prefill_s(len(prompt)) * self._slowdown())
+        self._busy(self.costs.prefill_s(len(prompt)) * self._slowdown())
         return self.costs.token
 
     def step(self, feeds: Mapping[int, tuple[int, int]]) -> dict[int, int]:
         assert self.active is not None
-        self.clock.advance(self.costs.step_s(self.active) * self._slowdown())
+        self._busy(self.costs.step_s(self.active) * self._slowdown())
         return dict.fromkeys(feeds, self.costs.token)
 
     def _slowdown(self) -> float:
-        running = self._background is not None and self._background[2] > self.clock.now()
+        b = self._background
+        running = b is not None and (b.end is None or b.end > self.clock.now())
         return self.costs.background_step_factor if running else 1.0
 
     def _resident(self) -> int:
-        compiling = [self._background[0]] if self._background is not None else []
+        compiling = [self._background.bucket] if self._background is not None else []
         graphs = sum(self.bucket_bytes(b) for b in (*self.compiled, *compiling))
         return self.costs.host_bytes + graphs
 
