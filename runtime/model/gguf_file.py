@@ -143,11 +143,6 @@ def _kind(type_id: int) -> str:
         return f"GGML type {type_id}"
 
 
-def _nbytes(kind: str, shape: tuple[int, ...]) -> int:
-    per_block, block_bytes = TENSOR_TYPES[kind]
-    return int(np.prod(shape)) // per_block * block_bytes
-
-
 def _tensor(t: TensorInfo, data: np.ndarray, path: Path) -> GGUFTensor:
     kind = _kind(t.type_id)
     if kind not in TENSOR_TYPES:
@@ -162,7 +157,7 @@ def _tensor(t: TensorInfo, data: np.ndarray, path: Path) -> GGUFTensor:
             f"{path}: tensor {t.name} ({kind}) has rows of {shape[-1] if shape else 0} values, "
             f"not whole blocks of {per_block}"
         )
-    expected = _nbytes(kind, shape)
+    expected = int(np.prod(shape)) // per_block * block_bytes
     if t.start + expected > data.size:
         raise CompileAheadError(
             f"{path}: not a whole GGUF file (tensor {t.name}'s {expected} bytes from byte "
