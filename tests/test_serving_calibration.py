@@ -4,6 +4,8 @@ the engine recorded (its steps, prefills, compiles and switches), never the mode
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from compile_ahead.errors import CompileAheadError
@@ -74,6 +76,31 @@ def test_a_model_fitted_on_one_trace_predicts_another(fitted):
             for p in ("p50", "p99"):
                 want = truth["requests_metrics"][metric][p]
                 assert fit["requests_metrics"][metric][p] == pytest.approx(want, rel=0.05)
+
+
+def test_the_compile_factor_counts_only_the_time_the_device_worked_beside_it():
+    """At a sparse rate the engine idles through much of its background compiles, which then
+    run at their own pace: their time over their time alone understates the slowdown while
+    the device works, and the fit from the busy seconds each compile records gives it back."""
+    sparse = generate_requests(
+        2, 30, Arrivals("poisson", 0.03), Lengths("uniform", 4, 60), Lengths("uniform", 8, 120),
+        1000, max_slots=256,
+    )  # fmt: skip
+    engine = ServingEngine(GRID, make_policy("ahead"), SimExecutor(TRUTH))
+    replay(engine, sparse)
+    compiles = sorted(engine.report()["engine"]["compiles"], key=lambda c: c["start_s"])
+    background = [c for c in compiles[1:] if c["where"] == "background"]
+    assert sum(c["busy_s"] < 0.5 * c["seconds"] for c in background) >= 2  # the trace's point
+    ratios = []
+    for c in background:  # alone for (seconds - busy), slowed by the factor for busy
+        alone = TRUTH.compile_s(Bucket(*c["bucket"]))
+        assert c["seconds"] - c["busy_s"] + c["busy_s"] / 1.3 == pytest.approx(alone, rel=1e-6)
+        ratios.append(c["seconds"] / alone)
+    assert statistics.median(ratios) < 1.2  # what the whole compile's time says
+    on_demand = ServingEngine(GRID, make_policy("on-demand"), SimExecutor(TRUTH))
+    replay(on_demand, sparse)  # compiles alone: the table the factor is fitted against
+    fit = fit_cost_model([engine.report(), on_demand.report()], FIXED)
+    assert fit["background_compile_factor"] == pytest.approx(1.3, rel=1e-6)
 
 
 def test_reports_without_a_decode_step_are_refused_in_one_line():

@@ -2,20 +2,22 @@
 device under every policy and fit the cost model from what those runs recorded
 (runtime.serving.calibration); then replay another seed's trace on the device and in the
 simulator per policy, and print the simulated over measured TTFT and TPOT p50/p99 (the
-target: within 15%).
+target: within 15%). With ``--replays N`` the check trace runs N times on the device and each
+figure is held to the replays' median, their own spread printed beside it.
 
 Every replay compiles as a cold server does (no compile cache, a fresh engine). Two cores
 shared with other work bound every figure: run it on a quiet machine.
 
     python benchmarks/serving/sim_check.py --model qwen2.5-0.5b [--buckets 1,2,4]
         [--ladder 256,512,1024] [--requests 40] [--rate 0.5] [--calibrate-seed 0] [--seed 1]
-        [--policies ahead,on-demand,up-front] [--costs-out costs.json] [--json FILE]
+        [--policies ahead,on-demand,up-front] [--replays 1] [--costs-out costs.json] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -76,22 +78,37 @@ def calibrate(args, source, grid: Grid, options, policies: list[str]) -> dict:
 
 
 def compare(args, source, grid: Grid, options, costs: CostModel, policies: list[str]) -> dict:
+    """The check trace replayed on the device ``--replays`` times per policy (the policies
+    interleaved), and in the simulator once: simulated over the replays' median, and the
+    replays' own spread (largest over smallest), the floor any model can be held to."""
     requests = trace(args, source, grid, args.seed)
+    reports: dict[str, list[dict]] = {policy: [] for policy in policies}
+    for replay_no in range(args.replays):
+        for policy in policies:
+            report = on_device(source, grid, options, policy, requests)
+            reports[policy].append(report)
+            print(f"  {policy:9} replay {replay_no + 1} compiles: {_compiles(report)}", flush=True)
     out = {}
     for policy in policies:
-        report = on_device(source, grid, options, policy, requests)
-        print(f"  {policy:9} compiles: {_compiles(report)}", flush=True)
-        measured = report["requests_metrics"]
+        runs = [r["requests_metrics"] for r in reports[policy]]
         sim = simulated(grid, policy, costs, requests)["requests_metrics"]
-        out[policy] = {
-            f"{k}_{p}": _ratio(sim[k][p], measured[k][p])
-            for k in ("ttft_s", "tpot_s")
-            for p in ("p50", "p99")
-        }
-        out[policy]["measured"] = {k: measured[k] for k in ("ttft_s", "tpot_s")}
-        out[policy]["simulated"] = {k: sim[k] for k in ("ttft_s", "tpot_s")}
-        out[policy]["ready"] = ready = readiness(report, requests)
-        ratios = "  ".join(f"{k} {v:.2f}" for k, v in out[policy].items() if k[0] == "t")
+        row: dict = {}
+        for k in ("ttft_s", "tpot_s"):
+            for p in ("p50", "p99"):
+                values = [m[k][p] for m in runs if m[k][p] is not None]
+                middle = statistics.median(values) if values else None
+                row[f"{k}_{p}"] = _ratio(sim[k][p], middle)
+                row[f"{k}_{p}_spread"] = _ratio(max(values), min(values)) if values else None
+        row["measured"] = [{k: m[k] for k in ("ttft_s", "tpot_s")} for m in runs]
+        row["simulated"] = {k: sim[k] for k in ("ttft_s", "tpot_s")}
+        row["ready"] = ready = readiness(reports[policy][0], requests)
+        out[policy] = row
+        spread = "{:.2f}" if args.replays > 1 else ""
+        ratios = "  ".join(
+            f"{k} {row[k]:.2f}" + (f" (spread {spread.format(row[k + '_spread'])})" * bool(spread))
+            for k in row
+            if k.startswith("t") and not k.endswith("_spread")
+        )
         print(f"  {policy:9} simulated / measured: {ratios}", flush=True)
         print(
             f"  {policy:9} time to ready {ready['time_to_ready_s']:.2f} s = "
@@ -124,6 +141,7 @@ def _compiles(report: dict) -> str:
     """Each compile of a run, in order: bucket, where, seconds."""
     return ", ".join(
         f"{b}x{c} {x['where']} {x['seconds']:.2f}s"
+        + (f" (device busy {x['busy_s'] / x['seconds']:.0%})" if x.get("busy_s") else "")
         for x in sorted(report["engine"]["compiles"], key=lambda x: x["start_s"])
         for b, c in [x["bucket"]]
     )
@@ -144,9 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate-seed", type=int, default=0, help="the trace the model is fitted on")
     p.add_argument("--seed", type=int, default=1, help="the trace it is checked on")
     p.add_argument("--policies", default="ahead,on-demand,up-front")
+    p.add_argument(
+        "--replays", type=int, default=1, help="device replays of the check trace per policy"
+    )
     p.add_argument("--costs-out", type=Path, default=None, help="write the fitted cost model")
     p.add_argument("--json", type=Path, default=None, help="write the result file here")
     args = p.parse_args(argv)
+    if args.replays < 1:
+        p.error("--replays must be at least 1")
     if args.seed == args.calibrate_seed:
         p.error("--seed must differ from --calibrate-seed: the check is on a trace not fitted")
     source = resolve_model(args.model)

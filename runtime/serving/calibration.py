@@ -11,9 +11,13 @@ or more replays (``ServingEngine.report()``), each from a fresh engine.
   without a background compile.
 - ``compile_s`` per bucket: the median of its compiles that ran alone (before serving or on
   the request path), the first compile of each run left out; ``prefill_compile_s``: the median
-  of what a run's first compile took beyond its bucket's; ``background_compile_factor``: the
-  median background compile against the same bucket's alone. A bucket never compiled alone
-  takes the plane through the others.
+  of what a run's first compile took beyond its bucket's; ``background_compile_factor``: how
+  much slower a background compile ran while the device worked beside it. The simulator runs
+  it at its own pace while the engine idles, so a compile of ``T`` seconds alone that took
+  ``W`` with the device busy for ``busy`` of them gives ``T - (W - busy) = busy / factor``;
+  the factor is fitted by least squares over the background compiles (through the origin).
+  Reports without the busy seconds give the median of ``W / T``. A bucket never compiled
+  alone takes the plane through the others.
 - ``activate_s`` and ``copy_s_per_byte``: the least-squares line of a switch's seconds against
   the bytes it copied (the mean when no switch copied).
 
@@ -89,14 +93,14 @@ def _steps(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], floa
 def _compiles(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], float, float]:
     alone: dict[str, list[float]] = {}
     firsts: list[tuple[str, float]] = []
-    background: list[tuple[str, float]] = []
+    background: list[tuple[str, float, float | None]] = []  # key, seconds, busy seconds
     for e in engines:
         for i, c in enumerate(sorted(e.get("compiles") or [], key=lambda c: c["start_s"])):
             key = Bucket(*c["bucket"]).key
             if i == 0:
                 firsts.append((key, c["seconds"]))
             elif c["where"] == "background":
-                background.append((key, c["seconds"]))
+                background.append((key, c["seconds"], c.get("busy_s")))
             else:
                 alone.setdefault(key, []).append(c["seconds"])
     table = {k: statistics.median(v) for k, v in alone.items()}
@@ -105,12 +109,23 @@ def _compiles(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], f
         return table, 0.0, 1.0
     plane = _plane(table)
     extra = [max(s - table.get(k, plane(_bucket(k))), 0.0) for k, s in firsts]
-    ratios = [s / table[k] for k, s in background if table.get(k)]
-    return (
-        table,
-        statistics.median(extra) if extra else 0.0,
-        max(1.0, statistics.median(ratios)) if ratios else 1.0,
-    )
+    known = [(table[k], s, busy) for k, s, busy in background if table.get(k)]
+    return table, statistics.median(extra) if extra else 0.0, _compile_factor(known)
+
+
+def _compile_factor(compiles: Sequence[tuple[float, float, float | None]]) -> float:
+    """The background compile factor from (seconds alone, seconds taken, busy seconds or None)
+    per background compile (see the module's docstring); at least 1."""
+    if not compiles:
+        return 1.0
+    if any(busy is None for _, _, busy in compiles):
+        return max(1.0, statistics.median(w / t for t, w, _ in compiles))
+    xx = sum(busy * busy for _, _, busy in compiles if busy)
+    xy = sum(busy * (t - (w - busy)) for t, w, busy in compiles if busy)
+    if xx <= 0.0:  # nothing ran beside any of them: no slowdown to see
+        return 1.0
+    # 1000 at most: compiles that made no headway while the device worked
+    return max(1.0, xx / max(xy, xx * 1e-3))
 
 
 def _prefill_sums(e: Mapping[str, Any]) -> Mapping[str, float]:
