@@ -5,6 +5,7 @@ the engine recorded (its steps, prefills, compiles and switches), never the mode
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -101,6 +102,27 @@ def test_the_compile_factor_counts_only_the_time_the_device_worked_beside_it():
     replay(on_demand, sparse)  # compiles alone: the table the factor is fitted against
     fit = fit_cost_model([engine.report(), on_demand.report()], FIXED)
     assert fit["background_compile_factor"] == pytest.approx(1.3, rel=1e-6)
+
+
+def test_a_compile_slowed_apart_per_activity_is_fitted_apart():
+    """A host where a compile runs slower beside a small batch's steps than beside a large
+    one's, and slower still beside a prefill: the fit gives each activity's factor back from
+    the busy seconds each compile records per activity, and predicts another trace."""
+    truth = replace(
+        TRUTH,
+        background_compile_factors={"step:1": 1.5, "step:2": 2.0, "step:4": 1.2, "prefill": 2.4},
+    )
+    runs = reports(truth)
+    fit = fit_cost_model(runs, FIXED)
+    for activity in ("step:2", "step:4", "prefill"):  # each beside 15-65% of the busy seconds
+        want = truth.background_compile_factors[activity]
+        assert fit["background_compile_factors"][activity] == pytest.approx(want, rel=0.05)
+    assert "step:1" not in fit["background_compile_factors"]  # 3%: the single factor prices it
+    model = CostModel.from_json(fit)
+    for want, got in zip(reports(truth, seed=1), reports(model, seed=1), strict=True):
+        for p in ("p50", "p99"):
+            measured = want["requests_metrics"]["ttft_s"][p]
+            assert got["requests_metrics"]["ttft_s"][p] == pytest.approx(measured, rel=0.05)
 
 
 def test_reports_without_a_decode_step_are_refused_in_one_line():

@@ -93,6 +93,25 @@ def test_a_background_compile_slows_only_while_the_device_works_beside_it():
     assert tuple(second["bucket"]) == (1, 16) and second["seconds"] == pytest.approx(4.0)
 
 
+def test_a_compile_factor_per_activity_prices_the_compile_by_what_runs_beside_it():
+    """As above, the second compile beside the four-row bucket's steps: with that activity's
+    own factor (3) its 2.0 seconds take 6.0, all of them beside the steps; a factor for an
+    activity that does not run beside it leaves the single one (2) pricing it."""
+    grid = Grid.of((1, 2, 4), (16, 32))
+    trace = [req(0, 0.5, prompt=2, new=14)]  # steps from 2.0 to 8.5
+    for factors, seconds in [({"step:4": 3.0}, 6.0), ({"step:2": 3.0}, 4.0)]:
+        model = costs(
+            background_compile_factor=2.0,
+            background_compile_factors=factors,
+            step_s=Linear(base=0.5),
+        )
+        _, report = serve(grid, "ahead", trace, model)
+        second = report["engine"]["compiles"][1]
+        assert tuple(second["bucket"]) == (1, 16) and second["seconds"] == pytest.approx(seconds)
+        assert second["beside_s"] == {"step:4": pytest.approx(seconds)}
+        assert second["busy_s"] == pytest.approx(seconds)
+
+
 def test_up_front_compiles_the_whole_grid_before_the_first_request():
     grid = Grid.of((1, 2), (32, 64))
     engine, report = serve(grid, "up-front", [req(0, 0.5)], costs(compile_s=Linear(base=1.0)))
@@ -218,6 +237,8 @@ def test_a_cost_model_file_is_read_and_refused_in_one_line(tmp_path):
         ("{", "not JSON"),
         ('{"compile": 1}', "unknown key 'compile'"),
         ('{"step_s": {"base": -1}}', "step_s.base: a number >= 0"),
+        ('{"background_compile_factors": {"step:4": "2"}}', "background_compile_factors: an"),
+        ('{"background_compile_factors": [2]}', "background_compile_factors: an object"),
     ]:
         bad = tmp_path / "bad.json"
         bad.write_text(body)

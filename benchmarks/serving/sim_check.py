@@ -141,10 +141,16 @@ def _compiles(report: dict) -> str:
     """Each compile of a run, in order: bucket, where, seconds."""
     return ", ".join(
         f"{b}x{c} {x['where']} {x['seconds']:.2f}s"
-        + (f" (device busy {x['busy_s'] / x['seconds']:.0%})" if x.get("busy_s") else "")
+        + (f" (device busy {_beside(x)})" if x.get("busy_s") else "")
         for x in sorted(report["engine"]["compiles"], key=lambda x: x["start_s"])
         for b, c in [x["bucket"]]
     )
+
+
+def _beside(compile_record: dict) -> str:
+    """The share of a background compile the device worked beside it, per activity."""
+    seconds = compile_record["seconds"]
+    return ", ".join(f"{k} {v / seconds:.0%}" for k, v in compile_record["beside_s"].items())
 
 
 def _ratio(a: float | None, b: float | None) -> float:

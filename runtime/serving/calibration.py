@@ -16,7 +16,11 @@ or more replays (``ServingEngine.report()``), each from a fresh engine.
   it at its own pace while the engine idles, so a compile of ``T`` seconds alone that took
   ``W`` with the device busy for ``busy`` of them gives ``T - (W - busy) = busy / factor``;
   the factor is fitted by least squares over the background compiles (through the origin).
-  Reports without the busy seconds give the median of ``W / T``. A bucket never compiled
+  ``background_compile_factors``: the same apart per activity the device worked at beside
+  the compiles (``beside_s``: decode steps per batch size, prefills, switches), by least
+  squares over the activities that held at least 5% of the busy seconds (the rest keep the
+  single factor). Reports without
+  the busy seconds give the median of ``W / T`` and no factors per activity. A bucket never compiled
   alone takes the plane through the others.
 - ``activate_s`` and ``copy_s_per_byte``: the least-squares line of a switch's seconds against
   the bytes it copied (the mean when no switch copied).
@@ -46,7 +50,7 @@ def fit_cost_model(reports: Sequence[Mapping[str, Any]], fixed: Mapping[str, Any
     if not any(e.get("decode_steps") for e in engines):
         raise CompileAheadError("no decode step was recorded: nothing to fit a cost model from")
     steps, factor = _steps(engines)
-    compiles, prefill_compile, compile_factor = _compiles(engines)
+    compiles, prefill_compile, (compile_factor, compile_factors) = _compiles(engines)
     base, per_token = _line([_prefill_sums(e) for e in engines])
     activate, per_byte = _switch_line(engines)
     return {
@@ -57,6 +61,7 @@ def fit_cost_model(reports: Sequence[Mapping[str, Any]], fixed: Mapping[str, Any
         "compile_s": _with_plane(compiles),
         "prefill_compile_s": prefill_compile,
         "background_compile_factor": compile_factor,
+        "background_compile_factors": compile_factors,
         "activate_s": activate,
         "copy_s_per_byte": per_byte,
         "fitted_from": {
@@ -90,42 +95,61 @@ def _steps(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], floa
     return alone, factor
 
 
-def _compiles(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], float, float]:
+Beside = Mapping[str, float] | None  # a background compile's busy seconds per activity
+Factors = tuple[float, dict[str, float]]  # one compile factor, and one per activity
+
+
+def _compiles(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], float, Factors]:
     alone: dict[str, list[float]] = {}
     firsts: list[tuple[str, float]] = []
-    background: list[tuple[str, float, float | None]] = []  # key, seconds, busy seconds
+    background: list[tuple[str, float, Beside]] = []  # key, seconds, busy seconds
     for e in engines:
         for i, c in enumerate(sorted(e.get("compiles") or [], key=lambda c: c["start_s"])):
             key = Bucket(*c["bucket"]).key
             if i == 0:
                 firsts.append((key, c["seconds"]))
             elif c["where"] == "background":
-                background.append((key, c["seconds"], c.get("busy_s")))
+                background.append((key, c["seconds"], c.get("beside_s")))
             else:
                 alone.setdefault(key, []).append(c["seconds"])
     table = {k: statistics.median(v) for k, v in alone.items()}
     if not table:  # every run compiled one bucket: it is all we know
         table = {k: statistics.median(s for kk, s in firsts if kk == k) for k, _ in firsts}
-        return table, 0.0, 1.0
+        return table, 0.0, (1.0, {})
     plane = _plane(table)
     extra = [max(s - table.get(k, plane(_bucket(k))), 0.0) for k, s in firsts]
     known = [(table[k], s, busy) for k, s, busy in background if table.get(k)]
-    return table, statistics.median(extra) if extra else 0.0, _compile_factor(known)
+    return table, statistics.median(extra) if extra else 0.0, _compile_factors(known)
 
 
-def _compile_factor(compiles: Sequence[tuple[float, float, float | None]]) -> float:
-    """The background compile factor from (seconds alone, seconds taken, busy seconds or None)
-    per background compile (see the module's docstring); at least 1."""
+FACTOR_SHARE = 0.05  # an activity with less of the busy seconds keeps the single factor
+
+
+def _compile_factors(compiles: Sequence[tuple[float, float, Beside]]) -> Factors:
+    """The background compile factors from (seconds alone, seconds taken, busy seconds per
+    activity or None) per background compile (see the module's docstring); each at least 1
+    and at most 1000 (compiles that made no headway while the device worked)."""
     if not compiles:
-        return 1.0
-    if any(busy is None for _, _, busy in compiles):
-        return max(1.0, statistics.median(w / t for t, w, _ in compiles))
-    xx = sum(busy * busy for _, _, busy in compiles if busy)
-    xy = sum(busy * (t - (w - busy)) for t, w, busy in compiles if busy)
-    if xx <= 0.0:  # nothing ran beside any of them: no slowdown to see
-        return 1.0
-    # 1000 at most: compiles that made no headway while the device worked
-    return max(1.0, xx / max(xy, xx * 1e-3))
+        return 1.0, {}
+    if any(beside is None for _, _, beside in compiles):
+        return max(1.0, statistics.median(w / t for t, w, _ in compiles)), {}
+    besides = [beside or {} for _, _, beside in compiles]
+    busy = np.array([sum(b.values()) for b in besides])
+    # what each compile gained while the device worked: T - (W - busy) = sum(busy_k / f_k)
+    gained = np.array([t - w for t, w, _ in compiles]) + busy
+    if float(busy @ busy) <= 0.0:  # nothing ran beside any of them: no slowdown to see
+        return 1.0, {}
+    pace = float(np.clip(busy @ gained / (busy @ busy), 1e-3, 1.0))  # 1 / factor
+    seen: dict[str, float] = {}
+    for b in besides:
+        for k, v in b.items():
+            seen[k] = seen.get(k, 0.0) + v
+    names = sorted(k for k, v in seen.items() if v >= FACTOR_SHARE * float(busy.sum()))
+    x = np.array([[b.get(k, 0.0) for k in names] for b in besides])
+    rest = busy - x.sum(axis=1)  # the activities seen too little, at the single pace
+    paces, *_ = np.linalg.lstsq(x, gained - rest * pace, rcond=None)
+    paces = np.clip(paces, 1e-3, 1.0)
+    return 1.0 / pace, {k: float(1.0 / p) for k, p in zip(names, paces, strict=True)}
 
 
 def _prefill_sums(e: Mapping[str, Any]) -> Mapping[str, float]:

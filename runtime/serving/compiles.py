@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.runtime.serving.buckets import Bucket, Grid
-from compile_ahead.runtime.serving.executor import Executor
+from compile_ahead.runtime.serving.executor import COMPILE, Executor
 from compile_ahead.runtime.serving.metrics import EngineStats
 from compile_ahead.runtime.serving.policies import CompilePolicy, Forecast
 
@@ -42,10 +42,11 @@ class Compiles:
         self.last_used: dict[Bucket, float] = {}
         self.compile_seconds: dict[Bucket, float] = {}  # each bucket's last compile
         self._compiling_since = 0.0
-        # The device's work beside the background compile: summed once the compile is known to
-        # outlast it, the spans since the last poll kept apart (the compile may end inside one).
-        self._beside_s = 0.0
-        self._since_poll: list[tuple[float, float]] = []
+        # The device's work beside the background compile, per activity: summed once the
+        # compile is known to outlast it, the spans since the last poll kept apart (the compile
+        # may end inside one).
+        self._beside: dict[str, float] = {}
+        self._since_poll: list[tuple[float, float, str]] = []
         self.check_budget()
 
     def check_budget(self) -> None:
@@ -91,29 +92,35 @@ class Compiles:
             if bucket not in self.resident:
                 self._compile_now(bucket, "before-serving")
 
-    def worked(self, start: float, end: float) -> None:
-        """The device worked from ``start`` to ``end`` (a step, a prefill, a switch, a compile in
-        the foreground): the background compile, if one runs, shared the host with it."""
+    def worked(self, start: float, end: float, activity: str) -> None:
+        """The device worked from ``start`` to ``end`` at ``activity`` (``activity_key``): the
+        background compile, if one runs, shared the host with it."""
         if self.compiling is not None:
-            self._since_poll.append((start, end))
+            self._since_poll.append((start, end, activity))
+
+    def _fold(self, until: float | None = None) -> None:
+        """Add the spans since the last poll to the compile's sums, each cut at ``until``."""
+        start = self._compiling_since
+        for t0, t1, activity in self._since_poll:
+            cut = t1 if until is None else min(t1, until)
+            self._beside[activity] = self._beside.get(activity, 0.0) + max(cut - max(t0, start), 0)
+        self._since_poll.clear()
 
     def poll(self) -> Bucket | None:
         """Take in the background compile once finished; the bucket it made, if any."""
         if self.compiling is None:
             return None
         done = self.executor.finished_compile()
-        start = self._compiling_since
         if done is None:  # still running: every span so far lay inside it
-            self._beside_s += sum(t1 - t0 for t0, t1 in self._since_poll)
-            self._since_poll.clear()
+            self._fold()
             return None
         bucket, seconds = done
-        end = start + seconds
-        tail = sum(max(min(t1, end) - max(t0, start), 0.0) for t0, t1 in self._since_poll)
-        busy = min(self._beside_s + tail, seconds)
+        start = self._compiling_since
+        self._fold(until=start + seconds)
+        beside = {k: v for k, v in sorted(self._beside.items()) if v > 0}
         self.compiling = None
         self.stats.compile_background_s += seconds
-        self._compiled(bucket, seconds, "background", start, busy)
+        self._compiled(bucket, seconds, "background", start, beside)
         return bucket
 
     def maybe_background(self, forecast: Forecast, keep: Collection[Bucket | None]) -> None:
@@ -126,7 +133,7 @@ class Compiles:
             if self._make_room(bucket, keep, background=True):
                 self.compiling = bucket
                 self._compiling_since = self.executor.clock.now()
-                self._beside_s, self._since_poll = 0.0, []
+                self._beside, self._since_poll = {}, []
                 self.executor.start_compile(bucket)
             return  # the most urgent only: a later one is not worth the memory yet
 
@@ -153,7 +160,7 @@ class Compiles:
         start = self.executor.clock.now()
         self._make_room(bucket, keep=())
         seconds = self.executor.compile(bucket)
-        self.worked(start, self.executor.clock.now())
+        self.worked(start, self.executor.clock.now(), COMPILE)
         if where == "request-path":
             self.stats.compile_request_path_s += seconds
         else:
@@ -161,17 +168,23 @@ class Compiles:
         self._compiled(bucket, seconds, where, start)
 
     def _compiled(
-        self, bucket: Bucket, seconds: float, where: str, start: float, busy: float | None = None
+        self,
+        bucket: Bucket,
+        seconds: float,
+        where: str,
+        start: float,
+        beside: dict[str, float] | None = None,
     ) -> None:
-        """Record a compile; ``busy``: for one in the background, the seconds of it during which
-        the device worked beside it (the rest it had the host to itself)."""
+        """Record a compile; ``beside``: for one in the background, the seconds of it during
+        which the device worked beside it, per activity (the rest it had the host to itself)."""
         self.resident[bucket] = None
         self.compile_seconds[bucket] = seconds
         self.last_used[bucket] = self.executor.clock.now()
         self.stats.buckets_compiled.add(bucket)
         record = {"bucket": list(bucket), "where": where, "start_s": start, "seconds": seconds}
-        if busy is not None:
-            record["busy_s"] = busy
+        if beside is not None:
+            record["busy_s"] = min(sum(beside.values()), seconds)
+            record["beside_s"] = beside
         self.stats.compiles.append(record)
         if self.stats.ready_s is None:
             self.stats.ready_s = self.executor.clock.now()

@@ -23,7 +23,7 @@ from compile_ahead.runtime.serving.events import (
     FINISHED_REFUSED,
     TokenEvent,
 )
-from compile_ahead.runtime.serving.executor import Executor
+from compile_ahead.runtime.serving.executor import PREFILL, SWITCH, Executor, activity_key
 from compile_ahead.runtime.serving.metrics import EngineStats, Slo, request_metrics
 from compile_ahead.runtime.serving.policies import CompilePolicy, Forecast
 from compile_ahead.runtime.serving.requests import Live, Request, State
@@ -168,12 +168,12 @@ class ServingEngine:
     def _background(self) -> bool:
         return self.compiles.compiling is not None
 
-    def _worked(self, t0: float) -> float:
+    def _worked(self, t0: float, activity: str) -> float:
         """The device's work since ``t0`` (its seconds): this iteration's busy time, and time
         a background compile shared the host with it."""
         now = self.clock.now()
         self._busy_s += now - t0
-        self.compiles.worked(t0, now)
+        self.compiles.worked(t0, now, activity)
         return now - t0
 
     def _view(self) -> View:
@@ -235,7 +235,7 @@ class ServingEngine:
         moves = row_moves(old, target.batch)
         lengths = {r: self.rows[r].length for r in old}  # type: ignore[union-attr]
         copied = self.executor.activate(target, moves, lengths)
-        self._worked(t0)
+        self._worked(t0, SWITCH)
         rows: list[Live | None] = [None] * target.batch
         for src, dst in moves.items():
             live = self.rows[src]
@@ -269,7 +269,7 @@ class ServingEngine:
             live.state, live.row = State.RUNNING, row
             t0 = self._span_start[live.request_id] = self.clock.now()
             token = self.executor.prefill(row, live.request.prompt)
-            took = self._worked(t0)
+            took = self._worked(t0, PREFILL)
             self.stats.timings.prefilled(len(live.request.prompt), self._background(), took)
             if self.stats.first_prefill_s is None:
                 self.stats.first_prefill_s = took
@@ -285,7 +285,7 @@ class ServingEngine:
         self.compiles.touch(self.active)
         t0 = self.clock.now()
         out = self.executor.step(feeds)
-        took = self._worked(t0)
+        took = self._worked(t0, activity_key(self.active.batch))
         self.stats.timings.step(self.active, self._background(), took)
         self._step_s = took if not self._step_s else 0.8 * self._step_s + 0.2 * took
         self.stats.steps += 1

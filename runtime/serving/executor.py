@@ -15,6 +15,16 @@ from typing import Protocol
 
 from compile_ahead.runtime.serving.buckets import Bucket
 
+# What the device does beside a background compile, as its records and the cost model name it:
+# a decode step of a bucket of B rows (``activity_key``), a prefill, a switch between buckets,
+# a compile in the foreground.
+PREFILL, SWITCH, COMPILE = "prefill", "switch", "compile"
+
+
+def activity_key(batch: int) -> str:
+    """A decode step's activity: ``step:B``."""
+    return f"step:{batch}"
+
 
 class Clock(Protocol):
     kind: str  # "wall" or "virtual"

@@ -20,7 +20,9 @@ A cost model (JSON, e.g. `compile-ahead serve --simulate COSTS.json`) prices:
   compile runs (1 for a device whose decode does not share the host's cores; near 2 on a
   two-core host), and ``background_compile_factor``: a background compile's slowdown while
   the device works beside it (steps, prefills, switches, a foreground compile); while the
-  engine idles it runs at its own pace, as a server's first compile does before any request;
+  engine idles it runs at its own pace, as a server's first compile does before any request.
+  ``background_compile_factors`` names it apart per activity (``"step:B"``, a decode step of
+  B rows; ``"prefill"``; ``"switch"``; ``"compile"``), the single factor pricing the rest;
 - ``host_bytes``: memory besides the buckets and the KV (weights, runtime).
 
 Tokens are not computed: every token is ``token`` (never EOS), so requests run to their
@@ -38,7 +40,13 @@ from typing import Any
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.input_files import read_input_text
 from compile_ahead.runtime.serving.buckets import Bucket
-from compile_ahead.runtime.serving.executor import VirtualClock
+from compile_ahead.runtime.serving.executor import (
+    COMPILE,
+    PREFILL,
+    SWITCH,
+    VirtualClock,
+    activity_key,
+)
 
 MAX_COST_FILE_BYTES = 4 * 2**20
 
@@ -90,6 +98,7 @@ class CostModel:
     kv_bytes_per_slot: int = 0
     background_step_factor: float = 1.0
     background_compile_factor: float = 1.0
+    background_compile_factors: Mapping[str, float] = field(default_factory=dict)
     host_bytes: int = 0
     kv: str = "copy"
     token: int = 1
@@ -100,6 +109,10 @@ class CostModel:
     def kv_bytes(self, bucket: Bucket) -> int:
         return self.kv_bytes_per_slot * bucket.batch * bucket.capacity
 
+    def compile_factor(self, activity: str) -> float:
+        """A background compile's slowdown beside ``activity``."""
+        return self.background_compile_factors.get(activity, self.background_compile_factor)
+
     @classmethod
     def from_json(cls, obj: Any, where: str = "cost model") -> CostModel:
         if not isinstance(obj, dict):
@@ -107,7 +120,8 @@ class CostModel:
         known = {
             "compile_s", "step_s", "bucket_bytes", "prefill_s", "prefill_compile_s",
             "activate_s", "copy_s_per_byte", "kv_bytes_per_slot", "background_step_factor",
-            "background_compile_factor", "host_bytes", "kv", "note", "sources", "fitted_from",
+            "background_compile_factor", "background_compile_factors", "host_bytes", "kv", "note",
+            "sources", "fitted_from",
         }  # fmt: skip
         _no_unknown(obj, known, where)
         prefill = obj.get("prefill_s", {})
@@ -131,6 +145,14 @@ class CostModel:
         kv = obj.get("kv", "copy")
         if kv not in ("copy", "reserve"):
             raise CompileAheadError(f'{where}.kv: "copy" or "reserve"')
+        factors = obj.get("background_compile_factors", {})
+        if not isinstance(factors, dict) or not all(
+            isinstance(k, str) and _nonneg(v) for k, v in factors.items()
+        ):
+            raise CompileAheadError(
+                f'{where}.background_compile_factors: an object of activity ("step:B", '
+                '"prefill", "switch", "compile") to numbers >= 0'
+            )
         return cls(
             kv=kv,
             compile_s=Linear.from_json(obj.get("compile_s", 1.0), f"{where}.compile_s"),
@@ -144,6 +166,7 @@ class CostModel:
             kv_bytes_per_slot=int(scalars["kv_bytes_per_slot"]),
             background_step_factor=max(1.0, float(scalars["background_step_factor"])),
             background_compile_factor=max(1.0, float(scalars["background_compile_factor"])),
+            background_compile_factors={k: max(1.0, float(v)) for k, v in factors.items()},
             host_bytes=int(scalars["host_bytes"]),
         )
 
@@ -206,7 +229,7 @@ class SimExecutor:
 
     def compile(self, bucket: Bucket) -> float:
         seconds = self._compile_s(bucket)
-        self._busy(seconds)
+        self._busy(seconds, COMPILE)
         self.compiled.add(bucket)
         self._note_memory()
         return seconds
@@ -235,10 +258,11 @@ class SimExecutor:
             self._progress(target, 1.0)  # idle: the compile has the host to itself
             self.clock.jump_to(target)
 
-    def _busy(self, seconds: float) -> None:
-        """The device works for ``seconds``; a background compile beside it runs slower."""
+    def _busy(self, seconds: float, activity: str) -> None:
+        """The device works for ``seconds`` at ``activity``; a background compile beside it
+        runs slower."""
         now = self.clock.now()
-        self._progress(now + max(seconds, 0.0), self.costs.background_compile_factor)
+        self._progress(now + max(seconds, 0.0), self.costs.compile_factor(activity))
         self.clock.advance(seconds)
 
     def _progress(self, until: float, factor: float) -> None:
@@ -263,18 +287,20 @@ class SimExecutor:
         if self.active is not None:  # both KV allocations coexist during the copy
             kv = self.costs.kv_bytes(self.active) + self.costs.kv_bytes(bucket)
             self._peak = max(self._peak, self._resident() + kv)
-        self._busy(self.costs.activate_s + copied * self.costs.copy_s_per_byte)
+        self._busy(self.costs.activate_s + copied * self.costs.copy_s_per_byte, SWITCH)
         self.active = bucket
         self._note_memory()
         return copied
 
     def prefill(self, row: int, prompt: Sequence[int]) -> int:
-        self._busy(self.costs.prefill_s(len(prompt)) * self._slowdown())
+        self._busy(self.costs.prefill_s(len(prompt)) * self._slowdown(), PREFILL)
         return self.costs.token
 
     def step(self, feeds: Mapping[int, tuple[int, int]]) -> dict[int, int]:
         assert self.active is not None
-        self._busy(self.costs.step_s(self.active) * self._slowdown())
+        self._busy(
+            self.costs.step_s(self.active) * self._slowdown(), activity_key(self.active.batch)
+        )
         return dict.fromkeys(feeds, self.costs.token)
 
     def _slowdown(self) -> float:
