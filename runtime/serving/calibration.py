@@ -19,9 +19,8 @@ or more replays (``ServingEngine.report()``), each from a fresh engine.
   ``background_compile_factors``: the same apart per activity the device worked at beside
   the compiles (``beside_s``: decode steps per batch size, prefills, switches), by least
   squares over the activities that held at least 5% of the busy seconds (the rest keep the
-  single factor). Reports without
-  the busy seconds give the median of ``W / T`` and no factors per activity. A bucket never compiled
-  alone takes the plane through the others.
+  single factor). Reports without the busy seconds give the median of ``W / T`` and no
+  factors per activity. A bucket never compiled alone takes the plane through the others.
 - ``activate_s`` and ``copy_s_per_byte``: the least-squares line of a switch's seconds against
   the bytes it copied (the mean when no switch copied).
 
@@ -102,7 +101,7 @@ Factors = tuple[float, dict[str, float]]  # one compile factor, and one per acti
 def _compiles(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], float, Factors]:
     alone: dict[str, list[float]] = {}
     firsts: list[tuple[str, float]] = []
-    background: list[tuple[str, float, Beside]] = []  # key, seconds, busy seconds
+    background: list[tuple[str, float, Beside]] = []  # key, seconds, beside_s
     for e in engines:
         for i, c in enumerate(sorted(e.get("compiles") or [], key=lambda c: c["start_s"])):
             key = Bucket(*c["bucket"]).key
@@ -118,7 +117,7 @@ def _compiles(engines: Sequence[Mapping[str, Any]]) -> tuple[dict[str, float], f
         return table, 0.0, (1.0, {})
     plane = _plane(table)
     extra = [max(s - table.get(k, plane(_bucket(k))), 0.0) for k, s in firsts]
-    known = [(table[k], s, busy) for k, s, busy in background if table.get(k)]
+    known = [(table[k], s, beside) for k, s, beside in background if table.get(k)]
     return table, statistics.median(extra) if extra else 0.0, _compile_factors(known)
 
 
