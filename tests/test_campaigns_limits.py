@@ -78,6 +78,24 @@ def test_a_large_grid_says_how_far_its_checks_are(tmp_path: Path) -> None:
     assert not tmp_path.joinpath("no-such-folder").exists()
 
 
+def test_progress_lines_come_at_most_one_per_interval_after_the_first(monkeypatch):
+    """The grid above is checked in a few seconds, too fast for a line between the first and
+    the last: the throttle is driven here by a clock of half a second a cell (2 s a line)."""
+    import io
+
+    from compile_ahead.profiling.campaigns.definition.validation import limits
+
+    clock = iter(0.5 * i for i in range(100))
+    monkeypatch.setattr(limits.time, "monotonic", lambda: next(clock))
+    out, total = io.StringIO(), limits.PROGRESS_FROM_CELLS
+    progress = limits.CheckProgress(out, every_s=2.0)
+    for checked in range(1, 21):
+        progress(checked, total)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"campaign: checking the {total:,} cells ..."
+    assert lines[1:] == [f"campaign: {k} of {total:,} cells checked ..." for k in (5, 9, 13, 17)]
+
+
 def _step(line: str) -> re.Match[str]:
     found = re.fullmatch(r"campaign: ([\d,]+) of 10,000 cells checked \.\.\.", line)
     assert found, line

@@ -156,14 +156,21 @@ def check_properties(config: Mapping[str, str], facts: DeviceFacts, what: str) -
 
 def device_facts(device: str, config: Mapping[str, str]) -> DeviceFacts:
     """This process's OpenVINO on ``device`` (property_facts.py, which ``ab`` arms run under
-    their own interpreters)."""
+    their own interpreters). Asked once per device and properties in a process: a campaign
+    checks every cell with the same ones, and each asking creates a plugin."""
+    return _device_facts(device, tuple(sorted((str(k), str(v)) for k, v in config.items())))
+
+
+@functools.lru_cache(maxsize=64)
+def _device_facts(device: str, pairs: tuple[tuple[str, str], ...]) -> DeviceFacts:
     from compile_ahead.runtime.base.ov_core import core, openvino_error_summary
     from compile_ahead.runtime.compile.settings.device_defaults import decode_properties
     from compile_ahead.runtime.compile.settings.options import device_refusal
     from compile_ahead.runtime.compile.settings.property_facts import gather
 
+    config = dict(pairs)
     try:
-        found = gather(device, dict(config), core())
+        found = gather(device, config, core())
     except RuntimeError as err:  # no such device: its properties cannot be asked
         raise CompileAheadError(f"--device {device}: {openvino_error_summary(err)}") from None
     supported, error = dict(found["supported"]), found["value_error"]
