@@ -160,11 +160,11 @@ def test_an_address_without_a_cluster_is_refused_in_time(tmp_path: Path) -> None
 
     spec, store = sleep_spec(tmp_path / "sleep.toml", seconds=0.1), tmp_path / "s.sqlite"
     argv = ["run", str(spec), "--store", str(store), "--executor", "ray"]
-    argv += ["--address", "127.0.0.1:1", "--connect-timeout", "2"]
+    limit = 2
+    argv += ["--address", "127.0.0.1:1", "--connect-timeout", str(limit)]
     started = time.monotonic()
     proc = run(in_loopback_namespace(campaign_command(*argv)), tmp_path, timeout=180)
     took = time.monotonic() - started
-    limit = 2
     lines = _our_lines(proc.stderr)
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0] == (

@@ -35,6 +35,9 @@ from compile_ahead.runtime.serving.simulator import CostModel, SimExecutor
 from compile_ahead.runtime.serving.workloads import Arrivals, Lengths, generate_requests
 from compile_ahead.runtime.sources.resolve import resolve_model
 
+NAN = float("nan")
+FIGURES = [(k, p) for k in ("ttft_s", "tpot_s") for p in ("p50", "p99")]  # simulated / measured
+
 
 def trace(args, source, grid: Grid, seed: int) -> list[Request]:
     top = grid.top_capacity
@@ -93,22 +96,19 @@ def compare(args, source, grid: Grid, options, costs: CostModel, policies: list[
         runs = [r["requests_metrics"] for r in reports[policy]]
         sim = simulated(grid, policy, costs, requests)["requests_metrics"]
         row: dict = {}
-        for k in ("ttft_s", "tpot_s"):
-            for p in ("p50", "p99"):
-                values = [m[k][p] for m in runs if m[k][p] is not None]
-                middle = statistics.median(values) if values else None
-                row[f"{k}_{p}"] = _ratio(sim[k][p], middle)
-                row[f"{k}_{p}_spread"] = _ratio(max(values), min(values)) if values else None
+        shown = []
+        for k, p in FIGURES:
+            values = [m[k][p] for m in runs if m[k][p] is not None]
+            middle = statistics.median(values) if values else None
+            ratio = row[f"{k}_{p}"] = _ratio(sim[k][p], middle)
+            spread = row[f"{k}_{p}_spread"] = _ratio(max(values), min(values)) if values else NAN
+            spread_text = f" (spread {spread:.2f})" if args.replays > 1 else ""
+            shown.append(f"{k}_{p} {ratio:.2f}{spread_text}")
         row["measured"] = [{k: m[k] for k in ("ttft_s", "tpot_s")} for m in runs]
         row["simulated"] = {k: sim[k] for k in ("ttft_s", "tpot_s")}
         row["ready"] = ready = readiness(reports[policy][0], requests)
         out[policy] = row
-        spread = "{:.2f}" if args.replays > 1 else ""
-        ratios = "  ".join(
-            f"{k} {row[k]:.2f}" + (f" (spread {spread.format(row[k + '_spread'])})" * bool(spread))
-            for k in row
-            if k.startswith("t") and not k.endswith("_spread")
-        )
+        ratios = "  ".join(shown)
         print(f"  {policy:9} simulated / measured: {ratios}", flush=True)
         print(
             f"  {policy:9} time to ready {ready['time_to_ready_s']:.2f} s = "
@@ -154,7 +154,7 @@ def _beside(compile_record: dict) -> str:
 
 
 def _ratio(a: float | None, b: float | None) -> float:
-    return a / b if a is not None and b else float("nan")
+    return a / b if a is not None and b else NAN
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,7 @@ caller passes in ``fixed``.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -139,10 +140,9 @@ def _compile_factors(compiles: Sequence[tuple[float, float, Beside]]) -> Factors
     if float(busy @ busy) <= 0.0:  # nothing ran beside any of them: no slowdown to see
         return 1.0, {}
     pace = float(np.clip(busy @ gained / (busy @ busy), 1e-3, 1.0))  # 1 / factor
-    seen: dict[str, float] = {}
+    seen: Counter[str] = Counter()
     for b in besides:
-        for k, v in b.items():
-            seen[k] = seen.get(k, 0.0) + v
+        seen.update(b)  # each activity's busy seconds, summed over the compiles
     names = sorted(k for k, v in seen.items() if v >= FACTOR_SHARE * float(busy.sum()))
     x = np.array([[b.get(k, 0.0) for k in names] for b in besides])
     rest = busy - x.sum(axis=1)  # the activities seen too little, at the single pace
