@@ -25,9 +25,12 @@ ladder = ["32,64", "64,128"]
 """
 
 
-def sleep_spec(path: Path, seconds: float, warmup: int = 0) -> Path:
-    """A campaign of 2 cells x 2 pairs whose trials sleep ``seconds`` (sleep_trial.py)."""
-    path.write_text(campaign_toml(seconds, cells=2, pairs=2, warmup=warmup))
+def sleep_spec(path: Path, seconds: float, warmup: int = 0, release: Path | None = None) -> Path:
+    """A campaign of 2 cells x 2 pairs whose trials sleep ``seconds`` (sleep_trial.py), or
+    until the file ``release`` exists."""
+    path.write_text(
+        campaign_toml(seconds, cells=2, pairs=2, warmup=warmup, release=release and str(release))
+    )
     return path
 
 

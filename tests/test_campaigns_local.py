@@ -155,7 +155,8 @@ def _dump(store: Path) -> list[str]:
 def test_stopped_coordinator_resumes_without_rerunning_finished_blocks(
     tmp_path: Path, stop: signal.Signals
 ) -> None:
-    spec = sleep_spec(tmp_path / "sleep.toml", seconds=1.5, warmup=1)
+    release = tmp_path / "release"
+    spec = sleep_spec(tmp_path / "sleep.toml", seconds=1.5, warmup=1, release=release)
     store = tmp_path / "s.sqlite"
     first = subprocess.Popen(
         campaign_command("run", str(spec), "--store", str(store)),
@@ -182,6 +183,7 @@ def test_stopped_coordinator_resumes_without_rerunning_finished_blocks(
     killed = stop == signal.SIGKILL
     assert (_count(store, "submitted"), _count(store, "interrupted")) == (int(killed), 1 - killed)
     kept = [tuple(r) for r in done_blocks(store)]
+    release.touch()  # the blocks left run without sleeping
     proc = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert ("1 interrupted block(s) run again" in proc.stderr) == killed
@@ -230,7 +232,8 @@ def _stop_in_first_block(spec: Path, store: Path, stop: signal.Signals) -> tuple
 
 @pytest.mark.slow
 def test_status_counts_each_interrupted_block_once(tmp_path: Path) -> None:
-    spec = sleep_spec(tmp_path / "sleep.toml", seconds=2.0, warmup=1)
+    release = tmp_path / "release"
+    spec = sleep_spec(tmp_path / "sleep.toml", seconds=2.0, warmup=1, release=release)
     store = tmp_path / "s.sqlite"
     _stop_in_first_block(spec, store, signal.SIGKILL)  # its row stays 'submitted'
     assert _status_counts(store, tmp_path) == (0, 1)  # no coordinator: not in flight
@@ -242,6 +245,7 @@ def test_status_counts_each_interrupted_block_once(tmp_path: Path) -> None:
     running = _stop_in_first_block(spec, store, signal.SIGKILL)
     assert running[0] <= 1 and running[1] == 0, running
     assert _status_counts(store, tmp_path) == (0, 1)
+    release.touch()  # the blocks left run without sleeping
     proc = run(campaign_command("run", str(spec), "--store", str(store)), tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert _status_counts(store, tmp_path) == (0, 0)  # run again and done: none left

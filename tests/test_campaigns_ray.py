@@ -59,14 +59,16 @@ def cluster_run(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("ray-campaign")
     _hub_with_model(root / "hub-a")
     (root / "hub-b").mkdir()
-    spec = sleep_spec(root / "sleep.toml", seconds=3.0)
-    missing = root / "missing.toml"
-    missing.write_text(spec.read_text().replace('model = ["tiny"]', 'model = ["test/tiny"]'))
+    # the lost run's trials sleep until its node is killed, then the rest run at once
+    spec = sleep_spec(root / "sleep.toml", seconds=3.0, release=root / "release")
+    missing = sleep_spec(root / "missing.toml", seconds=3.0)
+    missing.write_text(missing.read_text().replace('model = ["tiny"]', 'model = ["test/tiny"]'))
     config = {
         "cache": str(root / "cache"), "hub_a": str(root / "hub-a"), "hub_b": str(root / "hub-b"),
         "spec": str(spec), "store": str(root / "s.sqlite"), "missing_spec": str(missing),
         "missing_store": str(root / "m.sqlite"), "late_spec": str(missing),
         "late_store": str(root / "late.sqlite"), "result": str(root / "result.json"),
+        "release": str(root / "release"),
     }  # fmt: skip
     (root / "config.json").write_text(json.dumps(config))
     proc = subprocess.run(
