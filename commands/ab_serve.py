@@ -21,6 +21,7 @@ from compile_ahead.commands.options import (
     resolve_from_args,
     seconds,
 )
+from compile_ahead.commands.serve import add_prefill_chunk_option
 from compile_ahead.errors import CompileAheadError
 from compile_ahead.output.checks import check_new_dir, check_not_inputs
 
@@ -80,6 +81,7 @@ def _serve_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--ladder", default="scaled", help="capacities (default scaled)")
     s.add_argument("--memory-budget", type=float, default=None, metavar="GIB")
     s.add_argument("--kv", default="reserve", help="reserve or copy (default reserve)")
+    add_prefill_chunk_option(s)
     s.add_argument("--stop-at-eos", action="store_true")
     s.add_argument(
         "--goodput",
@@ -135,7 +137,12 @@ def _out_dir(args: argparse.Namespace) -> Path:
 
 def serve_trials(args: argparse.Namespace, policies: tuple[str, ...]) -> ServeTrials:
     """The trials' grid, trace and `serve` flags, each checked once here."""
-    from compile_ahead.commands.serve import KV_MODES, memory_budget, parse_goodput
+    from compile_ahead.commands.serve import (
+        KV_MODES,
+        check_prefill_chunk,
+        memory_budget,
+        parse_goodput,
+    )
     from compile_ahead.profiling.trials.serve_kind.run import ServeTrials
     from compile_ahead.runtime.ladder.settings.capacities import Ladder
     from compile_ahead.runtime.serving.buckets import Grid, parse_sizes
@@ -144,6 +151,7 @@ def serve_trials(args: argparse.Namespace, policies: tuple[str, ...]) -> ServeTr
     if args.kv not in KV_MODES:
         raise CompileAheadError(f"--kv {args.kv!r}: one of {', '.join(KV_MODES)}")
     parse_goodput(args.goodput)
+    check_prefill_chunk(args)
     budget = memory_budget(args)
     generated = [f for f in GENERATOR_FLAGS if getattr(args, f) is not None]
     if args.requests is not None and generated:
@@ -156,6 +164,7 @@ def serve_trials(args: argparse.Namespace, policies: tuple[str, ...]) -> ServeTr
         ("--synthetic-dtype", args.synthetic_dtype),
         ("--ov-config-file", args.ov_config_file),
         ("--memory-budget", None if budget is None else repr(args.memory_budget)),
+        ("--prefill-chunk", args.prefill_chunk),
         ("--simulate", args.simulate),
     ):
         if value is not None:

@@ -71,6 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="reserve",
         help="reserve (one top reservation, rows read in place) or copy (default reserve)",
     )
+    add_prefill_chunk_option(p)
     p.add_argument("--stop-at-eos", action="store_true", help="the model's EOS ends a request")
     p.add_argument(
         "--simulate",
@@ -88,6 +89,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_output_options(p)
     add_listen_options(p)
     p.set_defaults(func=run)
+
+
+def add_prefill_chunk_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tokens per call of the batch-1 prefill graph, capped at its capacity; a prompt "
+        "costs whole calls (default 128)",
+    )
+
+
+def device_extras(args: argparse.Namespace, stop_at_eos: bool) -> dict[str, Any]:
+    """What a device engine is told besides its grid and policy (ServingSettings'
+    compile_options), each flag checked here."""
+    extra = {"options": compile_options(args), "kv": args.kv, "stop_at_eos": stop_at_eos}
+    if args.prefill_chunk is not None:
+        check_prefill_chunk(args)
+        extra["prefill_chunk"] = args.prefill_chunk
+    return extra
+
+
+def check_prefill_chunk(args: argparse.Namespace) -> None:
+    """--prefill-chunk, when given: tokens >= 1, for a device (a cost model states its own)."""
+    chunk = args.prefill_chunk
+    if chunk is None:
+        return
+    if chunk < 1:
+        raise CompileAheadError(f"--prefill-chunk {chunk}: a whole number of tokens >= 1")
+    if getattr(args, "simulate", None) is not None:
+        raise CompileAheadError(
+            "--prefill-chunk is for a device; a cost model (--simulate) states its own "
+            "prefill_chunk"
+        )
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
@@ -119,7 +155,7 @@ def listen(args: argparse.Namespace) -> int:
     check_outputs(args)  # --trace: written when the server stops
     policy = make_policy(args.policy)
     grid = Grid.of(parse_sizes(args.buckets, "--buckets"), Ladder.parse(args.ladder).rungs)
-    extra = {"options": compile_options(args), "kv": args.kv, "stop_at_eos": True}
+    extra = device_extras(args, stop_at_eos=True)
     settings = ServingSettings(
         grid.batch_sizes, grid.capacities, policy.name, memory_budget(args), extra
     )
@@ -183,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.kv not in KV_MODES:
         raise CompileAheadError(f"--kv {args.kv!r}: one of {', '.join(KV_MODES)}")
+    check_prefill_chunk(args)
     policy = make_policy(args.policy)
     slo = parse_goodput(args.goodput)
     budget = memory_budget(args)
@@ -210,7 +247,7 @@ def _engine(
         return ServingEngine(grid, policy, SimExecutor(read_cost_model(args.simulate)), budget)
     from compile_ahead.runtime.serving.device_executor import device_engine
 
-    extra = {"options": compile_options(args), "kv": args.kv, "stop_at_eos": args.stop_at_eos}
+    extra = device_extras(args, args.stop_at_eos)
     settings = ServingSettings(grid.batch_sizes, grid.capacities, policy.name, budget, extra)
     print(f"model: {source.label}")
     return device_engine(source, settings)

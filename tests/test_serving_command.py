@@ -11,6 +11,8 @@ import pytest
 from cli import run_cli
 from trace_processor import NodeTraceProcessor, unavailable_reason
 
+from compile_ahead.commands.main import main
+
 SHORT = Path(__file__).parent / "fixtures" / "serving" / "short.jsonl"
 COSTS = {
     "compile_s": {"base": 1.0, "per_batch": 0.1},
@@ -94,6 +96,24 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, costs, extra,
     done = serve("--requests", requests, "--simulate", costs, "--out", out, *extra)
     assert done.returncode == 2, done.stdout + done.stderr
     assert why in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        (["--model", "tiny", "--prefill-chunk", "0"], "--prefill-chunk 0: a whole number"),
+        (["--simulate", "COSTS", "--prefill-chunk", "16"], "a cost model (--simulate) states"),
+    ],
+)
+def test_a_prefill_chunk_is_refused_in_one_line_unless_a_device_can_take_it(
+    tmp_path, costs, capsys, extra, why
+):
+    out = tmp_path / "report.json"
+    extra = [str(costs) if x == "COSTS" else x for x in extra]
+    assert main(["serve", "--requests", str(SHORT), "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert why in err and len(err.splitlines()) == 1, err
     assert not out.exists()
 
 

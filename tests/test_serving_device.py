@@ -36,10 +36,13 @@ def requests_of(joins):
     return [Request(f"r{i}", tuple(p), n, 0.0) for i, (_, p, n) in enumerate(joins)]
 
 
-def serve_joins(source, options, policy, kv):
+def serve_joins(source, options, policy, kv, prefill_chunk=None):
     """Serve JOINS, each request submitted once the engine has generated its count of tokens
     (not on a clock: the same joins whatever the machine's speed)."""
-    settings = ServingSettings(*GRID, policy, None, {"options": options, "kv": kv})
+    extra = {"options": options, "kv": kv}
+    if prefill_chunk is not None:
+        extra["prefill_chunk"] = prefill_chunk
+    settings = ServingSettings(*GRID, policy, None, extra)
     engine = device_engine(source, settings)
     pending = list(zip([j[0] for j in JOINS], requests_of(JOINS), strict=True))
     try:
@@ -73,11 +76,15 @@ def assert_switched_with_live_rows(engine):
     assert any(b[0] < a[0] for a, b in moves), moves  # batch down, rows live
 
 
-@pytest.mark.parametrize("kv", ["reserve", "copy"])
-def test_tiny_preset_tokens_equal_each_requests_own_batch_1_greedy_run(f32_cached, kv):
+# The default prefill chunk takes each prompt in one call; 7 takes the longer ones in several,
+# the last padded.
+@pytest.mark.parametrize(("kv", "chunk"), [("reserve", 7), ("copy", None)])
+def test_tiny_preset_tokens_equal_each_requests_own_batch_1_greedy_run(f32_cached, kv, chunk):
     source = resolve_model("tiny")
-    engine, requests = serve_joins(source, f32_cached, "up-front", kv)
+    engine, requests = serve_joins(source, f32_cached, "up-front", kv, chunk)
     assert_switched_with_live_rows(engine)
+    if chunk is not None:
+        assert all(s.spec.chunk == chunk for s in engine.executor.prefills.values())
     for r in requests:
         alone = generate_on(source, 48, list(r.prompt), r.max_new_tokens, options=f32_cached)
         assert engine.lives[r.request_id].tokens == alone.tokens, r.request_id

@@ -52,6 +52,15 @@ def test_on_demand_stalls_the_first_request_for_its_bucket_compile():
     assert report["requests_metrics"]["e2e_s"]["p50"] == pytest.approx(2.3)
 
 
+def test_a_prefill_costs_whole_calls_of_the_prefill_chunk():
+    model = costs(prefill_base_s=0.05, prefill_per_token_s=0.01, prefill_chunk=4)
+    engine, report = serve(ONE, "up-front", [req(0, 0.0, prompt=5), req(1, 10.0, prompt=8)], model)
+    # compiled by 2.0; 5 tokens cost two calls of 4: 0.05 + 8 * 0.01; 8 tokens the same
+    assert engine.lives["r0"].token_times[0] == pytest.approx(2.0 + 0.13)
+    assert engine.lives["r1"].token_times[0] == pytest.approx(10.0 + 0.13)
+    assert report["engine"]["timings"]["prefill"]["alone"]["x"] == pytest.approx(16)
+
+
 def test_ahead_compiles_the_first_bucket_from_the_start_in_the_background():
     engine, report = serve(ONE, "ahead", [req(0, 0.5), req(1, 3.0)])
     # the compile runs from 0 to 2.0: r0 waits 1.5 for it, r1 finds it compiled
@@ -239,6 +248,8 @@ def test_a_cost_model_file_is_read_and_refused_in_one_line(tmp_path):
         ('{"step_s": {"base": -1}}', "step_s.base: a number >= 0"),
         ('{"background_compile_factors": {"step:4": "2"}}', "background_compile_factors: an"),
         ('{"background_compile_factors": [2]}', "background_compile_factors: an object"),
+        ('{"prefill_chunk": 0}', "prefill_chunk: a whole number >= 1"),
+        ('{"prefill_chunk": 2.5}', "prefill_chunk: a whole number >= 1"),
     ]:
         bad = tmp_path / "bad.json"
         bad.write_text(body)

@@ -97,6 +97,7 @@ def test_a_simulated_serve_experiment_reports_each_trials_own_figures(tmp_path, 
         (["--arms", "up-front,ahead", "--count", "2000000"], "1 to 1000000 requests"),
         (["--arms", "up-front,ahead", "--rate", "nan"], "must be positive and finite"),
         (["--arms", "up-front,ahead", "--buckets", "2,1"], "strictly increasing"),
+        (["--arms", "up-front,ahead", "--prefill-chunk", "16"], "a cost model (--simulate)"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, costs, capsys, extra, says):

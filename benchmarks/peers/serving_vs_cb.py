@@ -6,7 +6,8 @@ Each round serves N requests that all arrive at once (prompt ``--prompt`` random
 ``--new-tokens`` new tokens each, EOS ignored) on both arms, in an order rotated by round:
 
 - ours: the serving engine on the IR (compile-ahead's graphs cut from it) with one bucket
-  [N, C] compiled before the round (up-front; a round times serving, not compiling);
+  [N, C] compiled before the round (up-front; a round times serving, not compiling), its
+  batch-1 prefill graph taking ``--prefill-chunk`` tokens per call (default: the engine's);
 - the peer: ContinuousBatchingPipeline(ir, SchedulerConfig(), "CPU") made once, the N
   requests added with add_request and stepped while has_non_finished_requests(); a token's
   time is the end of the step() that produced it;
@@ -20,7 +21,7 @@ peer's paged attention reads only filled blocks). Both arms take the device's de
 precisions. Two cores shared with other work bound every figure.
 
     python benchmarks/peers/serving_vs_cb.py --ir DIR [--concurrency 1,2,4,8] [--prompt 128]
-        [--new-tokens 64] [--capacity 256] [--rounds 3] [--json FILE]
+        [--new-tokens 64] [--capacity 256] [--prefill-chunk N] [--rounds 3] [--json FILE]
 """
 
 from __future__ import annotations
@@ -55,9 +56,12 @@ def requests(n: int, prompt: int, new: int, vocab: int, seed: int) -> list[Reque
 
 
 class Ours:
-    def __init__(self, ir: Path, n: int, capacity: int):
+    def __init__(self, ir: Path, n: int, capacity: int, prefill_chunk: int | None):
         self.source = resolve_model(str(ir / "openvino_model.xml"))
-        settings = ServingSettings((n,), (capacity,), "up-front", None, {"options": {}})
+        extra: dict = {"options": {}}
+        if prefill_chunk is not None:
+            extra["prefill_chunk"] = prefill_chunk
+        settings = ServingSettings((n,), (capacity,), "up-front", None, extra)
         self.settings = settings
 
     def serve(self, batch: list[Request]) -> tuple[list[float], float]:
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--capacity", type=int, default=256)
+    p.add_argument("--prefill-chunk", type=int, default=None, help="our prefill's tokens per call")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, default=None)
@@ -149,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.prompt + args.new_tokens > args.capacity:
         p.error("--prompt + --new-tokens must fit --capacity")
     peer, serial = Peer(args.ir), Serial(args.ir)
-    ours = {n: Ours(args.ir, n, args.capacity) for n in levels}
+    ours = {n: Ours(args.ir, n, args.capacity, args.prefill_chunk) for n in levels}
     vocab = ours[levels[0]].source.config.vocab_size
     got: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for r, order in orders([(a, n) for n in levels for a in ARMS], args.rounds):

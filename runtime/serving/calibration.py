@@ -7,8 +7,9 @@ or more replays (``ServingEngine.report()``), each from a fresh engine.
   a + b*B + c*C + d*B*C through the others.
 - ``background_step_factor``: over the buckets stepped both ways, the steps beside a compile
   against the steps alone (weighted by the steps beside a compile).
-- ``prefill_s``: the least-squares line of seconds against prompt tokens of the prefills
-  without a background compile.
+- ``prefill_s``: the least-squares line of seconds against the tokens the prefills without a
+  background compile cost (whole calls of the prefill graph: the executor's prefill_tokens;
+  ``prefill_chunk`` comes with the fixed costs).
 - ``compile_s`` per bucket: the median of its compiles that ran alone (before serving or on
   the request path), the first compile of each run left out; ``prefill_compile_s``: the median
   of what a run's first compile took beyond its bucket's; ``background_compile_factor``: how

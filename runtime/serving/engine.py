@@ -270,7 +270,8 @@ class ServingEngine:
             t0 = self._span_start[live.request_id] = self.clock.now()
             token = self.executor.prefill(row, live.request.prompt)
             took = self._worked(t0, PREFILL)
-            self.stats.timings.prefilled(len(live.request.prompt), self._background(), took)
+            cost = self.executor.prefill_tokens(len(live.request.prompt))
+            self.stats.timings.prefilled(cost, self._background(), took)
             if self.stats.first_prefill_s is None:
                 self.stats.first_prefill_s = took
             live.length = len(live.request.prompt)

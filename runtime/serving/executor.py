@@ -60,6 +60,11 @@ class VirtualClock:
         self._t = max(self._t, t)
 
 
+def padded(tokens: int, chunk: int) -> int:
+    """``tokens`` rounded up to whole calls of ``chunk`` tokens."""
+    return -(-tokens // chunk) * chunk
+
+
 class Executor(Protocol):
     """Runs buckets. Rows are indices of the active bucket; a row's filled length is the
     engine's (it passes them in)."""
@@ -101,6 +106,11 @@ class Executor(Protocol):
     def activate(self, bucket: Bucket, moves: Mapping[int, int], lengths: Mapping[int, int]) -> int:
         """Serve from ``bucket`` (compiled): the live rows' KV moves from the active bucket's
         memory (old row -> new row, ``lengths[old]`` slots each); the bytes copied."""
+        ...
+
+    def prefill_tokens(self, prompt_len: int) -> int:
+        """The tokens a prompt of ``prompt_len`` costs to prefill on the active bucket: whole
+        calls of the prefill graph (``padded``), the measure of a prefill's cost."""
         ...
 
     def prefill(self, row: int, prompt: Sequence[int]) -> int:

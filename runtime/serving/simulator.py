@@ -6,7 +6,8 @@ A cost model (JSON, e.g. `compile-ahead serve --simulate COSTS.json`) prices:
 - ``compile_s``, ``step_s``, ``bucket_bytes``: each a linear form of the bucket [B, C],
   ``{"base": a, "per_batch": b, "per_capacity": c, "per_slot": d, "table": {"BxC": v}}`` =
   a + b*B + c*C + d*B*C, unless the table names the bucket;
-- ``prefill_s``: ``{"base": a, "per_token": b}`` per prompt;
+- ``prefill_s``: ``{"base": a, "per_token": b}`` per prompt, its tokens counted in whole
+  calls of ``prefill_chunk`` tokens (default 1: as many as the prompt has), the last padded;
   ``step_s`` is one iteration of the engine that steps: the device's step and the engine's
   own work around it;
 - ``prefill_compile_s``: what the first compile adds, the batch-1 prefill graph (compiled once,
@@ -46,6 +47,7 @@ from compile_ahead.runtime.serving.executor import (
     SWITCH,
     VirtualClock,
     activity_key,
+    padded,
 )
 
 MAX_COST_FILE_BYTES = 4 * 2**20
@@ -101,9 +103,11 @@ class CostModel:
     background_compile_factors: Mapping[str, float] = field(default_factory=dict)
     host_bytes: int = 0
     kv: str = "copy"
+    prefill_chunk: int = 1  # tokens per prefill call: a prompt costs whole calls
     token: int = 1
 
     def prefill_s(self, tokens: int) -> float:
+        """A prefill of ``tokens`` (already padded to whole calls: ``padded``)."""
         return self.prefill_base_s + self.prefill_per_token_s * tokens
 
     def kv_bytes(self, bucket: Bucket) -> int:
@@ -121,7 +125,7 @@ class CostModel:
             "compile_s", "step_s", "bucket_bytes", "prefill_s", "prefill_compile_s",
             "activate_s", "copy_s_per_byte", "kv_bytes_per_slot", "background_step_factor",
             "background_compile_factor", "background_compile_factors", "host_bytes", "kv", "note",
-            "sources", "fitted_from",
+            "sources", "fitted_from", "prefill_chunk",
         }  # fmt: skip
         _no_unknown(obj, known, where)
         prefill = obj.get("prefill_s", {})
@@ -142,6 +146,9 @@ class CostModel:
         for k, v in scalars.items():
             if not _nonneg(v):
                 raise CompileAheadError(f"{where}.{k}: a number >= 0")
+        chunk = obj.get("prefill_chunk", 1)
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise CompileAheadError(f"{where}.prefill_chunk: a whole number >= 1")
         kv = obj.get("kv", "copy")
         if kv not in ("copy", "reserve"):
             raise CompileAheadError(f'{where}.kv: "copy" or "reserve"')
@@ -155,6 +162,7 @@ class CostModel:
             )
         return cls(
             kv=kv,
+            prefill_chunk=chunk,
             compile_s=Linear.from_json(obj.get("compile_s", 1.0), f"{where}.compile_s"),
             step_s=Linear.from_json(obj.get("step_s", 0.01), f"{where}.step_s"),
             bucket_bytes=Linear.from_json(obj.get("bucket_bytes", 2**30), f"{where}.bucket_bytes"),
@@ -292,8 +300,12 @@ class SimExecutor:
         self._note_memory()
         return copied
 
+    def prefill_tokens(self, prompt_len: int) -> int:
+        return padded(prompt_len, self.costs.prefill_chunk)
+
     def prefill(self, row: int, prompt: Sequence[int]) -> int:
-        self._busy(self.costs.prefill_s(len(prompt)) * self._slowdown(), PREFILL)
+        tokens = self.prefill_tokens(len(prompt))
+        self._busy(self.costs.prefill_s(tokens) * self._slowdown(), PREFILL)
         return self.costs.token
 
     def step(self, feeds: Mapping[int, tuple[int, int]]) -> dict[int, int]:
