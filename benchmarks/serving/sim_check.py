@@ -5,8 +5,9 @@ simulator per policy, and print the simulated over measured TTFT and TPOT p50/p9
 target: within 15%). With ``--replays N`` the check trace runs N times on the device and each
 figure is held to the replays' median, their own spread printed beside it.
 
-Every replay compiles as a cold server does (no compile cache, a fresh engine). Two cores
-shared with other work bound every figure: run it on a quiet machine.
+Every device replay is a fresh `compile-ahead serve` process (no compile cache), as a cold
+server starts: no replay inherits another's process state. Two cores shared with other work
+bound every figure: run it on a quiet machine.
 
     python benchmarks/serving/sim_check.py --model qwen2.5-0.5b [--buckets 1,2,4]
         [--ladder 256,512,1024] [--requests 40] [--rate 0.5] [--calibrate-seed 0] [--seed 1]
@@ -19,9 +20,11 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _shared
+from _shared.common import run_checked
 from _shared.results import write_result
 
 from compile_ahead.runtime.compile.settings.options import CompileOptions
@@ -32,7 +35,12 @@ from compile_ahead.runtime.serving.engine import ServingEngine, replay
 from compile_ahead.runtime.serving.policies import make_policy
 from compile_ahead.runtime.serving.requests import Request
 from compile_ahead.runtime.serving.simulator import CostModel, SimExecutor
-from compile_ahead.runtime.serving.workloads import Arrivals, Lengths, generate_requests
+from compile_ahead.runtime.serving.workloads import (
+    Arrivals,
+    Lengths,
+    generate_requests,
+    write_requests,
+)
 from compile_ahead.runtime.sources.resolve import resolve_model
 
 NAN = float("nan")
@@ -48,14 +56,21 @@ def trace(args, source, grid: Grid, seed: int) -> list[Request]:
     )  # fmt: skip
 
 
-def on_device(source, grid: Grid, options, policy: str, requests: list[Request]) -> dict:
-    """A cold engine's replay on the device: its report."""
-    engine = ServingEngine(grid, make_policy(policy), DeviceExecutor(source, grid, options))
-    try:
-        replay(engine, requests)
-    finally:
-        engine.executor.close()
-    return engine.report()
+def on_device(args, grid: Grid, policy: str, requests: list[Request]) -> dict:
+    """A cold server's replay on the device, in a fresh `compile-ahead serve`: its report."""
+    with tempfile.TemporaryDirectory() as work:
+        trace_file, out = Path(work) / "trace.jsonl", Path(work) / "report.json"
+        write_requests(requests, trace_file)
+        cmd = [
+            sys.executable, "-m", "compile_ahead.commands", "serve", "--model", args.model,
+            "--requests", str(trace_file), "--policy", policy, "--no-cache",
+            "--buckets", ",".join(map(str, grid.batch_sizes)),
+            "--ladder", ",".join(map(str, grid.capacities)), "--out", str(out),
+        ]  # fmt: skip
+        if args.inference_precision is not None:
+            cmd += ["--inference-precision", args.inference_precision]
+        run_checked(cmd)
+        return json.loads(out.read_text())
 
 
 def simulated(grid: Grid, policy: str, costs: CostModel, requests: list[Request]) -> dict:
@@ -70,7 +85,7 @@ def calibrate(args, source, grid: Grid, options, policies: list[str]) -> dict:
     reports = []
     for policy in policies:
         print(f"  calibration replay: {policy} (seed {args.calibrate_seed})", flush=True)
-        reports.append(on_device(source, grid, options, policy, requests))
+        reports.append(on_device(args, grid, policy, requests))
         print(f"    compiles: {_compiles(reports[-1])}", flush=True)
     probe = DeviceExecutor(source, grid, options)  # compiles nothing: what runs cannot show
     try:
@@ -80,7 +95,7 @@ def calibrate(args, source, grid: Grid, options, policies: list[str]) -> dict:
     return fit_cost_model(reports, fixed)
 
 
-def compare(args, source, grid: Grid, options, costs: CostModel, policies: list[str]) -> dict:
+def compare(args, source, grid: Grid, costs: CostModel, policies: list[str]) -> dict:
     """The check trace replayed on the device ``--replays`` times per policy (the policies
     interleaved), and in the simulator once: simulated over the replays' median, and the
     replays' own spread (largest over smallest), the floor any model can be held to."""
@@ -88,7 +103,7 @@ def compare(args, source, grid: Grid, options, costs: CostModel, policies: list[
     reports: dict[str, list[dict]] = {policy: [] for policy in policies}
     for replay_no in range(args.replays):
         for policy in policies:
-            report = on_device(source, grid, options, policy, requests)
+            report = on_device(args, grid, policy, requests)
             reports[policy].append(report)
             print(f"  {policy:9} replay {replay_no + 1} compiles: {_compiles(report)}", flush=True)
     out = {}
@@ -188,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.costs_out is not None:
         args.costs_out.write_text(json.dumps(fitted, indent=1))
     costs = CostModel.from_json(fitted)
-    ratios = compare(args, source, grid, options, costs, policies)
+    ratios = compare(args, source, grid, costs, policies)
     results = {"fitted_costs": fitted, "ratios": ratios}
     if args.json is not None:
         print(f"result: {write_result(args.json, 'sim_check', results, args)}")
