@@ -116,7 +116,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # --- the order of the modules ----------------------------------------------------------------
-# The two workers take whole modules (--dist loadfile) in the collection's order, each its next
+# The workers take whole modules (--dist loadfile) in the collection's order, each its next
 # when it is done: a long module taken last runs alone at the end. So the modules go longest
 # first, by the seconds each took in a whole run (module_seconds.json, rewritten by
 # `python -m pytest --store-module-seconds`); a module not in it counts as the median one.
@@ -170,11 +170,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_ModuleOrder(store), "module-order")
 
 
-# --- two workers -------------------------------------------------------------------------------
-# The README's test command runs the suite on two pytest-xdist workers (pyproject.toml's addopts):
-# most tests wait on one thread (a subprocess starting, a compile, a reference in torch), so two
-# keep both cores busy. A test marked `alone` measures timings and judges them (an A/A
-# experiment, a calibrated change): it runs while the other worker runs nothing. Every other
+# --- three workers on two cores ----------------------------------------------------------------
+# The README's test command runs the suite on three pytest-xdist workers (pyproject.toml's
+# addopts): most tests run on one thread, and many wait part of their time (a subprocess
+# starting, a socket, a sleeping trial, a timeout), so a third worker keeps both cores busy
+# while another waits. A test marked `alone` measures timings and judges them (an A/A
+# experiment, a calibrated change): it runs while the other workers run nothing. Every other
 # test holds a shared lock for its setup, call and teardown; an `alone` test takes it
 # exclusively, after taking a turnstile that keeps new tests from starting meanwhile.
 
@@ -214,7 +215,7 @@ F32 = CompileOptions(device="CPU", inference_precision="f32")
 
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make) -> Path:
     """The directory ``name``, filled by ``make(directory)`` once for the whole session: under
-    pytest-xdist (the README's test command runs two workers) every worker gets the same one,
+    pytest-xdist (the README's test command runs three workers) every worker gets the same one,
     the first to arrive making it while the others wait on a file lock."""
     from filelock import FileLock
 

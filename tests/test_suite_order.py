@@ -1,4 +1,4 @@
-"""The order the two workers take the suite's modules in (conftest.longest_first): by the seconds
+"""The order the workers take the suite's modules in (conftest.longest_first): by the seconds
 each took in a whole run, the longest first, a module not timed yet as the median one, each
 module whole and in its own order."""
 
