@@ -144,8 +144,8 @@ def _license_nll(tmp_path: Path) -> tuple[float, int]:
     from compile_ahead.commands.main import main
 
     report = tmp_path / "report.json"
-    argv = ["run", "--model", "smollm2-135m", "--schedule", "b0", "--ladder", "2048"]
-    argv += ["--text", str(LICENSE), "--prompt-len", "16", "--decode-tokens", "1800"]
+    argv = ["run", "--model", "smollm2-135m", "--schedule", "b0", "--ladder", "1024"]
+    argv += ["--text", str(LICENSE), "--prompt-len", "16", "--decode-tokens", "1000"]
     argv += ["--no-progress", "--no-cache", "--report", str(report)]
     assert main(argv) == 0
     score = json.loads(report.read_text())["text_score"]
@@ -156,9 +156,10 @@ def _license_nll(tmp_path: Path) -> tuple[float, int]:
 def test_smollm2_license_nll_at_the_default_precision_is_the_f32_one(
     tmp_path, smollm2_transformers
 ):
-    """SmolLM2 (a trained model) forcing 1800 LICENSE tokens: the default precision's NLL is
-    within 0.02 nats/token of transformers' at f32 on the same ids (angles computed in bf16 put
-    it 1 nat/token above; our f32 run is within 1e-3 of it, tests/test_text_runs.py)."""
+    """SmolLM2 (a trained model) forcing 1000 LICENSE tokens, to position 1016: the default
+    precision's NLL is within 0.02 nats/token of transformers' at f32 on the same ids (angles
+    computed in the graph at bf16, lost past a few hundred positions, put it 0.7 nats/token
+    above over these tokens; our f32 run is within 1e-3 of it, tests/test_text_runs.py)."""
     _low_precision_default()
     default, scored = _license_nll(tmp_path)
     ids = list(resolve_model("smollm2-135m").text_tokenizer().encode(LICENSE.read_text()).ids)
