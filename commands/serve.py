@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from compile_ahead.runtime.serving.policies import CompilePolicy
 
 KV_MODES = ("reserve", "copy")  # as runtime/serving/device_executor.py takes them
+# device_executor.PREFILL_CHUNK, said here without importing OpenVINO (a test holds them equal)
+DEFAULT_PREFILL_CHUNK = 128
 GOODPUT_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2e_s"}
 
 
@@ -98,7 +100,7 @@ def add_prefill_chunk_option(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="tokens per call of the batch-1 prefill graph, capped at its capacity; a prompt "
-        "costs whole calls (default 128)",
+        f"costs whole calls (default {DEFAULT_PREFILL_CHUNK})",
     )
 
 

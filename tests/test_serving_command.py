@@ -117,6 +117,14 @@ def test_a_prefill_chunk_is_refused_in_one_line_unless_a_device_can_take_it(
     assert not out.exists()
 
 
+def test_the_commands_default_prefill_chunk_is_the_engines():
+    from compile_ahead.commands.serve import DEFAULT_PREFILL_CHUNK, KV_MODES
+    from compile_ahead.runtime.serving import device_executor
+
+    assert DEFAULT_PREFILL_CHUNK == device_executor.PREFILL_CHUNK
+    assert KV_MODES == device_executor.KV_MODES
+
+
 @pytest.mark.parametrize(
     "argv, flag, mode",
     [

@@ -44,5 +44,6 @@ class ServingSettings:
     memory_budget_bytes: int | None = None  # None: no budget beyond the host's memory
     # "options": a CompileOptions (device, precision hints, compile cache), or its fields by
     # name instead; "kv": "reserve" (one top reservation, default) or "copy"; "stop_at_eos":
-    # whether the model's EOS ids end a request (default False: max_new_tokens does).
+    # whether the model's EOS ids end a request (default False: max_new_tokens does);
+    # "prefill_chunk": tokens per call of the batch-1 prefill graph (default 128).
     compile_options: dict[str, Any] | None = None
