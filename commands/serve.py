@@ -106,10 +106,9 @@ def add_prefill_chunk_option(p: argparse.ArgumentParser) -> None:
 
 def device_extras(args: argparse.Namespace, stop_at_eos: bool) -> dict[str, Any]:
     """What a device engine is told besides its grid and policy (ServingSettings'
-    compile_options), each flag checked here."""
+    compile_options), its flags checked before."""
     extra = {"options": compile_options(args), "kv": args.kv, "stop_at_eos": stop_at_eos}
     if args.prefill_chunk is not None:
-        check_prefill_chunk(args)
         extra["prefill_chunk"] = args.prefill_chunk
     return extra
 
@@ -155,6 +154,7 @@ def listen(args: argparse.Namespace) -> int:
     from compile_ahead.runtime.serving.policies import make_policy
 
     check_outputs(args)  # --trace: written when the server stops
+    check_prefill_chunk(args)
     policy = make_policy(args.policy)
     grid = Grid.of(parse_sizes(args.buckets, "--buckets"), Ladder.parse(args.ladder).rungs)
     extra = device_extras(args, stop_at_eos=True)

@@ -46,7 +46,7 @@ from compile_ahead.runtime.model.weights import expected_shapes
 from compile_ahead.runtime.serving.buckets import Bucket, Grid
 from compile_ahead.runtime.serving.engine import ServingEngine
 from compile_ahead.runtime.serving.events import ServingSettings
-from compile_ahead.runtime.serving.executor import WallClock, padded
+from compile_ahead.runtime.serving.executor import WallClock, is_chunk, padded
 from compile_ahead.runtime.serving.policies import make_policy
 from compile_ahead.runtime.sources.base import ModelSource
 
@@ -240,7 +240,8 @@ class DeviceExecutor:
 
     def prefill_tokens(self, prompt_len: int) -> int:
         assert self.active is not None
-        return padded(prompt_len, min(self.prefill_chunk, self.prefill_capacity(self.active)))
+        step = self.prefills[self.prefill_capacity(self.active)]  # the graph that prefills
+        return padded(prompt_len, step.spec.chunk)
 
     def prefill(self, row: int, prompt: Sequence[int]) -> int:
         assert self.active is not None and self.view is not None and self.arena is not None
@@ -273,7 +274,7 @@ class DeviceExecutor:
 
 
 def check_prefill_chunk(chunk: int) -> None:
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+    if not is_chunk(chunk):
         raise CompileAheadError(f"the prefill chunk must be a whole number >= 1, got {chunk!r}")
 
 

@@ -65,6 +65,11 @@ def padded(tokens: int, chunk: int) -> int:
     return -(-tokens // chunk) * chunk
 
 
+def is_chunk(value: object) -> bool:
+    """Whether ``value`` can be a prefill chunk: a whole number (not a bool) of at least 1."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 class Executor(Protocol):
     """Runs buckets. Rows are indices of the active bucket; a row's filled length is the
     engine's (it passes them in)."""

@@ -47,6 +47,7 @@ from compile_ahead.runtime.serving.executor import (
     SWITCH,
     VirtualClock,
     activity_key,
+    is_chunk,
     padded,
 )
 
@@ -147,7 +148,7 @@ class CostModel:
             if not _nonneg(v):
                 raise CompileAheadError(f"{where}.{k}: a number >= 0")
         chunk = obj.get("prefill_chunk", 1)
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        if not is_chunk(chunk):
             raise CompileAheadError(f"{where}.prefill_chunk: a whole number >= 1")
         kv = obj.get("kv", "copy")
         if kv not in ("copy", "reserve"):
